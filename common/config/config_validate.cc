@@ -1,0 +1,310 @@
+#include "common/config/config_validate.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace ringtrain {
+namespace config_internal {
+
+std::string FormatDouble(double value) {
+  // Shortest round-trip digits either way; plain notation where a person reads it more easily
+  // ("0.0008", "500000.0"), scientific for the very small and very large.
+  const double magnitude = std::fabs(value);
+  const bool plain = magnitude == 0 || (magnitude >= 1e-4 && magnitude < 1e16);
+  char buf[400];  // fixed notation of a value below 1e16 fits easily
+  const auto result = std::to_chars(buf, buf + sizeof(buf), value,
+                                    plain ? std::chars_format::fixed : std::chars_format::scientific);
+  std::string text(buf, result.ptr);
+  // TOML would read "1" back as an integer; keep floats visibly floats.
+  if (std::isfinite(value) && text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string Quote(absl::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\f': out += "\\f"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        // TOML forbids raw control characters in basic strings.
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::vector<int64_t> Divisors(int64_t n) {
+  // Real configs are tiny; a bound keeps a typo like 10^15 from stalling the error message.
+  constexpr int64_t kMaxEnumerated = int64_t{1} << 24;
+  std::vector<int64_t> low, high;
+  if (n <= 0 || n > kMaxEnumerated) return low;
+  for (int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
+  }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+namespace {
+
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string ClosestMatch(absl::string_view word, const std::vector<std::string>& candidates) {
+  // A third of the word may be wrong (at least a transposition's 2 edits, but never the whole word).
+  if (word.empty()) return "";
+  const size_t limit = std::min(std::max<size_t>(2, word.size() / 3), std::max<size_t>(1, word.size() - 1));
+  std::string best;
+  size_t best_distance = limit + 1;
+  for (const std::string& candidate : candidates) {
+    const size_t d = EditDistance(word, candidate);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+namespace {
+
+// "248 or 256": the multiples of `factor` either side of `value`, leaving out a non-positive one.
+std::string NearestMultiples(int64_t value, int64_t factor) {
+  const int64_t below = value / factor * factor;
+  const int64_t above = below + factor;
+  return below > 0 ? absl::StrCat(below, " or ", above) : absl::StrCat(above);
+}
+
+// Collects problems with a uniform "key = value: must be ..." wording.
+class Checker {
+ public:
+  explicit Checker(std::vector<std::string>* out) : out_(out) {}
+
+  void Add(std::string problem) { out_->push_back(std::move(problem)); }
+
+  void Positive(absl::string_view key, int64_t v) {
+    if (v <= 0) Add(absl::StrCat(key, " = ", v, ": must be > 0"));
+  }
+  void NonNegative(absl::string_view key, int64_t v, absl::string_view note = "") {
+    if (v < 0) Add(absl::StrCat(key, " = ", v, ": must be >= 0", note));
+  }
+  // Written as !(v > 0) so NaN fails too.
+  void Positive(absl::string_view key, double v) {
+    if (!(v > 0)) Add(absl::StrCat(key, " = ", FormatDouble(v), ": must be > 0"));
+  }
+  void NonNegative(absl::string_view key, double v) {
+    if (!(v >= 0)) Add(absl::StrCat(key, " = ", FormatDouble(v), ": must be >= 0"));
+  }
+  void UnitInterval(absl::string_view key, double v, bool include_one) {
+    if (v >= 0 && (include_one ? v <= 1 : v < 1)) return;
+    Add(absl::StrCat(key, " = ", FormatDouble(v), ": must be in [0, 1", include_one ? "]" : ")"));
+  }
+  // Returns whether `v` is valid, so dependent checks can be skipped.
+  bool OneOf(absl::string_view key, const std::string& v, std::vector<std::string> valid,
+             absl::string_view prefix = "must be one of ") {
+    if (std::find(valid.begin(), valid.end(), v) != valid.end()) return true;
+    std::vector<std::string> quoted;
+    for (const std::string& option : valid) quoted.push_back(Quote(option));
+    std::string problem = absl::StrCat(key, " = ", Quote(v), ": ", prefix, absl::StrJoin(quoted, ", "));
+    const std::string guess = ClosestMatch(v, valid);
+    if (!guess.empty()) absl::StrAppend(&problem, "; did you mean '", guess, "'?");
+    Add(std::move(problem));
+    return false;
+  }
+
+ private:
+  std::vector<std::string>* out_;
+};
+
+void CheckJob(const JobSection& j, Checker& c) {
+  c.OneOf("job.mode", j.mode, {"train", "eval"});
+  c.NonNegative("job.max_restarts", j.max_restarts);
+}
+
+void CheckModel(const JobConfig& config, Checker& c) {
+  const ModelSection& m = config.model;
+  c.Positive("model.dim", m.dim);
+  c.Positive("model.n_layers", m.n_layers);
+  c.Positive("model.n_heads", m.n_heads);
+  c.Positive("model.n_kv_heads", m.n_kv_heads);
+  c.Positive("model.vocab_size", m.vocab_size);
+  c.Positive("model.multiple_of", m.multiple_of);
+  c.Positive("model.max_seq_len", m.max_seq_len);
+  if (m.ffn_dim_multiplier.has_value()) c.Positive("model.ffn_dim_multiplier", *m.ffn_dim_multiplier);
+  c.Positive("model.norm_eps", m.norm_eps);
+  c.Positive("model.rope_theta", m.rope_theta);
+
+  // Grouped-query attention shares each KV head across n_heads / n_kv_heads query heads.
+  if (m.n_heads > 0 && m.n_kv_heads > 0 && m.n_heads % m.n_kv_heads != 0) {
+    c.Add(absl::StrCat("model.n_kv_heads = ", m.n_kv_heads, " must divide model.n_heads = ", m.n_heads,
+                       " (valid: ", absl::StrJoin(Divisors(m.n_heads), ", "), ")"));
+  }
+  if (m.dim > 0 && m.n_heads > 0) {
+    if (m.dim % m.n_heads != 0) {
+      std::string problem = absl::StrCat("model.dim = ", m.dim, " must be divisible by model.n_heads = ",
+                                         m.n_heads, " (try model.dim = ", NearestMultiples(m.dim, m.n_heads));
+      const std::vector<int64_t> heads = Divisors(m.dim);
+      const auto above = std::upper_bound(heads.begin(), heads.end(), m.n_heads);
+      std::vector<int64_t> nearby;
+      if (above != heads.begin()) nearby.push_back(*(above - 1));
+      if (above != heads.end()) nearby.push_back(*above);
+      if (!nearby.empty()) absl::StrAppend(&problem, ", or model.n_heads = ", absl::StrJoin(nearby, " or "));
+      c.Add(problem + ")");
+    } else if ((m.dim / m.n_heads) % 2 != 0) {
+      // RoPE rotates channel pairs, so each head needs an even number of channels.
+      c.Add(absl::StrCat("model.dim / model.n_heads = ", m.dim, " / ", m.n_heads, " = ", m.dim / m.n_heads,
+                         " (head_dim) must be even for RoPE (try model.dim = ",
+                         NearestMultiples(m.dim, 2 * m.n_heads), ")"));
+    }
+  }
+  if (m.max_seq_len > 0 && m.max_seq_len < config.training.seq_len) {
+    c.Add(absl::StrCat("model.max_seq_len = ", m.max_seq_len, " must be >= training.seq_len = ",
+                       config.training.seq_len));
+  }
+}
+
+void CheckTraining(const JobConfig& config, Checker& c) {
+  const TrainingSection& t = config.training;
+  c.Positive("training.seq_len", t.seq_len);
+  c.Positive("training.local_batch_size", t.local_batch_size);
+  c.Positive("training.steps", t.steps);
+  c.NonNegative("training.seed", t.seed);
+  c.Positive("training.max_norm", t.max_norm);
+  if (c.OneOf("training.dataset", t.dataset, {"synthetic", "text", "bin"}) && t.dataset != "synthetic") {
+    if (t.dataset_path.empty()) {
+      c.Add(absl::StrCat("training.dataset_path = \"\": required when training.dataset = ", Quote(t.dataset)));
+    }
+    // The text dataset tokenises bytes, so every byte value needs an embedding row.
+    if (t.dataset == "text" && config.model.vocab_size > 0 && config.model.vocab_size < 256) {
+      c.Add(absl::StrCat("model.vocab_size = ", config.model.vocab_size,
+                         ": must be >= 256 when training.dataset = \"text\" (byte tokens)"));
+    }
+  }
+  c.OneOf("training.token_dtype", t.token_dtype, {"uint16", "uint32"});
+  c.OneOf("training.sampler", t.sampler, {"sequential", "random"});
+}
+
+void CheckOptimizer(const OptimizerSection& o, Checker& c) {
+  c.OneOf("optimizer.name", o.name, {"AdamW"});
+  c.Positive("optimizer.lr", o.lr);
+  c.UnitInterval("optimizer.beta1", o.beta1, /*include_one=*/false);
+  c.UnitInterval("optimizer.beta2", o.beta2, /*include_one=*/false);
+  c.Positive("optimizer.eps", o.eps);
+  c.NonNegative("optimizer.weight_decay", o.weight_decay);
+}
+
+void CheckLrScheduler(const JobConfig& config, Checker& c) {
+  const LrSchedulerSection& s = config.lr_scheduler;
+  const int64_t steps = config.training.steps;
+  c.NonNegative("lr_scheduler.warmup_steps", s.warmup_steps);
+  c.UnitInterval("lr_scheduler.decay_ratio", s.decay_ratio, /*include_one=*/true);
+  c.OneOf("lr_scheduler.decay_type", s.decay_type, {"linear", "cosine"});
+  c.UnitInterval("lr_scheduler.min_lr_factor", s.min_lr_factor, /*include_one=*/true);
+  if (steps <= 0 || s.warmup_steps < 0 || !(s.decay_ratio >= 0 && s.decay_ratio <= 1)) return;
+  // Warmup and decay are consecutive phases; both must fit in the run.
+  const int64_t decay_steps = std::llround(static_cast<double>(steps) * s.decay_ratio);
+  if (s.warmup_steps > steps - decay_steps) {
+    c.Add(absl::StrCat("lr_scheduler.warmup_steps = ", s.warmup_steps,
+                       " plus the decay steps round(training.steps × lr_scheduler.decay_ratio) = round(", steps,
+                       " × ", FormatDouble(s.decay_ratio), ") = ", decay_steps, " exceeds training.steps = ", steps,
+                       " (valid: warmup_steps <= ", steps - decay_steps, " with this decay_ratio)"));
+  }
+}
+
+void CheckParallelism(const JobConfig& config, Checker& c) {
+  const ParallelismSection& p = config.parallelism;
+  if (p.data_parallel_replicate_degree != -1 && p.data_parallel_replicate_degree <= 0) {
+    c.Add(absl::StrCat("parallelism.data_parallel_replicate_degree = ", p.data_parallel_replicate_degree,
+                       ": must be -1 (fill the world) or > 0"));
+  }
+  c.Positive("parallelism.context_parallel_degree", p.context_parallel_degree);
+  c.OneOf("parallelism.context_parallel_load_balancer", p.context_parallel_load_balancer, {"headtail", "none"});
+  c.OneOf("parallelism.context_parallel_rotate_method", p.context_parallel_rotate_method,
+          {"alltoall", "allgather"});
+}
+
+void CheckRest(const JobConfig& config, Checker& c) {
+  const CheckpointSection& ck = config.checkpoint;
+  c.Positive("checkpoint.interval", ck.interval);
+  c.NonNegative("checkpoint.keep_latest_k", ck.keep_latest_k, " (0 keeps all)");
+  if (ck.enable && ck.folder.empty()) c.Add("checkpoint.folder = \"\": required when checkpoint.enable = true");
+
+  c.Positive("metrics.log_freq", config.metrics.log_freq);
+
+  const ValidationSection& v = config.validation;
+  if (!v.dataset.empty()) {
+    c.OneOf("validation.dataset", v.dataset, {"synthetic", "text", "bin"},
+            "must be empty (use the training dataset) or one of ");
+  }
+  c.Positive("validation.steps", v.steps);
+  c.Positive("validation.local_batch_size", v.local_batch_size);
+
+  c.Positive("comm.timeout_seconds", config.comm.timeout_seconds);
+}
+
+}  // namespace
+
+void CheckSeqLenSharding(const JobConfig& config, std::vector<std::string>* problems) {
+  const int64_t seq_len = config.training.seq_len;
+  const int64_t cp = config.parallelism.context_parallel_degree;
+  const std::string& balancer = config.parallelism.context_parallel_load_balancer;
+  if (seq_len <= 0 || cp <= 0 || (balancer != "headtail" && balancer != "none")) return;
+  // Head-tail balancing gives each rank one chunk from each end of the sequence: 2·cp chunks.
+  const bool headtail = balancer == "headtail";
+  const int64_t factor = headtail ? 2 * cp : cp;
+  if (seq_len % factor == 0) return;
+  problems->push_back(absl::StrCat(
+      "training.seq_len = ", seq_len, " must be divisible by ", headtail ? "2 × " : "",
+      "parallelism.context_parallel_degree = ", headtail ? absl::StrCat("2 × ", cp, " = ", factor) : absl::StrCat(cp),
+      " (context_parallel_load_balancer = ", Quote(balancer),
+      " splits each sequence into ", factor, " chunks); try training.seq_len = ", NearestMultiples(seq_len, factor)));
+}
+
+void ValidateJobConfig(const JobConfig& config, std::vector<std::string>* problems) {
+  Checker c(problems);
+  CheckJob(config.job, c);
+  CheckModel(config, c);
+  CheckTraining(config, c);
+  CheckOptimizer(config.optimizer, c);
+  CheckLrScheduler(config, c);
+  CheckParallelism(config, c);
+  CheckSeqLenSharding(config, problems);
+  CheckRest(config, c);
+}
+
+}  // namespace config_internal
+}  // namespace ringtrain

@@ -1,0 +1,434 @@
+#include "common/config/job_config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+#include <toml++/toml.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "common/config/config_validate.h"
+
+namespace ringtrain {
+namespace {
+
+using config_internal::ClosestMatch;
+using config_internal::FormatDouble;
+using config_internal::Quote;
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+// Every key of the config, as a pointer into one JobConfig, so one table drives parsing (writes),
+// overrides and printing (reads) and a new field cannot be forgotten by one of them.
+using FieldPtr = std::variant<int64_t*, double*, std::optional<double>*, bool*, std::string*>;
+struct Field {
+  const char* key;
+  FieldPtr ptr;
+};
+struct Section {
+  const char* name;
+  std::vector<Field> fields;
+};
+
+std::vector<Section> Sections(JobConfig& c) {
+  return {
+      {"job", {{"mode", &c.job.mode}, {"max_restarts", &c.job.max_restarts}}},
+      {"model",
+       {{"dim", &c.model.dim}, {"n_layers", &c.model.n_layers}, {"n_heads", &c.model.n_heads},
+        {"n_kv_heads", &c.model.n_kv_heads}, {"vocab_size", &c.model.vocab_size},
+        {"multiple_of", &c.model.multiple_of}, {"ffn_dim_multiplier", &c.model.ffn_dim_multiplier},
+        {"norm_eps", &c.model.norm_eps}, {"rope_theta", &c.model.rope_theta},
+        {"max_seq_len", &c.model.max_seq_len}}},
+      {"training",
+       {{"seq_len", &c.training.seq_len}, {"local_batch_size", &c.training.local_batch_size},
+        {"steps", &c.training.steps}, {"seed", &c.training.seed}, {"max_norm", &c.training.max_norm},
+        {"dataset", &c.training.dataset}, {"dataset_path", &c.training.dataset_path},
+        {"token_dtype", &c.training.token_dtype}, {"sampler", &c.training.sampler}}},
+      {"optimizer",
+       {{"name", &c.optimizer.name}, {"lr", &c.optimizer.lr}, {"beta1", &c.optimizer.beta1},
+        {"beta2", &c.optimizer.beta2}, {"eps", &c.optimizer.eps},
+        {"weight_decay", &c.optimizer.weight_decay}}},
+      {"lr_scheduler",
+       {{"warmup_steps", &c.lr_scheduler.warmup_steps}, {"decay_ratio", &c.lr_scheduler.decay_ratio},
+        {"decay_type", &c.lr_scheduler.decay_type}, {"min_lr_factor", &c.lr_scheduler.min_lr_factor}}},
+      {"parallelism",
+       {{"data_parallel_replicate_degree", &c.parallelism.data_parallel_replicate_degree},
+        {"context_parallel_degree", &c.parallelism.context_parallel_degree},
+        {"context_parallel_load_balancer", &c.parallelism.context_parallel_load_balancer},
+        {"context_parallel_rotate_method", &c.parallelism.context_parallel_rotate_method}}},
+      {"checkpoint",
+       {{"enable", &c.checkpoint.enable}, {"folder", &c.checkpoint.folder},
+        {"interval", &c.checkpoint.interval}, {"keep_latest_k", &c.checkpoint.keep_latest_k},
+        {"initial_load_path", &c.checkpoint.initial_load_path}}},
+      {"metrics", {{"log_freq", &c.metrics.log_freq}, {"jsonl", &c.metrics.jsonl}}},
+      {"validation",
+       {{"dataset", &c.validation.dataset}, {"dataset_path", &c.validation.dataset_path},
+        {"steps", &c.validation.steps}, {"local_batch_size", &c.validation.local_batch_size}}},
+      {"comm", {{"timeout_seconds", &c.comm.timeout_seconds}}},
+  };
+}
+
+std::vector<std::string> SectionNames(const std::vector<Section>& sections) {
+  std::vector<std::string> names;
+  for (const Section& s : sections) names.push_back(s.name);
+  return names;
+}
+
+std::vector<std::string> KeyNames(const Section& section) {
+  std::vector<std::string> names;
+  for (const Field& f : section.fields) names.push_back(f.key);
+  return names;
+}
+
+const Section* FindSection(const std::vector<Section>& sections, absl::string_view name) {
+  for (const Section& s : sections) {
+    if (name == s.name) return &s;
+  }
+  return nullptr;
+}
+
+const Field* FindField(const Section& section, absl::string_view key) {
+  for (const Field& f : section.fields) {
+    if (key == f.key) return &f;
+  }
+  return nullptr;
+}
+
+std::string UnknownSection(absl::string_view name, const std::vector<Section>& sections) {
+  const std::vector<std::string> names = SectionNames(sections);
+  std::string problem =
+      absl::StrCat("unknown section [", name, "] (valid sections: ", absl::StrJoin(names, ", "), ")");
+  const std::string guess = ClosestMatch(name, names);
+  if (!guess.empty()) absl::StrAppend(&problem, "; did you mean '", guess, "'?");
+  return problem;
+}
+
+std::string UnknownKey(const Section& section, absl::string_view key) {
+  const std::vector<std::string> keys = KeyNames(section);
+  std::string problem = absl::StrCat("unknown key ", section.name, ".", key, " (valid keys in [", section.name,
+                                     "]: ", absl::StrJoin(keys, ", "), ")");
+  const std::string guess = ClosestMatch(key, keys);
+  if (!guess.empty()) absl::StrAppend(&problem, "; did you mean '", guess, "'?");
+  return problem;
+}
+
+// A key given without a section: name the sections that do have it.
+std::string KeyOutsideSection(absl::string_view key, const std::vector<Section>& sections) {
+  std::vector<std::string> owners;
+  for (const Section& s : sections) {
+    if (FindField(s, key) != nullptr) owners.push_back(absl::StrCat(s.name, ".", key));
+  }
+  std::string problem = absl::StrCat("key '", key, "' is not in a section (valid sections: ",
+                                     absl::StrJoin(SectionNames(sections), ", "), ")");
+  if (!owners.empty()) absl::StrAppend(&problem, "; did you mean ", absl::StrJoin(owners, " or "), "?");
+  return problem;
+}
+
+// ---- TOML values ----------------------------------------------------------------------------------
+
+// The readers and Assign* store the value when it fits and return nullptr, else what was expected.
+const char* ReadTomlNumber(const toml::node& node, double* out) {
+  if (const auto* i = node.as_integer()) {
+    *out = static_cast<double>(i->get());
+    return nullptr;
+  }
+  const auto* f = node.as_floating_point();
+  if (f == nullptr) return "expected a number";
+  if (!std::isfinite(f->get())) return "expected a finite number";
+  *out = f->get();
+  return nullptr;
+}
+
+const char* AssignToml(const toml::node& node, const FieldPtr& ptr) {
+  return std::visit(
+      Overloaded{[&](int64_t* p) -> const char* {
+                   const auto* v = node.as_integer();
+                   if (v == nullptr) return "expected an integer";
+                   *p = v->get();
+                   return nullptr;
+                 },
+                 [&](double* p) -> const char* { return ReadTomlNumber(node, p); },
+                 [&](std::optional<double>* p) -> const char* {
+                   double v = 0;
+                   const char* error = ReadTomlNumber(node, &v);
+                   if (error == nullptr) *p = v;
+                   return error;
+                 },
+                 [&](bool* p) -> const char* {
+                   const auto* v = node.as_boolean();
+                   if (v == nullptr) return "expected true or false";
+                   *p = v->get();
+                   return nullptr;
+                 },
+                 [&](std::string* p) -> const char* {
+                   const auto* v = node.as_string();
+                   if (v == nullptr) return "expected a string";
+                   *p = v->get();
+                   return nullptr;
+                 }},
+      ptr);
+}
+
+// The node as the user wrote it, for messages: strings double-quoted like the rest of our output.
+std::string RenderToml(const toml::node& node) {
+  if (const auto* s = node.as_string()) return Quote(s->get());
+  if (const auto* f = node.as_floating_point()) return FormatDouble(f->get());
+  std::ostringstream out;
+  node.visit([&](const auto& n) { out << n; });
+  return out.str();
+}
+
+struct Located {
+  int64_t line;
+  std::string problem;
+};
+
+void ApplyToml(const toml::table& root, const std::vector<Section>& sections, std::vector<Located>* problems) {
+  for (const auto& [toml_name, node] : root) {
+    const std::string name(toml_name.str());
+    const int64_t line = node.source().begin.line;
+    const toml::table* table = node.as_table();
+    const Section* section = FindSection(sections, name);
+    if (table == nullptr) {
+      problems->push_back({line, section != nullptr
+                                     ? absl::StrCat("[", name, "] must be a table")
+                                     : KeyOutsideSection(name, sections)});
+      continue;
+    }
+    if (section == nullptr) {
+      problems->push_back({line, UnknownSection(name, sections)});
+      continue;
+    }
+    for (const auto& [toml_key, value] : *table) {
+      const std::string key(toml_key.str());
+      const int64_t key_line = value.source().begin.line;
+      const Field* field = FindField(*section, key);
+      if (field == nullptr) {
+        problems->push_back({key_line, UnknownKey(*section, key)});
+      } else if (const char* expected = AssignToml(value, field->ptr)) {
+        problems->push_back(
+            {key_line, absl::StrCat(section->name, ".", key, " = ", RenderToml(value), ": ", expected)});
+      }
+    }
+  }
+}
+
+// ---- Override values ------------------------------------------------------------------------------
+
+// from_chars rejects the leading '+' that people do write ("+1e-3"), and surrounding blanks.
+absl::string_view NumberText(absl::string_view text) {
+  text = absl::StripAsciiWhitespace(text);
+  if (absl::StartsWith(text, "+") && !absl::StartsWith(text, "+-")) text.remove_prefix(1);
+  return text;
+}
+
+const char* ParseNumber(absl::string_view text, double* out) {
+  text = NumberText(text);
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range) return "expected a finite number";
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return "expected a number";
+  if (!std::isfinite(v)) return "expected a finite number";
+  *out = v;
+  return nullptr;
+}
+
+const char* AssignText(absl::string_view text, const FieldPtr& ptr) {
+  return std::visit(
+      Overloaded{[&](int64_t* p) -> const char* {
+                   const absl::string_view t = NumberText(text);
+                   int64_t v = 0;
+                   const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+                   if (ec == std::errc::result_out_of_range) return "expected an integer that fits in 64 bits";
+                   if (ec != std::errc() || end != t.data() + t.size() || t.empty()) return "expected an integer";
+                   *p = v;
+                   return nullptr;
+                 },
+                 [&](double* p) -> const char* { return ParseNumber(text, p); },
+                 [&](std::optional<double>* p) -> const char* {
+                   double v = 0;
+                   const char* error = ParseNumber(text, &v);
+                   if (error == nullptr) *p = v;
+                   return error;
+                 },
+                 [&](bool* p) -> const char* {
+                   const absl::string_view t = absl::StripAsciiWhitespace(text);
+                   if (t != "true" && t != "false") return "expected true or false";
+                   *p = t == "true";
+                   return nullptr;
+                 },
+                 [&](std::string* p) -> const char* {
+                   // The shell eats the quotes of --k="a b" but keeps those of --k='"a b"'; accept both.
+                   absl::string_view t = text;
+                   if (t.size() >= 2 && t.front() == '"' && t.back() == '"') t = t.substr(1, t.size() - 2);
+                   *p = std::string(t);
+                   return nullptr;
+                 }},
+      ptr);
+}
+
+void ApplyOverride(const std::string& arg, const std::vector<Section>& sections, std::vector<std::string>* problems) {
+  absl::string_view text = arg;
+  if (absl::StartsWith(text, "--")) text.remove_prefix(2);
+  const size_t eq = text.find('=');
+  if (eq == absl::string_view::npos) {
+    problems->push_back(absl::StrCat("override '", arg, "': expected --section.key=value"));
+    return;
+  }
+  const absl::string_view path = absl::StripAsciiWhitespace(text.substr(0, eq));
+  const absl::string_view value = text.substr(eq + 1);
+  const size_t dot = path.find('.');
+  if (dot == absl::string_view::npos) {
+    problems->push_back(absl::StrCat("override '", arg, "': ", KeyOutsideSection(path, sections)));
+    return;
+  }
+  const Section* section = FindSection(sections, path.substr(0, dot));
+  if (section == nullptr) {
+    problems->push_back(absl::StrCat("override '", arg, "': ", UnknownSection(path.substr(0, dot), sections)));
+    return;
+  }
+  const Field* field = FindField(*section, path.substr(dot + 1));
+  if (field == nullptr) {
+    problems->push_back(absl::StrCat("override '", arg, "': ", UnknownKey(*section, path.substr(dot + 1))));
+    return;
+  }
+  if (const char* expected = AssignText(value, field->ptr)) {
+    problems->push_back(absl::StrCat(path, " = ", value, " (override '", arg, "'): ", expected));
+  }
+}
+
+absl::Status ProblemsError(absl::string_view what, const std::vector<std::string>& problems) {
+  return absl::InvalidArgumentError(absl::StrCat(what, ":\n  ", absl::StrJoin(problems, "\n  ")));
+}
+
+}  // namespace
+
+absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text, const std::vector<std::string>& overrides,
+                                         const std::string& source_name) {
+  const std::string what = absl::StrCat("invalid config ", source_name);
+  toml::table root;
+  try {
+    // toml++ reports malformed input by throwing; this is the edge where that becomes a Status.
+    root = toml::parse(std::string_view(toml_text), std::string_view(source_name));
+  } catch (const toml::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": malformed TOML at line ", e.source().begin.line,
+                                                   ", column ", e.source().begin.column, ": ",
+                                                   std::string(e.description())));
+  }
+
+  JobConfig config;
+  const std::vector<Section> sections = Sections(config);
+  std::vector<Located> located;
+  ApplyToml(root, sections, &located);
+  // toml++ iterates keys in sorted order; report in file order instead.
+  std::stable_sort(located.begin(), located.end(),
+                   [](const Located& a, const Located& b) { return a.line < b.line; });
+  std::vector<std::string> problems;
+  for (const Located& l : located) problems.push_back(absl::StrCat("line ", l.line, ": ", l.problem));
+  for (const std::string& arg : overrides) ApplyOverride(arg, sections, &problems);
+  // Values that failed to parse kept their defaults, so range checks now would only mislead.
+  if (!problems.empty()) return ProblemsError(what, problems);
+
+  config_internal::ValidateJobConfig(config, &problems);
+  if (!problems.empty()) return ProblemsError(what, problems);
+  return config;
+}
+
+absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "': ", std::strerror(errno)));
+  }
+  std::string text;
+  char buf[8192];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), file)) > 0) text.append(buf, n);
+  // A directory opens fine on Linux and fails only here, with EISDIR.
+  const int read_errno = std::ferror(file) ? errno : 0;
+  std::fclose(file);
+  if (read_errno != 0) {
+    return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "': ", std::strerror(read_errno)));
+  }
+  return ParseJobConfig(text, overrides, path);
+}
+
+absl::Status ValidateMesh(const JobConfig& config, int64_t world_size) {
+  const int64_t dp = config.parallelism.data_parallel_replicate_degree;
+  const int64_t cp = config.parallelism.context_parallel_degree;
+  std::vector<std::string> problems;
+  if (world_size <= 0) {
+    problems.push_back(absl::StrCat("world size = ", world_size, ": must be > 0"));
+  } else if (cp <= 0) {
+    problems.push_back(absl::StrCat("parallelism.context_parallel_degree = ", cp, ": must be > 0"));
+  } else if (dp == -1) {
+    if (world_size % cp != 0) {
+      problems.push_back(absl::StrCat(
+          "parallelism: the world size ", world_size, " is not divisible by context_parallel_degree (", cp,
+          "), so data_parallel_replicate_degree = -1 cannot fill it (context_parallel_degree dividing ",
+          world_size, ": ", absl::StrJoin(config_internal::Divisors(world_size), ", "), ")"));
+    }
+  } else if (dp <= 0) {
+    problems.push_back(absl::StrCat("parallelism.data_parallel_replicate_degree = ", dp,
+                                    ": must be -1 (fill the world) or > 0"));
+  } else if (dp > world_size / cp || dp * cp != world_size) {
+    const std::string product =
+        dp > std::numeric_limits<int64_t>::max() / cp ? "more than 2^63" : absl::StrCat(dp * cp);
+    problems.push_back(absl::StrCat("parallelism: data_parallel_replicate_degree (", dp,
+                                    ") × context_parallel_degree (", cp, ") = ", product,
+                                    " but the world size is ", world_size,
+                                    " (set data_parallel_replicate_degree = -1 to fill the world)"));
+  }
+  config_internal::CheckSeqLenSharding(config, &problems);
+  if (problems.empty()) return absl::OkStatus();
+  return ProblemsError(absl::StrCat("invalid mesh for world size ", world_size), problems);
+}
+
+int64_t DataParallelDegree(const JobConfig& config, int64_t world_size) {
+  const int64_t dp = config.parallelism.data_parallel_replicate_degree;
+  if (dp != -1) return dp;
+  return world_size / std::max<int64_t>(1, config.parallelism.context_parallel_degree);
+}
+
+std::string JobConfigToToml(const JobConfig& config) {
+  JobConfig copy = config;  // The field table points into a mutable config.
+  std::string out = "# ringtrain job config: every key with its effective value.\n";
+  for (const Section& section : Sections(copy)) {
+    absl::StrAppend(&out, "\n[", section.name, "]\n");
+    for (const Field& f : section.fields) {
+      std::visit(Overloaded{[&](int64_t* p) { absl::StrAppend(&out, f.key, " = ", *p, "\n"); },
+                            [&](double* p) { absl::StrAppend(&out, f.key, " = ", FormatDouble(*p), "\n"); },
+                            [&](std::optional<double>* p) {
+                              // TOML has no null: an unset optional is an absent key.
+                              if (p->has_value()) {
+                                absl::StrAppend(&out, f.key, " = ", FormatDouble(**p), "\n");
+                              } else {
+                                absl::StrAppend(&out, "# ", f.key, " is not set\n");
+                              }
+                            },
+                            [&](bool* p) { absl::StrAppend(&out, f.key, " = ", *p ? "true" : "false", "\n"); },
+                            [&](std::string* p) { absl::StrAppend(&out, f.key, " = ", Quote(*p), "\n"); }},
+                 f.ptr);
+    }
+  }
+  return out;
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,131 @@
+// The job configuration: TOML sections like torchtitan's train configs, every key overridable as
+// `--section.key=value`. Torch-free, so the coordinator validates the same configs the trainer runs.
+//
+// Validation is whole-config: ParseJobConfig reports every problem at once, each naming the key, the
+// value and what would be valid. Checks that need the world size (mesh) are in ValidateMesh.
+#ifndef RINGTRAIN_COMMON_CONFIG_JOB_CONFIG_H_
+#define RINGTRAIN_COMMON_CONFIG_JOB_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ringtrain {
+
+struct JobSection {
+  std::string mode = "train";  // "train" | "eval"
+  int64_t max_restarts = 0;    // >= 0; used by the service's restart policy
+};
+
+struct ModelSection {
+  int64_t dim = 256;
+  int64_t n_layers = 4;
+  int64_t n_heads = 8;
+  int64_t n_kv_heads = 4;           // n_heads % n_kv_heads == 0
+  int64_t vocab_size = 512;
+  int64_t multiple_of = 256;
+  std::optional<double> ffn_dim_multiplier;  // absent in TOML = not set
+  double norm_eps = 1e-5;
+  double rope_theta = 500000.0;
+  int64_t max_seq_len = 2048;       // >= training.seq_len
+};
+
+struct TrainingSection {
+  int64_t seq_len = 256;
+  int64_t local_batch_size = 8;
+  int64_t steps = 100;
+  int64_t seed = 42;
+  double max_norm = 1.0;              // > 0
+  std::string dataset = "synthetic";  // "synthetic" | "text" | "bin"
+  std::string dataset_path;           // required for text and bin
+  std::string token_dtype = "uint16"; // "uint16" | "uint32" (bin only)
+  std::string sampler = "sequential"; // "sequential" | "random"
+};
+
+struct OptimizerSection {
+  std::string name = "AdamW";  // only AdamW
+  double lr = 8e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+};
+
+struct LrSchedulerSection {
+  int64_t warmup_steps = 0;          // >= 0, <= training.steps
+  double decay_ratio = 0.0;          // in [0, 1]
+  std::string decay_type = "linear"; // "linear" | "cosine"
+  double min_lr_factor = 0.0;        // in [0, 1]
+};
+
+struct ParallelismSection {
+  int64_t data_parallel_replicate_degree = -1;  // -1 fills the world
+  int64_t context_parallel_degree = 1;
+  std::string context_parallel_load_balancer = "headtail";  // "headtail" | "none"
+  std::string context_parallel_rotate_method = "alltoall";  // "alltoall" | "allgather"
+};
+
+struct CheckpointSection {
+  bool enable = false;
+  std::string folder = "checkpoints";
+  int64_t interval = 50;          // > 0 when enabled
+  int64_t keep_latest_k = 0;      // 0 keeps all
+  std::string initial_load_path;  // a torch.save'd state dict, or empty
+};
+
+struct MetricsSection {
+  int64_t log_freq = 1;  // > 0: a human line every log_freq steps
+  std::string jsonl;     // path of the JSONL report, or empty
+};
+
+struct ValidationSection {
+  std::string dataset;       // empty = the training dataset
+  std::string dataset_path;  // empty = the training dataset_path
+  int64_t steps = 10;
+  int64_t local_batch_size = 8;
+};
+
+struct CommSection {
+  double timeout_seconds = 60.0;  // bounds every collective
+};
+
+struct JobConfig {
+  JobSection job;
+  ModelSection model;
+  TrainingSection training;
+  OptimizerSection optimizer;
+  LrSchedulerSection lr_scheduler;
+  ParallelismSection parallelism;
+  CheckpointSection checkpoint;
+  MetricsSection metrics;
+  ValidationSection validation;
+  CommSection comm;
+};
+
+// Parses TOML text, applies `overrides` ("--section.key=value" or "section.key=value"; the value is
+// parsed as the key's type), then validates. Errors are INVALID_ARGUMENT with one line per problem.
+// `source_name` names the text in messages (usually the file path).
+absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text,
+                                         const std::vector<std::string>& overrides,
+                                         const std::string& source_name);
+
+// Reads the file, then ParseJobConfig. A missing/unreadable file is NOT_FOUND naming the path.
+absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
+                                        const std::vector<std::string>& overrides);
+
+// Checks the config against a world size: dp × cp == world (dp = -1 fills), and seq_len divisible by
+// 2·cp (headtail) or cp (none), naming lengths that would work. INVALID_ARGUMENT listing every problem.
+absl::Status ValidateMesh(const JobConfig& config, int64_t world_size);
+
+// Resolved data-parallel degree (fills -1 from the world size). Assumes ValidateMesh passed.
+int64_t DataParallelDegree(const JobConfig& config, int64_t world_size);
+
+// The config as TOML text (every key, effective values) — recorded next to checkpoints and reports.
+std::string JobConfigToToml(const JobConfig& config);
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_COMMON_CONFIG_JOB_CONFIG_H_

@@ -1,0 +1,684 @@
+// Tests for the job config: TOML parsing, overrides, whole-config validation, the mesh check and the
+// TOML round trip. Every validation rule is exercised at least once through an override on an empty
+// file, which also exercises the override path.
+#include "common/config/job_config.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringtrain {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+constexpr char kSource[] = "test.toml";
+
+absl::StatusOr<JobConfig> Parse(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  return ParseJobConfig(text, overrides, kSource);
+}
+
+// The INVALID_ARGUMENT message of a parse expected to fail ("" and a test failure if it passed).
+std::string ParseError(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  absl::StatusOr<JobConfig> result = Parse(text, overrides);
+  EXPECT_FALSE(result.ok()) << "expected an error for overrides " << ::testing::PrintToString(overrides);
+  if (result.ok()) return "";
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
+  return std::string(result.status().message());
+}
+
+// Every field, so a round trip or a parse is checked completely.
+void ExpectConfigEq(const JobConfig& a, const JobConfig& b) {
+  EXPECT_EQ(a.job.mode, b.job.mode);
+  EXPECT_EQ(a.job.max_restarts, b.job.max_restarts);
+  EXPECT_EQ(a.model.dim, b.model.dim);
+  EXPECT_EQ(a.model.n_layers, b.model.n_layers);
+  EXPECT_EQ(a.model.n_heads, b.model.n_heads);
+  EXPECT_EQ(a.model.n_kv_heads, b.model.n_kv_heads);
+  EXPECT_EQ(a.model.vocab_size, b.model.vocab_size);
+  EXPECT_EQ(a.model.multiple_of, b.model.multiple_of);
+  EXPECT_EQ(a.model.ffn_dim_multiplier, b.model.ffn_dim_multiplier);
+  EXPECT_EQ(a.model.norm_eps, b.model.norm_eps);
+  EXPECT_EQ(a.model.rope_theta, b.model.rope_theta);
+  EXPECT_EQ(a.model.max_seq_len, b.model.max_seq_len);
+  EXPECT_EQ(a.training.seq_len, b.training.seq_len);
+  EXPECT_EQ(a.training.local_batch_size, b.training.local_batch_size);
+  EXPECT_EQ(a.training.steps, b.training.steps);
+  EXPECT_EQ(a.training.seed, b.training.seed);
+  EXPECT_EQ(a.training.max_norm, b.training.max_norm);
+  EXPECT_EQ(a.training.dataset, b.training.dataset);
+  EXPECT_EQ(a.training.dataset_path, b.training.dataset_path);
+  EXPECT_EQ(a.training.token_dtype, b.training.token_dtype);
+  EXPECT_EQ(a.training.sampler, b.training.sampler);
+  EXPECT_EQ(a.optimizer.name, b.optimizer.name);
+  EXPECT_EQ(a.optimizer.lr, b.optimizer.lr);
+  EXPECT_EQ(a.optimizer.beta1, b.optimizer.beta1);
+  EXPECT_EQ(a.optimizer.beta2, b.optimizer.beta2);
+  EXPECT_EQ(a.optimizer.eps, b.optimizer.eps);
+  EXPECT_EQ(a.optimizer.weight_decay, b.optimizer.weight_decay);
+  EXPECT_EQ(a.lr_scheduler.warmup_steps, b.lr_scheduler.warmup_steps);
+  EXPECT_EQ(a.lr_scheduler.decay_ratio, b.lr_scheduler.decay_ratio);
+  EXPECT_EQ(a.lr_scheduler.decay_type, b.lr_scheduler.decay_type);
+  EXPECT_EQ(a.lr_scheduler.min_lr_factor, b.lr_scheduler.min_lr_factor);
+  EXPECT_EQ(a.parallelism.data_parallel_replicate_degree, b.parallelism.data_parallel_replicate_degree);
+  EXPECT_EQ(a.parallelism.context_parallel_degree, b.parallelism.context_parallel_degree);
+  EXPECT_EQ(a.parallelism.context_parallel_load_balancer, b.parallelism.context_parallel_load_balancer);
+  EXPECT_EQ(a.parallelism.context_parallel_rotate_method, b.parallelism.context_parallel_rotate_method);
+  EXPECT_EQ(a.checkpoint.enable, b.checkpoint.enable);
+  EXPECT_EQ(a.checkpoint.folder, b.checkpoint.folder);
+  EXPECT_EQ(a.checkpoint.interval, b.checkpoint.interval);
+  EXPECT_EQ(a.checkpoint.keep_latest_k, b.checkpoint.keep_latest_k);
+  EXPECT_EQ(a.checkpoint.initial_load_path, b.checkpoint.initial_load_path);
+  EXPECT_EQ(a.metrics.log_freq, b.metrics.log_freq);
+  EXPECT_EQ(a.metrics.jsonl, b.metrics.jsonl);
+  EXPECT_EQ(a.validation.dataset, b.validation.dataset);
+  EXPECT_EQ(a.validation.dataset_path, b.validation.dataset_path);
+  EXPECT_EQ(a.validation.steps, b.validation.steps);
+  EXPECT_EQ(a.validation.local_batch_size, b.validation.local_batch_size);
+  EXPECT_EQ(a.comm.timeout_seconds, b.comm.timeout_seconds);
+}
+
+// A file setting every key to a non-default (and valid) value.
+constexpr char kFullFile[] = R"toml(
+[job]
+mode = "eval"
+max_restarts = 3
+
+[model]
+dim = 512
+n_layers = 6
+n_heads = 16
+n_kv_heads = 8
+vocab_size = 1024
+multiple_of = 128
+ffn_dim_multiplier = 1.3
+norm_eps = 1e-6
+rope_theta = 10000.0
+max_seq_len = 4096
+
+[training]
+seq_len = 1024
+local_batch_size = 4
+steps = 200
+seed = 7
+max_norm = 0.5
+dataset = "bin"
+dataset_path = "/data/tokens.bin"
+token_dtype = "uint32"
+sampler = "random"
+
+[optimizer]
+name = "AdamW"
+lr = 3e-4
+beta1 = 0.8
+beta2 = 0.99
+eps = 1e-9
+weight_decay = 0.0
+
+[lr_scheduler]
+warmup_steps = 20
+decay_ratio = 0.5
+decay_type = "cosine"
+min_lr_factor = 0.1
+
+[parallelism]
+data_parallel_replicate_degree = 2
+context_parallel_degree = 4
+context_parallel_load_balancer = "none"
+context_parallel_rotate_method = "allgather"
+
+[checkpoint]
+enable = true
+folder = "/tmp/ckpt"
+interval = 25
+keep_latest_k = 2
+initial_load_path = "/tmp/init.pt"
+
+[metrics]
+log_freq = 10
+jsonl = "/tmp/metrics.jsonl"
+
+[validation]
+dataset = "text"
+dataset_path = "/data/val.txt"
+steps = 5
+local_batch_size = 2
+
+[comm]
+timeout_seconds = 120.5
+)toml";
+
+JobConfig FullFileConfig() {
+  JobConfig c;
+  c.job = {"eval", 3};
+  c.model.dim = 512;
+  c.model.n_layers = 6;
+  c.model.n_heads = 16;
+  c.model.n_kv_heads = 8;
+  c.model.vocab_size = 1024;
+  c.model.multiple_of = 128;
+  c.model.ffn_dim_multiplier = 1.3;
+  c.model.norm_eps = 1e-6;
+  c.model.rope_theta = 10000.0;
+  c.model.max_seq_len = 4096;
+  c.training = {1024, 4, 200, 7, 0.5, "bin", "/data/tokens.bin", "uint32", "random"};
+  c.optimizer = {"AdamW", 3e-4, 0.8, 0.99, 1e-9, 0.0};
+  c.lr_scheduler = {20, 0.5, "cosine", 0.1};
+  c.parallelism = {2, 4, "none", "allgather"};
+  c.checkpoint = {true, "/tmp/ckpt", 25, 2, "/tmp/init.pt"};
+  c.metrics = {10, "/tmp/metrics.jsonl"};
+  c.validation = {"text", "/data/val.txt", 5, 2};
+  c.comm.timeout_seconds = 120.5;
+  return c;
+}
+
+// ---- Parsing ----------------------------------------------------------------------------------------
+
+TEST(ParseJobConfigTest, EmptyFileGivesDefaults) {
+  absl::StatusOr<JobConfig> config = Parse("");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ExpectConfigEq(*config, JobConfig{});
+  EXPECT_FALSE(config->model.ffn_dim_multiplier.has_value());
+}
+
+TEST(ParseJobConfigTest, EmptySectionsGiveDefaults) {
+  absl::StatusOr<JobConfig> config = Parse("[job]\n[model]\n[training]\n[comm]\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ExpectConfigEq(*config, JobConfig{});
+}
+
+TEST(ParseJobConfigTest, FullFileSetsEveryKey) {
+  absl::StatusOr<JobConfig> config = Parse(kFullFile);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ExpectConfigEq(*config, FullFileConfig());
+}
+
+TEST(ParseJobConfigTest, OmittedKeysKeepDefaults) {
+  absl::StatusOr<JobConfig> config = Parse("[training]\nsteps = 7\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  JobConfig expected;
+  expected.training.steps = 7;
+  ExpectConfigEq(*config, expected);
+}
+
+TEST(ParseJobConfigTest, IntegerAcceptedForFloatKey) {
+  absl::StatusOr<JobConfig> config = Parse("[optimizer]\nlr = 1\n[model]\nffn_dim_multiplier = 2\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->optimizer.lr, 1.0);
+  EXPECT_EQ(config->model.ffn_dim_multiplier, 2.0);
+}
+
+TEST(ParseJobConfigTest, FloatForIntegerKeyIsAnError) {
+  EXPECT_THAT(ParseError("[training]\nsteps = 10.0\n"),
+              AllOf(StartsWith("invalid config test.toml:\n"),
+                    HasSubstr("training.steps = 10.0: expected an integer")));
+}
+
+TEST(ParseJobConfigTest, WrongTypesNameKeyValueAndLine) {
+  EXPECT_THAT(ParseError("[training]\nseq_len = \"abc\"\n"),
+              HasSubstr("line 2: training.seq_len = \"abc\": expected an integer"));
+  EXPECT_THAT(ParseError("[optimizer]\nlr = \"fast\"\n"), HasSubstr("optimizer.lr = \"fast\": expected a number"));
+  EXPECT_THAT(ParseError("[checkpoint]\nenable = 1\n"), HasSubstr("checkpoint.enable = 1: expected true or false"));
+  EXPECT_THAT(ParseError("[job]\nmode = 5\n"), HasSubstr("job.mode = 5: expected a string"));
+  EXPECT_THAT(ParseError("[model]\nffn_dim_multiplier = true\n"),
+              HasSubstr("model.ffn_dim_multiplier = true: expected a number"));
+  EXPECT_THAT(ParseError("[optimizer]\nlr = inf\n"), HasSubstr("optimizer.lr = inf: expected a finite number"));
+  EXPECT_THAT(ParseError("[training]\nsteps = [1, 2]\n"), HasSubstr("training.steps = [ 1, 2 ]: expected an integer"));
+}
+
+TEST(ParseJobConfigTest, UnknownKeyListsValidKeysAndSuggests) {
+  const std::string message = ParseError("[training]\nstpes = 10\n");
+  EXPECT_THAT(message, HasSubstr("line 2: unknown key training.stpes"));
+  EXPECT_THAT(message, HasSubstr("valid keys in [training]: seq_len, local_batch_size, steps, seed, max_norm, "
+                                 "dataset, dataset_path, token_dtype, sampler"));
+  EXPECT_THAT(message, HasSubstr("did you mean 'steps'?"));
+}
+
+TEST(ParseJobConfigTest, UnknownKeyFarFromAnyKeyHasNoSuggestion) {
+  const std::string message = ParseError("[comm]\nbandwidth = 10\n");
+  EXPECT_THAT(message, HasSubstr("unknown key comm.bandwidth (valid keys in [comm]: timeout_seconds)"));
+  EXPECT_THAT(message, Not(HasSubstr("did you mean")));
+}
+
+TEST(ParseJobConfigTest, UnknownSectionListsSectionsAndSuggests) {
+  const std::string message = ParseError("[trainig]\nsteps = 10\n");
+  EXPECT_THAT(message, HasSubstr("unknown section [trainig]"));
+  EXPECT_THAT(message, HasSubstr("valid sections: job, model, training, optimizer, lr_scheduler, parallelism, "
+                                 "checkpoint, metrics, validation, comm"));
+  EXPECT_THAT(message, HasSubstr("did you mean 'training'?"));
+  EXPECT_THAT(ParseError("[zzzzzzzz]\n"),
+              AllOf(HasSubstr("unknown section [zzzzzzzz]"), Not(HasSubstr("did you mean"))));
+}
+
+TEST(ParseJobConfigTest, KeyOutsideAnySectionSuggestsItsSections) {
+  const std::string message = ParseError("steps = 10\n");
+  EXPECT_THAT(message, HasSubstr("key 'steps' is not in a section"));
+  EXPECT_THAT(message, HasSubstr("did you mean training.steps or validation.steps?"));
+}
+
+TEST(ParseJobConfigTest, SectionThatIsNotATableIsAnError) {
+  EXPECT_THAT(ParseError("training = 5\n"), HasSubstr("[training] must be a table"));
+}
+
+TEST(ParseJobConfigTest, MalformedTomlNamesSourceLineAndColumn) {
+  const std::string message = ParseError("[training]\nsteps = 10\nseq_len = = 4\n");
+  EXPECT_THAT(message, StartsWith("invalid config test.toml: malformed TOML at line 3, column"));
+  EXPECT_THAT(message, HasSubstr("could not determine value type"));  // toml++'s own description
+}
+
+TEST(ParseJobConfigTest, DuplicateKeyIsMalformed) {
+  EXPECT_THAT(ParseError("[training]\nsteps = 1\nsteps = 2\n"), HasSubstr("malformed TOML at line 3"));
+}
+
+TEST(ParseJobConfigTest, ParseProblemsAreAllReportedInFileOrder) {
+  const std::string message = ParseError("[training]\nzeta = 1\nalpha = 2\n[bogus]\n[model]\ndim = \"x\"\n",
+                                         {"--training.steps=abc"});
+  const size_t zeta = message.find("line 2: unknown key training.zeta");
+  const size_t alpha = message.find("line 3: unknown key training.alpha");
+  const size_t bogus = message.find("line 4: unknown section [bogus]");
+  const size_t dim = message.find("line 6: model.dim = \"x\": expected an integer");
+  const size_t steps = message.find("training.steps = abc");
+  ASSERT_NE(zeta, std::string::npos) << message;
+  ASSERT_NE(alpha, std::string::npos) << message;
+  ASSERT_NE(bogus, std::string::npos) << message;
+  ASSERT_NE(dim, std::string::npos) << message;
+  ASSERT_NE(steps, std::string::npos) << message;
+  EXPECT_LT(zeta, alpha);
+  EXPECT_LT(alpha, bogus);
+  EXPECT_LT(bogus, dim);
+  EXPECT_LT(dim, steps);
+}
+
+// ---- Overrides --------------------------------------------------------------------------------------
+
+TEST(OverrideTest, EachTypeParses) {
+  absl::StatusOr<JobConfig> config =
+      Parse("", {"--training.steps=10", "training.seed=-0", "--optimizer.lr=8e-4", "optimizer.beta1=0",
+                 "--model.ffn_dim_multiplier=1.5", "--checkpoint.enable=true", "--checkpoint.folder=/x/y",
+                 "--training.dataset=\"synthetic\"", "--metrics.jsonl=a=b", "--comm.timeout_seconds=+30"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->training.steps, 10);
+  EXPECT_EQ(config->training.seed, 0);
+  EXPECT_EQ(config->optimizer.lr, 8e-4);
+  EXPECT_EQ(config->optimizer.beta1, 0.0);
+  EXPECT_EQ(config->model.ffn_dim_multiplier, 1.5);
+  EXPECT_TRUE(config->checkpoint.enable);
+  EXPECT_EQ(config->checkpoint.folder, "/x/y");
+  EXPECT_EQ(config->training.dataset, "synthetic");
+  EXPECT_EQ(config->metrics.jsonl, "a=b");  // only the first '=' separates key from value
+  EXPECT_EQ(config->comm.timeout_seconds, 30.0);
+}
+
+TEST(OverrideTest, StringValueKeepsInnerTextAndSpaces) {
+  absl::StatusOr<JobConfig> config = Parse("", {"--metrics.jsonl=\"my run.jsonl\"", "--checkpoint.folder= a b "});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->metrics.jsonl, "my run.jsonl");
+  EXPECT_EQ(config->checkpoint.folder, " a b ");
+}
+
+TEST(OverrideTest, AppliedAfterFileInOrder) {
+  absl::StatusOr<JobConfig> config =
+      Parse("[training]\nsteps = 50\n[checkpoint]\nenable = true\n",
+            {"--training.steps=60", "--training.steps=70", "--checkpoint.enable=false"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->training.steps, 70);
+  EXPECT_FALSE(config->checkpoint.enable);
+}
+
+TEST(OverrideTest, OverrideCanFixAnInvalidFile) {
+  // Validation runs after overrides, so the file alone need not be valid.
+  absl::StatusOr<JobConfig> config = Parse("[training]\nsteps = 0\n", {"--training.steps=5"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->training.steps, 5);
+}
+
+TEST(OverrideTest, MissingEqualsNamesTheArgument) {
+  EXPECT_THAT(ParseError("", {"--training.steps"}),
+              HasSubstr("override '--training.steps': expected --section.key=value"));
+  EXPECT_THAT(ParseError("", {"--training.steps", "10"}), HasSubstr("override '10'"));
+}
+
+TEST(OverrideTest, IntegerErrors) {
+  EXPECT_THAT(ParseError("", {"--training.steps=1.5"}),
+              HasSubstr("training.steps = 1.5 (override '--training.steps=1.5'): expected an integer"));
+  EXPECT_THAT(ParseError("", {"--training.steps=abc"}), HasSubstr("training.steps = abc"));
+  EXPECT_THAT(ParseError("", {"--training.steps="}), HasSubstr("expected an integer"));
+  EXPECT_THAT(ParseError("", {"--training.steps=10abc"}), HasSubstr("expected an integer"));
+  EXPECT_THAT(ParseError("", {"--training.steps=99999999999999999999"}),
+              HasSubstr("expected an integer that fits in 64 bits"));
+}
+
+TEST(OverrideTest, FloatErrors) {
+  EXPECT_THAT(ParseError("", {"--optimizer.lr=fast"}),
+              HasSubstr("optimizer.lr = fast (override '--optimizer.lr=fast'): expected a number"));
+  EXPECT_THAT(ParseError("", {"--optimizer.lr=1e999"}), HasSubstr("expected a finite number"));
+  EXPECT_THAT(ParseError("", {"--optimizer.lr=nan"}), HasSubstr("expected a finite number"));
+  EXPECT_THAT(ParseError("", {"--optimizer.lr=1e-3x"}), HasSubstr("expected a number"));
+  EXPECT_THAT(ParseError("", {"--model.ffn_dim_multiplier=x"}), HasSubstr("model.ffn_dim_multiplier = x"));
+}
+
+TEST(OverrideTest, BoolErrors) {
+  EXPECT_THAT(ParseError("", {"--checkpoint.enable=yes"}),
+              HasSubstr("checkpoint.enable = yes (override '--checkpoint.enable=yes'): expected true or false"));
+  EXPECT_THAT(ParseError("", {"--checkpoint.enable=1"}), HasSubstr("expected true or false"));
+}
+
+TEST(OverrideTest, UnknownNamesAreErrorsWithSuggestions) {
+  EXPECT_THAT(ParseError("", {"--training.stpes=5"}),
+              AllOf(HasSubstr("override '--training.stpes=5': unknown key training.stpes"),
+                    HasSubstr("did you mean 'steps'?")));
+  EXPECT_THAT(ParseError("", {"--optimiser.lr=1"}),
+              AllOf(HasSubstr("unknown section [optimiser]"), HasSubstr("did you mean 'optimizer'?")));
+  EXPECT_THAT(ParseError("", {"--lr=1"}),
+              AllOf(HasSubstr("key 'lr' is not in a section"), HasSubstr("did you mean optimizer.lr?")));
+}
+
+TEST(OverrideTest, AllOverrideProblemsAreReported) {
+  const std::string message = ParseError("", {"--training.steps=x", "--nope", "--optimizer.lr=y"});
+  EXPECT_THAT(message, HasSubstr("training.steps = x"));
+  EXPECT_THAT(message, HasSubstr("override '--nope'"));
+  EXPECT_THAT(message, HasSubstr("optimizer.lr = y"));
+}
+
+// ---- Validation -------------------------------------------------------------------------------------
+
+struct RuleCase {
+  std::vector<std::string> overrides;
+  std::string expected;  // a substring of the problem line
+};
+
+void PrintTo(const RuleCase& c, std::ostream* os) { *os << ::testing::PrintToString(c.overrides); }
+
+class ValidationRuleTest : public ::testing::TestWithParam<RuleCase> {};
+
+TEST_P(ValidationRuleTest, ReportsTheProblem) {
+  const std::string message = ParseError("", GetParam().overrides);
+  EXPECT_THAT(message, StartsWith("invalid config test.toml:\n  "));
+  EXPECT_THAT(message, HasSubstr(GetParam().expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllRules, ValidationRuleTest,
+    ::testing::Values(
+        // job
+        RuleCase{{"job.mode=serve"}, "job.mode = \"serve\": must be one of \"train\", \"eval\""},
+        RuleCase{{"job.max_restarts=-1"}, "job.max_restarts = -1: must be >= 0"},
+        // model
+        RuleCase{{"model.dim=0"}, "model.dim = 0: must be > 0"},
+        RuleCase{{"model.n_layers=0"}, "model.n_layers = 0: must be > 0"},
+        RuleCase{{"model.n_heads=-8"}, "model.n_heads = -8: must be > 0"},
+        RuleCase{{"model.n_kv_heads=0"}, "model.n_kv_heads = 0: must be > 0"},
+        RuleCase{{"model.vocab_size=0"}, "model.vocab_size = 0: must be > 0"},
+        RuleCase{{"model.multiple_of=0"}, "model.multiple_of = 0: must be > 0"},
+        RuleCase{{"model.max_seq_len=0"}, "model.max_seq_len = 0: must be > 0"},
+        RuleCase{{"model.n_kv_heads=3"}, "model.n_kv_heads = 3 must divide model.n_heads = 8 (valid: 1, 2, 4, 8)"},
+        RuleCase{{"model.dim=250"},
+                 "model.dim = 250 must be divisible by model.n_heads = 8 (try model.dim = 248 or 256, or "
+                 "model.n_heads = 5 or 10)"},
+        RuleCase{{"model.dim=200"},
+                 "model.dim / model.n_heads = 200 / 8 = 25 (head_dim) must be even for RoPE (try model.dim = 192 or "
+                 "208)"},
+        RuleCase{{"model.ffn_dim_multiplier=0"}, "model.ffn_dim_multiplier = 0.0: must be > 0"},
+        RuleCase{{"model.norm_eps=0"}, "model.norm_eps = 0.0: must be > 0"},
+        RuleCase{{"model.rope_theta=-1"}, "model.rope_theta = -1.0: must be > 0"},
+        RuleCase{{"model.max_seq_len=128"}, "model.max_seq_len = 128 must be >= training.seq_len = 256"},
+        // training
+        RuleCase{{"training.seq_len=0"}, "training.seq_len = 0: must be > 0"},
+        RuleCase{{"training.local_batch_size=0"}, "training.local_batch_size = 0: must be > 0"},
+        RuleCase{{"training.steps=0"}, "training.steps = 0: must be > 0"},
+        RuleCase{{"training.seed=-1"}, "training.seed = -1: must be >= 0"},
+        RuleCase{{"training.max_norm=0"}, "training.max_norm = 0.0: must be > 0"},
+        RuleCase{{"training.dataset=txt"},
+                 "training.dataset = \"txt\": must be one of \"synthetic\", \"text\", \"bin\"; did you mean 'text'?"},
+        RuleCase{{"training.dataset=text", "model.vocab_size=1024"},
+                 "training.dataset_path = \"\": required when training.dataset = \"text\""},
+        RuleCase{{"training.dataset=bin"}, "training.dataset_path = \"\": required when training.dataset = \"bin\""},
+        RuleCase{{"training.token_dtype=int8"},
+                 "training.token_dtype = \"int8\": must be one of \"uint16\", \"uint32\""},
+        RuleCase{{"training.sampler=shuffle"},
+                 "training.sampler = \"shuffle\": must be one of \"sequential\", \"random\""},
+        RuleCase{{"training.dataset=text", "training.dataset_path=a.txt", "model.vocab_size=128"},
+                 "model.vocab_size = 128: must be >= 256 when training.dataset = \"text\""},
+        // optimizer
+        RuleCase{{"optimizer.name=Adam"}, "optimizer.name = \"Adam\": must be one of \"AdamW\"; did you mean 'AdamW'?"},
+        RuleCase{{"optimizer.lr=0"}, "optimizer.lr = 0.0: must be > 0"},
+        RuleCase{{"optimizer.beta1=1"}, "optimizer.beta1 = 1.0: must be in [0, 1)"},
+        RuleCase{{"optimizer.beta2=-0.5"}, "optimizer.beta2 = -0.5: must be in [0, 1)"},
+        RuleCase{{"optimizer.eps=0"}, "optimizer.eps = 0.0: must be > 0"},
+        RuleCase{{"optimizer.weight_decay=-0.1"}, "optimizer.weight_decay = -0.1: must be >= 0"},
+        // lr_scheduler
+        RuleCase{{"lr_scheduler.warmup_steps=-1"}, "lr_scheduler.warmup_steps = -1: must be >= 0"},
+        RuleCase{{"lr_scheduler.decay_ratio=1.5"}, "lr_scheduler.decay_ratio = 1.5: must be in [0, 1]"},
+        RuleCase{{"lr_scheduler.decay_type=cosin"},
+                 "lr_scheduler.decay_type = \"cosin\": must be one of \"linear\", \"cosine\"; did you mean 'cosine'?"},
+        RuleCase{{"lr_scheduler.min_lr_factor=2"}, "lr_scheduler.min_lr_factor = 2.0: must be in [0, 1]"},
+        RuleCase{{"lr_scheduler.warmup_steps=80", "lr_scheduler.decay_ratio=0.3"},
+                 "lr_scheduler.warmup_steps = 80 plus the decay steps round(training.steps × "
+                 "lr_scheduler.decay_ratio) = round(100 × 0.3) = 30 exceeds training.steps = 100 (valid: "
+                 "warmup_steps <= 70 with this decay_ratio)"},
+        RuleCase{{"lr_scheduler.warmup_steps=101"}, "exceeds training.steps = 100 (valid: warmup_steps <= 100"},
+        // parallelism
+        RuleCase{{"parallelism.data_parallel_replicate_degree=0"},
+                 "parallelism.data_parallel_replicate_degree = 0: must be -1 (fill the world) or > 0"},
+        RuleCase{{"parallelism.data_parallel_replicate_degree=-2"},
+                 "parallelism.data_parallel_replicate_degree = -2: must be -1"},
+        RuleCase{{"parallelism.context_parallel_degree=0"}, "parallelism.context_parallel_degree = 0: must be > 0"},
+        RuleCase{{"parallelism.context_parallel_load_balancer=zigzag"},
+                 "parallelism.context_parallel_load_balancer = \"zigzag\": must be one of \"headtail\", \"none\""},
+        RuleCase{{"parallelism.context_parallel_rotate_method=ring"},
+                 "parallelism.context_parallel_rotate_method = \"ring\": must be one of \"alltoall\", \"allgather\""},
+        RuleCase{{"parallelism.context_parallel_degree=3"},
+                 "training.seq_len = 256 must be divisible by 2 × parallelism.context_parallel_degree = 2 × 3 = 6 "
+                 "(context_parallel_load_balancer = \"headtail\" splits each sequence into 6 chunks); try "
+                 "training.seq_len = 252 or 258"},
+        RuleCase{{"parallelism.context_parallel_degree=3", "parallelism.context_parallel_load_balancer=none"},
+                 "training.seq_len = 256 must be divisible by parallelism.context_parallel_degree = 3 "
+                 "(context_parallel_load_balancer = \"none\" splits each sequence into 3 chunks); try "
+                 "training.seq_len = 255 or 258"},
+        RuleCase{{"parallelism.context_parallel_degree=4", "training.seq_len=4"},
+                 "training.seq_len = 4 must be divisible by 2 × parallelism.context_parallel_degree = 2 × 4 = 8 "
+                 "(context_parallel_load_balancer = \"headtail\" splits each sequence into 8 chunks); try "
+                 "training.seq_len = 8"},
+        // checkpoint, metrics, validation, comm
+        RuleCase{{"checkpoint.interval=0"}, "checkpoint.interval = 0: must be > 0"},
+        RuleCase{{"checkpoint.keep_latest_k=-1"}, "checkpoint.keep_latest_k = -1: must be >= 0 (0 keeps all)"},
+        RuleCase{{"checkpoint.enable=true", "checkpoint.folder="},
+                 "checkpoint.folder = \"\": required when checkpoint.enable = true"},
+        RuleCase{{"metrics.log_freq=0"}, "metrics.log_freq = 0: must be > 0"},
+        RuleCase{{"validation.dataset=parquet"},
+                 "validation.dataset = \"parquet\": must be empty (use the training dataset) or one of \"synthetic\", "
+                 "\"text\", \"bin\""},
+        RuleCase{{"validation.steps=0"}, "validation.steps = 0: must be > 0"},
+        RuleCase{{"validation.local_batch_size=-3"}, "validation.local_batch_size = -3: must be > 0"},
+        RuleCase{{"comm.timeout_seconds=0"}, "comm.timeout_seconds = 0.0: must be > 0"}));
+
+TEST(ValidationTest, BoundaryValuesAreAccepted) {
+  absl::StatusOr<JobConfig> config =
+      Parse("", {"optimizer.beta1=0", "optimizer.beta2=0.999999", "optimizer.weight_decay=0",
+                 "lr_scheduler.decay_ratio=1", "lr_scheduler.min_lr_factor=1", "lr_scheduler.warmup_steps=0",
+                 "training.seed=0", "checkpoint.keep_latest_k=0", "model.max_seq_len=256", "model.n_kv_heads=8",
+                 "parallelism.data_parallel_replicate_degree=1", "parallelism.context_parallel_degree=128",
+                 "job.max_restarts=0", "validation.dataset=bin", "checkpoint.enable=true"});
+  ASSERT_TRUE(config.ok()) << config.status();
+}
+
+TEST(ValidationTest, WarmupPlusDecayMayFillTheRunExactly) {
+  absl::StatusOr<JobConfig> config = Parse("", {"lr_scheduler.warmup_steps=70", "lr_scheduler.decay_ratio=0.3"});
+  EXPECT_TRUE(config.ok()) << config.status();
+}
+
+TEST(ValidationTest, DisabledCheckpointMayHaveEmptyFolder) {
+  EXPECT_TRUE(Parse("", {"checkpoint.folder="}).ok());
+}
+
+TEST(ValidationTest, TextDatasetWithBigVocabIsValid) {
+  absl::StatusOr<JobConfig> config = Parse("[training]\ndataset = \"text\"\ndataset_path = \"corpus.txt\"\n");
+  EXPECT_TRUE(config.ok()) << config.status();
+}
+
+TEST(ValidationTest, SeveralProblemsAreReportedInOneMessage) {
+  const std::string message =
+      ParseError("[model]\ndim = 0\n[optimizer]\nlr = -1.0\n", {"--job.mode=serve", "--comm.timeout_seconds=0"});
+  EXPECT_THAT(message, StartsWith("invalid config test.toml:\n"));
+  EXPECT_THAT(message, HasSubstr("\n  job.mode = \"serve\""));
+  EXPECT_THAT(message, HasSubstr("\n  model.dim = 0: must be > 0"));
+  EXPECT_THAT(message, HasSubstr("\n  optimizer.lr = -1.0: must be > 0"));
+  EXPECT_THAT(message, HasSubstr("\n  comm.timeout_seconds = 0.0: must be > 0"));
+  // One problem per line: the header plus four.
+  EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 4) << message;
+}
+
+// ---- Mesh -------------------------------------------------------------------------------------------
+
+TEST(ValidateMeshTest, MinusOneFillsTheWorld) {
+  JobConfig config;
+  config.parallelism.context_parallel_degree = 2;
+  EXPECT_TRUE(ValidateMesh(config, 8).ok());
+  EXPECT_EQ(DataParallelDegree(config, 8), 4);
+  config.parallelism.context_parallel_degree = 1;
+  EXPECT_TRUE(ValidateMesh(config, 1).ok());
+  EXPECT_EQ(DataParallelDegree(config, 1), 1);
+}
+
+TEST(ValidateMeshTest, ExplicitDegreesMustMultiplyToTheWorld) {
+  JobConfig config;
+  config.parallelism.data_parallel_replicate_degree = 2;
+  config.parallelism.context_parallel_degree = 2;
+  EXPECT_TRUE(ValidateMesh(config, 4).ok());
+  EXPECT_EQ(DataParallelDegree(config, 4), 2);
+  const absl::Status status = ValidateMesh(config, 3);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("parallelism: data_parallel_replicate_degree (2) × context_parallel_degree (2) = 4 but the "
+                        "world size is 3"));
+}
+
+TEST(ValidateMeshTest, MinusOneNeedsCpToDivideTheWorld) {
+  JobConfig config;
+  config.parallelism.context_parallel_degree = 4;
+  const absl::Status status = ValidateMesh(config, 6);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              AllOf(HasSubstr("world size 6 is not divisible by context_parallel_degree (4)"),
+                    HasSubstr("context_parallel_degree dividing 6: 1, 2, 3, 6")));
+}
+
+TEST(ValidateMeshTest, WorldSizeMustBePositive) {
+  EXPECT_THAT(std::string(ValidateMesh(JobConfig{}, 0).message()), HasSubstr("world size = 0: must be > 0"));
+}
+
+TEST(ValidateMeshTest, SeqLenMustSplitIntoCpChunks) {
+  JobConfig config;
+  config.training.seq_len = 250;
+  config.parallelism.context_parallel_degree = 2;
+  const absl::Status status = ValidateMesh(config, 2);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              AllOf(StartsWith("invalid mesh for world size 2:\n  "),
+                    HasSubstr("training.seq_len = 250 must be divisible by 2 × parallelism.context_parallel_degree = "
+                              "2 × 2 = 4"),
+                    HasSubstr("try training.seq_len = 248 or 252")));
+  config.parallelism.context_parallel_load_balancer = "none";
+  EXPECT_TRUE(ValidateMesh(config, 2).ok());
+}
+
+TEST(ValidateMeshTest, ReportsMeshAndSeqLenTogether) {
+  JobConfig config;
+  config.training.seq_len = 250;
+  config.parallelism.data_parallel_replicate_degree = 3;
+  config.parallelism.context_parallel_degree = 2;
+  const std::string message(ValidateMesh(config, 4).message());
+  EXPECT_THAT(message, HasSubstr("= 6 but the world size is 4"));
+  EXPECT_THAT(message, HasSubstr("training.seq_len = 250"));
+}
+
+// ---- TOML round trip --------------------------------------------------------------------------------
+
+void ExpectRoundTrip(const JobConfig& config) {
+  const std::string text = JobConfigToToml(config);
+  absl::StatusOr<JobConfig> reparsed = ParseJobConfig(text, {}, "roundtrip.toml");
+  ASSERT_TRUE(reparsed.ok()) << reparsed.status() << "\n" << text;
+  ExpectConfigEq(*reparsed, config);
+  EXPECT_EQ(JobConfigToToml(*reparsed), text);
+}
+
+TEST(JobConfigToTomlTest, DefaultsRoundTrip) { ExpectRoundTrip(JobConfig{}); }
+
+TEST(JobConfigToTomlTest, FullConfigRoundTrips) { ExpectRoundTrip(FullFileConfig()); }
+
+TEST(JobConfigToTomlTest, AwkwardValuesRoundTripExactly) {
+  JobConfig config = FullFileConfig();
+  config.optimizer.lr = 0.1 + 0.2;               // not the double nearest 0.3
+  config.optimizer.beta1 = 1.0 / 3.0;
+  config.optimizer.eps = 4.9406564584124654e-324;  // the smallest subnormal
+  config.model.rope_theta = 1e300;
+  config.model.norm_eps = 1.0;                   // integral: must still print as a float
+  config.model.ffn_dim_multiplier = 2.0 / 3.0;
+  config.comm.timeout_seconds = 123456789.123456789;
+  config.training.seed = 9223372036854775807;
+  config.training.dataset_path = "dir with \"quotes\"\\back\tslash\nnewline\x01 \xc3\xa9t\xc3\xa9.bin";
+  config.metrics.jsonl = "";
+  ExpectRoundTrip(config);
+}
+
+TEST(JobConfigToTomlTest, ListsEveryKeyWithItsValue) {
+  const std::string text = JobConfigToToml(JobConfig{});
+  for (const char* line :
+       {"[job]\nmode = \"train\"\nmax_restarts = 0\n", "[model]\ndim = 256\n",
+        "norm_eps = 1e-05\nrope_theta = 500000.0\n",
+        "# ffn_dim_multiplier is not set\n", "[training]\nseq_len = 256\n", "dataset_path = \"\"\n",
+        "[optimizer]\nname = \"AdamW\"\nlr = 0.0008\n", "[lr_scheduler]\nwarmup_steps = 0\ndecay_ratio = 0.0\n",
+        "data_parallel_replicate_degree = -1\n", "[checkpoint]\nenable = false\n", "[metrics]\nlog_freq = 1\n",
+        "[validation]\ndataset = \"\"\n", "[comm]\ntimeout_seconds = 60.0\n"}) {
+    EXPECT_THAT(text, HasSubstr(line));
+  }
+  JobConfig with_ffn;
+  with_ffn.model.ffn_dim_multiplier = 1.5;
+  EXPECT_THAT(JobConfigToToml(with_ffn), HasSubstr("ffn_dim_multiplier = 1.5\n"));
+}
+
+// ---- Files ------------------------------------------------------------------------------------------
+
+TEST(LoadJobConfigTest, MissingFileIsNotFound) {
+  const absl::StatusOr<JobConfig> config = LoadJobConfig("/nonexistent/ringtrain.toml", {});
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(config.status().message(),
+            "cannot read config file '/nonexistent/ringtrain.toml': No such file or directory");
+}
+
+TEST(LoadJobConfigTest, DirectoryIsNotFound) {
+  const absl::StatusOr<JobConfig> config = LoadJobConfig(::testing::TempDir(), {});
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("cannot read config file"));
+}
+
+TEST(LoadJobConfigTest, ReadsFileAppliesOverridesAndNamesPathInErrors) {
+  const std::string path = ::testing::TempDir() + "/job_config_test.toml";
+  {
+    std::ofstream out(path);
+    out << kFullFile;
+  }
+  absl::StatusOr<JobConfig> config = LoadJobConfig(path, {"--training.steps=300"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  JobConfig expected = FullFileConfig();
+  expected.training.steps = 300;
+  ExpectConfigEq(*config, expected);
+
+  const absl::StatusOr<JobConfig> bad = LoadJobConfig(path, {"--training.steps=0"});
+  EXPECT_THAT(std::string(bad.status().message()), StartsWith(absl::StrCat("invalid config ", path, ":\n")));
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace ringtrain

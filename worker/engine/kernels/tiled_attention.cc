@@ -1,0 +1,252 @@
+#include "worker/engine/kernels/tiled_attention.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace ringtrain {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// How a (query tile, key tile) pair is masked.
+enum class TileCover { kHidden, kFull, kPartial };
+
+struct Range {
+  int64_t begin;
+  int64_t end;
+  int64_t size() const { return end - begin; }
+};
+
+std::vector<Range> Tiles(int64_t length, int64_t tile) {
+  std::vector<Range> tiles;
+  for (int64_t begin = 0; begin < length; begin += tile) {
+    tiles.push_back({begin, std::min(length, begin + tile)});
+  }
+  return tiles;
+}
+
+struct MinMax {
+  int64_t min;
+  int64_t max;
+};
+
+MinMax PositionRange(const std::vector<int64_t>& positions, Range r) {
+  const auto [lo, hi] =
+      std::minmax_element(positions.begin() + r.begin, positions.begin() + r.end);
+  return {*lo, *hi};
+}
+
+TileCover Classify(MaskKind mask, MinMax q, MinMax k) {
+  if (mask == MaskKind::kNone) return TileCover::kFull;
+  if (k.min > q.max) return TileCover::kHidden;
+  if (k.max <= q.min) return TileCover::kFull;
+  return TileCover::kPartial;
+}
+
+// Shapes shared by forward and backward of one block.
+struct BlockShape {
+  int64_t batch, heads, kv_heads, group, lq, lk, dim;
+};
+
+BlockShape ShapeOf(const at::Tensor& q, const at::Tensor& k) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4, "attention expects 4-d q (B,H,Lq,D) and k (B,Hk,Lk,D)");
+  BlockShape s{q.size(0), q.size(1), k.size(1), 0, q.size(2), k.size(2), q.size(3)};
+  TORCH_CHECK(s.heads % s.kv_heads == 0, "query heads ", s.heads, " not a multiple of kv heads ",
+              s.kv_heads);
+  TORCH_CHECK(k.size(0) == s.batch && k.size(3) == s.dim, "q and k shapes disagree");
+  s.group = s.heads / s.kv_heads;
+  return s;
+}
+
+// Rows of one query tile for all G heads of each kv head: (B, H, Lq, ·) → (B, Hk, G·Tq, ·).
+at::Tensor GatherQueryRows(const at::Tensor& x, const BlockShape& s, Range r) {
+  return x.view({s.batch, s.kv_heads, s.group, s.lq, x.size(-1)})
+      .narrow(3, r.begin, r.size())
+      .reshape({s.batch, s.kv_heads, s.group * r.size(), x.size(-1)});
+}
+
+// Inverse of GatherQueryRows: writes `rows` (B, Hk, G·Tq, ·) into x (B, H, Lq, ·).
+void ScatterQueryRows(at::Tensor& x, const BlockShape& s, Range r, const at::Tensor& rows) {
+  x.view({s.batch, s.kv_heads, s.group, s.lq, x.size(-1)})
+      .narrow(3, r.begin, r.size())
+      .copy_(rows.view({s.batch, s.kv_heads, s.group, r.size(), x.size(-1)}));
+}
+
+// (G·Tq, Tk) mask, true where the key is hidden from the query.
+at::Tensor HiddenMask(const at::Tensor& q_pos, const at::Tensor& k_pos, Range qr, Range kr,
+                      int64_t group) {
+  const at::Tensor qp = q_pos.narrow(0, qr.begin, qr.size()).view({qr.size(), 1});
+  const at::Tensor kp = k_pos.narrow(0, kr.begin, kr.size()).view({1, kr.size()});
+  return at::gt(kp, qp).repeat({group, 1});
+}
+
+// Scores of one tile pair: (B, Hk, G·Tq, Tk), masked entries −inf.
+at::Tensor TileScores(const at::Tensor& q_rows, const at::Tensor& k_tile, double scale,
+                      TileCover cover, const at::Tensor& q_pos, const at::Tensor& k_pos, Range qr,
+                      Range kr, int64_t group) {
+  at::Tensor scores = at::matmul(q_rows, k_tile.transpose(-1, -2)).mul_(scale);
+  if (cover == TileCover::kPartial) {
+    scores.masked_fill_(HiddenMask(q_pos, k_pos, qr, kr, group), kNegInf);
+  }
+  return scores;
+}
+
+}  // namespace
+
+at::Tensor BlockPositions::AsTensor() const {
+  return torch::tensor(positions, torch::kInt64);
+}
+
+BlockOutput AttentionBlockForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                  MaskKind mask, double scale, const AttentionTiling& tiling) {
+  const BlockShape s = ShapeOf(q, k);
+  TORCH_CHECK(static_cast<int64_t>(q_pos.positions.size()) == s.lq &&
+                  static_cast<int64_t>(k_pos.positions.size()) == s.lk,
+              "attention positions do not match the sequence lengths");
+  at::Tensor out = at::zeros({s.batch, s.heads, s.lq, s.dim}, q.options());
+  at::Tensor lse = at::full({s.batch, s.heads, s.lq, 1}, kNegInf, q.options());
+  const at::Tensor q_pos_t = q_pos.AsTensor();
+  const at::Tensor k_pos_t = k_pos.AsTensor();
+  const std::vector<Range> k_tiles = Tiles(s.lk, tiling.kv_tile);
+
+  for (const Range qr : Tiles(s.lq, tiling.q_tile)) {
+    const MinMax q_range = PositionRange(q_pos.positions, qr);
+    at::Tensor q_rows;  // gathered lazily: a fully hidden query tile costs nothing
+    at::Tensor acc, row_max, row_sum;
+    for (const Range kr : k_tiles) {
+      const TileCover cover = Classify(mask, q_range, PositionRange(k_pos.positions, kr));
+      if (cover == TileCover::kHidden) continue;
+      if (!q_rows.defined()) {
+        q_rows = GatherQueryRows(q, s, qr);
+        acc = at::zeros_like(q_rows);
+        row_max = at::full({s.batch, s.kv_heads, q_rows.size(2), 1}, kNegInf, q.options());
+        row_sum = at::zeros_like(row_max);
+      }
+      const at::Tensor k_tile = k.narrow(2, kr.begin, kr.size());
+      const at::Tensor v_tile = v.narrow(2, kr.begin, kr.size());
+      at::Tensor scores = TileScores(q_rows, k_tile, scale, cover, q_pos_t, k_pos_t, qr, kr, s.group);
+      const at::Tensor new_max = at::maximum(row_max, std::get<0>(scores.max(-1, true)));
+      // A row with nothing visible yet keeps max −inf; shift by 0 there so exp gives 0, not NaN.
+      const at::Tensor shift = at::where(at::isinf(new_max), at::zeros_like(new_max), new_max);
+      const at::Tensor probs = scores.sub_(shift).exp_();
+      const at::Tensor rescale = (row_max - shift).exp_();
+      row_sum.mul_(rescale).add_(probs.sum(-1, true));
+      acc.mul_(rescale).add_(at::matmul(probs, v_tile));
+      row_max = new_max;
+    }
+    if (!q_rows.defined()) continue;
+    const at::Tensor visible = row_sum > 0;
+    const at::Tensor out_rows =
+        at::where(visible, acc / at::where(visible, row_sum, at::ones_like(row_sum)),
+                  at::zeros_like(acc));
+    const at::Tensor lse_rows = at::where(visible, row_max + row_sum.log(), row_max);
+    ScatterQueryRows(out, s, qr, out_rows);
+    ScatterQueryRows(lse, s, qr, lse_rows);
+  }
+  return {out, lse.squeeze(-1)};
+}
+
+BlockGrads AttentionBlockBackward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const at::Tensor& dout, const at::Tensor& delta,
+                                  const at::Tensor& lse, const BlockPositions& q_pos,
+                                  const BlockPositions& k_pos, MaskKind mask, double scale,
+                                  const AttentionTiling& tiling) {
+  const BlockShape s = ShapeOf(q, k);
+  at::Tensor dq = at::zeros_like(q);
+  at::Tensor dk = at::zeros_like(k);
+  at::Tensor dv = at::zeros_like(v);
+  const at::Tensor q_pos_t = q_pos.AsTensor();
+  const at::Tensor k_pos_t = k_pos.AsTensor();
+  // Rows that saw no key anywhere have lse −inf and no visible scores; subtract 0 there instead.
+  const at::Tensor lse_safe = at::where(at::isinf(lse), at::zeros_like(lse), lse).unsqueeze(-1);
+  const at::Tensor delta4 = delta.unsqueeze(-1);
+  const std::vector<Range> k_tiles = Tiles(s.lk, tiling.kv_tile);
+
+  for (const Range qr : Tiles(s.lq, tiling.q_tile)) {
+    const MinMax q_range = PositionRange(q_pos.positions, qr);
+    at::Tensor q_rows, dout_rows, lse_rows, delta_rows, dq_rows;
+    for (const Range kr : k_tiles) {
+      const TileCover cover = Classify(mask, q_range, PositionRange(k_pos.positions, kr));
+      if (cover == TileCover::kHidden) continue;
+      if (!q_rows.defined()) {
+        q_rows = GatherQueryRows(q, s, qr);
+        dout_rows = GatherQueryRows(dout, s, qr);
+        lse_rows = GatherQueryRows(lse_safe, s, qr);
+        delta_rows = GatherQueryRows(delta4, s, qr);
+        dq_rows = at::zeros_like(q_rows);
+      }
+      const at::Tensor k_tile = k.narrow(2, kr.begin, kr.size());
+      const at::Tensor v_tile = v.narrow(2, kr.begin, kr.size());
+      at::Tensor scores = TileScores(q_rows, k_tile, scale, cover, q_pos_t, k_pos_t, qr, kr, s.group);
+      const at::Tensor probs = scores.sub_(lse_rows).exp_();              // (B, Hk, G·Tq, Tk)
+      dv.narrow(2, kr.begin, kr.size()).add_(at::matmul(probs.transpose(-1, -2), dout_rows));
+      at::Tensor dscores = at::matmul(dout_rows, v_tile.transpose(-1, -2));  // dP
+      dscores.sub_(delta_rows).mul_(probs).mul_(scale);                       // dS · scale
+      dq_rows.add_(at::matmul(dscores, k_tile));
+      dk.narrow(2, kr.begin, kr.size()).add_(at::matmul(dscores.transpose(-1, -2), q_rows));
+    }
+    if (dq_rows.defined()) ScatterQueryRows(dq, s, qr, dq_rows);
+  }
+  return {dq, dk, dv};
+}
+
+void MergeBlockInto(at::Tensor& out, at::Tensor& lse, const BlockOutput& block) {
+  const at::Tensor new_lse = at::logaddexp(lse, block.lse);
+  // Both −inf: logaddexp gives −inf and the weights below would be NaN; keep such rows at zero.
+  const at::Tensor empty = at::isinf(new_lse).unsqueeze(-1);
+  const at::Tensor safe = at::where(at::isinf(new_lse), at::zeros_like(new_lse), new_lse);
+  const at::Tensor w_old = (lse - safe).exp().unsqueeze(-1);
+  const at::Tensor w_new = (block.lse - safe).exp().unsqueeze(-1);
+  out = at::where(empty, at::zeros_like(out), out * w_old + block.out * w_new);
+  lse = new_lse;
+}
+
+at::Tensor AttentionDelta(const at::Tensor& dout, const at::Tensor& out) {
+  return (dout * out).sum(-1);
+}
+
+namespace {
+
+class LocalCausalAttentionFunction
+    : public torch::autograd::Function<LocalCausalAttentionFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
+                            const at::Tensor& k, const at::Tensor& v, const BlockPositions* positions,
+                            double scale, AttentionTiling tiling) {
+    const at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    BlockOutput result =
+        AttentionBlockForward(qc, kc, vc, *positions, *positions, MaskKind::kCausal, scale, tiling);
+    ctx->save_for_backward({qc, kc, vc, result.out, result.lse});
+    ctx->saved_data["positions"] = positions->positions;
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["q_tile"] = tiling.q_tile;
+    ctx->saved_data["kv_tile"] = tiling.kv_tile;
+    return result.out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& out = saved[3];
+    const at::Tensor dout = grad_outputs[0].contiguous();
+    BlockPositions positions{ctx->saved_data["positions"].toIntVector()};
+    AttentionTiling tiling{ctx->saved_data["q_tile"].toInt(), ctx->saved_data["kv_tile"].toInt()};
+    BlockGrads grads = AttentionBlockBackward(
+        saved[0], saved[1], saved[2], dout, AttentionDelta(dout, out), saved[4], positions,
+        positions, MaskKind::kCausal, ctx->saved_data["scale"].toDouble(), tiling);
+    return {grads.dq, grads.dk, grads.dv, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor LocalCausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const BlockPositions& positions, double scale,
+                                const AttentionTiling& tiling) {
+  return LocalCausalAttentionFunction::apply(q, k, v, &positions, scale, tiling);
+}
+
+}  // namespace ringtrain

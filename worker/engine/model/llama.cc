@@ -1,0 +1,155 @@
+#include "worker/engine/model/llama.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace ringtrain {
+
+void TruncNormal_(at::Tensor& t, double std, double a, double b) {
+  torch::NoGradGuard no_grad;
+  auto norm_cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
+  const double l = norm_cdf(a / std), u = norm_cdf(b / std);
+  t.uniform_(2 * l - 1, 2 * u - 1).erfinv_().mul_(std * std::sqrt(2.0)).clamp_(a, b);
+}
+
+namespace {
+torch::nn::Linear NoBiasLinear(int64_t in, int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+}  // namespace
+
+// ---- RMSNorm ----
+
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
+  weight_ = register_parameter("weight", torch::ones({dim}));
+}
+
+at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
+  const at::Tensor xf = x.to(torch::kFloat32);
+  const at::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps_);
+  return normed.to(x.scalar_type()) * weight_;
+}
+
+void RMSNormImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  weight_.fill_(1.0);
+}
+
+// ---- Attention ----
+
+AttentionImpl::AttentionImpl(const ModelArgs& args)
+    : n_heads_(args.n_heads),
+      n_kv_heads_(args.n_kv_heads),
+      head_dim_(args.head_dim()),
+      wq(NoBiasLinear(args.dim, args.n_heads * args.head_dim())),
+      wk(NoBiasLinear(args.dim, args.n_kv_heads * args.head_dim())),
+      wv(NoBiasLinear(args.dim, args.n_kv_heads * args.head_dim())),
+      wo(NoBiasLinear(args.n_heads * args.head_dim(), args.dim)) {
+  register_module("wq", wq);
+  register_module("wk", wk);
+  register_module("wv", wv);
+  register_module("wo", wo);
+}
+
+at::Tensor AttentionImpl::forward(const at::Tensor& x, const ForwardContext& ctx) {
+  const int64_t batch = x.size(0), length = x.size(1);
+  at::Tensor xq = wq(x).view({batch, length, n_heads_, head_dim_});
+  at::Tensor xk = wk(x).view({batch, length, n_kv_heads_, head_dim_});
+  at::Tensor xv = wv(x).view({batch, length, n_kv_heads_, head_dim_});
+  xq = ctx.rope->Apply(xq, ctx.positions);
+  xk = ctx.rope->Apply(xk, ctx.positions);
+  // (B, L, heads, D) → (B, heads, L, D) for the kernel.
+  const at::Tensor out = ctx.kernel->Attend(
+      xq.transpose(1, 2).contiguous(), xk.transpose(1, 2).contiguous(),
+      xv.transpose(1, 2).contiguous(), ctx.host_positions, 1.0 / std::sqrt(double(head_dim_)));
+  return wo(out.transpose(1, 2).reshape({batch, length, n_heads_ * head_dim_}));
+}
+
+void AttentionImpl::init_weights(double init_std) {
+  for (auto* linear : {&wq, &wk, &wv}) TruncNormal_((*linear)->weight, 0.02, -2.0, 2.0);
+  TruncNormal_(wo->weight, init_std, -2.0, 2.0);
+}
+
+// ---- FeedForward ----
+
+FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden_dim)
+    : w1(NoBiasLinear(dim, hidden_dim)),
+      w2(NoBiasLinear(hidden_dim, dim)),
+      w3(NoBiasLinear(dim, hidden_dim)) {
+  register_module("w1", w1);
+  register_module("w2", w2);
+  register_module("w3", w3);
+}
+
+at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
+  return w2(torch::silu(w1(x)) * w3(x));
+}
+
+void FeedForwardImpl::init_weights(double init_std) {
+  TruncNormal_(w1->weight, 0.02, -2.0, 2.0);
+  TruncNormal_(w2->weight, init_std, -2.0, 2.0);
+  TruncNormal_(w3->weight, init_std, -2.0, 2.0);
+}
+
+// ---- TransformerBlock ----
+
+TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& args)
+    : layer_id_(layer_id),
+      attention(args),
+      feed_forward(args.dim, args.ffn_hidden_dim()),
+      attention_norm(args.dim, args.norm_eps),
+      ffn_norm(args.dim, args.norm_eps) {
+  register_module("attention", attention);
+  register_module("feed_forward", feed_forward);
+  register_module("attention_norm", attention_norm);
+  register_module("ffn_norm", ffn_norm);
+}
+
+at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, const ForwardContext& ctx) {
+  const at::Tensor h = x + attention->forward(attention_norm(x), ctx);
+  return h + feed_forward(ffn_norm(h));
+}
+
+void TransformerBlockImpl::init_weights() {
+  const double init_std = 0.02 / std::sqrt(2.0 * double(layer_id_ + 1));
+  attention_norm->reset_parameters();
+  ffn_norm->reset_parameters();
+  attention->init_weights(init_std);
+  feed_forward->init_weights(init_std);
+}
+
+// ---- Transformer ----
+
+TransformerImpl::TransformerImpl(const ModelArgs& args)
+    : args_(args),
+      rope_(args.head_dim(), args.max_seq_len, args.rope_theta),
+      kernel_(std::make_shared<LocalAttentionKernel>()),
+      tok_embeddings(args.vocab_size, args.dim),
+      layers(torch::nn::ModuleList()),
+      norm(args.dim, args.norm_eps),
+      output(NoBiasLinear(args.dim, args.vocab_size)) {
+  register_module("tok_embeddings", tok_embeddings);
+  for (int64_t i = 0; i < args.n_layers; ++i) layers->push_back(TransformerBlock(i, args));
+  register_module("layers", layers);
+  register_module("norm", norm);
+  register_module("output", output);
+}
+
+at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const BlockPositions& positions) {
+  const ForwardContext ctx{&rope_, positions.AsTensor(), positions, kernel_.get()};
+  at::Tensor h = tok_embeddings(tokens);  // (B, L, C)
+  for (const auto& layer : *layers) h = layer->as<TransformerBlock>()->forward(h, ctx);
+  return output(norm(h)).to(torch::kFloat32);  // (B, L, V)
+}
+
+void TransformerImpl::init_weights() {
+  torch::NoGradGuard no_grad;
+  tok_embeddings->weight.normal_(0.0, 1.0);
+  for (const auto& layer : *layers) layer->as<TransformerBlock>()->init_weights();
+  norm->reset_parameters();
+  const double final_std = 1.0 / std::sqrt(double(args_.dim));
+  TruncNormal_(output->weight, final_std, -3 * final_std, 3 * final_std);
+}
+
+}  // namespace ringtrain

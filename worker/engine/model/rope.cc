@@ -1,0 +1,34 @@
+#include "worker/engine/model/rope.h"
+
+#include <torch/torch.h>
+
+namespace ringtrain {
+
+RotaryTables::RotaryTables(int64_t head_dim, int64_t max_seq_len, double theta) {
+  // Same float32 arithmetic as torchtitan's precompute_freqs_cis, so the tables agree bitwise.
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  const at::Tensor exponents = torch::arange(0, head_dim, 2, f32).slice(0, 0, head_dim / 2) /
+                               static_cast<double>(head_dim);
+  const at::Tensor freqs = 1.0 / torch::pow(theta, exponents);
+  const at::Tensor t = torch::arange(max_seq_len, f32);
+  const at::Tensor angles = torch::outer(t, freqs);  // (max_seq_len, D/2)
+  cos_ = angles.cos();
+  sin_ = angles.sin();
+}
+
+at::Tensor RotaryTables::Apply(const at::Tensor& x, const at::Tensor& positions) const {
+  const int64_t batch = x.size(0), length = x.size(1), heads = x.size(2), dim = x.size(3);
+  TORCH_CHECK(positions.numel() == length, "RoPE: ", positions.numel(), " positions for ", length,
+              " tokens");
+  const at::Tensor cos = cos_.index_select(0, positions).view({1, length, 1, dim / 2});
+  const at::Tensor sin = sin_.index_select(0, positions).view({1, length, 1, dim / 2});
+  const at::Tensor pairs = x.to(torch::kFloat32).reshape({batch, length, heads, dim / 2, 2});
+  const at::Tensor re = pairs.select(-1, 0);
+  const at::Tensor im = pairs.select(-1, 1);
+  // (re + i·im)(cos + i·sin)
+  const at::Tensor out_re = re * cos - im * sin;
+  const at::Tensor out_im = re * sin + im * cos;
+  return torch::stack({out_re, out_im}, -1).flatten(3).to(x.scalar_type());
+}
+
+}  // namespace ringtrain

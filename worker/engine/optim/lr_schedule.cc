@@ -1,0 +1,24 @@
+#include "worker/engine/optim/lr_schedule.h"
+
+#include <cmath>
+
+namespace ringtrain {
+
+LrSchedule::LrSchedule(const LrScheduleOptions& options)
+    : options_(options),
+      decay_steps_(std::llround(double(options.total_steps) * options.decay_ratio)) {}
+
+double LrSchedule::FactorAt(int64_t step) const {
+  const int64_t warmup = options_.warmup_steps;
+  const int64_t decay_start = options_.total_steps - decay_steps_;
+  if (step <= warmup) return double(step) / double(warmup);
+  if (step <= decay_start || decay_steps_ == 0) return 1.0;
+  const double progress = double(step - decay_start) / double(decay_steps_);
+  const double f = options_.decay_type == "cosine" ? 0.5 * (1.0 + std::cos(M_PI * progress))
+                                                   : 1.0 - progress;
+  return options_.min_lr_factor + (1.0 - options_.min_lr_factor) * f;
+}
+
+double LrSchedule::LrAt(int64_t step) const { return options_.base_lr * FactorAt(step); }
+
+}  // namespace ringtrain

@@ -1,0 +1,117 @@
+#include "worker/trainer/step_report.h"
+
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace ringtrain {
+namespace {
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string FormatDouble17(double value) {
+  if (!std::isfinite(value)) return "null";
+  return absl::StrFormat("%.17g", value);
+}
+
+JsonRecord& JsonRecord::Add(const std::string& key, double value) {
+  fields_.emplace_back(key, FormatDouble17(value));
+  return *this;
+}
+JsonRecord& JsonRecord::Add(const std::string& key, int64_t value) {
+  fields_.emplace_back(key, absl::StrCat(value));
+  return *this;
+}
+JsonRecord& JsonRecord::Add(const std::string& key, const std::string& value) {
+  fields_.emplace_back(key, JsonString(value));
+  return *this;
+}
+
+std::string JsonRecord::str() const {
+  return absl::StrCat(
+      "{",
+      absl::StrJoin(fields_, ", ",
+                    [](std::string* out, const auto& f) {
+                      absl::StrAppend(out, JsonString(f.first), ": ", f.second);
+                    }),
+      "}");
+}
+
+std::string StepReportJson(const StepReport& r) {
+  return JsonRecord()
+      .Add("step", r.step)
+      .Add("loss", r.loss)
+      .Add("grad_norm", r.grad_norm)
+      .Add("lr", r.lr)
+      .Add("tokens_per_second", r.tokens_per_second)
+      .Add("step_seconds", r.step_seconds)
+      .Add("tokens", r.tokens)
+      .Add("peak_memory_bytes", r.peak_memory_bytes)
+      .Add("elapsed_seconds", r.elapsed_seconds)
+      .str();
+}
+
+std::string StepReportLine(const StepReport& r) {
+  return absl::StrFormat(
+      "step %*d/%d  loss %8.5f  grad_norm %8.4f  lr %.3e  tok/s %8.0f  step %6.3fs  mem %5.0f MiB",
+      static_cast<int>(absl::StrCat(r.total_steps).size()), r.step, r.total_steps, r.loss,
+      r.grad_norm, r.lr, r.tokens_per_second, r.step_seconds,
+      double(r.peak_memory_bytes) / (1024.0 * 1024.0));
+}
+
+JsonlWriter::~JsonlWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+absl::Status JsonlWriter::Open(const std::string& path, bool append) {
+  path_ = path;
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (file_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot open metrics file '", path, "': ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JsonlWriter::Write(const std::string& json_object) {
+  if (file_ == nullptr) return absl::OkStatus();
+  const std::string line = json_object + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot write metrics file '", path_, "': ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+int64_t PeakMemoryBytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t(usage.ru_maxrss) * 1024;  // ru_maxrss is in KiB on Linux
+}
+
+}  // namespace ringtrain

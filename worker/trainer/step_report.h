@@ -1,0 +1,69 @@
+// Step reports: one human line per logged step, and one JSON object per line per step in the JSONL
+// file (the contract with the agent and loss-compare). Floats are written with 17 significant digits
+// so that they round-trip exactly. Later fields (per-rank figures) go into the same record.
+#ifndef RINGTRAIN_WORKER_TRAINER_STEP_REPORT_H_
+#define RINGTRAIN_WORKER_TRAINER_STEP_REPORT_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace ringtrain {
+
+struct StepReport {
+  int64_t step = 0;
+  int64_t total_steps = 0;
+  double loss = 0;
+  double grad_norm = 0;
+  double lr = 0;
+  double tokens_per_second = 0;
+  double step_seconds = 0;
+  int64_t tokens = 0;  // global tokens in this step
+  int64_t peak_memory_bytes = 0;
+  double elapsed_seconds = 0;
+};
+
+// Builds one JSON object with exactly-round-tripping floats.
+class JsonRecord {
+ public:
+  JsonRecord& Add(const std::string& key, double value);
+  JsonRecord& Add(const std::string& key, int64_t value);
+  JsonRecord& Add(const std::string& key, const std::string& value);
+  std::string str() const;  // "{...}" without a newline
+
+ private:
+  std::vector<std::pair<std::string, std::string>> fields_;  // key → JSON text
+};
+
+std::string FormatDouble17(double value);  // "%.17g"; non-finite values as JSON null
+std::string StepReportJson(const StepReport& report);
+std::string StepReportLine(const StepReport& report);
+
+// Appends records to the JSONL file, flushing after each so a reader sees whole lines as they come.
+class JsonlWriter {
+ public:
+  JsonlWriter() = default;
+  ~JsonlWriter();
+  JsonlWriter(const JsonlWriter&) = delete;
+  JsonlWriter& operator=(const JsonlWriter&) = delete;
+
+  // `append` keeps existing lines (a resumed run continues the file); otherwise truncates.
+  absl::Status Open(const std::string& path, bool append);
+  absl::Status Write(const std::string& json_object);
+  bool is_open() const { return file_ != nullptr; }
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+// Peak resident memory of this process (getrusage), in bytes.
+int64_t PeakMemoryBytes();
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_TRAINER_STEP_REPORT_H_

@@ -1,0 +1,41 @@
+// One rank of one job: builds the data, the model and the optimizer from a validated JobConfig and
+// runs the step loop (job.mode = train) or the evaluation (job.mode = eval). Torch-free header.
+#ifndef RINGTRAIN_WORKER_TRAINER_TRAINER_H_
+#define RINGTRAIN_WORKER_TRAINER_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/config/job_config.h"
+
+namespace ringtrain {
+
+// Where this rank sits in the job's world (world 1 when run alone).
+struct RankInfo {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+};
+
+class Trainer {
+ public:
+  // Opens the datasets, builds and initialises (or loads) the model, resumes from the newest
+  // checkpoint in checkpoint.folder when checkpointing is enabled. Errors name the file or key.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config, RankInfo rank);
+  ~Trainer();
+
+  // Runs job.mode: the training loop to training.steps, or the evaluation.
+  absl::Status Run();
+
+ private:
+  struct State;
+  explicit Trainer(std::unique_ptr<State> state);
+  absl::Status Train();
+  absl::Status Evaluate();
+
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_TRAINER_TRAINER_H_
