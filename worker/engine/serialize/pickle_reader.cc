@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -75,6 +77,7 @@ using ValuePtr = std::shared_ptr<Value>;
 
 struct Value {
   explicit Value(Kind k) : kind(k) {}
+  ~Value();
   Kind kind;
   int64_t number = 0;  // kBool (0/1), kInt; kStorage: its element count
   double real = 0;     // kFloat
@@ -89,7 +92,19 @@ struct Value {
   at::Tensor tensor;  // kStorage: 1-D over all its elements; kTensor: the tensor (maybe a view)
 };
 
-ValuePtr Make(Kind kind) { return std::make_shared<Value>(kind); }
+// A hostile pickle can nest values a million deep; dropping them recursively would overflow the
+// C++ stack, so children whose last owner this is are unlinked iteratively.
+Value::~Value() {
+  std::vector<ValuePtr> pending = std::move(items);
+  while (!pending.empty()) {
+    ValuePtr value = std::move(pending.back());
+    pending.pop_back();
+    if (value != nullptr && value.use_count() == 1) {
+      for (ValuePtr& child : value->items) pending.push_back(std::move(child));
+      value->items.clear();
+    }
+  }
+}
 
 std::string Describe(const Value& v) {
   switch (v.kind) {
@@ -118,6 +133,12 @@ class Unpickler {
   absl::StatusOr<StateDict> Run();
 
  private:
+  ValuePtr Make(Kind kind) {
+    // Not make_shared: a weak_ptr would then pin the whole Value, not just the control block.
+    ValuePtr value(new Value(kind));
+    created_.push_back(value);
+    return value;
+  }
   absl::Status Step(uint8_t op);
   absl::Status Corrupt(absl::string_view what) const {
     return absl::DataLossError(absl::StrCat("malformed pickle at byte ", op_offset_, ": ", what));
@@ -151,21 +172,16 @@ class Unpickler {
   std::unordered_map<uint64_t, ValuePtr> memo_;
   std::unordered_map<std::string, ValuePtr> storages_;  // persistent key → kStorage
   ValuePtr result_;
+  std::vector<std::weak_ptr<Value>> created_;  // every Value made, to break cycles at the end
 };
 
-// Values can nest (and, through the memo, even form cycles) as deep as a hostile pickle likes;
-// dropping them recursively could overflow the C++ stack, so unlink children iteratively.
+// Through the memo a container can hold itself (even after the memo forgets it), and such a cycle
+// would never be freed; emptying every container still alive breaks them all.
 Unpickler::~Unpickler() {
-  std::vector<ValuePtr> pending = std::move(stack_);
-  for (auto& [index, value] : memo_) pending.push_back(std::move(value));
-  for (auto& [key, value] : storages_) pending.push_back(std::move(value));
-  pending.push_back(std::move(result_));
-  while (!pending.empty()) {
-    ValuePtr value = std::move(pending.back());
-    pending.pop_back();
-    if (value == nullptr) continue;
-    for (ValuePtr& child : value->items) pending.push_back(std::move(child));
-    value->items.clear();
+  for (const std::weak_ptr<Value>& weak : created_) {
+    ValuePtr value = weak.lock();
+    std::vector<ValuePtr> children;
+    if (value != nullptr) children.swap(value->items);
   }
 }
 
@@ -248,7 +264,7 @@ absl::Status Unpickler::PushGlobal(const std::string& module, const std::string&
     Push(std::move(v));
     return absl::OkStatus();
   }
-  return Unsupported(absl::StrCat("global '", full,
+  return Unsupported(absl::StrCat("global '", absl::CHexEscape(full),
                                   "' (a state dict may hold only tensors, OrderedDicts and the "
                                   "torch._utils rebuild functions)"));
 }
@@ -388,18 +404,27 @@ absl::StatusOr<ValuePtr> Unpickler::RebuildTensor(const std::vector<ValuePtr>& a
   }
   const Value& storage = *a[0];
   const int64_t offset = a[1]->number;
-  int64_t numel = 1;
+  // Even an empty tensor's non-zero sizes must multiply without overflow: LibTorch computes its
+  // strides from them.
+  int64_t span = 1;
   int64_t last = offset;  // index of the furthest element the view touches
+  bool empty = false;
   for (size_t d = 0; d < sizes.size(); ++d) {
     int64_t reach = 0;
-    if (__builtin_mul_overflow(numel, sizes[d], &numel) ||
-        (sizes[d] > 0 && (__builtin_mul_overflow(sizes[d] - 1, strides[d], &reach) ||
-                          __builtin_add_overflow(last, reach, &last)))) {
+    if (sizes[d] == 0) {
+      empty = true;
+    } else if (__builtin_mul_overflow(span, sizes[d], &span) ||
+               __builtin_mul_overflow(sizes[d] - 1, strides[d], &reach) ||
+               __builtin_add_overflow(last, reach, &last)) {
       return Corrupt("tensor size or stride overflows");
     }
   }
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(span, storage.tensor.element_size(), &bytes)) {
+    return Corrupt("tensor size overflows");
+  }
   ValuePtr tensor = Make(Kind::kTensor);
-  if (numel == 0) {
+  if (empty) {
     tensor->tensor = at::empty(sizes, storage.tensor.options());
   } else if (last >= storage.number) {
     return absl::DataLossError(absl::StrCat("a tensor reaches element ", last, " of storage '",
@@ -570,8 +595,8 @@ absl::StatusOr<StateDict> Unpickler::ToStateDict(const Value& top) const {
                                                      Describe(key), ", not a str"));
     }
     if (value.kind != Kind::kTensor) {
-      return absl::InvalidArgumentError(absl::StrCat("entry '", key.text, "' is a ",
-                                                     Describe(value), ", not a tensor"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "entry '", absl::CHexEscape(key.text), "' is a ", Describe(value), ", not a tensor"));
     }
     out.emplace_back(key.text, value.tensor);
     ++uses[value.tensor.storage().unsafeGetStorageImpl()];
@@ -583,7 +608,17 @@ absl::StatusOr<StateDict> Unpickler::ToStateDict(const Value& top) const {
                       tensor.is_contiguous() && tensor.storage_offset() == 0 &&
                       tensor.storage().nbytes() ==
                           static_cast<size_t>(tensor.numel()) * tensor.element_size();
-    if (!owns) tensor = tensor.clone(at::MemoryFormat::Contiguous);
+    if (owns) continue;
+    try {
+      tensor = tensor.clone(at::MemoryFormat::Contiguous);
+    } catch (const c10::Error& e) {
+      // A stride-0 view (an expand()) can be far larger than its storage: a legitimate file may
+      // still not fit, and a hostile one can claim 2^62 elements.
+      return absl::ResourceExhaustedError(absl::StrCat("cannot materialize '",
+                                                       absl::CHexEscape(name), "' (",
+                                                       tensor.numel(), " elements): ",
+                                                       e.what_without_backtrace()));
+    }
   }
   return out;
 }
@@ -593,7 +628,15 @@ absl::StatusOr<StateDict> Unpickler::ToStateDict(const Value& top) const {
 absl::StatusOr<StateDict> UnpickleStateDict(absl::string_view pickle,
                                             const StorageLoader& load_storage) {
   Unpickler unpickler(pickle, load_storage);
-  return unpickler.Run();
+  try {
+    return unpickler.Run();
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory while unpickling");
+  } catch (const c10::Error& e) {
+    // Not expected: inputs are checked before LibTorch sees them. But a throw must not escape.
+    return absl::InternalError(
+        absl::StrCat("unexpected error while unpickling: ", e.what_without_backtrace()));
+  }
 }
 
 }  // namespace serialize_internal

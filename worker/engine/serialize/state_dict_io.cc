@@ -1,7 +1,8 @@
-// Reading opens the zip with LibTorch's PyTorchStreamReader and hands data.pkl to the strict
-// unpickler in pickle_reader.cc. Writing uses LibTorch's own Pickler and PyTorchStreamWriter,
-// combined exactly as torch::pickle_save combines them (so Python's torch.load reads the file as a
-// plain dict), but streamed into the file: a large checkpoint is never held twice in memory.
+// Reading opens the zip with LibTorch's PyTorchStreamReader, checks each record it uses against the
+// zip's CRC-32, and hands data.pkl to the strict unpickler in pickle_reader.cc. Writing uses
+// LibTorch's own Pickler and PyTorchStreamWriter, combined exactly as torch::pickle_save combines
+// them (so Python's torch.load reads the file as a plain dict), but streamed into the file: a large
+// checkpoint is never held twice in memory.
 #include "worker/engine/serialize/state_dict_io.h"
 
 #include <fcntl.h>
@@ -83,7 +84,8 @@ absl::StatusOr<ScopedFd> OpenForReading(const std::string& path, uint64_t* size)
       static_cast<uint8_t>(head[0]) == 0x80 &&
       absl::string_view(head + 2, kLegacyMagic.size()) == kLegacyMagic) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, " was saved with torch.save(..., _use_new_zipfile_serialization=False), a legacy "
+        path,
+        " was saved with torch.save(..., _use_new_zipfile_serialization=False), a legacy "
         "format this reader does not support. HINT: re-save it in Python with the default zip "
         "format: torch.save(torch.load(p), p)"));
   }
@@ -106,7 +108,9 @@ uint32_t Crc32(const void* data, size_t size) {
       (*t)[0][i] = c;
     }
     for (int k = 1; k < 8; ++k) {
-      for (uint32_t i = 0; i < 256; ++i) (*t)[k][i] = ((*t)[k - 1][i] >> 8) ^ (*t)[0][(*t)[k - 1][i] & 0xff];
+      for (uint32_t i = 0; i < 256; ++i) {
+        (*t)[k][i] = ((*t)[k - 1][i] >> 8) ^ (*t)[0][(*t)[k - 1][i] & 0xff];
+      }
     }
     return t;
   }();
@@ -181,8 +185,7 @@ absl::StatusOr<ZipCrcs> ReadZipCrcs(int fd, uint64_t file_size) {
   for (uint64_t i = 0; i < entries; ++i) {
     const bool fits = dir.size() - at >= 46 && Le(dir, at, 4) == 0x02014b50;
     const size_t name_size = fits ? Le(dir, at + 28, 2) : 0;
-    const size_t entry_size =
-        fits ? 46 + name_size + Le(dir, at + 30, 2) + Le(dir, at + 32, 2) : 0;
+    const size_t entry_size = fits ? 46 + name_size + Le(dir, at + 30, 2) + Le(dir, at + 32, 2) : 0;
     if (!fits || dir.size() - at < entry_size) {
       return absl::DataLossError(absl::StrCat("zip directory entry #", i, " is damaged"));
     }
@@ -194,8 +197,7 @@ absl::StatusOr<ZipCrcs> ReadZipCrcs(int fd, uint64_t file_size) {
   return crcs;
 }
 
-absl::Status CheckCrc(const ZipCrcs& crcs, const std::string& name, const void* data,
-                      size_t size) {
+absl::Status CheckCrc(const ZipCrcs& crcs, const std::string& name, const void* data, size_t size) {
   auto it = crcs.by_name.find(absl::StrCat(crcs.folder, "/", name));
   if (it == crcs.by_name.end()) {
     return absl::DataLossError(absl::StrCat("record '", name, "' is not in the zip directory"));
@@ -224,8 +226,9 @@ absl::StatusOr<StateDict> ReadOpenedArchive(PyTorchStreamReader& reader, const Z
   if (!reader.hasRecord("data.pkl")) return absl::DataLossError("the archive has no data.pkl");
   auto [pickle, pickle_size] = reader.getRecord("data.pkl");
   RT_RETURN_IF_ERROR(CheckCrc(crcs, "data.pkl", pickle.get(), pickle_size));
-  serialize_internal::StorageLoader load = [&reader, &crcs](const std::string& key)
-      -> absl::StatusOr<serialize_internal::StorageRecord> {
+  serialize_internal::StorageLoader load =
+      [&reader,
+       &crcs](const std::string& key) -> absl::StatusOr<serialize_internal::StorageRecord> {
     const std::string name = absl::StrCat("data/", key);
     try {
       if (!reader.hasRecord(name)) {
@@ -233,10 +236,10 @@ absl::StatusOr<StateDict> ReadOpenedArchive(PyTorchStreamReader& reader, const Z
       }
       auto [data, size] = reader.getRecord(name);
       RT_RETURN_IF_ERROR(CheckCrc(crcs, name, data.get(), size));
-      return serialize_internal::StorageRecord{
-          c10::Storage(c10::Storage::use_byte_size_t(), size, std::move(data), /*allocator=*/nullptr,
-                       /*resizable=*/false),
-          name};
+      return serialize_internal::StorageRecord{c10::Storage(c10::Storage::use_byte_size_t(), size,
+                                                            std::move(data), /*allocator=*/nullptr,
+                                                            /*resizable=*/false),
+                                               name};
     } catch (const c10::Error& e) {
       return absl::DataLossError(
           absl::StrCat("cannot read record '", name, "': ", e.what_without_backtrace()));
@@ -280,7 +283,9 @@ absl::Status WriteArchive(const std::string& pickle, const std::vector<at::Tenso
 // and reporting an error here would suggest otherwise.
 void SyncParentDirectory(const std::string& path) {
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
   int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
   (void)fsync(fd);
@@ -297,9 +302,9 @@ absl::StatusOr<StateDict> ReadStateDict(const std::string& path) {
     try {
       reader = std::make_unique<PyTorchStreamReader>(path);
     } catch (const c10::Error& e) {
-      return absl::DataLossError(absl::StrCat(
-          path, ": not a readable torch.save zip archive (truncated or corrupt): ",
-          e.what_without_backtrace()));
+      return absl::DataLossError(
+          absl::StrCat(path, ": not a readable torch.save zip archive (truncated or corrupt): ",
+                       e.what_without_backtrace()));
     }
     absl::StatusOr<ZipCrcs> crcs = ReadZipCrcs(fd.get(), file_size);
     if (!crcs.ok()) return WithPath(crcs.status(), path);

@@ -1,0 +1,45 @@
+// Helpers for tests that run the project's binaries: paths, temporary folders, subprocesses,
+// JSONL reports.
+#ifndef RINGTRAIN_TESTS_INTEGRATION_TEST_UTIL_H_
+#define RINGTRAIN_TESTS_INTEGRATION_TEST_UTIL_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ringtrain::testing {
+
+std::string BinDir();     // $RINGTRAIN_BIN_DIR (set by CTest)
+std::string SourceDir();  // $RINGTRAIN_SOURCE_DIR
+std::string ConfigPath(const std::string& name);  // SourceDir()/configs/name
+
+// A fresh folder under $TMPDIR, removed with its contents when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;  // the exit status, or 128 + signal
+  std::string output;  // stdout and stderr together
+};
+
+// Runs argv (argv[0] is a path) with output captured; blocks until it ends.
+CommandResult RunCommand(const std::vector<std::string>& argv);
+
+// Parses a JSONL file into one map per line, each value kept as its raw JSON text, so floats can be
+// compared bitwise ("loss" → "6.7041950225830078").
+std::vector<std::map<std::string, std::string>> ReadJsonl(const std::string& path);
+
+std::string ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const std::string& content);
+
+}  // namespace ringtrain::testing
+
+#endif  // RINGTRAIN_TESTS_INTEGRATION_TEST_UTIL_H_

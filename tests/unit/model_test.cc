@@ -1,0 +1,122 @@
+// Model shape arithmetic, parameter names, RoPE at positions, and initialisation determinism.
+#include "worker/engine/model/llama.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "common/config/job_config.h"
+#include "worker/engine/model/model_args.h"
+#include "worker/engine/model/rope.h"
+
+namespace ringtrain {
+namespace {
+
+std::string SourceDir() {
+  const char* dir = std::getenv("RINGTRAIN_SOURCE_DIR");
+  return dir ? dir : ".";
+}
+
+ModelArgs ArgsOf(const std::string& config_file) {
+  auto config = LoadJobConfig(SourceDir() + "/configs/" + config_file, {});
+  EXPECT_TRUE(config.ok()) << config.status();
+  return ModelArgs::FromConfig(config->model);
+}
+
+TEST(ModelArgsTest, Llama3_8BShapes) {
+  const ModelArgs a = ArgsOf("llama3_8b.toml");
+  EXPECT_EQ(a.ffn_hidden_dim(), 14336);  // int(2·4·4096/3) = 10922, ×1.3 = 14198, ↑1024
+  EXPECT_EQ(a.head_dim(), 128);
+  const auto shapes = ParameterShapes(a);
+  ASSERT_EQ(shapes.size(), 2u + 9u * 32u + 1u);
+  EXPECT_EQ(shapes.front().first, "tok_embeddings.weight");
+  EXPECT_EQ(shapes.front().second, (std::vector<int64_t>{128256, 4096}));
+  EXPECT_EQ(shapes[2].first, "layers.0.attention.wk.weight");
+  EXPECT_EQ(shapes[2].second, (std::vector<int64_t>{1024, 4096}));
+  EXPECT_EQ(shapes[5].first, "layers.0.feed_forward.w1.weight");
+  EXPECT_EQ(shapes[5].second, (std::vector<int64_t>{14336, 4096}));
+  EXPECT_EQ(shapes.back().first, "output.weight");
+  // Llama 3 8B has 8,030,261,248 parameters.
+  EXPECT_EQ(ParameterCount(a), 8030261248);
+}
+
+TEST(ModelArgsTest, FfnHiddenDimRounding) {
+  ModelArgs a;
+  a.dim = 256;
+  a.multiple_of = 256;
+  EXPECT_EQ(a.ffn_hidden_dim(), 768);  // int(2·1024/3) = 682 → 768
+  a.multiple_of = 1;
+  EXPECT_EQ(a.ffn_hidden_dim(), 682);
+  a.ffn_dim_multiplier = 1.5;
+  EXPECT_EQ(a.ffn_hidden_dim(), 1023);
+}
+
+TEST(TransformerTest, DebugModelParameterNamesAndShapesMatchTorchtitan) {
+  const ModelArgs a = ArgsOf("debug_model.toml");
+  Transformer model(a);
+  const auto params = model->named_parameters();
+  const auto expected = ParameterShapes(a);
+  ASSERT_EQ(params.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(params[i].key(), expected[i].first);
+    EXPECT_EQ(params[i].value().sizes().vec(), expected[i].second) << expected[i].first;
+  }
+}
+
+TEST(TransformerTest, InitIsDeterministicAndFollowsTorchtitan) {
+  const ModelArgs a = ArgsOf("debug_model.toml");
+  torch::manual_seed(5);
+  Transformer m1(a);
+  m1->init_weights();
+  torch::manual_seed(5);
+  Transformer m2(a);
+  m2->init_weights();
+  const auto p1 = m1->named_parameters(), p2 = m2->named_parameters();
+  for (size_t i = 0; i < p1.size(); ++i) EXPECT_TRUE(torch::equal(p1[i].value(), p2[i].value()));
+  EXPECT_NEAR(p1["tok_embeddings.weight"].std().item<double>(), 1.0, 0.02);
+  EXPECT_NEAR(p1["layers.0.attention.wq.weight"].std().item<double>(), 0.02, 0.002);
+  // Depth init: layer 3's output projection has std 0.02 / sqrt(8).
+  EXPECT_NEAR(p1["layers.3.attention.wo.weight"].std().item<double>(), 0.02 / std::sqrt(8.0),
+              0.001);
+  const double final_std = 1.0 / std::sqrt(double(a.dim));
+  EXPECT_LE(p1["output.weight"].abs().max().item<double>(), 3 * final_std + 1e-6);
+  EXPECT_TRUE(torch::all(p1["norm.weight"] == 1).item<bool>());
+}
+
+// RoPE against an explicit complex rotation in double precision at arbitrary positions.
+TEST(RopeTest, RotatesInterleavedPairsAtGivenPositions) {
+  const int64_t dim = 8;
+  const double theta = 10000.0;
+  RotaryTables rope(dim, 64, theta);
+  torch::manual_seed(1);
+  const auto x = torch::randn({2, 3, 2, dim});
+  const auto positions = torch::tensor(std::vector<int64_t>{5, 0, 63});
+  const auto y = rope.Apply(x, positions);
+  const auto xa = x.accessor<float, 4>();
+  const auto ya = y.accessor<float, 4>();
+  const std::vector<int64_t> pos = {5, 0, 63};
+  for (int b = 0; b < 2; ++b)
+    for (int l = 0; l < 3; ++l)
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < dim / 2; ++i) {
+          const double angle = pos[l] * std::pow(theta, -2.0 * i / dim);
+          const double re = xa[b][l][h][2 * i], im = xa[b][l][h][2 * i + 1];
+          EXPECT_NEAR(ya[b][l][h][2 * i], re * std::cos(angle) - im * std::sin(angle), 2e-5);
+          EXPECT_NEAR(ya[b][l][h][2 * i + 1], re * std::sin(angle) + im * std::cos(angle), 2e-5);
+        }
+}
+
+// Positions, not order, determine the rotation: rotating a permuted sequence at permuted positions
+// gives the permuted result (what CP sharding relies on).
+TEST(RopeTest, ShardedPositionsGiveTheSameRotation) {
+  RotaryTables rope(16, 32, 500000.0);
+  const auto x = torch::randn({1, 8, 4, 16});
+  const auto full = rope.Apply(x, torch::arange(8));
+  const auto idx = torch::tensor(std::vector<int64_t>{0, 1, 6, 7});
+  const auto part = rope.Apply(x.index_select(1, idx), idx);
+  EXPECT_TRUE(torch::equal(part, full.index_select(1, idx)));
+}
+
+}  // namespace
+}  // namespace ringtrain
