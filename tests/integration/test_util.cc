@@ -1,8 +1,10 @@
 #include "tests/integration/test_util.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,12 +16,12 @@ namespace ringtrain::testing {
 
 std::string BinDir() {
   const char* dir = std::getenv("RINGTRAIN_BIN_DIR");
-  return dir ? dir : "bin";
+  return dir ? dir : RINGTRAIN_DEFAULT_BIN_DIR;
 }
 
 std::string SourceDir() {
   const char* dir = std::getenv("RINGTRAIN_SOURCE_DIR");
-  return dir ? dir : ".";
+  return dir ? dir : RINGTRAIN_DEFAULT_SOURCE_DIR;
 }
 
 std::string ConfigPath(const std::string& name) { return SourceDir() + "/configs/" + name; }
@@ -61,6 +63,34 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
   waitpid(pid, &status, 0);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+pid_t StartCommand(const std::vector<std::string>& argv, const std::string& out_path,
+                   const std::string& err_path) {
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err =
+        err_path.empty() ? out : open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0 || err < 0) _exit(127);
+    dup2(out, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int WaitCommand(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error("waitpid failed");
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 std::vector<std::map<std::string, std::string>> ReadJsonl(const std::string& path) {

@@ -3,14 +3,16 @@
 #ifndef RINGTRAIN_TESTS_INTEGRATION_TEST_UTIL_H_
 #define RINGTRAIN_TESTS_INTEGRATION_TEST_UTIL_H_
 
+#include <sys/types.h>
+
 #include <map>
 #include <string>
 #include <vector>
 
 namespace ringtrain::testing {
 
-std::string BinDir();     // $RINGTRAIN_BIN_DIR (set by CTest)
-std::string SourceDir();  // $RINGTRAIN_SOURCE_DIR
+std::string BinDir();     // $RINGTRAIN_BIN_DIR, default: the build's bin folder
+std::string SourceDir();  // $RINGTRAIN_SOURCE_DIR, default: the source tree
 std::string ConfigPath(const std::string& name);  // SourceDir()/configs/name
 
 // A fresh folder under $TMPDIR, removed with its contents when the object dies.
@@ -32,6 +34,13 @@ struct CommandResult {
 
 // Runs argv (argv[0] is a path) with output captured; blocks until it ends.
 CommandResult RunCommand(const std::vector<std::string>& argv);
+
+// Starts argv in the background with stdout written to out_path and stderr to err_path (or to
+// out_path too when err_path is empty); returns its pid. Reap it with WaitCommand.
+pid_t StartCommand(const std::vector<std::string>& argv, const std::string& out_path,
+                   const std::string& err_path = "");
+// Blocks until `pid` ends; returns its exit status, or 128 + signal.
+int WaitCommand(pid_t pid);
 
 // Parses a JSONL file into one map per line, each value kept as its raw JSON text, so floats can be
 // compared bitwise ("loss" → "6.7041950225830078").

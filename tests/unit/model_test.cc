@@ -15,7 +15,7 @@ namespace {
 
 std::string SourceDir() {
   const char* dir = std::getenv("RINGTRAIN_SOURCE_DIR");
-  return dir ? dir : ".";
+  return dir ? dir : RINGTRAIN_DEFAULT_SOURCE_DIR;
 }
 
 ModelArgs ArgsOf(const std::string& config_file) {

@@ -3,9 +3,11 @@
 // Exit status: 0 done, 1 the run failed, 2 the command line or config was rejected.
 #include <malloc.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,8 +20,31 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: ringtrain-trainer CONFIG.toml [--section.key=value ...]\n"
+    "                         [--rank=R --world-size=N --master-addr=HOST --master-port=PORT]\n"
     "  Trains (job.mode = train) or evaluates (job.mode = eval) the model the config describes.\n"
-    "  Any config key can be overridden, e.g. --training.steps=10 --metrics.jsonl=out.jsonl\n";
+    "  Any config key can be overridden, e.g. --training.steps=10 --metrics.jsonl=out.jsonl\n"
+    "  Rendezvous (torchrun's convention; flags win over the environment): RANK, WORLD_SIZE,\n"
+    "  MASTER_ADDR, MASTER_PORT. Without them the trainer runs alone (world 1).\n";
+
+// Reads an integer rendezvous setting from `flag_value` or the environment variable `env`.
+bool ReadRendezvousInt(const std::string& flag_value, const char* env, int64_t* out,
+                       std::string* error) {
+  std::string text = flag_value;
+  if (text.empty()) {
+    const char* value = std::getenv(env);
+    if (value == nullptr) return true;
+    text = value;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long long parsed = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || parsed < 0) {
+    *error = std::string(env) + " = '" + text + "' is not a non-negative integer";
+    return false;
+  }
+  *out = parsed;
+  return true;
+}
 
 // Keep freed tensor memory in the heap instead of returning it to the kernel: LibTorch allocates
 // activations with malloc, and glibc serves large blocks with fresh mmaps whose page faults (and the
@@ -37,12 +62,22 @@ int main(int argc, char** argv) {
   KeepFreedMemoryInHeap();
   std::string config_path;
   std::vector<std::string> overrides;
+  std::map<std::string, std::string> rendezvous_flags;  // "rank" → "3"
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
     }
+    bool is_rendezvous = false;
+    for (const char* name : {"rank", "world-size", "master-addr", "master-port"}) {
+      const std::string prefix = std::string("--") + name + "=";
+      if (arg.rfind(prefix, 0) == 0) {
+        rendezvous_flags[name] = arg.substr(prefix.size());
+        is_rendezvous = true;
+      }
+    }
+    if (is_rendezvous) continue;
     if (arg.rfind("--", 0) == 0) {
       overrides.push_back(arg);
     } else if (config_path.empty()) {
@@ -62,12 +97,37 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ringtrain-trainer: %s\n", std::string(config.status().message()).c_str());
     return 2;
   }
-  const absl::Status mesh = ringtrain::ValidateMesh(*config, 1);
+  ringtrain::RankInfo rank;
+  int64_t port = 0;
+  std::string error;
+  if (!ReadRendezvousInt(rendezvous_flags["rank"], "RANK", &rank.rank, &error) ||
+      !ReadRendezvousInt(rendezvous_flags["world-size"], "WORLD_SIZE", &rank.world_size, &error) ||
+      !ReadRendezvousInt(rendezvous_flags["master-port"], "MASTER_PORT", &port, &error)) {
+    std::fprintf(stderr, "ringtrain-trainer: %s\n", error.c_str());
+    return 2;
+  }
+  rank.master_port = static_cast<int>(port);
+  if (!rendezvous_flags["master-addr"].empty()) {
+    rank.master_addr = rendezvous_flags["master-addr"];
+  } else if (const char* addr = std::getenv("MASTER_ADDR")) {
+    rank.master_addr = addr;
+  }
+  if (rank.world_size < 1 || rank.rank >= rank.world_size) {
+    std::fprintf(stderr, "ringtrain-trainer: rank %lld is not in a world of size %lld\n",
+                 static_cast<long long>(rank.rank), static_cast<long long>(rank.world_size));
+    return 2;
+  }
+  if (rank.world_size > 1 && (rank.master_port <= 0 || rank.master_port > 65535)) {
+    std::fprintf(stderr, "ringtrain-trainer: a world of %lld ranks needs MASTER_PORT (1-65535)\n",
+                 static_cast<long long>(rank.world_size));
+    return 2;
+  }
+  const absl::Status mesh = ringtrain::ValidateMesh(*config, rank.world_size);
   if (!mesh.ok()) {
     std::fprintf(stderr, "ringtrain-trainer: %s\n", std::string(mesh.message()).c_str());
     return 2;
   }
-  auto trainer = ringtrain::Trainer::Create(*config, ringtrain::RankInfo{});
+  auto trainer = ringtrain::Trainer::Create(*config, rank);
   if (!trainer.ok()) {
     RT_LOG(Error) << trainer.status().message();
     return 1;

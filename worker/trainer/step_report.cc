@@ -52,6 +52,11 @@ JsonRecord& JsonRecord::Add(const std::string& key, const std::string& value) {
   return *this;
 }
 
+JsonRecord& JsonRecord::AddRaw(const std::string& key, const std::string& json) {
+  fields_.emplace_back(key, json);
+  return *this;
+}
+
 std::string JsonRecord::str() const {
   return absl::StrCat(
       "{",
@@ -62,9 +67,9 @@ std::string JsonRecord::str() const {
       "}");
 }
 
-std::string StepReportJson(const StepReport& r) {
-  return JsonRecord()
-      .Add("step", r.step)
+std::string StepReportJson(const StepReport& r, const std::string& ranks_json) {
+  JsonRecord record;
+  record.Add("step", r.step)
       .Add("loss", r.loss)
       .Add("grad_norm", r.grad_norm)
       .Add("lr", r.lr)
@@ -72,8 +77,9 @@ std::string StepReportJson(const StepReport& r) {
       .Add("step_seconds", r.step_seconds)
       .Add("tokens", r.tokens)
       .Add("peak_memory_bytes", r.peak_memory_bytes)
-      .Add("elapsed_seconds", r.elapsed_seconds)
-      .str();
+      .Add("elapsed_seconds", r.elapsed_seconds);
+  if (!ranks_json.empty()) record.AddRaw("ranks", ranks_json);
+  return record.str();
 }
 
 std::string StepReportLine(const StepReport& r) {

@@ -33,6 +33,8 @@ class JsonRecord {
   JsonRecord& Add(const std::string& key, double value);
   JsonRecord& Add(const std::string& key, int64_t value);
   JsonRecord& Add(const std::string& key, const std::string& value);
+  // `json` is already JSON text (an array or object), inserted as is.
+  JsonRecord& AddRaw(const std::string& key, const std::string& json);
   std::string str() const;  // "{...}" without a newline
 
  private:
@@ -40,7 +42,8 @@ class JsonRecord {
 };
 
 std::string FormatDouble17(double value);  // "%.17g"; non-finite values as JSON null
-std::string StepReportJson(const StepReport& report);
+// The step's record; `ranks_json`, when not empty, is the per-rank figures array.
+std::string StepReportJson(const StepReport& report, const std::string& ranks_json = "");
 std::string StepReportLine(const StepReport& report);
 
 // Appends records to the JSONL file, flushing after each so a reader sees whole lines as they come.

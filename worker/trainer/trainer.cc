@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "worker/engine/checkpoint/checkpoint.h"
@@ -17,6 +18,11 @@
 #include "worker/engine/optim/adamw.h"
 #include "worker/engine/optim/clip.h"
 #include "worker/engine/optim/lr_schedule.h"
+#include "worker/engine/parallel/comm.h"
+#include "worker/engine/parallel/cp_shard.h"
+#include "worker/engine/parallel/grad_sync.h"
+#include "worker/engine/parallel/mesh.h"
+#include "worker/engine/parallel/ring_attention.h"
 #include "worker/trainer/step_report.h"
 
 namespace ringtrain {
@@ -26,6 +32,9 @@ using Clock = std::chrono::steady_clock;
 struct Trainer::State {
   JobConfig config;
   RankInfo rank;
+  Mesh mesh;
+  std::unique_ptr<Communicator> comm;  // null when world = 1
+  std::shared_ptr<AttentionKernel> attention;
   std::unique_ptr<TokenDataset> dataset;
   std::optional<WindowSampler> sampler;
   Transformer model{nullptr};
@@ -38,18 +47,6 @@ struct Trainer::State {
 };
 
 namespace {
-
-// Catches LibTorch's exceptions at the step boundary and turns them into a Status.
-template <typename F>
-absl::Status Guarded(const char* what, F&& f) {
-  try {
-    return f();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
-  }
-}
 
 DatasetSpec TrainingDataSpec(const JobConfig& c, int64_t dp) {
   DatasetSpec spec;
@@ -76,18 +73,64 @@ at::Tensor ToTensor(const std::vector<int64_t>& values, int64_t batch, int64_t l
   return torch::tensor(values, torch::kInt64).view({batch, length});
 }
 
-BlockPositions Arange(int64_t length) {
-  BlockPositions positions;
-  positions.positions.resize(length);
-  for (int64_t i = 0; i < length; ++i) positions.positions[i] = i;
-  return positions;
-}
-
 // Sum of token cross-entropies: logits (B, L, V), labels (B, L).
 at::Tensor LossSum(const at::Tensor& logits, const at::Tensor& labels) {
   return torch::nn::functional::cross_entropy(
       logits.flatten(0, 1), labels.flatten(),
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+}
+
+// Catches LibTorch's and c10d's exceptions at the step boundary and turns them into a Status. A
+// failure with peers adds which rank was lost, so the message names the peer, not just a socket.
+template <typename F>
+absl::Status Guarded(Trainer::State& s, const std::string& what, F&& f) {
+  std::string error;
+  try {
+    return f();
+  } catch (const c10::Error& e) {
+    error = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (s.comm) {
+    return absl::UnavailableError(absl::StrCat(what, " failed on ", s.mesh.Describe(), ": ",
+                                               error, "; ", s.comm->DiagnoseFailure()));
+  }
+  return absl::InternalError(absl::StrCat(what, " failed: ", error));
+}
+
+// cp_shard, the one place a batch is split: inputs, labels and positions together.
+ShardedBatch ShardBatch(const Trainer::State& s, const TokenBatch& batch) {
+  const at::Tensor inputs = ToTensor(batch.inputs, batch.batch, batch.seq_len);
+  const at::Tensor labels = ToTensor(batch.labels, batch.batch, batch.seq_len);
+  return CpShard(inputs, labels, s.mesh.cp, s.mesh.cp_rank(),
+                 s.config.parallelism.context_parallel_load_balancer);
+}
+
+// Per-rank figures of the last step, gathered to every rank (one row per rank): attention compute
+// seconds (wall, CPU), communication wait seconds, bytes sent, peak memory bytes.
+std::vector<std::vector<double>> GatherRankFigures(Trainer::State& s) {
+  const AttentionStats& a = s.attention->stats();
+  const std::vector<double> mine = {
+      a.compute_seconds, a.compute_cpu_seconds, s.comm ? s.comm->stats().wait_seconds : 0.0,
+      double(s.comm ? s.comm->stats().bytes_sent : 0), double(PeakMemoryBytes())};
+  if (!s.comm) return {mine};
+  return s.comm->AllGatherDoubles(mine);
+}
+
+std::string RankFiguresJson(const std::vector<std::vector<double>>& ranks) {
+  std::vector<std::string> records;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    records.push_back(JsonRecord()
+                          .Add("rank", int64_t(r))
+                          .Add("attention_seconds", ranks[r][0])
+                          .Add("attention_cpu_seconds", ranks[r][1])
+                          .Add("comm_wait_seconds", ranks[r][2])
+                          .Add("bytes_sent", int64_t(ranks[r][3]))
+                          .Add("peak_memory_bytes", int64_t(ranks[r][4]))
+                          .str());
+  }
+  return absl::StrCat("[", absl::StrJoin(records, ", "), "]");
 }
 
 }  // namespace
@@ -101,6 +144,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   s->rank = rank;
   const bool eval = config.job.mode == "eval";
   const int64_t dp = DataParallelDegree(config, rank.world_size);
+  s->mesh = Mesh{rank.rank, rank.world_size, dp, config.parallelism.context_parallel_degree};
+  if (rank.world_size > 1) {
+    RendezvousOptions rendezvous{
+        rank.master_addr, rank.master_port,
+        std::chrono::milliseconds(int64_t(config.comm.timeout_seconds * 1000))};
+    RT_ASSIGN_OR_RETURN(s->comm, Communicator::Create(s->mesh, rendezvous));
+    RT_LOG(Info) << "joined " << s->mesh.Describe() << " via " << rank.master_addr << ":"
+                 << rank.master_port;
+  }
   RT_ASSIGN_OR_RETURN(s->dataset, OpenDataset(eval ? ValidationDataSpec(config, dp)
                                                    : TrainingDataSpec(config, dp)));
   RT_LOG(Info) << "data: " << s->dataset->Describe();
@@ -119,10 +171,19 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   RT_ASSIGN_OR_RETURN(WindowSampler sampler, WindowSampler::Create(s->dataset.get(), sampler_spec));
   s->sampler.emplace(std::move(sampler));
 
-  RT_RETURN_IF_ERROR(Guarded("building the model", [&]() -> absl::Status {
+  RT_RETURN_IF_ERROR(Guarded(*s, "building the model", [&]() -> absl::Status {
     torch::manual_seed(static_cast<uint64_t>(config.training.seed));
     s->model = Transformer(ModelArgs::FromConfig(config.model));
     s->model->init_weights();
+    // The attention plan, chosen once: local tiled attention, or ring attention across the CP group.
+    if (s->mesh.cp > 1) {
+      s->attention = std::make_shared<RingAttentionKernel>(
+          s->comm.get(), config.training.seq_len, config.parallelism.context_parallel_load_balancer,
+          config.parallelism.context_parallel_rotate_method);
+    } else {
+      s->attention = std::make_shared<LocalAttentionKernel>();
+    }
+    s->model->SetAttentionKernel(s->attention);
     for (auto& p : s->model->parameters()) s->params.push_back(p);
     return absl::OkStatus();
   }));
@@ -181,9 +242,7 @@ absl::Status Trainer::Run() {
 absl::Status Trainer::Train() {
   State& s = *state_;
   const JobConfig& c = s.config;
-  const int64_t dp_rank = 0;
   const int64_t global_tokens = s.sampler->global_batch() * c.training.seq_len;
-  const BlockPositions positions = Arange(c.training.seq_len);
   const auto run_start = Clock::now();
   if (s.train_state.step >= c.training.steps) {
     RT_LOG(Info) << "nothing to do: the checkpoint is at step " << s.train_state.step << " of "
@@ -197,26 +256,28 @@ absl::Status Trainer::Train() {
     report.total_steps = c.training.steps;
     report.lr = s.schedule->LrAt(step);
     report.tokens = global_tokens;
-    RT_RETURN_IF_ERROR(Guarded("training step", [&]() -> absl::Status {
-      const TokenBatch batch = s.sampler->BatchForStep(step - 1, dp_rank);
-      const at::Tensor inputs = ToTensor(batch.inputs, batch.batch, batch.seq_len);
-      const at::Tensor labels = ToTensor(batch.labels, batch.batch, batch.seq_len);
-      const at::Tensor logits = s.model->forward(inputs, positions);
-      const at::Tensor loss = LossSum(logits, labels) / double(global_tokens);
-      report.loss = loss.item<double>();
-      if (!std::isfinite(report.loss)) {
-        return absl::AbortedError(absl::StrFormat(
-            "step %d: loss is %f; stopping before the optimizer step (the weights are those "
-            "after step %d). HINT: lower optimizer.lr or training.max_norm",
-            step, report.loss, step - 1));
-      }
+    s.attention->stats().Reset();
+    if (s.comm) s.comm->stats().Reset();
+    RT_RETURN_IF_ERROR(Guarded(s, absl::StrCat("step ", step), [&]() -> absl::Status {
+      const TokenBatch batch = s.sampler->BatchForStep(step - 1, s.mesh.dp_rank());
+      const ShardedBatch shard = ShardBatch(s, batch);
+      const at::Tensor logits = s.model->forward(shard.inputs, shard.positions);
+      // Divided by the GLOBAL token count: summing over ranks gives the global token-mean.
+      const at::Tensor loss = LossSum(logits, shard.labels) / double(global_tokens);
       s.model->zero_grad();
       loss.backward();
+      report.loss = loss.item<double>();
+      if (s.comm) {
+        report.loss = AllReduceSum(*s.comm, report.loss);
+        AllReduceGradients(*s.comm, s.params);
+      }
       report.grad_norm = ClipGradNorm(s.params, c.training.max_norm);
-      if (!std::isfinite(report.grad_norm)) {
+      // Every rank holds the same global loss and norm, so all stop together.
+      if (!std::isfinite(report.loss) || !std::isfinite(report.grad_norm)) {
         return absl::AbortedError(absl::StrFormat(
-            "step %d: gradient norm is %f; stopping before the optimizer step", step,
-            report.grad_norm));
+            "step %d: loss is %f and gradient norm %f; stopping before the optimizer step (the "
+            "weights are those after step %d). HINT: lower optimizer.lr or training.max_norm",
+            step, report.loss, report.grad_norm, step - 1));
       }
       s.optimizer->Step(report.lr);
       return absl::OkStatus();
@@ -228,8 +289,13 @@ absl::Status Trainer::Train() {
     report.elapsed_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
     report.tokens_per_second = double(global_tokens) / report.step_seconds;
     report.peak_memory_bytes = PeakMemoryBytes();
+    std::vector<std::vector<double>> ranks;
+    RT_RETURN_IF_ERROR(Guarded(s, "gathering per-rank figures", [&]() -> absl::Status {
+      ranks = GatherRankFigures(s);
+      return absl::OkStatus();
+    }));
     if (s.rank.rank == 0) {
-      RT_RETURN_IF_ERROR(s.jsonl.Write(StepReportJson(report)));
+      RT_RETURN_IF_ERROR(s.jsonl.Write(StepReportJson(report, RankFiguresJson(ranks))));
       if (step % c.metrics.log_freq == 0 || step == c.training.steps || step == 1) {
         RT_LOG(Info) << StepReportLine(report);
       }
@@ -237,6 +303,7 @@ absl::Status Trainer::Train() {
     const bool save = s.checkpoints &&
                       (step % c.checkpoint.interval == 0 || step == c.training.steps);
     if (save && s.rank.rank == 0) {
+      // Parameters and optimizer state are replicated: rank 0 writes the one copy.
       Checkpoint ckpt{ModelStateDict(*s.model), s.optimizer->StateDict(), s.train_state};
       ckpt.train_state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
       RT_RETURN_IF_ERROR(s.checkpoints->Save(ckpt, JobConfigToToml(c)));
@@ -249,23 +316,25 @@ absl::Status Trainer::Train() {
 absl::Status Trainer::Evaluate() {
   State& s = *state_;
   const JobConfig& c = s.config;
-  const BlockPositions positions = Arange(c.training.seq_len);
   double loss_sum = 0;
   int64_t tokens = 0;
-  RT_RETURN_IF_ERROR(Guarded("evaluation", [&]() -> absl::Status {
+  RT_RETURN_IF_ERROR(Guarded(s, "evaluation", [&]() -> absl::Status {
     torch::NoGradGuard no_grad;
     for (int64_t step = 0; step < c.validation.steps; ++step) {
-      const TokenBatch batch = s.sampler->BatchForStep(step, /*dp_rank=*/0);
-      const at::Tensor inputs = ToTensor(batch.inputs, batch.batch, batch.seq_len);
-      const at::Tensor labels = ToTensor(batch.labels, batch.batch, batch.seq_len);
-      loss_sum += LossSum(s.model->forward(inputs, positions), labels).item<double>();
-      tokens += batch.batch * batch.seq_len;
+      const TokenBatch batch = s.sampler->BatchForStep(step, s.mesh.dp_rank());
+      const ShardedBatch shard = ShardBatch(s, batch);
+      loss_sum += LossSum(s.model->forward(shard.inputs, shard.positions), shard.labels)
+                      .item<double>();
+      tokens += s.sampler->global_batch() * c.training.seq_len;
     }
+    if (s.comm) loss_sum = AllReduceSum(*s.comm, loss_sum);
     return absl::OkStatus();
   }));
   const double mean = loss_sum / double(tokens);
-  RT_LOG(Info) << absl::StrFormat("validation loss %.6f over %d tokens (%d batches)", mean, tokens,
-                                  c.validation.steps);
+  if (s.rank.rank == 0) {
+    RT_LOG(Info) << absl::StrFormat("validation loss %.6f over %d tokens (%d batches)", mean,
+                                    tokens, c.validation.steps);
+  }
   return s.jsonl.Write(JsonRecord().Add("validation_loss", mean).Add("tokens", tokens).str());
 }
 

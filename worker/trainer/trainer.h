@@ -5,21 +5,25 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "common/config/job_config.h"
 
 namespace ringtrain {
 
-// Where this rank sits in the job's world (world 1 when run alone).
+// Where this rank sits in the job's world (world 1 when run alone) and where to rendezvous.
 struct RankInfo {
   int64_t rank = 0;
   int64_t world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
 };
 
 class Trainer {
  public:
-  // Opens the datasets, builds and initialises (or loads) the model, resumes from the newest
+  // Rendezvous with the other ranks (world > 1), opens the datasets, builds and initialises (or
+  // loads) the model with its attention plan (ring attention when cp > 1), resumes from the newest
   // checkpoint in checkpoint.folder when checkpointing is enabled. Errors name the file or key.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config, RankInfo rank);
   ~Trainer();
@@ -27,8 +31,10 @@ class Trainer {
   // Runs job.mode: the training loop to training.steps, or the evaluation.
   absl::Status Run();
 
+ public:
+  struct State;  // defined in trainer.cc
+
  private:
-  struct State;
   explicit Trainer(std::unique_ptr<State> state);
   absl::Status Train();
   absl::Status Evaluate();

@@ -2,7 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <time.h>
+
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 namespace ringtrain {
@@ -93,7 +96,26 @@ at::Tensor TileScores(const at::Tensor& q_rows, const at::Tensor& k_tile, double
   return scores;
 }
 
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
+
+AttentionComputeTimer::AttentionComputeTimer(AttentionStats* stats)
+    : stats_(stats), wall_start_(WallSeconds()), cpu_start_(ThreadCpuSeconds()) {}
+
+AttentionComputeTimer::~AttentionComputeTimer() {
+  if (stats_ == nullptr) return;
+  stats_->compute_seconds += WallSeconds() - wall_start_;
+  stats_->compute_cpu_seconds += ThreadCpuSeconds() - cpu_start_;
+}
 
 at::Tensor BlockPositions::AsTensor() const {
   return torch::tensor(positions, torch::kInt64);
@@ -111,6 +133,7 @@ BlockOutput AttentionBlockForward(const at::Tensor& q, const at::Tensor& k, cons
   const at::Tensor q_pos_t = q_pos.AsTensor();
   const at::Tensor k_pos_t = k_pos.AsTensor();
   const std::vector<Range> k_tiles = Tiles(s.lk, tiling.kv_tile);
+  int64_t scores_computed = 0;
 
   for (const Range qr : Tiles(s.lq, tiling.q_tile)) {
     const MinMax q_range = PositionRange(q_pos.positions, qr);
@@ -127,6 +150,7 @@ BlockOutput AttentionBlockForward(const at::Tensor& q, const at::Tensor& k, cons
       }
       const at::Tensor k_tile = k.narrow(2, kr.begin, kr.size());
       const at::Tensor v_tile = v.narrow(2, kr.begin, kr.size());
+      scores_computed += s.batch * s.heads * qr.size() * kr.size();
       at::Tensor scores = TileScores(q_rows, k_tile, scale, cover, q_pos_t, k_pos_t, qr, kr, s.group);
       const at::Tensor new_max = at::maximum(row_max, std::get<0>(scores.max(-1, true)));
       // A row with nothing visible yet keeps max −inf; shift by 0 there so exp gives 0, not NaN.
@@ -146,7 +170,7 @@ BlockOutput AttentionBlockForward(const at::Tensor& q, const at::Tensor& k, cons
     ScatterQueryRows(out, s, qr, out_rows);
     ScatterQueryRows(lse, s, qr, lse_rows);
   }
-  return {out, lse.squeeze(-1)};
+  return {out, lse.squeeze(-1), scores_computed};
 }
 
 BlockGrads AttentionBlockBackward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -215,10 +239,13 @@ class LocalCausalAttentionFunction
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
                             const at::Tensor& k, const at::Tensor& v, const BlockPositions* positions,
-                            double scale, AttentionTiling tiling) {
+                            double scale, AttentionTiling tiling, AttentionStats* stats) {
     const at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    AttentionComputeTimer timer(stats);
     BlockOutput result =
         AttentionBlockForward(qc, kc, vc, *positions, *positions, MaskKind::kCausal, scale, tiling);
+    if (stats != nullptr) stats->scores_computed += result.scores_computed;
+    ctx->saved_data["stats"] = reinterpret_cast<int64_t>(stats);
     ctx->save_for_backward({qc, kc, vc, result.out, result.lse});
     ctx->saved_data["positions"] = positions->positions;
     ctx->saved_data["scale"] = scale;
@@ -234,10 +261,11 @@ class LocalCausalAttentionFunction
     const at::Tensor dout = grad_outputs[0].contiguous();
     BlockPositions positions{ctx->saved_data["positions"].toIntVector()};
     AttentionTiling tiling{ctx->saved_data["q_tile"].toInt(), ctx->saved_data["kv_tile"].toInt()};
+    AttentionComputeTimer timer(reinterpret_cast<AttentionStats*>(ctx->saved_data["stats"].toInt()));
     BlockGrads grads = AttentionBlockBackward(
         saved[0], saved[1], saved[2], dout, AttentionDelta(dout, out), saved[4], positions,
         positions, MaskKind::kCausal, ctx->saved_data["scale"].toDouble(), tiling);
-    return {grads.dq, grads.dk, grads.dv, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {grads.dq, grads.dk, grads.dv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -245,8 +273,8 @@ class LocalCausalAttentionFunction
 
 at::Tensor LocalCausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const BlockPositions& positions, double scale,
-                                const AttentionTiling& tiling) {
-  return LocalCausalAttentionFunction::apply(q, k, v, &positions, scale, tiling);
+                                const AttentionTiling& tiling, AttentionStats* stats) {
+  return LocalCausalAttentionFunction::apply(q, k, v, &positions, scale, tiling, stats);
 }
 
 }  // namespace ringtrain

@@ -35,6 +35,7 @@ struct BlockPositions {
 struct BlockOutput {
   at::Tensor out;  // (B, H, Lq, D) float32; zero rows where no key is visible
   at::Tensor lse;  // (B, H, Lq) float32; -inf where no key is visible
+  int64_t scores_computed = 0;  // q·k score elements computed (B·H·Tq·Tk summed over tiles)
 };
 
 struct BlockGrads {
@@ -63,10 +64,33 @@ void MergeBlockInto(at::Tensor& out, at::Tensor& lse, const BlockOutput& block);
 // delta = rowsum(dout · out): (B, H, Lq, D) → (B, H, Lq), float32.
 at::Tensor AttentionDelta(const at::Tensor& dout, const at::Tensor& out);
 
-// Local causal attention with autograd (cp = 1): q (B, H, L, D), k, v (B, Hk, L, D).
+// Per-rank attention work, accumulated until Reset (written by the one training thread).
+struct AttentionStats {
+  double compute_seconds = 0;      // wall time in attention block compute, forward and backward
+  double compute_cpu_seconds = 0;  // this thread's CPU time in the same
+  int64_t scores_computed = 0;     // q·k score elements computed in forward (B·H·rows·cols)
+  std::vector<int64_t> scores_per_step;  // forward, per ring step of the last call
+  void Reset() { *this = AttentionStats{}; }
+};
+
+// Times one block computation (wall and thread CPU) into `stats` (when not null).
+class AttentionComputeTimer {
+ public:
+  explicit AttentionComputeTimer(AttentionStats* stats);
+  explicit AttentionComputeTimer(AttentionStats& stats) : AttentionComputeTimer(&stats) {}
+  ~AttentionComputeTimer();
+
+ private:
+  AttentionStats* stats_;
+  double wall_start_;
+  double cpu_start_;
+};
+
+// Local causal attention with autograd (cp = 1): q (B, H, L, D), k, v (B, Hk, L, D). `stats`
+// (optional) must outlive the backward pass.
 at::Tensor LocalCausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const BlockPositions& positions, double scale,
-                                const AttentionTiling& tiling);
+                                const AttentionTiling& tiling, AttentionStats* stats = nullptr);
 
 }  // namespace ringtrain
 

@@ -18,6 +18,10 @@ class AttentionKernel {
   // autograd. Called from one thread at a time.
   virtual at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const BlockPositions& positions, double scale) = 0;
+  AttentionStats& stats() { return stats_; }
+
+ protected:
+  AttentionStats stats_;
 };
 
 // cp = 1: the tiled kernel on the whole local sequence.
@@ -26,7 +30,7 @@ class LocalAttentionKernel : public AttentionKernel {
   explicit LocalAttentionKernel(AttentionTiling tiling = {}) : tiling_(tiling) {}
   at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     const BlockPositions& positions, double scale) override {
-    return LocalCausalAttention(q, k, v, positions, scale, tiling_);
+    return LocalCausalAttention(q, k, v, positions, scale, tiling_, &stats_);
   }
 
  private:

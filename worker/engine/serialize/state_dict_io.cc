@@ -349,6 +349,8 @@ absl::Status WriteStateDict(const std::string& path, const StateDict& dict) {
   } catch (const c10::Error& e) {
     return absl::InternalError(
         absl::StrCat("cannot write ", path, ": ", e.what_without_backtrace()));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot write ", path, ": out of memory"));
   }
 
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());

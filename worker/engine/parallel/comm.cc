@@ -1,0 +1,153 @@
+#include "worker/engine/parallel/comm.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+
+namespace ringtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(500);
+constexpr auto kDiagnoseWindow = std::chrono::milliseconds(2500);
+
+c10::intrusive_ptr<c10d::ProcessGroup> MakeGloo(const c10::intrusive_ptr<c10d::Store>& store,
+                                                const std::string& prefix, int64_t rank,
+                                                int64_t size, std::chrono::milliseconds timeout,
+                                                const std::string& host) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(host));
+  options->threads = 2;
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, int(rank), int(size), options);
+}
+
+std::string HeartbeatKey(int64_t rank) { return absl::StrCat("heartbeat/", rank); }
+
+}  // namespace
+
+Communicator::Communicator(const Mesh& mesh, c10::intrusive_ptr<c10d::Store> store,
+                           std::chrono::milliseconds timeout)
+    : mesh_(mesh), store_(std::move(store)), timeout_(timeout) {}
+
+Communicator::~Communicator() {
+  stop_ = true;
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+void Communicator::BuildGroups() {
+  const std::string host = "127.0.0.1";
+  world_ = MakeGloo(store_, "world", mesh_.rank, mesh_.world, timeout_, host);
+  cp_ = MakeGloo(store_, absl::StrCat("cp", mesh_.dp_rank()), mesh_.cp_rank(), mesh_.cp, timeout_,
+                 host);
+  dp_ = MakeGloo(store_, absl::StrCat("dp", mesh_.cp_rank()), mesh_.dp_rank(), mesh_.dp, timeout_,
+                 host);
+}
+
+void Communicator::StartHeartbeat() {
+  store_->set(HeartbeatKey(mesh_.rank), std::vector<uint8_t>{'0'});
+  heartbeat_ = std::thread([this] {
+    while (!stop_) {
+      try {
+        store_->add(HeartbeatKey(mesh_.rank), 1);
+      } catch (const std::exception&) {
+        return;  // the store is gone (rank 0 ended); the main thread reports it
+      }
+      for (auto slept = std::chrono::milliseconds(0); slept < kHeartbeatPeriod && !stop_;
+           slept += std::chrono::milliseconds(50)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  });
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
+    const Mesh& mesh, const RendezvousOptions& options) {
+  try {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<uint16_t>(options.master_port);
+    store_options.isServer = mesh.rank == 0;
+    store_options.numWorkers = static_cast<size_t>(mesh.world);
+    store_options.waitWorkers = true;
+    store_options.timeout = options.timeout;
+    auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+    auto comm = std::unique_ptr<Communicator>(new Communicator(mesh, store, options.timeout));
+    comm->BuildGroups();
+    comm->StartHeartbeat();
+    return comm;
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrFormat(
+        "rendezvous at %s:%d failed for %s: %s", options.master_addr, options.master_port,
+        mesh.Describe(), e.what()));
+  }
+}
+
+std::unique_ptr<Communicator> Communicator::CreateWithStore(const Mesh& mesh,
+                                                            c10::intrusive_ptr<c10d::Store> store,
+                                                            std::chrono::milliseconds timeout,
+                                                            bool heartbeat) {
+  auto comm = std::unique_ptr<Communicator>(new Communicator(mesh, std::move(store), timeout));
+  comm->BuildGroups();
+  if (heartbeat) comm->StartHeartbeat();
+  return comm;
+}
+
+void Communicator::Wait(const c10::intrusive_ptr<c10d::Work>& work) {
+  const auto start = Clock::now();
+  try {
+    work->wait(timeout_);
+  } catch (...) {
+    stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    throw;
+  }
+  stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string Communicator::DiagnoseFailure() {
+  auto read_all = [&]() {
+    std::map<int64_t, std::string> beats;
+    for (int64_t r = 0; r < mesh_.world; ++r) {
+      if (r == mesh_.rank) continue;
+      const auto value = store_->get(HeartbeatKey(r));
+      beats[r] = std::string(value.begin(), value.end());
+    }
+    return beats;
+  };
+  try {
+    const auto before = read_all();
+    std::this_thread::sleep_for(kDiagnoseWindow);
+    const auto after = read_all();
+    std::vector<std::string> lost;
+    for (const auto& [r, beat] : before) {
+      if (after.at(r) == beat) lost.push_back(absl::StrCat("rank ", r));
+    }
+    if (lost.empty()) return "every peer is still alive (the failure was not a lost peer)";
+    return absl::StrFormat("lost peer: %s (no heartbeat for %.1f s)", absl::StrJoin(lost, ", "),
+                           std::chrono::duration<double>(kDiagnoseWindow).count());
+  } catch (const std::exception& e) {
+    return "lost peer: rank 0 (it serves the rendezvous store, which is unreachable)";
+  }
+}
+
+std::vector<std::vector<double>> Communicator::AllGatherDoubles(const std::vector<double>& values) {
+  const at::Tensor mine = torch::tensor(values, torch::kFloat64);
+  std::vector<at::Tensor> inputs = {mine};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int64_t r = 0; r < mesh_.world; ++r) outputs[0].push_back(torch::empty_like(mine));
+  Wait(world_->allgather(outputs, inputs));
+  std::vector<std::vector<double>> result;
+  for (const auto& t : outputs[0]) {
+    result.emplace_back(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  }
+  return result;
+}
+
+}  // namespace ringtrain

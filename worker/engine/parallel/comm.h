@@ -1,0 +1,86 @@
+// Process groups for one rank: rendezvous through a c10d TCPStore served by rank 0, then Gloo groups
+// for the world, this rank's CP group and its DP group (NCCL behind RINGTRAIN_CUDA, later). Every
+// collective is bounded by comm.timeout_seconds.
+//
+// A heartbeat thread bumps `heartbeat/<rank>` in the store every second, so that when a collective
+// fails the survivors can name the rank that was lost (DiagnoseFailure) instead of reporting only a
+// closed socket.
+#ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_COMM_H_
+#define RINGTRAIN_WORKER_ENGINE_PARALLEL_COMM_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "absl/status/statusor.h"
+#include "worker/engine/parallel/mesh.h"
+
+namespace ringtrain {
+
+struct RendezvousOptions {
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  std::chrono::milliseconds timeout{60000};
+};
+
+// Per-rank communication figures, accumulated until Reset. Written by the one training thread.
+struct CommStats {
+  double wait_seconds = 0;  // blocked waiting for transfers/collectives to finish
+  int64_t bytes_sent = 0;   // payload bytes this rank sent (ring, all-gather, all-reduce input)
+  void Reset() { *this = CommStats{}; }
+};
+
+class Communicator {
+ public:
+  // Connects to (rank 0: serves) the store at master_addr:master_port, waits for all ranks, and
+  // builds the groups. UNAVAILABLE naming the address when the rendezvous fails or times out.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(const Mesh& mesh,
+                                                              const RendezvousOptions& options);
+  // Single-process variant for tests: ranks are threads sharing `store` (e.g. a HashStore).
+  static std::unique_ptr<Communicator> CreateWithStore(const Mesh& mesh,
+                                                       c10::intrusive_ptr<c10d::Store> store,
+                                                       std::chrono::milliseconds timeout,
+                                                       bool heartbeat);
+  ~Communicator();
+
+  const Mesh& mesh() const { return mesh_; }
+  c10d::ProcessGroup& world() { return *world_; }
+  c10d::ProcessGroup& cp_group() { return *cp_; }
+  c10d::ProcessGroup& dp_group() { return *dp_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  CommStats& stats() { return stats_; }
+
+  // Waits for `work`, counting the time as communication wait. Throws what the work threw.
+  void Wait(const c10::intrusive_ptr<c10d::Work>& work);
+
+  // After a failed collective: which ranks stopped beating (checked over ~2.5 s), as a sentence
+  // to append to the error, e.g. "lost peer: rank 2 (no heartbeat for 2.5 s)".
+  std::string DiagnoseFailure();
+
+  // Gathers `values` (same length on every rank) from all ranks to every rank: (world, n) doubles.
+  std::vector<std::vector<double>> AllGatherDoubles(const std::vector<double>& values);
+
+ private:
+  Communicator(const Mesh& mesh, c10::intrusive_ptr<c10d::Store> store,
+               std::chrono::milliseconds timeout);
+  void BuildGroups();
+  void StartHeartbeat();
+
+  Mesh mesh_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::ProcessGroup> world_, cp_, dp_;
+  CommStats stats_;
+  std::atomic<bool> stop_{false};
+  std::thread heartbeat_;
+};
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_ENGINE_PARALLEL_COMM_H_

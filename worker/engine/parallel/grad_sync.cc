@@ -1,0 +1,46 @@
+#include "worker/engine/parallel/grad_sync.h"
+
+#include <torch/torch.h>
+
+namespace ringtrain {
+
+void AllReduceGradients(Communicator& comm, const std::vector<at::Tensor>& params,
+                        int64_t bucket_bytes) {
+  torch::NoGradGuard no_grad;
+  std::vector<std::vector<at::Tensor>> buckets(1);
+  int64_t bytes = 0;
+  for (const auto& p : params) {
+    if (!p.grad().defined()) const_cast<at::Tensor&>(p).mutable_grad() = torch::zeros_like(p);
+    if (bytes > 0 && bytes + int64_t(p.grad().nbytes()) > bucket_bytes) {
+      buckets.emplace_back();
+      bytes = 0;
+    }
+    buckets.back().push_back(p.grad());
+    bytes += p.grad().nbytes();
+  }
+  std::vector<std::vector<at::Tensor>> flats;
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  for (const auto& bucket : buckets) {
+    std::vector<at::Tensor> views;
+    for (const auto& g : bucket) views.push_back(g.reshape({-1}));
+    flats.push_back({torch::cat(views)});
+    comm.stats().bytes_sent += flats.back()[0].nbytes();
+    works.push_back(comm.world().allreduce(flats.back()));
+  }
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    comm.Wait(works[b]);
+    int64_t offset = 0;
+    for (auto& g : buckets[b]) {
+      g.copy_(flats[b][0].narrow(0, offset, g.numel()).view_as(g));
+      offset += g.numel();
+    }
+  }
+}
+
+double AllReduceSum(Communicator& comm, double value) {
+  std::vector<at::Tensor> t = {torch::tensor({value}, torch::kFloat64)};
+  comm.Wait(comm.world().allreduce(t));
+  return t[0].item<double>();
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,40 @@
+#include "worker/engine/parallel/mesh.h"
+
+#include "absl/strings/str_format.h"
+
+namespace ringtrain {
+
+std::vector<int64_t> Mesh::CpGroupRanks() const {
+  std::vector<int64_t> ranks;
+  for (int64_t c = 0; c < cp; ++c) ranks.push_back(dp_rank() * cp + c);
+  return ranks;
+}
+
+std::vector<int64_t> Mesh::DpGroupRanks() const {
+  std::vector<int64_t> ranks;
+  for (int64_t d = 0; d < dp; ++d) ranks.push_back(d * cp + cp_rank());
+  return ranks;
+}
+
+std::string Mesh::Describe() const {
+  return absl::StrFormat("rank %d of %d: dp %d/%d, cp %d/%d", rank, world, dp_rank(), dp,
+                         cp_rank(), cp);
+}
+
+int64_t ShardChunkLength(int64_t seq_len, int64_t cp, const std::string& load_balancer) {
+  return load_balancer == "headtail" ? seq_len / (2 * cp) : seq_len / cp;
+}
+
+std::vector<int64_t> ShardPositions(int64_t seq_len, int64_t cp, int64_t cp_rank,
+                                    const std::string& load_balancer) {
+  const int64_t chunk = ShardChunkLength(seq_len, cp, load_balancer);
+  std::vector<int64_t> chunks = {cp_rank};
+  if (load_balancer == "headtail") chunks.push_back(2 * cp - 1 - cp_rank);
+  std::vector<int64_t> positions;
+  for (int64_t c : chunks) {
+    for (int64_t i = 0; i < chunk; ++i) positions.push_back(c * chunk + i);
+  }
+  return positions;
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,40 @@
+// The DP × CP device mesh, torch-free. world = dp × cp with cp innermost:
+//   rank = dp_rank · cp + cp_rank, so ranks 0 … cp−1 form CP group 0.
+// A CP group shares one sequence (ring attention); a DP group (same cp_rank) shares gradients with
+// the other replicas. Gradients are all-reduced over the whole world.
+#ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_MESH_H_
+#define RINGTRAIN_WORKER_ENGINE_PARALLEL_MESH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ringtrain {
+
+struct Mesh {
+  int64_t rank = 0;
+  int64_t world = 1;
+  int64_t dp = 1;
+  int64_t cp = 1;
+
+  int64_t dp_rank() const { return rank / cp; }
+  int64_t cp_rank() const { return rank % cp; }
+  // Global ranks of this rank's CP group (in cp_rank order) and DP group (in dp_rank order).
+  std::vector<int64_t> CpGroupRanks() const;
+  std::vector<int64_t> DpGroupRanks() const;
+  std::string Describe() const;  // "rank 3 of 4: dp 1/2, cp 1/2"
+};
+
+// Which global sequence positions a CP rank holds, in its local order.
+//   headtail: 2·cp chunks of L/(2·cp); rank r holds chunks r and 2·cp−1−r (balanced causal work)
+//   none:     cp chunks of L/cp; rank r holds chunk r
+// Requires L divisible by 2·cp (headtail) or cp (none) — the config validation checks it.
+std::vector<int64_t> ShardPositions(int64_t seq_len, int64_t cp, int64_t cp_rank,
+                                    const std::string& load_balancer);
+
+// Length of the contiguous position runs (chunks) a shard is made of.
+int64_t ShardChunkLength(int64_t seq_len, int64_t cp, const std::string& load_balancer);
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_ENGINE_PARALLEL_MESH_H_

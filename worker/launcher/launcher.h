@@ -1,0 +1,96 @@
+// ringtrain-run: this project's torchrun. Starts N trainer ranks on this machine with a fresh
+// MASTER_ADDR/MASTER_PORT rendezvous, relays their output line by line with a "[rank r] " prefix,
+// and takes the whole job down as soon as one rank fails or the launcher is interrupted.
+// No LibTorch here: the launcher must build and run where only POSIX and Abseil are.
+#ifndef RINGTRAIN_WORKER_LAUNCHER_LAUNCHER_H_
+#define RINGTRAIN_WORKER_LAUNCHER_LAUNCHER_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ringtrain {
+
+extern const char kLaunchUsage[];
+
+struct LaunchOptions {
+  bool help = false;  // --help: print kLaunchUsage and exit 0; nothing else is filled in
+  int nproc = 0;      // ranks to start, >= 1
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: pick a free TCP port on master_addr
+  int threads_per_rank = 1;  // OMP_NUM_THREADS and MKL_NUM_THREADS of every rank
+  std::string trainer;       // empty: ringtrain-trainer beside the launcher's own executable
+  double grace_seconds = 5;  // between SIGTERM and SIGKILL when stopping ranks
+  std::string config;        // CONFIG.toml, passed to every rank first
+  std::vector<std::string> trainer_args;  // everything after CONFIG, passed on verbatim
+};
+
+// Parses the arguments after the program name. Launcher flags (`--flag value` or `--flag=value`)
+// come before CONFIG; everything after CONFIG belongs to the trainer. Errors are INVALID_ARGUMENT
+// and name the flag, the value and what would be accepted.
+absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args);
+
+// Binds a TCP socket to port 0 on `addr`, reads back the port the kernel chose and closes it.
+// The port is free now, not reserved: rank 0's TCPStore binds it a moment later.
+absl::StatusOr<int> PickFreePort(const std::string& addr);
+
+// Runs one job. Not thread-safe, and at most one Launcher may Run at a time in a process: Run
+// installs handlers for SIGINT, SIGTERM and SIGCHLD (restored when it returns) and ignores SIGPIPE
+// meanwhile, so that a closed stdout cannot kill the launcher and orphan its ranks.
+class Launcher {
+ public:
+  explicit Launcher(LaunchOptions options);
+  Launcher(const Launcher&) = delete;
+  Launcher& operator=(const Launcher&) = delete;
+  ~Launcher();
+
+  // Starts the ranks and waits for all of them. Returns the launcher's exit code: 0 when every rank
+  // exited 0; 1 when a rank failed (or could not be started); 128 + signal when the launcher was
+  // asked to stop by SIGINT or SIGTERM.
+  int Run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // One child's output stream: bytes read so far that do not yet end a line.
+  struct Stream {
+    int fd = -1;  // read end of the child's pipe, -1 once closed
+    int out_fd = -1;  // where its lines go: STDOUT_FILENO or STDERR_FILENO
+    std::string pending;
+  };
+  struct Rank {
+    pid_t pid = -1;  // also its process-group id
+    bool reaped = false;
+    Stream out, err;
+  };
+
+  absl::Status Spawn(int rank, const std::string& trainer, const std::vector<std::string>& env);
+  void Supervise();
+  void OnSignal(int signo);
+  void ReapExited();
+  void StopRanks(const std::string& why, int exit_code);
+  void KillRemaining();
+  // Reads what `s` has now (once, or until the pipe is empty if `drain`) and emits whole lines; at
+  // EOF flushes the last partial line and closes. Returns whether the stream is still open.
+  bool Pump(int rank, Stream& s, bool drain);
+  void CloseStream(int rank, Stream& s);
+  void Emit(int rank, const Stream& s, const std::string& line);
+  void Say(const std::string& message);  // "ringtrain-run: message" on stderr
+  bool AllReaped() const;
+
+  LaunchOptions options_;
+  std::vector<Rank> ranks_;
+  int signal_pipe_[2] = {-1, -1};  // written by the signal handler, polled by Supervise
+  bool stopping_ = false;
+  bool killed_ = false;  // SIGKILL already sent
+  int exit_code_ = 0;
+  Clock::time_point kill_deadline_;
+};
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_LAUNCHER_LAUNCHER_H_
