@@ -85,8 +85,8 @@ std::vector<pid_t> WaitForPids(const TempDir& dir, const std::string& name, int 
 // SIGTERM to the rank's process group ends both.
 std::string RecordPidsAndSleep(const TempDir& dir) {
   return "sleep 60 &\n"
-         "echo $! > '" + dir.path() + "/child.$RANK'\n"
-         "echo $$ > '" + dir.path() + "/pid.$RANK'\n"
+         "echo $! > \"" + dir.path() + "/child.$RANK\"\n"
+         "echo $$ > \"" + dir.path() + "/pid.$RANK\"\n"
          "wait\n";
 }
 
@@ -100,8 +100,16 @@ std::string WaitForPidFilesThenExit(const TempDir& dir, const std::string& count
          "exit " + std::to_string(status) + "\n";
 }
 
+// The shells the launcher started are reaped before it exits; their children, signalled at the
+// same time, may take a moment more to die, so allow them 5 s.
 void ExpectAllGone(const std::vector<pid_t>& pids) {
-  for (pid_t pid : pids) EXPECT_FALSE(IsRunning(pid)) << "process " << pid << " survived";
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  for (pid_t pid : pids) {
+    while (IsRunning(pid) && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_FALSE(IsRunning(pid)) << "process " << pid << " survived";
+  }
 }
 
 TEST(ParseLaunchArgsTest, FlagsBeforeConfigAndEverythingAfterItVerbatim) {
@@ -279,7 +287,7 @@ TEST(LauncherTest, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
   const std::string trainer = WriteScript(
       dir, "trainer.sh",
       "trap '' TERM\n"
-      "echo $$ > '" + dir.path() + "/pid.$RANK'\n"
+      "echo $$ > \"" + dir.path() + "/pid.$RANK\"\n"
       "if [ \"$RANK\" = 1 ]; then\n" + WaitForPidFilesThenExit(dir, "$WORLD_SIZE", 3) + "fi\n"
       "sleep 60\n");
   const auto start = Clock::now();

@@ -42,6 +42,23 @@ pid_t StartCommand(const std::vector<std::string>& argv, const std::string& out_
 // Blocks until `pid` ends; returns its exit status, or 128 + signal.
 int WaitCommand(pid_t pid);
 
+// A child process started in the background with its stdout and stderr in `log_path`.
+struct Child {
+  int pid = -1;
+  std::string log_path;
+};
+
+// Starts argv with `env` ("NAME=value") added to this process's environment.
+Child Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+            const std::string& log_path);
+
+// Waits up to `timeout_seconds` for the child to end: its exit code (128 + signal when killed), or
+// -1 on timeout (the child is then SIGKILLed and reaped).
+int WaitFor(const Child& child, double timeout_seconds);
+
+// A free TCP port on 127.0.0.1 (bound and released).
+int FreePort();
+
 // Parses a JSONL file into one map per line, each value kept as its raw JSON text, so floats can be
 // compared bitwise ("loss" → "6.7041950225830078").
 std::vector<std::map<std::string, std::string>> ReadJsonl(const std::string& path);
