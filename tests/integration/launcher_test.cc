@@ -63,7 +63,7 @@ bool IsRunning(pid_t pid) {
   return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
 }
 
-// Waits (up to 20 s) until `dir` holds files name.0 .. name.(count-1), and returns the pids in them.
+// Waits (up to 20 s) until `dir` holds files name.0 .. name.(count-1); returns the pids in them.
 std::vector<pid_t> WaitForPids(const TempDir& dir, const std::string& name, int count) {
   const auto deadline = Clock::now() + std::chrono::seconds(20);
   std::vector<pid_t> pids;
@@ -126,7 +126,8 @@ TEST(ParseLaunchArgsTest, FlagsBeforeConfigAndEverythingAfterItVerbatim) {
   EXPECT_EQ(o->trainer, "/opt/t");
   EXPECT_DOUBLE_EQ(o->grace_seconds, 0.5);
   EXPECT_EQ(o->config, "job.toml");
-  EXPECT_EQ(o->trainer_args, (std::vector<std::string>{"--training.steps=10", "--nproc=9", "loose"}));
+  EXPECT_EQ(o->trainer_args,
+            (std::vector<std::string>{"--training.steps=10", "--nproc=9", "loose"}));
 }
 
 TEST(ParseLaunchArgsTest, Defaults) {
@@ -151,7 +152,8 @@ TEST(ParseLaunchArgsTest, RejectsBadCommandLinesWithMessagesNamingTheProblem) {
   const Case cases[] = {
       {{"job.toml"}, "--nproc is required"},
       {{"--nproc", "2"}, "missing CONFIG.toml"},
-      {{"--nproc", "0", "job.toml"}, "--nproc: '0' is not valid; expected a whole number in 1..256"},
+      {{"--nproc", "0", "job.toml"},
+       "--nproc: '0' is not valid; expected a whole number in 1..256"},
       {{"--nproc=two", "job.toml"}, "--nproc: 'two'"},
       {{"--nproc"}, "--nproc needs a value"},
       {{"--nproc", "2", "--master-port", "70000", "job.toml"}, "--master-port: '70000'"},
@@ -261,7 +263,8 @@ TEST(LauncherTest, FailingRankStopsTheOthersAndTheirChildrenQuickly) {
   TempDir dir;
   const std::string trainer = WriteScript(
       dir, "trainer.sh",
-      "if [ \"$RANK\" = 1 ]; then\n" + WaitForPidFilesThenExit(dir, "$((WORLD_SIZE - 1))", 3) + "fi\n" +
+      "if [ \"$RANK\" = 1 ]; then\n" +
+          WaitForPidFilesThenExit(dir, "$((WORLD_SIZE - 1))", 3) + "fi\n" +
           RecordPidsAndSleep(dir));
   const auto start = Clock::now();
   const auto r = RunCommand({Launcher(), "--nproc", "3", "--trainer", trainer, "job.toml"});

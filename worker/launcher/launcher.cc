@@ -10,8 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -24,23 +26,6 @@
 extern char** environ;
 
 namespace ringtrain {
-
-const char kLaunchUsage[] =
-    "usage: ringtrain-run --nproc N [--master-addr ADDR] [--master-port PORT]\n"
-    "                     [--threads-per-rank T] [--trainer PATH] [--grace-seconds S]\n"
-    "                     CONFIG.toml [--section.key=value ...]\n"
-    "  Starts N trainer ranks on this machine, each with RANK, LOCAL_RANK, WORLD_SIZE,\n"
-    "  MASTER_ADDR and MASTER_PORT set, and relays their output prefixed with \"[rank r] \".\n"
-    "  Everything after CONFIG is passed to every rank unchanged. When a rank fails, or on\n"
-    "  Ctrl-C, the other ranks get SIGTERM and, after the grace period, SIGKILL.\n"
-    "  --nproc N             ranks to start, 1..256 (required)\n"
-    "  --master-addr ADDR    rendezvous address (default 127.0.0.1)\n"
-    "  --master-port PORT    rendezvous port; 0 picks a free one (default 0)\n"
-    "  --threads-per-rank T  OMP_NUM_THREADS and MKL_NUM_THREADS of every rank (default 1)\n"
-    "  --trainer PATH        trainer executable (default: ringtrain-trainer beside ringtrain-run)\n"
-    "  --grace-seconds S     wait between SIGTERM and SIGKILL (default 5)\n"
-    "  Exit status: 0 every rank succeeded, 1 a rank failed, 2 bad command line,\n"
-    "  130/143 stopped by SIGINT/SIGTERM.\n";
 
 namespace {
 

@@ -15,10 +15,8 @@
 
 namespace ringtrain {
 
-extern const char kLaunchUsage[];
-
 struct LaunchOptions {
-  bool help = false;  // --help: print kLaunchUsage and exit 0; nothing else is filled in
+  bool help = false;  // --help: print the usage and exit 0; nothing else is filled in
   int nproc = 0;      // ranks to start, >= 1
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: pick a free TCP port on master_addr
@@ -48,9 +46,9 @@ class Launcher {
   Launcher& operator=(const Launcher&) = delete;
   ~Launcher();
 
-  // Starts the ranks and waits for all of them. Returns the launcher's exit code: 0 when every rank
-  // exited 0; 1 when a rank failed (or could not be started); 128 + signal when the launcher was
-  // asked to stop by SIGINT or SIGTERM.
+  // Starts the ranks and waits for all of them; call it once. Returns the launcher's exit code:
+  // 0 when every rank exited 0; 1 when a rank failed (or could not be started); 128 + signal when
+  // the launcher was asked to stop by SIGINT or SIGTERM.
   int Run();
 
  private:
@@ -58,7 +56,7 @@ class Launcher {
 
   // One child's output stream: bytes read so far that do not yet end a line.
   struct Stream {
-    int fd = -1;  // read end of the child's pipe, -1 once closed
+    int fd = -1;      // read end of the child's pipe, -1 once closed
     int out_fd = -1;  // where its lines go: STDOUT_FILENO or STDERR_FILENO
     std::string pending;
   };
@@ -72,8 +70,10 @@ class Launcher {
   void Supervise();
   void OnSignal(int signo);
   void ReapExited();
+  // The first call says why, fixes the exit code, sends SIGTERM to the process group of every
+  // rank still running and starts the grace period; later calls do nothing.
   void StopRanks(const std::string& why, int exit_code);
-  void KillRemaining();
+  void KillRemaining();  // SIGKILL to the process group of every rank still running
   // Reads what `s` has now (once, or until the pipe is empty if `drain`) and emits whole lines; at
   // EOF flushes the last partial line and closes. Returns whether the stream is still open.
   bool Pump(int rank, Stream& s, bool drain);

@@ -107,13 +107,18 @@ ShardedBatch ShardBatch(const Trainer::State& s, const TokenBatch& batch) {
                  s.config.parallelism.context_parallel_load_balancer);
 }
 
-// Per-rank figures of the last step, gathered to every rank (one row per rank): attention compute
-// seconds (wall, CPU), communication wait seconds, bytes sent, peak memory bytes.
+// Per-rank figures of the last step, gathered to every rank (one row per rank), in the order of
+// kRankFigureNames.
+constexpr const char* kRankFigureNames[] = {
+    "attention_seconds", "attention_cpu_seconds", "comm_wait_seconds", "bytes_sent",
+    "peak_memory_bytes", "ring_wait_seconds"};
+
 std::vector<std::vector<double>> GatherRankFigures(Trainer::State& s) {
   const AttentionStats& a = s.attention->stats();
+  const CommStats c = s.comm ? s.comm->stats() : CommStats{};
   const std::vector<double> mine = {
-      a.compute_seconds, a.compute_cpu_seconds, s.comm ? s.comm->stats().wait_seconds : 0.0,
-      double(s.comm ? s.comm->stats().bytes_sent : 0), double(PeakMemoryBytes())};
+      a.compute_seconds,   a.compute_cpu_seconds,     c.wait_seconds,
+      double(c.bytes_sent), double(PeakMemoryBytes()), c.ring_wait_seconds};
   if (!s.comm) return {mine};
   return s.comm->AllGatherDoubles(mine);
 }
@@ -121,14 +126,18 @@ std::vector<std::vector<double>> GatherRankFigures(Trainer::State& s) {
 std::string RankFiguresJson(const std::vector<std::vector<double>>& ranks) {
   std::vector<std::string> records;
   for (size_t r = 0; r < ranks.size(); ++r) {
-    records.push_back(JsonRecord()
-                          .Add("rank", int64_t(r))
-                          .Add("attention_seconds", ranks[r][0])
-                          .Add("attention_cpu_seconds", ranks[r][1])
-                          .Add("comm_wait_seconds", ranks[r][2])
-                          .Add("bytes_sent", int64_t(ranks[r][3]))
-                          .Add("peak_memory_bytes", int64_t(ranks[r][4]))
-                          .str());
+    JsonRecord record;
+    record.Add("rank", int64_t(r));
+    for (size_t f = 0; f < ranks[r].size(); ++f) {
+      const std::string name = kRankFigureNames[f];
+      const bool integral = name == "bytes_sent" || name == "peak_memory_bytes";
+      if (integral) {
+        record.Add(name, int64_t(ranks[r][f]));
+      } else {
+        record.Add(name, ranks[r][f]);
+      }
+    }
+    records.push_back(record.str());
   }
   return absl::StrCat("[", absl::StrJoin(records, ", "), "]");
 }

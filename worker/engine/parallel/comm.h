@@ -33,6 +33,10 @@ struct RendezvousOptions {
 struct CommStats {
   double wait_seconds = 0;  // blocked waiting for transfers/collectives to finish
   int64_t bytes_sent = 0;   // payload bytes this rank sent (ring, all-gather, all-reduce input)
+  // Time blocked on ring receives that were overlapped with a block's compute (alltoall): the part
+  // of the ring transfers the compute did not hide. (Gloo's Work::isCompleted only turns true in
+  // wait(), so whether a transfer finished early cannot be observed directly.)
+  double ring_wait_seconds = 0;
   void Reset() { *this = CommStats{}; }
 };
 

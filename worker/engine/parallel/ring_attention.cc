@@ -22,6 +22,14 @@ int64_t TileFor(int64_t chunk) {
   return 1;
 }
 
+// Waits for a ring receive that was overlapped with compute, recording the exposed wait.
+void WaitOverlapped(Communicator& comm, const c10::intrusive_ptr<c10d::Work>& recv) {
+  CommStats& stats = comm.stats();
+  const double before = stats.wait_seconds;
+  comm.Wait(recv);
+  stats.ring_wait_seconds += stats.wait_seconds - before;
+}
+
 // Wraps one c10d call so that a failure names the ring peer involved.
 template <typename F>
 auto WithPeer(const char* what, int64_t peer, F&& f) -> decltype(f()) {
@@ -139,8 +147,8 @@ BlockOutput RingAttentionKernel::Forward(const at::Tensor& q, const at::Tensor& 
     const at::Tensor& block_kv = rotate_method_ == "allgather" ? gathered[src] : current;
     MergeBlockInto(merged.out, merged.lse, ComputeBlock(q, block_kv, src, scale));
     if (send) {
+      WithPeer("receive of K/V from", prev, [&] { WaitOverlapped(*comm_, recv); return 0; });
       WithPeer("send of K/V to", next, [&] { comm_->Wait(send); return 0; });
-      WithPeer("receive of K/V from", prev, [&] { comm_->Wait(recv); return 0; });
       current = recv_buf[0];
     }
   }
@@ -208,7 +216,7 @@ std::pair<at::Tensor, at::Tensor> RingAttentionKernel::Backward(
     dq.add_(g.dq);
     at::Tensor acc = torch::stack({g.dk, g.dv});
     if (step > 0) {
-      WithPeer("receive of dK/dV from", prev, [&] { comm_->Wait(acc_recv); return 0; });
+      WithPeer("receive of dK/dV from", prev, [&] { WaitOverlapped(*comm_, acc_recv); return 0; });
       acc = acc_in.add_(acc);  // owner's contribution first, then ring order
     }
     // The accumulator goes on to the next rank, which holds this block at the next step (or, after
@@ -222,8 +230,8 @@ std::pair<at::Tensor, at::Tensor> RingAttentionKernel::Backward(
                         [&] { return group.recv(acc_recv_buf, prev, kDkvTag); });
     acc_in = acc_recv_buf[0];
     if (send) {
+      WithPeer("receive of K/V from", prev, [&] { WaitOverlapped(*comm_, recv); return 0; });
       WithPeer("send of K/V to", next, [&] { comm_->Wait(send); return 0; });
-      WithPeer("receive of K/V from", prev, [&] { comm_->Wait(recv); return 0; });
       current = recv_buf[0];
     }
   }
