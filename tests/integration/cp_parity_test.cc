@@ -130,18 +130,18 @@ bool WaitForSteps(const std::string& jsonl, size_t steps, double timeout_seconds
 TEST(CpFailureTest, SurvivorNamesTheLostPeerWithinTheTimeout) {
   TempDir dir;
   const int port = FreePort();
-  std::vector<Child> ranks;
+  std::vector<pid_t> ranks;
   for (int r = 0; r < 2; ++r) {
-    ranks.push_back(Spawn(LongCpRun(dir / "m.jsonl"),
-                          {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
-                           "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=1"},
-                          dir / ("rank" + std::to_string(r) + ".log")));
+    ranks.push_back(StartCommand(
+        LongCpRun(dir / "m.jsonl"), dir / ("rank" + std::to_string(r) + ".log"), "",
+        {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+         "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=1"}));
   }
   ASSERT_TRUE(WaitForSteps(dir / "m.jsonl", 3, 120)) << ReadFile(dir / "rank0.log");
   const auto killed_at = std::chrono::steady_clock::now();
-  kill(ranks[1].pid, SIGKILL);
-  EXPECT_EQ(WaitFor(ranks[1], 10), 128 + SIGKILL);
-  const int code = WaitFor(ranks[0], 10 + 5);  // comm.timeout_seconds plus a few seconds
+  kill(ranks[1], SIGKILL);
+  EXPECT_EQ(WaitCommand(ranks[1], 10), 128 + SIGKILL);
+  const int code = WaitCommand(ranks[0], 10 + 5);  // comm.timeout_seconds plus a few seconds
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
   const std::string log = ReadFile(dir / "rank0.log");
@@ -155,11 +155,11 @@ TEST(CpFailureTest, LauncherExitsNonZeroWhenARankIsKilled) {
   std::vector<std::string> argv = {BinDir() + "/ringtrain-run", "--nproc", "2"};
   const auto run = LongCpRun(dir / "m.jsonl");
   argv.insert(argv.end(), run.begin() + 1, run.end());
-  const Child launcher = Spawn(argv, {}, dir / "run.log");
+  const pid_t launcher = StartCommand(argv, dir / "run.log");
   ASSERT_TRUE(WaitForSteps(dir / "m.jsonl", 3, 120)) << ReadFile(dir / "run.log");
   // The launcher's children are the ranks; kill rank 1 (the second child).
-  const std::string children = ReadFile("/proc/" + std::to_string(launcher.pid) + "/task/" +
-                                        std::to_string(launcher.pid) + "/children");
+  const std::string children = ReadFile("/proc/" + std::to_string(launcher) + "/task/" +
+                                        std::to_string(launcher) + "/children");
   std::vector<int> pids;
   for (size_t pos = 0; pos < children.size();) {
     const size_t end = children.find(' ', pos);
@@ -168,7 +168,7 @@ TEST(CpFailureTest, LauncherExitsNonZeroWhenARankIsKilled) {
   }
   ASSERT_EQ(pids.size(), 2u) << children;
   kill(pids[1], SIGKILL);
-  const int code = WaitFor(launcher, 10 + 10);
+  const int code = WaitCommand(launcher, 10 + 10);
   EXPECT_NE(code, 0);
   EXPECT_NE(code, -1) << "ringtrain-run hung";
   EXPECT_NE(ReadFile(dir / "run.log").find("rank 1"), std::string::npos) << ReadFile(dir / "run.log");

@@ -74,7 +74,7 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
 }
 
 pid_t StartCommand(const std::vector<std::string>& argv, const std::string& out_path,
-                   const std::string& err_path) {
+                   const std::string& err_path, const std::vector<std::string>& env) {
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -84,6 +84,7 @@ pid_t StartCommand(const std::vector<std::string>& argv, const std::string& out_
     if (out < 0 || err < 0) _exit(127);
     dup2(out, STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
+    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -93,46 +94,22 @@ pid_t StartCommand(const std::vector<std::string>& argv, const std::string& out_
   return pid;
 }
 
-int WaitCommand(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error("waitpid failed");
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-Child Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-            const std::string& log_path) {
-  Child child{-1, log_path};
-  child.pid = fork();
-  if (child.pid == 0) {
-    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    close(fd);
-    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  return child;
-}
-
-int WaitFor(const Child& child, double timeout_seconds) {
+int WaitCommand(pid_t pid, double timeout_seconds) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(int64_t(timeout_seconds * 1000));
   int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (waitpid(child.pid, &status, WNOHANG) == child.pid) {
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, timeout_seconds < 0 ? 0 : WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) throw std::runtime_error("waitpid failed");
+    if (timeout_seconds >= 0 && std::chrono::steady_clock::now() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (timeout_seconds >= 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  kill(child.pid, SIGKILL);
-  waitpid(child.pid, &status, 0);
-  return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 int FreePort() {

@@ -36,25 +36,13 @@ struct CommandResult {
 CommandResult RunCommand(const std::vector<std::string>& argv);
 
 // Starts argv in the background with stdout written to out_path and stderr to err_path (or to
-// out_path too when err_path is empty); returns its pid. Reap it with WaitCommand.
+// out_path too when err_path is empty), `env` ("NAME=value") added to this process's environment;
+// returns its pid. Reap it with WaitCommand.
 pid_t StartCommand(const std::vector<std::string>& argv, const std::string& out_path,
-                   const std::string& err_path = "");
-// Blocks until `pid` ends; returns its exit status, or 128 + signal.
-int WaitCommand(pid_t pid);
-
-// A child process started in the background with its stdout and stderr in `log_path`.
-struct Child {
-  int pid = -1;
-  std::string log_path;
-};
-
-// Starts argv with `env` ("NAME=value") added to this process's environment.
-Child Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-            const std::string& log_path);
-
-// Waits up to `timeout_seconds` for the child to end: its exit code (128 + signal when killed), or
-// -1 on timeout (the child is then SIGKILLed and reaped).
-int WaitFor(const Child& child, double timeout_seconds);
+                   const std::string& err_path = "", const std::vector<std::string>& env = {});
+// Waits for `pid` to end: its exit status, or 128 + signal. With timeout_seconds >= 0, a child
+// still running then is SIGKILLed and reaped, and the result is -1.
+int WaitCommand(pid_t pid, double timeout_seconds = -1);
 
 // A free TCP port on 127.0.0.1 (bound and released).
 int FreePort();

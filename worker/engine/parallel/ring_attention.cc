@@ -113,24 +113,26 @@ BlockGrads RingAttentionKernel::ComputeBlockGrads(const at::Tensor& q, const at:
                                 shard_positions_[src], MaskKind::kCausal, scale, tiling_);
 }
 
+std::vector<at::Tensor> RingAttentionKernel::AllGatherKv(const at::Tensor& kv) {
+  std::vector<at::Tensor> input = {kv};
+  std::vector<std::vector<at::Tensor>> output(1);
+  for (int64_t r = 0; r < cp_; ++r) output[0].push_back(torch::empty_like(kv));
+  comm_->stats().bytes_sent += kv.nbytes() * (cp_ - 1);
+  WithPeer("all-gather of K/V with", (cp_rank_ + cp_ - 1) % cp_, [&] {
+    comm_->Wait(comm_->cp_group().allgather(output, input));
+    return 0;
+  });
+  return std::move(output[0]);
+}
+
 BlockOutput RingAttentionKernel::Forward(const at::Tensor& q, const at::Tensor& kv, double scale) {
   c10d::ProcessGroup& group = comm_->cp_group();
   const int next = int((cp_rank_ + 1) % cp_), prev = int((cp_rank_ + cp_ - 1) % cp_);
   BlockOutput merged{torch::zeros_like(q), torch::full({q.size(0), q.size(1), q.size(2)},
                                                        -INFINITY, q.options())};
   stats_.scores_per_step.clear();
-  std::vector<at::Tensor> gathered;
-  if (rotate_method_ == "allgather") {
-    std::vector<at::Tensor> input = {kv};
-    std::vector<std::vector<at::Tensor>> output(1);
-    for (int64_t r = 0; r < cp_; ++r) output[0].push_back(torch::empty_like(kv));
-    comm_->stats().bytes_sent += kv.nbytes() * (cp_ - 1);
-    WithPeer("all-gather of K/V with", prev, [&] {
-      comm_->Wait(group.allgather(output, input));
-      return 0;
-    });
-    gathered = std::move(output[0]);
-  }
+  const std::vector<at::Tensor> gathered =
+      rotate_method_ == "allgather" ? AllGatherKv(kv) : std::vector<at::Tensor>{};
   at::Tensor current = kv;
   for (int64_t step = 0; step < cp_; ++step) {
     const int64_t src = Source(step);
@@ -164,20 +166,13 @@ std::pair<at::Tensor, at::Tensor> RingAttentionKernel::Backward(
   at::Tensor dq = torch::zeros_like(q);
 
   if (rotate_method_ == "allgather") {
-    std::vector<at::Tensor> input = {kv};
-    std::vector<std::vector<at::Tensor>> output(1);
-    for (int64_t r = 0; r < cp_; ++r) output[0].push_back(torch::empty_like(kv));
-    comm_->stats().bytes_sent += kv.nbytes() * (cp_ - 1);
-    WithPeer("all-gather of K/V with", prev, [&] {
-      comm_->Wait(group.allgather(output, input));
-      return 0;
-    });
+    const std::vector<at::Tensor> gathered = AllGatherKv(kv);
     // Slot j of dkv_all holds this rank's contribution to block j.
     at::Tensor dkv_all = torch::empty({cp_, kv.size(0), kv.size(1), kv.size(2), kv.size(3),
                                        kv.size(4)}, kv.options());
     for (int64_t step = 0; step < cp_; ++step) {
       const int64_t src = Source(step);
-      BlockGrads g = ComputeBlockGrads(q, output[0][src], dout, delta, lse, src, scale);
+      BlockGrads g = ComputeBlockGrads(q, gathered[src], dout, delta, lse, src, scale);
       dq.add_(g.dq);
       dkv_all[src].copy_(torch::stack({g.dk, g.dv}));
     }

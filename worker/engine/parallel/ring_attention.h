@@ -45,6 +45,7 @@ class RingAttentionKernel : public AttentionKernel {
 
  private:
   int64_t Source(int64_t step) const;  // cp rank whose block this rank holds at `step`
+  std::vector<at::Tensor> AllGatherKv(const at::Tensor& kv);  // (cp,) blocks, by cp rank
   BlockOutput ComputeBlock(const at::Tensor& q, const at::Tensor& kv, int64_t src, double scale);
   BlockGrads ComputeBlockGrads(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& dout,
                                const at::Tensor& delta, const at::Tensor& lse, int64_t src,
