@@ -149,10 +149,12 @@ TEST_P(TrainerBadInputTest, FailsWithAClearMessageAndNoCheckpoint) {
     if (a == "CONFIG") a = ConfigPath("debug_model.toml");
     for (size_t p; (p = a.find("$DIR")) != std::string::npos;) a.replace(p, 4, dir.path());
     argv.push_back(a);
+    if (argv.size() == 2) {  // right after the config, so that a case can override them
+      argv.push_back("--checkpoint.enable=true");
+      argv.push_back("--checkpoint.folder=" + (dir / "ckpt"));
+      argv.push_back("--checkpoint.interval=1");
+    }
   }
-  argv.push_back("--checkpoint.enable=true");
-  argv.push_back("--checkpoint.folder=" + (dir / "ckpt"));
-  argv.push_back("--checkpoint.interval=1");
   if (GetParam().name == "truncated_pt" || GetParam().name == "wrong_state_dict") {
     // A real state dict cut in half.
     const auto ok = RunCommand({"/usr/bin/python3", "-c",
@@ -185,7 +187,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"truncated_pt", {"CONFIG", "--checkpoint.initial_load_path=$DIR/half.pt"},
                  "half.pt"},
         BadInput{"wrong_state_dict", {"CONFIG", "--checkpoint.initial_load_path=$DIR/w.pt"},
-                 "missing"}),
+                 "unexpected: w"},
+        BadInput{"not_a_device", {"CONFIG", "--device=tpu"}, "'tpu' is not a device"},
+        BadInput{"cuda_on_a_cpu_build", {"CONFIG", "--device=cuda:0"}, "-DRINGTRAIN_CUDA=ON"},
+        BadInput{"diverging_lr",
+                 {"CONFIG", "--optimizer.lr=1e9", "--training.max_norm=1e9",
+                  "--lr_scheduler.warmup_steps=0", "--lr_scheduler.decay_ratio=0",
+                  "--training.steps=30", "--checkpoint.interval=1000"},
+                 "stopping before the optimizer step"}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -21,6 +21,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: ringtrain-trainer CONFIG.toml [--section.key=value ...]\n"
     "                         [--rank=R --world-size=N --master-addr=HOST --master-port=PORT]\n"
+    "                         [--device=cpu|cuda:N]\n"
     "  Trains (job.mode = train) or evaluates (job.mode = eval) the model the config describes.\n"
     "  Any config key can be overridden, e.g. --training.steps=10 --metrics.jsonl=out.jsonl\n"
     "  Rendezvous (torchrun's convention; flags win over the environment): RANK, WORLD_SIZE,\n"
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     bool is_rendezvous = false;
-    for (const char* name : {"rank", "world-size", "master-addr", "master-port"}) {
+    for (const char* name : {"rank", "world-size", "master-addr", "master-port", "device"}) {
       const std::string prefix = std::string("--") + name + "=";
       if (arg.rfind(prefix, 0) == 0) {
         rendezvous_flags[name] = arg.substr(prefix.size());
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   rank.master_port = static_cast<int>(port);
+  if (!rendezvous_flags["device"].empty()) rank.device = rendezvous_flags["device"];
   if (!rendezvous_flags["master-addr"].empty()) {
     rank.master_addr = rendezvous_flags["master-addr"];
   } else if (const char* addr = std::getenv("MASTER_ADDR")) {

@@ -33,6 +33,7 @@ struct Trainer::State {
   JobConfig config;
   RankInfo rank;
   Mesh mesh;
+  c10::Device device = c10::Device(c10::kCPU);  // the one place the device is chosen
   std::unique_ptr<Communicator> comm;  // null when world = 1
   std::shared_ptr<AttentionKernel> attention;
   std::unique_ptr<TokenDataset> dataset;
@@ -103,8 +104,11 @@ absl::Status Guarded(Trainer::State& s, const std::string& what, F&& f) {
 ShardedBatch ShardBatch(const Trainer::State& s, const TokenBatch& batch) {
   const at::Tensor inputs = ToTensor(batch.inputs, batch.batch, batch.seq_len);
   const at::Tensor labels = ToTensor(batch.labels, batch.batch, batch.seq_len);
-  return CpShard(inputs, labels, s.mesh.cp, s.mesh.cp_rank(),
-                 s.config.parallelism.context_parallel_load_balancer);
+  ShardedBatch shard = CpShard(inputs, labels, s.mesh.cp, s.mesh.cp_rank(),
+                               s.config.parallelism.context_parallel_load_balancer);
+  shard.inputs = shard.inputs.to(s.device);
+  shard.labels = shard.labels.to(s.device);
+  return shard;
 }
 
 // Per-rank figures of the last step, gathered to every rank (one row per rank), in the order of
@@ -154,10 +158,17 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   const bool eval = config.job.mode == "eval";
   const int64_t dp = DataParallelDegree(config, rank.world_size);
   s->mesh = Mesh{rank.rank, rank.world_size, dp, config.parallelism.context_parallel_degree};
+  try {
+    s->device = c10::Device(rank.device);
+  } catch (const c10::Error&) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device '", rank.device, "' is not a device (valid: cpu, cuda:N)"));
+  }
+  RT_RETURN_IF_ERROR(Communicator::CheckDeviceSupported(s->device));
   if (rank.world_size > 1) {
     RendezvousOptions rendezvous{
         rank.master_addr, rank.master_port,
-        std::chrono::milliseconds(int64_t(config.comm.timeout_seconds * 1000))};
+        std::chrono::milliseconds(int64_t(config.comm.timeout_seconds * 1000)), s->device};
     RT_ASSIGN_OR_RETURN(s->comm, Communicator::Create(s->mesh, rendezvous));
     RT_LOG(Info) << "joined " << s->mesh.Describe() << " via " << rank.master_addr << ":"
                  << rank.master_port;
@@ -193,6 +204,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
       s->attention = std::make_shared<LocalAttentionKernel>();
     }
     s->model->SetAttentionKernel(s->attention);
+    // Initialised on the CPU (the same weights whatever the device), then moved.
+    s->model->to(s->device);
     for (auto& p : s->model->parameters()) s->params.push_back(p);
     return absl::OkStatus();
   }));

@@ -18,6 +18,7 @@ struct RankInfo {
   int64_t world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
+  std::string device = "cpu";  // "cpu" or "cuda:N" (CUDA builds only)
 };
 
 class Trainer {

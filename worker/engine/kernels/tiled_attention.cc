@@ -130,8 +130,8 @@ BlockOutput AttentionBlockForward(const at::Tensor& q, const at::Tensor& k, cons
               "attention positions do not match the sequence lengths");
   at::Tensor out = at::zeros({s.batch, s.heads, s.lq, s.dim}, q.options());
   at::Tensor lse = at::full({s.batch, s.heads, s.lq, 1}, kNegInf, q.options());
-  const at::Tensor q_pos_t = q_pos.AsTensor();
-  const at::Tensor k_pos_t = k_pos.AsTensor();
+  const at::Tensor q_pos_t = q_pos.AsTensor().to(q.device());
+  const at::Tensor k_pos_t = k_pos.AsTensor().to(q.device());
   const std::vector<Range> k_tiles = Tiles(s.lk, tiling.kv_tile);
   int64_t scores_computed = 0;
 
@@ -182,8 +182,8 @@ BlockGrads AttentionBlockBackward(const at::Tensor& q, const at::Tensor& k, cons
   at::Tensor dq = at::zeros_like(q);
   at::Tensor dk = at::zeros_like(k);
   at::Tensor dv = at::zeros_like(v);
-  const at::Tensor q_pos_t = q_pos.AsTensor();
-  const at::Tensor k_pos_t = k_pos.AsTensor();
+  const at::Tensor q_pos_t = q_pos.AsTensor().to(q.device());
+  const at::Tensor k_pos_t = k_pos.AsTensor().to(q.device());
   // Rows that saw no key anywhere have lse −inf and no visible scores; subtract 0 there instead.
   const at::Tensor lse_safe = at::where(at::isinf(lse), at::zeros_like(lse), lse).unsqueeze(-1);
   const at::Tensor delta4 = delta.unsqueeze(-1);

@@ -137,10 +137,16 @@ TransformerImpl::TransformerImpl(const ModelArgs& args)
 }
 
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const BlockPositions& positions) {
-  const ForwardContext ctx{&rope_, positions.AsTensor(), positions, kernel_.get()};
+  const ForwardContext ctx{&rope_, positions.AsTensor().to(tokens.device()), positions,
+                           kernel_.get()};
   at::Tensor h = tok_embeddings(tokens);  // (B, L, C)
   for (const auto& layer : *layers) h = layer->as<TransformerBlock>()->forward(h, ctx);
   return output(norm(h)).to(torch::kFloat32);  // (B, L, V)
+}
+
+void TransformerImpl::to(torch::Device device, bool non_blocking) {
+  torch::nn::Module::to(device, non_blocking);
+  rope_ = rope_.To(device);
 }
 
 void TransformerImpl::init_weights() {

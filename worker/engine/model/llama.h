@@ -89,6 +89,9 @@ class TransformerImpl : public torch::nn::Module {
 
   // torchtitan's init, drawn from the global torch generator (seed it first for determinism).
   void init_weights();
+  // Moves parameters and the RoPE tables to `device`.
+  using torch::nn::Module::to;
+  void to(torch::Device device, bool non_blocking = false) override;
   // The attention plan; the default is LocalAttentionKernel. Applied once, before training.
   void SetAttentionKernel(std::shared_ptr<AttentionKernel> kernel) { kernel_ = std::move(kernel); }
   const ModelArgs& args() const { return args_; }

@@ -16,6 +16,13 @@ RotaryTables::RotaryTables(int64_t head_dim, int64_t max_seq_len, double theta) 
   sin_ = angles.sin();
 }
 
+RotaryTables RotaryTables::To(const c10::Device& device) const {
+  RotaryTables moved;
+  moved.cos_ = cos_.to(device);
+  moved.sin_ = sin_.to(device);
+  return moved;
+}
+
 at::Tensor RotaryTables::Apply(const at::Tensor& x, const at::Tensor& positions) const {
   const int64_t batch = x.size(0), length = x.size(1), heads = x.size(2), dim = x.size(3);
   TORCH_CHECK(positions.numel() == length, "RoPE: ", positions.numel(), " positions for ", length,

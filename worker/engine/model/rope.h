@@ -19,6 +19,9 @@ class RotaryTables {
   // x (B, L, heads, D) rotated at `positions` (L,) int64 → (B, L, heads, D), x's dtype.
   at::Tensor Apply(const at::Tensor& x, const at::Tensor& positions) const;
 
+  // The same tables on `device` (they live where the model's activations do).
+  RotaryTables To(const c10::Device& device) const;
+
   const at::Tensor& cos() const { return cos_; }  // (max_seq_len, D/2) float32
   const at::Tensor& sin() const { return sin_; }
 

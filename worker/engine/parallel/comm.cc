@@ -11,6 +11,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#ifdef RINGTRAIN_WITH_CUDA
+#include "worker/engine/parallel/nccl_group.h"
+#endif
 
 namespace ringtrain {
 namespace {
@@ -35,8 +38,18 @@ std::string HeartbeatKey(int64_t rank) { return absl::StrCat("heartbeat/", rank)
 }  // namespace
 
 Communicator::Communicator(const Mesh& mesh, c10::intrusive_ptr<c10d::Store> store,
-                           std::chrono::milliseconds timeout)
-    : mesh_(mesh), store_(std::move(store)), timeout_(timeout) {}
+                           std::chrono::milliseconds timeout, c10::Device device)
+    : mesh_(mesh), store_(std::move(store)), timeout_(timeout), device_(device) {}
+
+absl::Status Communicator::CheckDeviceSupported(const c10::Device& device) {
+  if (device.is_cpu()) return absl::OkStatus();
+#ifdef RINGTRAIN_WITH_CUDA
+  if (device.is_cuda()) return absl::OkStatus();
+#endif
+  return absl::FailedPreconditionError(absl::StrCat(
+      "device '", device.str(), "' is not supported by this build: CUDA devices need a build "
+      "configured with -DRINGTRAIN_CUDA=ON against a CUDA LibTorch (collectives then use NCCL)"));
+}
 
 Communicator::~Communicator() {
   stop_ = true;
@@ -44,12 +57,17 @@ Communicator::~Communicator() {
 }
 
 void Communicator::BuildGroups() {
-  const std::string host = "127.0.0.1";
-  world_ = MakeGloo(store_, "world", mesh_.rank, mesh_.world, timeout_, host);
-  cp_ = MakeGloo(store_, absl::StrCat("cp", mesh_.dp_rank()), mesh_.cp_rank(), mesh_.cp, timeout_,
-                 host);
-  dp_ = MakeGloo(store_, absl::StrCat("dp", mesh_.cp_rank()), mesh_.dp_rank(), mesh_.dp, timeout_,
-                 host);
+  auto make = [&](const std::string& prefix, int64_t rank, int64_t size) {
+#ifdef RINGTRAIN_WITH_CUDA
+    if (device_.is_cuda()) return MakeNcclGroup(store_, prefix, rank, size, timeout_);
+#endif
+    // Gloo's TCP transport binds the loopback address: every rank of a job is on this host for
+    // now (the service issue assigns hosts and will bind the advertised address).
+    return MakeGloo(store_, prefix, rank, size, timeout_, "127.0.0.1");
+  };
+  world_ = make("world", mesh_.rank, mesh_.world);
+  cp_ = make(absl::StrCat("cp", mesh_.dp_rank()), mesh_.cp_rank(), mesh_.cp);
+  dp_ = make(absl::StrCat("dp", mesh_.cp_rank()), mesh_.dp_rank(), mesh_.dp);
 }
 
 void Communicator::StartHeartbeat() {
@@ -79,7 +97,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     store_options.waitWorkers = true;
     store_options.timeout = options.timeout;
     auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
-    auto comm = std::unique_ptr<Communicator>(new Communicator(mesh, store, options.timeout));
+    auto comm = std::unique_ptr<Communicator>(
+        new Communicator(mesh, store, options.timeout, options.device));
     comm->BuildGroups();
     comm->StartHeartbeat();
     return comm;
@@ -94,7 +113,8 @@ std::unique_ptr<Communicator> Communicator::CreateWithStore(const Mesh& mesh,
                                                             c10::intrusive_ptr<c10d::Store> store,
                                                             std::chrono::milliseconds timeout,
                                                             bool heartbeat) {
-  auto comm = std::unique_ptr<Communicator>(new Communicator(mesh, std::move(store), timeout));
+  auto comm = std::unique_ptr<Communicator>(
+      new Communicator(mesh, std::move(store), timeout, c10::Device(c10::kCPU)));
   comm->BuildGroups();
   if (heartbeat) comm->StartHeartbeat();
   return comm;
@@ -138,13 +158,14 @@ std::string Communicator::DiagnoseFailure() {
 }
 
 std::vector<std::vector<double>> Communicator::AllGatherDoubles(const std::vector<double>& values) {
-  const at::Tensor mine = torch::tensor(values, torch::kFloat64);
+  const at::Tensor mine = torch::tensor(values, torch::kFloat64).to(device_);
   std::vector<at::Tensor> inputs = {mine};
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int64_t r = 0; r < mesh_.world; ++r) outputs[0].push_back(torch::empty_like(mine));
   Wait(world_->allgather(outputs, inputs));
   std::vector<std::vector<double>> result;
-  for (const auto& t : outputs[0]) {
+  for (const auto& gathered : outputs[0]) {
+    const at::Tensor t = gathered.cpu();
     result.emplace_back(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
   }
   return result;

@@ -1,6 +1,7 @@
-// Process groups for one rank: rendezvous through a c10d TCPStore served by rank 0, then Gloo groups
-// for the world, this rank's CP group and its DP group (NCCL behind RINGTRAIN_CUDA, later). Every
-// collective is bounded by comm.timeout_seconds.
+// Process groups for one rank: rendezvous through a c10d TCPStore served by rank 0, then groups for
+// the world, this rank's CP group and its DP group — Gloo when the rank computes on the CPU, NCCL on
+// a CUDA device (only in builds with RINGTRAIN_CUDA: nccl_group.h). Every collective is bounded by
+// comm.timeout_seconds.
 //
 // A heartbeat thread bumps `heartbeat/<rank>` in the store every second, so that when a collective
 // fails the survivors can name the rank that was lost (DiagnoseFailure) instead of reporting only a
@@ -27,6 +28,7 @@ struct RendezvousOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   std::chrono::milliseconds timeout{60000};
+  c10::Device device = c10::Device(c10::kCPU);  // where this rank's tensors live
 };
 
 // Per-rank communication figures, accumulated until Reset. Written by the one training thread.
@@ -51,6 +53,8 @@ class Communicator {
                                                        c10::intrusive_ptr<c10d::Store> store,
                                                        std::chrono::milliseconds timeout,
                                                        bool heartbeat);
+  // Whether this build can run collectives on `device` (CUDA needs RINGTRAIN_CUDA).
+  static absl::Status CheckDeviceSupported(const c10::Device& device);
   ~Communicator();
 
   const Mesh& mesh() const { return mesh_; }
@@ -58,6 +62,7 @@ class Communicator {
   c10d::ProcessGroup& cp_group() { return *cp_; }
   c10d::ProcessGroup& dp_group() { return *dp_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  const c10::Device& device() const { return device_; }
   CommStats& stats() { return stats_; }
 
   // Waits for `work`, counting the time as communication wait. Throws what the work threw.
@@ -72,13 +77,14 @@ class Communicator {
 
  private:
   Communicator(const Mesh& mesh, c10::intrusive_ptr<c10d::Store> store,
-               std::chrono::milliseconds timeout);
+               std::chrono::milliseconds timeout, c10::Device device);
   void BuildGroups();
   void StartHeartbeat();
 
   Mesh mesh_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::chrono::milliseconds timeout_;
+  c10::Device device_;
   c10::intrusive_ptr<c10d::ProcessGroup> world_, cp_, dp_;
   CommStats stats_;
   std::atomic<bool> stop_{false};

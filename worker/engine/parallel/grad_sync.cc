@@ -38,7 +38,7 @@ void AllReduceGradients(Communicator& comm, const std::vector<at::Tensor>& param
 }
 
 double AllReduceSum(Communicator& comm, double value) {
-  std::vector<at::Tensor> t = {torch::tensor({value}, torch::kFloat64)};
+  std::vector<at::Tensor> t = {torch::tensor({value}, torch::kFloat64).to(comm.device())};
   comm.Wait(comm.world().allreduce(t));
   return t[0].item<double>();
 }
