@@ -72,8 +72,9 @@ constexpr const char* kJobColumns =
 int64_t NowUnixMs() { return absl::ToUnixMillis(absl::Now()); }
 
 absl::Status SqliteError(sqlite3* db, int rc, const std::string& what) {
-  std::string text = absl::StrCat(what, ": ", db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
-                                  " (sqlite code ", rc, ")");
+  std::string text =
+      absl::StrCat(what, ": ", db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
+                   " (sqlite code ", rc, ")");
   int primary = rc & 0xff;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) return absl::UnavailableError(text);
   return absl::InternalError(text);
@@ -91,13 +92,15 @@ class Statement {
   Statement& operator=(const Statement&) = delete;
 
   absl::Status status() const {
-    return rc_ == SQLITE_OK ? absl::OkStatus() : SqliteError(db_, rc_, absl::StrCat("prepare ", sql_));
+    return rc_ == SQLITE_OK ? absl::OkStatus()
+                            : SqliteError(db_, rc_, absl::StrCat("prepare ", sql_));
   }
   Statement& Bind(int i, int64_t v) { return Check(sqlite3_bind_int64(stmt_, i, v)); }
   Statement& Bind(int i, int v) { return Bind(i, static_cast<int64_t>(v)); }
   Statement& Bind(int i, double v) { return Check(sqlite3_bind_double(stmt_, i, v)); }
   Statement& Bind(int i, const std::string& v) {
-    return Check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+    return Check(
+        sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
   }
   Statement& BindNull(int i) { return Check(sqlite3_bind_null(stmt_, i)); }
 
@@ -120,8 +123,9 @@ class Statement {
   bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
   std::string Text(int col) const {
     const unsigned char* p = sqlite3_column_text(stmt_, col);
-    return p == nullptr ? std::string()
-                        : std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(stmt_, col));
+    return p == nullptr
+               ? std::string()
+               : std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(stmt_, col));
   }
 
  private:
@@ -169,7 +173,8 @@ std::string JobIdFor(int64_t number) {
 
 absl::StatusOr<JobState> ParseState(const std::string& name) {
   auto state = JobStateFromName(name);
-  if (!state) return absl::InternalError(absl::StrCat("job store holds unknown job state '", name, "'"));
+  if (!state)
+    return absl::InternalError(absl::StrCat("job store holds unknown job state '", name, "'"));
   return *state;
 }
 
@@ -180,7 +185,9 @@ std::string OverridesJson(const std::vector<std::string>& overrides) {
 std::string MeshJson(const std::vector<RankPlacement>& mesh) {
   nlohmann::json out = nlohmann::json::array();
   for (const RankPlacement& p : mesh) {
-    out.push_back({{"rank", p.rank}, {"worker_id", p.worker_id}, {"cp_group", p.cp_group},
+    out.push_back({{"rank", p.rank},
+                   {"worker_id", p.worker_id},
+                   {"cp_group", p.cp_group},
                    {"dp_index", p.dp_index}});
   }
   return out.dump();
@@ -197,7 +204,8 @@ std::string ErrorJson(const JobError& e) {
 
 absl::StatusOr<nlohmann::json> ParseJsonColumn(const std::string& text, const char* column) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InternalError(absl::StrCat("job store column ", column, " is not JSON"));
+  if (j.is_discarded())
+    return absl::InternalError(absl::StrCat("job store column ", column, " is not JSON"));
   return j;
 }
 
@@ -241,7 +249,9 @@ absl::Status InsertStateChange(sqlite3* db, const StateChange& c) {
   Statement s(db,
               "INSERT INTO state_changes (job_id, from_state, to_state, message, unix_ms) "
               "VALUES (?, ?, ?, ?, ?)");
-  s.Bind(1, c.job_id).Bind(2, std::string(JobStateName(c.from))).Bind(3, std::string(JobStateName(c.to)));
+  s.Bind(1, c.job_id)
+      .Bind(2, std::string(JobStateName(c.from)))
+      .Bind(3, std::string(JobStateName(c.to)));
   s.Bind(4, c.message).Bind(5, c.unix_ms);
   return s.Run();
 }
@@ -262,15 +272,17 @@ const char* JobStateName(JobState state) {
 }
 
 std::optional<JobState> JobStateFromName(const std::string& name) {
-  for (JobState s : {JobState::kQueued, JobState::kAssigned, JobState::kRunning, JobState::kSucceeded,
-                     JobState::kFailed, JobState::kCancelled, JobState::kRestarting}) {
+  for (JobState s :
+       {JobState::kQueued, JobState::kAssigned, JobState::kRunning, JobState::kSucceeded,
+        JobState::kFailed, JobState::kCancelled, JobState::kRestarting}) {
     if (name == JobStateName(s)) return s;
   }
   return std::nullopt;
 }
 
 bool IsTerminal(JobState state) {
-  return state == JobState::kSucceeded || state == JobState::kFailed || state == JobState::kCancelled;
+  return state == JobState::kSucceeded || state == JobState::kFailed ||
+         state == JobState::kCancelled;
 }
 
 bool IsAllowedTransition(JobState from, JobState to) {
@@ -292,17 +304,18 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
     std::filesystem::path dir = std::filesystem::path(path).parent_path();
     std::error_code ec;
     if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
-      return absl::FailedPreconditionError(absl::StrCat("cannot open job store '", path, "': directory '",
-                                                        dir.string(),
-                                                        "' does not exist; create it or choose another path"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot open job store '", path, "': directory '", dir.string(),
+                       "' does not exist; create it or choose another path"));
     }
   }
   sqlite3* db = nullptr;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI;
   int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
-    absl::Status status = absl::FailedPreconditionError(absl::StrCat(
-        "cannot open job store '", path, "': ", db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+    absl::Status status = absl::FailedPreconditionError(
+        absl::StrCat("cannot open job store '", path,
+                     "': ", db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
     sqlite3_close(db);
     return status;
   }
@@ -360,10 +373,14 @@ absl::StatusOr<JobRecord> JobStore::CreateJob(JobRecord job) {
   job.last_step = 0;
   job.last_loss = 0;
 
-  Statement insert(db_, absl::StrCat("INSERT INTO jobs (job_number, ", kJobColumns,
-                                     ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-                            .c_str());
-  insert.Bind(1, number).Bind(2, job.job_id).Bind(3, job.name).Bind(4, std::string(JobStateName(job.state)));
+  Statement insert(db_,
+                   absl::StrCat("INSERT INTO jobs (job_number, ", kJobColumns,
+                                ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                       .c_str());
+  insert.Bind(1, number)
+      .Bind(2, job.job_id)
+      .Bind(3, job.name)
+      .Bind(4, std::string(JobStateName(job.state)));
   insert.Bind(5, job.config_toml).Bind(6, OverridesJson(job.overrides)).Bind(7, job.world_size);
   insert.Bind(8, job.dp).Bind(9, job.cp).Bind(10, MeshJson(job.mesh)).Bind(11, job.wait_reason);
   if (job.error) {
@@ -371,7 +388,9 @@ absl::StatusOr<JobRecord> JobStore::CreateJob(JobRecord job) {
   } else {
     insert.BindNull(12);
   }
-  insert.Bind(13, job.submitted_unix_ms).Bind(14, job.started_unix_ms).Bind(15, job.finished_unix_ms);
+  insert.Bind(13, job.submitted_unix_ms)
+      .Bind(14, job.started_unix_ms)
+      .Bind(15, job.finished_unix_ms);
   insert.Bind(16, job.total_steps).Bind(17, job.last_step).Bind(18, job.last_loss);
   RT_RETURN_IF_ERROR(insert.Run());
 
@@ -412,9 +431,10 @@ absl::StatusOr<std::vector<JobRecord>> JobStore::ListJobs() {
 
 absl::Status JobStore::UpdateJob(const JobRecord& job) {
   absl::MutexLock lock(&mu_);
-  Statement s(db_,
-              "UPDATE jobs SET name = ?, config_toml = ?, overrides_json = ?, world_size = ?, dp = ?, "
-              "cp = ?, mesh_json = ?, wait_reason = ?, error_json = ?, total_steps = ? WHERE job_id = ?");
+  Statement s(
+      db_,
+      "UPDATE jobs SET name = ?, config_toml = ?, overrides_json = ?, world_size = ?, dp = ?, "
+      "cp = ?, mesh_json = ?, wait_reason = ?, error_json = ?, total_steps = ? WHERE job_id = ?");
   s.Bind(1, job.name).Bind(2, job.config_toml).Bind(3, OverridesJson(job.overrides));
   s.Bind(4, job.world_size).Bind(5, job.dp).Bind(6, job.cp).Bind(7, MeshJson(job.mesh));
   s.Bind(8, job.wait_reason);
@@ -443,8 +463,11 @@ absl::StatusOr<StateChange> JobStore::TransitionJob(const std::string& job_id, J
   StateChange change{job_id, job.state, to, message, NowUnixMs()};
   if (to == JobState::kRunning && job.started_unix_ms == 0) job.started_unix_ms = change.unix_ms;
   if (IsTerminal(to)) job.finished_unix_ms = change.unix_ms;
-  Statement s(db_, "UPDATE jobs SET state = ?, started_unix_ms = ?, finished_unix_ms = ? WHERE job_id = ?");
-  s.Bind(1, std::string(JobStateName(to))).Bind(2, job.started_unix_ms).Bind(3, job.finished_unix_ms);
+  Statement s(
+      db_, "UPDATE jobs SET state = ?, started_unix_ms = ?, finished_unix_ms = ? WHERE job_id = ?");
+  s.Bind(1, std::string(JobStateName(to)))
+      .Bind(2, job.started_unix_ms)
+      .Bind(3, job.finished_unix_ms);
   s.Bind(4, job_id);
   RT_RETURN_IF_ERROR(s.Run());
   RT_RETURN_IF_ERROR(InsertStateChange(db_, change));
@@ -470,8 +493,8 @@ absl::StatusOr<bool> JobStore::AppendStepEvent(const StepEvent& e) {
   RT_RETURN_IF_ERROR(insert.Run());
   bool is_new = sqlite3_changes(db_) > 0;
   if (is_new) {
-    Statement progress(db_,
-                       "UPDATE jobs SET last_step = ?, last_loss = ? WHERE job_id = ? AND last_step <= ?");
+    Statement progress(
+        db_, "UPDATE jobs SET last_step = ?, last_loss = ? WHERE job_id = ? AND last_step <= ?");
     progress.Bind(1, e.step).Bind(2, e.loss).Bind(3, e.job_id).Bind(4, e.step);
     RT_RETURN_IF_ERROR(progress.Run());
   }

@@ -1,7 +1,8 @@
-// The coordinator's durable job store: jobs, their state history and their step events, in one SQLite
-// file. A coordinator that restarts reopens the file and finds every job, its history and the job
-// counter again; agents then replay buffered step reports, which the store takes idempotently (keyed by
-// job and step). Plain structs here: the service maps them to protobuf. No gRPC, no LibTorch.
+// The coordinator's durable job store: jobs, their state history and their step events, in one
+// SQLite file. A coordinator that restarts reopens the file and finds every job, its history and
+// the job counter again; agents then replay buffered step reports, which the store takes
+// idempotently (keyed by job and step). Plain structs here: the service maps them to protobuf. No
+// gRPC, no LibTorch.
 #ifndef RINGTRAIN_COORDINATOR_JOB_STORE_H_
 #define RINGTRAIN_COORDINATOR_JOB_STORE_H_
 
@@ -59,7 +60,7 @@ struct JobRecord {
   std::optional<JobError> error;
   // Unix milliseconds; 0 = not yet.
   int64_t submitted_unix_ms = 0;
-  int64_t started_unix_ms = 0;  // first entry into RUNNING
+  int64_t started_unix_ms = 0;   // first entry into RUNNING
   int64_t finished_unix_ms = 0;  // entry into a final state
   int64_t total_steps = 0;
   int64_t last_step = 0;  // highest step reported so far; steps count from 1, 0 = none yet
@@ -87,9 +88,9 @@ struct StateChange {
 };
 
 // Thread-safe: every method may be called from any thread. One SQLite connection serves all calls
-// under one mutex, so calls run one at a time (each is a short transaction). Errors: NOT_FOUND for an
-// unknown job id, FAILED_PRECONDITION for a transition the state machine forbids, UNAVAILABLE when the
-// database file stays locked by another process, INTERNAL for other SQLite failures.
+// under one mutex, so calls run one at a time (each is a short transaction). Errors: NOT_FOUND for
+// an unknown job id, FAILED_PRECONDITION for a transition the state machine forbids, UNAVAILABLE
+// when the database file stays locked by another process, INTERNAL for other SQLite failures.
 class JobStore {
  public:
   // Opens (creating when absent) the database at `path` and its schema; ":memory:" gives a private
@@ -99,15 +100,15 @@ class JobStore {
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
 
-  // Stores a new job: assigns the next job id, sets state QUEUED and the submission time, clears the
-  // times and progress, and records the initial state change. Returns the stored record.
+  // Stores a new job: assigns the next job id, sets state QUEUED and the submission time, clears
+  // the times and progress, and records the initial state change. Returns the stored record.
   absl::StatusOr<JobRecord> CreateJob(JobRecord job);
   absl::StatusOr<JobRecord> GetJob(const std::string& job_id);
   absl::StatusOr<std::vector<JobRecord>> ListJobs();  // submission order
 
-  // Replaces the mutable fields: name, config_toml, overrides, world_size, dp, cp, mesh, wait_reason,
-  // error, total_steps. State and times change only through TransitionJob, progress only through
-  // AppendStepEvent, so a stale copy written back cannot undo either.
+  // Replaces the mutable fields: name, config_toml, overrides, world_size, dp, cp, mesh,
+  // wait_reason, error, total_steps. State and times change only through TransitionJob, progress
+  // only through AppendStepEvent, so a stale copy written back cannot undo either.
   absl::Status UpdateJob(const JobRecord& job);
 
   // Moves a job to `to` if the state machine allows it (see IsAllowedTransition) and records the
@@ -117,8 +118,8 @@ class JobStore {
                                             const std::string& message);
 
   // Stores one step event. Idempotent: a (job, step) already stored is left as it was and the call
-  // returns false; a new one returns true and raises the job's last_step/last_loss if the step is the
-  // highest so far (replayed reports may arrive out of order).
+  // returns false; a new one returns true and raises the job's last_step/last_loss if the step is
+  // the highest so far (replayed reports may arrive out of order).
   absl::StatusOr<bool> AppendStepEvent(const StepEvent& event);
   // Step events with step >= from_step, ordered by step, at most `limit` (limit <= 0: all).
   absl::StatusOr<std::vector<StepEvent>> StepEvents(const std::string& job_id, int64_t from_step,
