@@ -1,0 +1,297 @@
+// RankSupervisor against fake trainers (shell scripts written into a TempDir), plus one run of the
+// real ringtrain-trainer when it has been built.
+#include "worker/agent/rank_supervisor.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/integration/test_util.h"
+
+namespace ringtrain {
+namespace {
+
+using ::ringtrain::testing::TempDir;
+using Clock = std::chrono::steady_clock;
+
+// Collects what the callbacks report; on_exit must come exactly once.
+class Collector {
+ public:
+  RankSupervisor::Callbacks Callbacks() {
+    return {[this](const std::string& line) {
+              absl::MutexLock lock(&mu_);
+              EXPECT_FALSE(exit_.has_value()) << "record after on_exit: " << line;
+              records_.push_back(line);
+            },
+            [this](const RankExit& e) {
+              absl::MutexLock lock(&mu_);
+              EXPECT_FALSE(exit_.has_value()) << "on_exit called twice";
+              exit_ = e;
+            }};
+  }
+  // The exit, or nullopt if it did not come within `timeout`.
+  std::optional<RankExit> WaitExit(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](std::optional<RankExit>* e) { return e->has_value(); }, &exit_),
+                         timeout);
+    return exit_;
+  }
+  std::vector<std::string> records() {
+    absl::MutexLock lock(&mu_);
+    return records_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> records_ ABSL_GUARDED_BY(mu_);
+  std::optional<RankExit> exit_ ABSL_GUARDED_BY(mu_);
+};
+
+// Finds the metrics path among the arguments, as the trainer does.
+constexpr char kPrologue[] = R"(#!/bin/sh
+m=""
+for a in "$@"; do case "$a" in --metrics.jsonl=*) m="${a#--metrics.jsonl=}";; esac; done
+)";
+
+class RankSupervisorTest : public ::testing::Test {
+ protected:
+  // Writes an executable script and returns a launch that runs it with work_dir under dir_.
+  RankLaunch Script(const std::string& body) {
+    std::string path = dir_ / "trainer.sh";
+    testing::WriteFile(path, std::string(kPrologue) + body);
+    chmod(path.c_str(), 0755);
+    RankLaunch launch;
+    launch.trainer_path = path;
+    launch.config_path = "job.toml";
+    launch.world_size = 1;
+    launch.master_addr = "127.0.0.1";
+    launch.master_port = 29500;
+    launch.device = "cpu";
+    launch.work_dir = dir_ / "work";
+    return launch;
+  }
+  std::string Work(const std::string& name) { return dir_ / ("work/" + name); }
+  // Waits until `path` exists (the script has reached a point), up to 5 s.
+  bool WaitFile(const std::string& path) {
+    for (int i = 0; i < 500; ++i) {
+      if (access(path.c_str(), F_OK) == 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  // Whether `pid` is gone, polling up to 2 s.
+  bool Gone(pid_t pid) {
+    for (int i = 0; i < 200; ++i) {
+      if (kill(pid, 0) != 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  TempDir dir_;
+  Collector collector_;
+};
+
+TEST_F(RankSupervisorTest, RecordsInOrderExactlyOnceIncludingJustBeforeExit) {
+  auto sup = RankSupervisor::Start(Script(R"(
+for i in 1 2 3; do echo "{\"step\":$i}" >> "$m"; sleep 0.15; done
+for i in 4 5 6 7 8; do echo "{\"step\":$i}" >> "$m"; done
+)"),
+                                   collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->exit_status, 0);
+  std::vector<std::string> want;
+  for (int i = 1; i <= 8; ++i) want.push_back("{\"step\":" + std::to_string(i) + "}");
+  EXPECT_EQ(collector_.records(), want);
+}
+
+TEST_F(RankSupervisorTest, PartialLineWaitsForItsNewline) {
+  auto sup = RankSupervisor::Start(Script(R"(
+printf '{"step":1' >> "$m"
+touch "$m.half"
+sleep 0.6
+printf '}\n{"step":' >> "$m"
+sleep 0.3
+printf '2}\n{"never":' >> "$m"
+)"),
+                                   collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  ASSERT_TRUE(WaitFile(Work("metrics.jsonl.half")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // three polls
+  EXPECT_TRUE(collector_.records().empty());
+  ASSERT_TRUE(collector_.WaitExit(absl::Seconds(10)).has_value());
+  EXPECT_EQ(collector_.records(),
+            (std::vector<std::string>{"{\"step\":1}", "{\"step\":2}"}));  // the tail never ends
+}
+
+TEST_F(RankSupervisorTest, ChildSeesArgsAndEnv) {
+  RankLaunch launch = Script(R"(
+echo "$@" > "$(dirname "$m")/seen.txt"
+echo "RANK=$RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT OMP_NUM_THREADS=$OMP_NUM_THREADS" >> "$(dirname "$m")/seen.txt"
+read line && echo "stdin not empty" >> "$(dirname "$m")/seen.txt"
+echo "to stdout"
+)");
+  launch.overrides = {"--training.steps=2", "--a.b=c"};
+  launch.rank = 2;
+  launch.world_size = 4;
+  launch.master_addr = "10.0.0.7";
+  launch.master_port = 1234;
+  launch.device = "cuda:1";
+  launch.threads = 3;
+  auto sup = RankSupervisor::Start(launch, collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  ASSERT_TRUE(collector_.WaitExit(absl::Seconds(10)).has_value());
+  EXPECT_EQ(testing::ReadFile(Work("seen.txt")),
+            "job.toml --training.steps=2 --a.b=c --metrics.jsonl=" + Work("metrics.jsonl") +
+                " --device=cuda:1\n"
+                "RANK=2 WORLD_SIZE=4 MASTER_ADDR=10.0.0.7 MASTER_PORT=1234 OMP_NUM_THREADS=3\n");
+  EXPECT_EQ(testing::ReadFile(Work("rank.log")), "to stdout\n");
+  EXPECT_TRUE(collector_.records().empty());  // no metrics file: not an error
+}
+
+TEST_F(RankSupervisorTest, ExitStatusAndStderrTail) {
+  auto sup = RankSupervisor::Start(Script(R"(
+echo "out line"
+i=1; while [ $i -le 100 ]; do echo "err $i" >&2; i=$((i+1)); done
+exit 3
+)"),
+                                   collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->exit_status, 3);
+  EXPECT_EQ(e->signal, 0);
+  std::string want;
+  for (int i = 61; i <= 100; ++i) want += "err " + std::to_string(i) + (i < 100 ? "\n" : "");
+  EXPECT_EQ(e->stderr_tail, want);
+  std::string log = testing::ReadFile(Work("rank.log"));
+  EXPECT_NE(log.find("out line\n"), std::string::npos);
+  EXPECT_NE(log.find("err 1\n"), std::string::npos);
+  EXPECT_NE(log.find("err 100\n"), std::string::npos);
+}
+
+TEST_F(RankSupervisorTest, KilledBySignalReportsIt) {
+  auto sup = RankSupervisor::Start(Script("echo dying >&2\nkill -USR1 $$\nsleep 5\n"),
+                                   collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->exit_status, -1);
+  EXPECT_EQ(e->signal, SIGUSR1);
+  EXPECT_EQ(e->stderr_tail, "dying");
+}
+
+TEST_F(RankSupervisorTest, CancelStopsTheProcessGroup) {
+  auto sup = RankSupervisor::Start(Script(R"(
+sleep 30 &
+echo $! > "$m.child"
+wait
+)"),
+                                   collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  ASSERT_TRUE(WaitFile(Work("metrics.jsonl.child")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the pid is written out
+  pid_t child = std::stoi(testing::ReadFile(Work("metrics.jsonl.child")));
+  Clock::time_point start = Clock::now();
+  (*sup)->Cancel(std::chrono::milliseconds(5000));
+  (*sup)->Cancel(std::chrono::milliseconds(5000));  // twice: harmless
+  std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(1000));
+  EXPECT_EQ(e->signal, SIGTERM);
+  EXPECT_TRUE(Gone(child));
+  (*sup)->Cancel(std::chrono::milliseconds(0));  // after exit: does nothing
+}
+
+TEST_F(RankSupervisorTest, IgnoredTermGetsKillAfterGrace) {
+  auto sup = RankSupervisor::Start(Script(R"(
+trap '' TERM
+sleep 30 &
+echo $! > "$m.child"
+wait
+)"),
+                                   collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  ASSERT_TRUE(WaitFile(Work("metrics.jsonl.child")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  pid_t child = std::stoi(testing::ReadFile(Work("metrics.jsonl.child")));
+  Clock::time_point start = Clock::now();
+  (*sup)->Cancel(std::chrono::milliseconds(400));
+  std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(e.has_value());
+  Clock::duration took = Clock::now() - start;
+  EXPECT_GE(took, std::chrono::milliseconds(400));
+  EXPECT_LT(took, std::chrono::milliseconds(1500));
+  EXPECT_EQ(e->signal, SIGKILL);
+  EXPECT_TRUE(Gone(child));
+}
+
+TEST_F(RankSupervisorTest, DestructorStopsARunningTrainer) {
+  Clock::time_point start = Clock::now();
+  {
+    auto sup = RankSupervisor::Start(Script("sleep 30\n"), collector_.Callbacks());
+    ASSERT_TRUE(sup.ok()) << sup.status();
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(1500));
+  ASSERT_TRUE(collector_.WaitExit(absl::ZeroDuration()).has_value());
+}
+
+TEST_F(RankSupervisorTest, MissingOrNonExecutableTrainerIsAnError) {
+  RankLaunch launch = Script("");
+  launch.trainer_path = dir_ / "no-such-trainer";
+  auto sup = RankSupervisor::Start(launch, collector_.Callbacks());
+  ASSERT_FALSE(sup.ok());
+  EXPECT_EQ(sup.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(sup.status().message().find(launch.trainer_path), std::string::npos);
+
+  launch.trainer_path = dir_ / "plain.txt";
+  testing::WriteFile(launch.trainer_path, "not a program\n");
+  sup = RankSupervisor::Start(launch, collector_.Callbacks());
+  ASSERT_FALSE(sup.ok());
+  EXPECT_EQ(sup.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(sup.status().message().find(launch.trainer_path), std::string::npos);
+  EXPECT_FALSE(collector_.WaitExit(absl::ZeroDuration()).has_value());
+}
+
+TEST_F(RankSupervisorTest, RealTrainerReportsTwoSteps) {
+  std::string trainer = testing::BinDir() + "/ringtrain-trainer";
+  if (access(trainer.c_str(), X_OK) != 0) GTEST_SKIP() << trainer << " not built";
+  RankLaunch launch;
+  launch.trainer_path = trainer;
+  launch.config_path = testing::ConfigPath("debug_model.toml");
+  launch.overrides = {"--training.steps=2", "--lr_scheduler.warmup_steps=1",
+                      "--lr_scheduler.decay_ratio=0"};
+  launch.rank = 0;
+  launch.world_size = 1;
+  launch.master_addr = "127.0.0.1";
+  launch.master_port = testing::FreePort();
+  launch.device = "cpu";
+  launch.work_dir = dir_ / "work";
+  launch.threads = 2;
+  auto sup = RankSupervisor::Start(launch, collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(300));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->exit_status, 0) << e->stderr_tail;
+  std::vector<std::string> records = collector_.records();
+  ASSERT_EQ(records.size(), 2u) << testing::ReadFile(Work("rank.log"));
+  EXPECT_EQ(nlohmann::json::parse(records[0]).at("step"), 1);
+  EXPECT_EQ(nlohmann::json::parse(records[1]).at("step"), 2);
+}
+
+}  // namespace
+}  // namespace ringtrain

@@ -1,0 +1,315 @@
+#include "worker/agent/rank_supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+
+extern char** environ;
+
+namespace ringtrain {
+namespace {
+
+constexpr std::chrono::milliseconds kPollInterval{100};
+// After the trainer exits, how long its stderr pipe may stay open (held by a straggler) before
+// the tail is reported without the rest.
+constexpr std::chrono::milliseconds kStderrDrain{1000};
+constexpr size_t kMaxTailLineBytes = 4096;  // longer stderr lines are cut in the tail (not the log)
+
+std::string ErrnoText() { return std::strerror(errno); }
+
+// Writes all of `data` to `fd`, retrying on EINTR and short writes; gives up on other errors.
+void WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+// The inherited environment with the rendezvous variables of the launch set.
+std::vector<std::string> ChildEnv(const RankLaunch& launch) {
+  const std::vector<std::pair<std::string, std::string>> ours = {
+      {"RANK", std::to_string(launch.rank)},
+      {"WORLD_SIZE", std::to_string(launch.world_size)},
+      {"MASTER_ADDR", launch.master_addr},
+      {"MASTER_PORT", std::to_string(launch.master_port)},
+      {"OMP_NUM_THREADS", std::to_string(launch.threads)},
+      {"MKL_NUM_THREADS", std::to_string(launch.threads)},
+  };
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    absl::string_view entry(*e);
+    bool replaced = false;
+    for (const auto& [name, value] : ours) {
+      if (entry.size() > name.size() && entry.substr(0, name.size()) == name &&
+          entry[name.size()] == '=') {
+        replaced = true;
+      }
+    }
+    if (!replaced) env.emplace_back(entry);
+  }
+  for (const auto& [name, value] : ours) env.push_back(name + "=" + value);
+  return env;
+}
+
+std::vector<char*> CStrings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+absl::Status CheckLaunch(const RankLaunch& launch) {
+  if (launch.trainer_path.empty()) return absl::InvalidArgumentError("trainer_path is empty");
+  if (launch.work_dir.empty()) return absl::InvalidArgumentError("work_dir is empty");
+  if (launch.world_size < 1 || launch.rank < 0 || launch.rank >= launch.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", launch.rank, " of world_size ",
+                                                   launch.world_size,
+                                                   ": need 0 <= rank < world_size"));
+  }
+  if (launch.threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("threads = ", launch.threads, ": need >= 1"));
+  }
+  if (access(launch.trainer_path.c_str(), F_OK) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("trainer '", launch.trainer_path, "' does not exist: ", ErrnoText()));
+  }
+  struct stat st {};
+  if (stat(launch.trainer_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      access(launch.trainer_path.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("trainer '", launch.trainer_path, "' is not an executable file"));
+  }
+  return absl::OkStatus();
+}
+
+// In the forked child; only async-signal-safe calls until exec (the agent is multi-threaded).
+[[noreturn]] void ExecChild(int log_fd, int stderr_write_fd, char** argv, char** envp,
+                            const char* exec_error, size_t exec_error_len) {
+  setpgid(0, 0);
+  // Dispositions set to "ignore" and the signal mask survive exec: give the trainer the defaults.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGQUIT}) sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+  dup2(log_fd, STDOUT_FILENO);
+  dup2(stderr_write_fd, STDERR_FILENO);  // dup2 clears FD_CLOEXEC on the new descriptor
+  execve(argv[0], argv, envp);
+  ssize_t ignored = write(STDERR_FILENO, exec_error, exec_error_len);
+  (void)ignored;
+  _exit(127);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const RankLaunch& launch,
+                                                                      Callbacks callbacks) {
+  if (absl::Status s = CheckLaunch(launch); !s.ok()) return s;
+
+  std::error_code ec;
+  std::filesystem::create_directories(launch.work_dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create work_dir '", launch.work_dir, "': ", ec.message()));
+  }
+  const std::string metrics_path = launch.work_dir + "/metrics.jsonl";
+  const std::string log_path = launch.work_dir + "/rank.log";
+  if (unlink(metrics_path.c_str()) != 0 && errno != ENOENT) {
+    return absl::InternalError(
+        absl::StrCat("cannot remove stale '", metrics_path, "': ", ErrnoText()));
+  }
+
+  std::vector<std::string> args = {launch.trainer_path, launch.config_path};
+  args.insert(args.end(), launch.overrides.begin(), launch.overrides.end());
+  args.push_back("--metrics.jsonl=" + metrics_path);
+  args.push_back("--device=" + launch.device);
+  std::vector<std::string> env = ChildEnv(launch);
+  std::vector<char*> argv = CStrings(args);
+  std::vector<char*> envp = CStrings(env);
+  const std::string exec_error =
+      absl::StrCat("rank_supervisor: cannot exec '", launch.trainer_path, "'\n");
+
+  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot open '", log_path, "': ", ErrnoText()));
+  }
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    std::string why = ErrnoText();
+    close(log_fd);
+    return absl::InternalError("cannot create the stderr pipe: " + why);
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    std::string why = ErrnoText();
+    close(log_fd);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return absl::InternalError("fork failed: " + why);
+  }
+  if (pid == 0) {
+    ExecChild(log_fd, pipe_fds[1], argv.data(), envp.data(), exec_error.data(), exec_error.size());
+  }
+  setpgid(pid, pid);  // also here, so that Cancel right after Start reaches the group
+  close(pipe_fds[1]);
+
+  std::unique_ptr<RankSupervisor> supervisor(
+      new RankSupervisor(std::move(callbacks), metrics_path, log_fd, pipe_fds[0], pid));
+  RankSupervisor* self = supervisor.get();
+  self->stderr_thread_ = std::thread([self] { self->StderrLoop(); });
+  self->monitor_thread_ = std::thread([self] { self->MonitorLoop(); });
+  return supervisor;
+}
+
+RankSupervisor::RankSupervisor(Callbacks callbacks, std::string metrics_path, int log_fd,
+                               int stderr_fd, pid_t pid)
+    : callbacks_(std::move(callbacks)),
+      metrics_path_(std::move(metrics_path)),
+      log_fd_(log_fd),
+      stderr_fd_(stderr_fd),
+      pid_(pid) {}
+
+RankSupervisor::~RankSupervisor() {
+  Cancel(kDestructorGrace);
+  if (monitor_thread_.joinable()) monitor_thread_.join();
+  if (metrics_fd_ >= 0) close(metrics_fd_);
+  close(log_fd_);
+}
+
+void RankSupervisor::Cancel(std::chrono::milliseconds grace) {
+  absl::MutexLock lock(&mu_);
+  if (reaped_) return;
+  if (!term_sent_) {
+    kill(-pid_, SIGTERM);
+    term_sent_ = true;
+  }
+  Clock::time_point deadline = Clock::now() + grace;
+  if (!kill_deadline_ || deadline < *kill_deadline_) kill_deadline_ = deadline;
+}
+
+void RankSupervisor::MonitorLoop() {
+  int wait_status = 0;
+  bool status_known = false;  // false when someone else reaped it (SIGCHLD set to SIG_IGN)
+  for (;;) {
+    bool exited = false;
+    {
+      absl::MutexLock lock(&mu_);
+      pid_t r = waitpid(pid_, &wait_status, WNOHANG);
+      if (r == pid_ || (r < 0 && errno == ECHILD)) {
+        exited = true;
+        status_known = r == pid_;
+        // The trainer is gone; stragglers in its group (children it left behind) go too, before
+        // reaped_ forbids further signals. The group id stays valid while it has members.
+        kill(-pid_, SIGKILL);
+        reaped_ = true;
+        stderr_drain_deadline_ = Clock::now() + kStderrDrain;
+      } else if (kill_deadline_ && Clock::now() >= *kill_deadline_) {
+        kill(-pid_, SIGKILL);
+        kill_deadline_.reset();
+      }
+    }
+    // Read after the reap check: once the trainer has exited, this read sees everything it wrote.
+    Deliver(ReadNewRecords());
+    if (exited) break;
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  stderr_thread_.join();
+
+  RankExit exit;
+  if (status_known && WIFEXITED(wait_status)) exit.exit_status = WEXITSTATUS(wait_status);
+  if (status_known && WIFSIGNALED(wait_status)) exit.signal = WTERMSIG(wait_status);
+  exit.stderr_tail = StderrTail();
+  if (callbacks_.on_exit) callbacks_.on_exit(exit);
+}
+
+std::vector<std::string> RankSupervisor::ReadNewRecords() {
+  std::vector<std::string> lines;
+  if (metrics_fd_ < 0) {
+    metrics_fd_ = open(metrics_path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (metrics_fd_ < 0) return lines;  // not written yet (or never: ranks other than 0)
+  }
+  char buf[64 * 1024];
+  for (;;) {
+    ssize_t n = read(metrics_fd_, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    metrics_pending_.append(buf, static_cast<size_t>(n));
+  }
+  size_t start = 0;
+  for (size_t nl; (nl = metrics_pending_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    lines.push_back(metrics_pending_.substr(start, nl - start));
+  }
+  metrics_pending_.erase(0, start);
+  return lines;
+}
+
+void RankSupervisor::Deliver(const std::vector<std::string>& lines) {
+  if (!callbacks_.on_record) return;
+  for (const std::string& line : lines) callbacks_.on_record(line);
+}
+
+void RankSupervisor::StderrLoop() {
+  char buf[16 * 1024];
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stderr_drain_deadline_ && Clock::now() >= *stderr_drain_deadline_) break;
+    }
+    pollfd p{stderr_fd_, POLLIN, 0};
+    int ready = poll(&p, 1, static_cast<int>(kPollInterval.count()));
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    ssize_t n = read(stderr_fd_, buf, sizeof(buf));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break;  // EOF: every writer has closed it
+    WriteAll(log_fd_, buf, static_cast<size_t>(n));
+
+    absl::MutexLock lock(&mu_);
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] == '\n') {
+        stderr_lines_.push_back(std::move(stderr_partial_));
+        stderr_partial_.clear();
+        if (stderr_lines_.size() > kStderrTailLines) stderr_lines_.pop_front();
+      } else if (stderr_partial_.size() < kMaxTailLineBytes) {
+        stderr_partial_.push_back(buf[i]);
+      }
+    }
+  }
+  close(stderr_fd_);
+}
+
+std::string RankSupervisor::StderrTail() {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> lines(stderr_lines_.begin(), stderr_lines_.end());
+  if (!stderr_partial_.empty()) {
+    lines.push_back(stderr_partial_);
+    if (lines.size() > kStderrTailLines) lines.erase(lines.begin());
+  }
+  return absl::StrJoin(lines, "\n");
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,120 @@
+// The agent's process-supervision core: starts one `ringtrain-trainer` for one rank, relays the
+// step reports it writes to <work_dir>/metrics.jsonl, keeps the tail of its stderr, reports how it
+// ended, and stops it (with its whole process group) on cancel. No LibTorch, no gRPC.
+#ifndef RINGTRAIN_WORKER_AGENT_RANK_SUPERVISOR_H_
+#define RINGTRAIN_WORKER_AGENT_RANK_SUPERVISOR_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ringtrain {
+
+struct RankLaunch {
+  std::string trainer_path;            // an executable file
+  std::string config_path;             // passed as the first argument
+  std::vector<std::string> overrides;  // passed verbatim after config_path ("--key=value")
+  int rank = 0;
+  int world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+  std::string device;    // "cpu" or "cuda:N"
+  std::string work_dir;  // created if missing; holds rank.log and metrics.jsonl
+  int threads = 1;       // OMP_NUM_THREADS and MKL_NUM_THREADS
+};
+
+struct RankExit {
+  int exit_status = -1;     // the exit status when the trainer exited, else -1
+  int signal = 0;           // the signal that killed it, else 0
+  std::string stderr_tail;  // its last 40 lines of stderr, '\n'-separated
+};
+
+// Thread-safety: Cancel() may be called from any thread, concurrently. The callbacks run on the
+// supervisor's own monitor thread, one at a time, never while a lock of the supervisor is held, so
+// they may call Cancel(); they must not destroy the supervisor (the destructor joins that thread).
+class RankSupervisor {
+ public:
+  struct Callbacks {
+    // Each complete line of metrics.jsonl (without its '\n'), in file order, exactly once. Only
+    // rank 0's trainer writes the file, so other ranks get no records.
+    std::function<void(const std::string& json_line)> on_record;
+    // Exactly once, after the process is reaped and every complete line has been delivered.
+    std::function<void(const RankExit&)> on_exit;
+  };
+
+  // Starts `trainer_path config_path overrides... --metrics.jsonl=<work_dir>/metrics.jsonl
+  // --device=<device>` with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and OMP_NUM_THREADS added to
+  // this process's environment, in a new process group, stdin from /dev/null, stdout and stderr
+  // appended to <work_dir>/rank.log (truncated first). A metrics.jsonl left from an earlier run is
+  // removed first, so no stale record is delivered.
+  // Errors: INVALID_ARGUMENT for a bad launch (names the field); NOT_FOUND or FAILED_PRECONDITION,
+  // naming the path, when trainer_path does not exist or is not executable (checked before fork,
+  // so no callback runs); INTERNAL when the work dir, log, pipe or fork fails. An exec that fails
+  // after all is reported through on_exit with exit_status 127 and the reason in stderr_tail.
+  static absl::StatusOr<std::unique_ptr<RankSupervisor>> Start(const RankLaunch& launch,
+                                                               Callbacks callbacks);
+
+  RankSupervisor(const RankSupervisor&) = delete;
+  RankSupervisor& operator=(const RankSupervisor&) = delete;
+  // Cancel(kDestructorGrace), then waits for the process to end and on_exit to return.
+  ~RankSupervisor();
+
+  // Sends SIGTERM to the process group now and returns; the monitor thread sends SIGKILL once
+  // `grace` has passed if the trainer is still alive (checked every 100 ms). A second call can only
+  // bring that deadline nearer. Does nothing once the trainer has been reaped.
+  void Cancel(std::chrono::milliseconds grace);
+
+  pid_t pid() const { return pid_; }  // also the process-group id
+
+  static constexpr std::chrono::milliseconds kDestructorGrace{500};
+  static constexpr size_t kStderrTailLines = 40;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  RankSupervisor(Callbacks callbacks, std::string metrics_path, int log_fd, int stderr_fd,
+                 pid_t pid);
+
+  void MonitorLoop();  // reaps, tails metrics.jsonl, enforces the kill deadline, calls on_exit
+  void StderrLoop();   // copies the stderr pipe to rank.log and keeps the tail
+  // Reads what metrics.jsonl has gained and returns its new complete lines. Monitor thread only.
+  std::vector<std::string> ReadNewRecords();
+  void Deliver(const std::vector<std::string>& lines);
+  std::string StderrTail();
+
+  const Callbacks callbacks_;
+  const std::string metrics_path_;
+  const int log_fd_;     // rank.log, O_APPEND; closed by the destructor
+  const int stderr_fd_;  // read end of the child's stderr pipe; closed by StderrLoop
+  const pid_t pid_;
+
+  // Monitor thread only.
+  int metrics_fd_ = -1;
+  std::string metrics_pending_;  // bytes read that do not yet end a line
+
+  absl::Mutex mu_;
+  bool reaped_ ABSL_GUARDED_BY(mu_) = false;  // no signal may be sent once true (pid reuse)
+  bool term_sent_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<Clock::time_point> kill_deadline_ ABSL_GUARDED_BY(mu_);
+  std::optional<Clock::time_point> stderr_drain_deadline_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> stderr_lines_ ABSL_GUARDED_BY(mu_);
+  std::string stderr_partial_ ABSL_GUARDED_BY(mu_);
+
+  std::thread stderr_thread_;  // joined by the monitor thread
+  std::thread monitor_thread_;
+};
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_AGENT_RANK_SUPERVISOR_H_
