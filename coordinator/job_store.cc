@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <filesystem>
 #include <utility>
 
@@ -16,6 +18,7 @@ namespace ringtrain {
 namespace {
 
 // Lists (overrides, mesh) and the error are JSON columns: they are always read and written whole.
+// REAL columns may be NULL: SQLite has no NaN, so a NaN (a diverged loss) is stored as NULL.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS counters (
   name  TEXT PRIMARY KEY,
@@ -40,7 +43,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   finished_unix_ms  INTEGER NOT NULL,
   total_steps       INTEGER NOT NULL,
   last_step         INTEGER NOT NULL,
-  last_loss         REAL NOT NULL
+  last_loss         REAL,
+  device_kind       TEXT NOT NULL DEFAULT 'cpu'
 );
 CREATE TABLE IF NOT EXISTS state_changes (
   seq        INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -54,11 +58,11 @@ CREATE INDEX IF NOT EXISTS state_changes_by_job ON state_changes (job_id, seq);
 CREATE TABLE IF NOT EXISTS step_events (
   job_id            TEXT NOT NULL REFERENCES jobs (job_id),
   step              INTEGER NOT NULL,
-  loss              REAL NOT NULL,
-  grad_norm         REAL NOT NULL,
-  lr                REAL NOT NULL,
-  tokens_per_second REAL NOT NULL,
-  step_seconds      REAL NOT NULL,
+  loss              REAL,
+  grad_norm         REAL,
+  lr                REAL,
+  tokens_per_second REAL,
+  step_seconds      REAL,
   record_json       TEXT NOT NULL,
   PRIMARY KEY (job_id, step)
 ) WITHOUT ROWID;
@@ -67,7 +71,7 @@ CREATE TABLE IF NOT EXISTS step_events (
 constexpr const char* kJobColumns =
     "job_id, name, state, config_toml, overrides_json, world_size, dp, cp, mesh_json, wait_reason, "
     "error_json, submitted_unix_ms, started_unix_ms, finished_unix_ms, total_steps, last_step, "
-    "last_loss";
+    "last_loss, device_kind";
 
 int64_t NowUnixMs() { return absl::ToUnixMillis(absl::Now()); }
 
@@ -97,7 +101,9 @@ class Statement {
   }
   Statement& Bind(int i, int64_t v) { return Check(sqlite3_bind_int64(stmt_, i, v)); }
   Statement& Bind(int i, int v) { return Bind(i, static_cast<int64_t>(v)); }
-  Statement& Bind(int i, double v) { return Check(sqlite3_bind_double(stmt_, i, v)); }
+  Statement& Bind(int i, double v) {
+    return Check(std::isnan(v) ? sqlite3_bind_null(stmt_, i) : sqlite3_bind_double(stmt_, i, v));
+  }
   Statement& Bind(int i, const std::string& v) {
     return Check(
         sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
@@ -119,7 +125,10 @@ class Statement {
   }
 
   int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
-  double Double(int col) const { return sqlite3_column_double(stmt_, col); }
+  double Double(int col) const {
+    return IsNull(col) ? std::numeric_limits<double>::quiet_NaN()
+                       : sqlite3_column_double(stmt_, col);
+  }
   bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
   std::string Text(int col) const {
     const unsigned char* p = sqlite3_column_text(stmt_, col);
@@ -238,6 +247,7 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s) {
   job.total_steps = s.Int(14);
   job.last_step = s.Int(15);
   job.last_loss = s.Double(16);
+  job.device_kind = s.Text(17);
   return job;
 }
 
@@ -375,7 +385,7 @@ absl::StatusOr<JobRecord> JobStore::CreateJob(JobRecord job) {
 
   Statement insert(db_,
                    absl::StrCat("INSERT INTO jobs (job_number, ", kJobColumns,
-                                ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                                ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
                        .c_str());
   insert.Bind(1, number)
       .Bind(2, job.job_id)
@@ -392,6 +402,7 @@ absl::StatusOr<JobRecord> JobStore::CreateJob(JobRecord job) {
       .Bind(14, job.started_unix_ms)
       .Bind(15, job.finished_unix_ms);
   insert.Bind(16, job.total_steps).Bind(17, job.last_step).Bind(18, job.last_loss);
+  insert.Bind(19, job.device_kind);
   RT_RETURN_IF_ERROR(insert.Run());
 
   Statement bump(db_, "UPDATE counters SET value = ? WHERE name = 'next_job_number'");
@@ -434,7 +445,8 @@ absl::Status JobStore::UpdateJob(const JobRecord& job) {
   Statement s(
       db_,
       "UPDATE jobs SET name = ?, config_toml = ?, overrides_json = ?, world_size = ?, dp = ?, "
-      "cp = ?, mesh_json = ?, wait_reason = ?, error_json = ?, total_steps = ? WHERE job_id = ?");
+      "cp = ?, mesh_json = ?, wait_reason = ?, error_json = ?, total_steps = ?, device_kind = ? "
+      "WHERE job_id = ?");
   s.Bind(1, job.name).Bind(2, job.config_toml).Bind(3, OverridesJson(job.overrides));
   s.Bind(4, job.world_size).Bind(5, job.dp).Bind(6, job.cp).Bind(7, MeshJson(job.mesh));
   s.Bind(8, job.wait_reason);
@@ -443,7 +455,7 @@ absl::Status JobStore::UpdateJob(const JobRecord& job) {
   } else {
     s.BindNull(9);
   }
-  s.Bind(10, job.total_steps).Bind(11, job.job_id);
+  s.Bind(10, job.total_steps).Bind(11, job.device_kind).Bind(12, job.job_id);
   RT_RETURN_IF_ERROR(s.Run());
   if (sqlite3_changes(db_) == 0) return NotFound(job.job_id);
   return absl::OkStatus();

@@ -55,6 +55,7 @@ struct JobRecord {
   int world_size = 0;
   int dp = 0;
   int cp = 0;
+  std::string device_kind = "cpu";  // the kind of worker every rank needs: "cpu" | "cuda"
   std::vector<RankPlacement> mesh;  // empty until assigned
   std::string wait_reason;          // why a QUEUED job is not placed yet
   std::optional<JobError> error;
@@ -107,7 +108,7 @@ class JobStore {
   absl::StatusOr<std::vector<JobRecord>> ListJobs();  // submission order
 
   // Replaces the mutable fields: name, config_toml, overrides, world_size, dp, cp, mesh,
-  // wait_reason, error, total_steps. State and times change only through TransitionJob, progress
+  // wait_reason, error, total_steps, device_kind. State and times change only through TransitionJob, progress
   // only through AppendStepEvent, so a stale copy written back cannot undo either.
   absl::Status UpdateJob(const JobRecord& job);
 

@@ -1,6 +1,8 @@
 #include "coordinator/job_store.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -289,6 +291,26 @@ TEST(JobStoreTest, ConcurrentAppendsAllLand) {
   ASSERT_EQ(events.size(), static_cast<size_t>(kThreads * kPerThread));
   for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].step, static_cast<int64_t>(i + 1));
   EXPECT_EQ(store->GetJob(job.job_id)->last_step, kThreads * kPerThread);
+}
+
+}  // namespace
+}  // namespace ringtrain
+
+namespace ringtrain {
+namespace {
+
+TEST(JobStoreTest, NanLossAndDeviceKindRoundTrip) {
+  auto store = OpenOrDie(":memory:");
+  JobRecord job = SampleJob("diverging");
+  job.device_kind = "cuda";
+  JobRecord created = *store->CreateJob(job);
+  EXPECT_EQ(store->GetJob(created.job_id)->device_kind, "cuda");
+  // A diverged step (the trainer writes a NaN loss as null) is stored, not refused.
+  ASSERT_TRUE(store->AppendStepEvent(Event(created.job_id, 1, std::nan(""))).ok());
+  auto events = *store->StepEvents(created.job_id, 0, 0);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(std::isnan(events[0].loss));
+  EXPECT_TRUE(std::isnan(store->GetJob(created.job_id)->last_loss));
 }
 
 }  // namespace

@@ -1,0 +1,544 @@
+#include "coordinator/cluster.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config/job_config.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "coordinator/proto_convert.h"
+#include "nlohmann/json.hpp"
+
+namespace ringtrain {
+namespace {
+
+void LogIfError(const absl::Status& status) {
+  if (!status.ok()) {
+    RT_LOG(Error) << "job store: " << status;
+  }
+}
+
+// Whether this process can judge `host`'s ports by binding them itself.
+bool IsLocalHost(const std::string& host) {
+  return host == "localhost" || absl::StartsWith(host, "127.") || host == "::1";
+}
+
+// Binds and releases `port` on 127.0.0.1: true when nothing listens there now.
+bool LocalPortIsFree(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return true;  // cannot tell; let the rendezvous report a clash
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return free;
+}
+
+std::string DescribeExit(const v1::RankExit& exit) {
+  if (exit.signal() != 0) return absl::StrCat("was killed by signal ", exit.signal());
+  return absl::StrCat("exited with status ", exit.exit_status());
+}
+
+// The trainer's step record → a StepEvent; nullopt for records that are not step reports.
+std::optional<StepEvent> ParseStepRecord(const std::string& job_id, const std::string& json) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) return std::nullopt;
+  // A field the record lacks reads 0; a JSON null (how the trainer writes a NaN) reads NaN.
+  auto number = [&](const char* key) {
+    auto it = j.find(key);
+    if (it == j.end()) return 0.0;
+    return it->is_number() ? it->get<double>() : std::numeric_limits<double>::quiet_NaN();
+  };
+  StepEvent event;
+  event.job_id = job_id;
+  event.step = j["step"].get<int64_t>();
+  event.loss = number("loss");
+  event.grad_norm = number("grad_norm");
+  event.lr = number("lr");
+  event.tokens_per_second = number("tokens_per_second");
+  event.step_seconds = number("step_seconds");
+  event.record_json = json;
+  return event;
+}
+
+}  // namespace
+
+Cluster::Cluster(JobStore* store, EventHub* hub, ClusterOptions options)
+    : store_(store), hub_(hub), options_(options), next_port_(options.rendezvous_port_first) {}
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(JobStore* store, EventHub* hub,
+                                                         ClusterOptions options) {
+  if (options.rendezvous_port_first <= 0 ||
+      options.rendezvous_port_last < options.rendezvous_port_first ||
+      options.rendezvous_port_last > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous port range ", options.rendezvous_port_first, "-",
+        options.rendezvous_port_last, " is not a range of TCP ports (e.g. 29500-29999)"));
+  }
+  std::unique_ptr<Cluster> cluster(new Cluster(store, hub, options));
+  RT_RETURN_IF_ERROR(cluster->Reconcile());
+  return cluster;
+}
+
+Cluster::~Cluster() { Stop(); }
+
+absl::Status Cluster::Reconcile() {
+  RT_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, store_->ListJobs());
+  absl::MutexLock lock(&mu_);
+  for (JobRecord& job : jobs) {
+    if (job.state == JobState::kQueued) {
+      queue_.push_back(job.job_id);
+      pending_[job.job_id] = {job.job_id, job.world_size, job.dp, job.cp, job.device_kind};
+    } else if (!IsTerminal(job.state)) {
+      job.error = JobError{-1, "", 0, "",
+                           "the coordinator restarted while the job ran; its ranks were not "
+                           "re-adopted (resubmit it; it resumes from its latest checkpoint)"};
+      RT_RETURN_IF_ERROR(store_->UpdateJob(job));
+      TransitionLocked(job.job_id, JobState::kFailed, job.error->message);
+    }
+  }
+  if (!queue_.empty()) {
+    RT_LOG(Info) << queue_.size() << " queued job(s) found in the store";
+  }
+  return absl::OkStatus();
+}
+
+void Cluster::Start() {
+  ticker_ = std::thread([this] {
+    while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(250))) Tick();
+  });
+}
+
+void Cluster::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (ticker_.joinable()) ticker_.join();
+}
+
+absl::StatusOr<JobRecord> Cluster::Submit(const v1::SubmitJobRequest& request) {
+  const std::string device_kind = request.device_kind().empty() ? "cpu" : request.device_kind();
+  if (device_kind != "cpu" && device_kind != "cuda") {
+    return absl::InvalidArgumentError(absl::StrCat("device_kind \"", device_kind,
+                                                   "\" is not a kind of worker; use cpu or cuda"));
+  }
+  std::vector<std::string> overrides(request.overrides().begin(), request.overrides().end());
+  absl::StatusOr<JobConfig> config = ParseJobConfig(request.config_toml(), overrides, "job config");
+  if (!config.ok()) return config.status();
+  const int64_t dp = std::max<int64_t>(config->parallelism.data_parallel_replicate_degree, 1);
+  const int64_t cp = config->parallelism.context_parallel_degree;
+  RT_RETURN_IF_ERROR(ValidateMesh(*config, dp * cp));
+
+  JobRecord job;
+  job.name = request.name();
+  job.config_toml = request.config_toml();
+  job.overrides = overrides;
+  job.world_size = static_cast<int>(dp * cp);
+  job.dp = static_cast<int>(dp);
+  job.cp = static_cast<int>(cp);
+  job.device_kind = device_kind;
+  job.total_steps = config->job.mode == "eval" ? 0 : config->training.steps;
+
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerInfo> registered;
+  for (const auto& [id, worker] : workers_) {
+    if (worker.state != WorkerState::kLost) registered.push_back(worker.info);
+  }
+  const PendingJob pending{"", job.world_size, job.dp, job.cp, device_kind};
+  RT_RETURN_IF_ERROR(CheckCanEverRun(pending, registered, options_.pool_size_hint));
+
+  RT_ASSIGN_OR_RETURN(JobRecord stored, store_->CreateJob(std::move(job)));
+  if (stored.name.empty()) {
+    stored.name = stored.job_id;
+    RT_RETURN_IF_ERROR(store_->UpdateJob(stored));
+  }
+  queue_.push_back(stored.job_id);
+  pending_[stored.job_id] = {stored.job_id, stored.world_size, stored.dp, stored.cp, device_kind};
+  RT_LOG(Info) << "submitted " << stored.job_id << " (world " << stored.world_size << " = dp "
+               << stored.dp << " x cp " << stored.cp << ", " << device_kind << ")";
+  ScheduleLocked();
+  return store_->GetJob(stored.job_id);
+}
+
+absl::StatusOr<JobRecord> Cluster::Cancel(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  RT_ASSIGN_OR_RETURN(JobRecord job, store_->GetJob(job_id));
+  if (IsTerminal(job.state)) return job;
+  TransitionLocked(job_id, JobState::kCancelled, "cancelled by a client");
+  auto queued = std::find(queue_.begin(), queue_.end(), job_id);
+  if (queued != queue_.end()) {
+    queue_.erase(queued);
+    pending_.erase(job_id);
+    wait_reasons_.erase(job_id);
+  }
+  auto running = running_.find(job_id);
+  if (running != running_.end()) CancelRanksLocked(running->second, "job cancelled by a client");
+  ScheduleLocked();  // a cancelled queue head unblocks the jobs behind it
+  return store_->GetJob(job_id);
+}
+
+std::vector<v1::Worker> Cluster::ListWorkers() {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Worker> out;
+  for (const auto& [id, w] : workers_) {
+    v1::Worker& p = out.emplace_back();
+    p.set_worker_id(id);
+    p.set_device_kind(w.info.device_kind);
+    p.set_host_label(w.info.host_label);
+    p.set_address(w.info.address);
+    if (w.state == WorkerState::kLost || w.channel == nullptr) {
+      p.set_state(v1::WORKER_STATE_LOST);
+    } else {
+      p.set_state(w.state == WorkerState::kBusy ? v1::WORKER_STATE_BUSY : v1::WORKER_STATE_IDLE);
+    }
+    if (w.state == WorkerState::kBusy) {
+      p.set_job_id(w.job_id);
+      p.set_rank(w.rank);
+    }
+    SetTimestamp(absl::ToUnixMillis(w.last_heartbeat), p.mutable_last_heartbeat());
+  }
+  return out;
+}
+
+absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest& request) {
+  const std::string& kind = request.device_kind();
+  if (kind != "cpu" && kind != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_kind \"", kind, "\" is not a kind of worker; use cpu or cuda"));
+  }
+  if (request.address().empty()) {
+    return absl::InvalidArgumentError("address is empty: give the host other ranks reach this "
+                                      "worker's trainers at (--advertise-address)");
+  }
+  absl::MutexLock lock(&mu_);
+  const std::string id = absl::StrCat("worker-", next_worker_number_++);
+  Worker& w = workers_[id];
+  w.info = {id, kind, request.host_label(), request.address(), false};
+  w.device = request.device();
+  w.last_heartbeat = absl::Now();
+  RT_LOG(Info) << "registered " << id << " (" << request.device() << " on "
+               << request.host_label() << ", address " << request.address() << ")";
+  v1::RegisterResponse response;
+  response.set_worker_id(id);
+  response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  return response;
+}
+
+absl::Status Cluster::AttachSession(const std::string& worker_id, AgentChannel* channel) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown worker id \"", worker_id,
+                                            "\" (the coordinator restarted?): register again"));
+  }
+  Worker& w = it->second;
+  if (w.state == WorkerState::kLost) {
+    return absl::NotFoundError(absl::StrCat(worker_id, " was declared lost; register again"));
+  }
+  if (w.channel != nullptr && w.channel != channel) {
+    w.channel->Close(absl::AbortedError("replaced by a newer session of the same worker"));
+  }
+  w.channel = channel;
+  w.last_heartbeat = absl::Now();
+  RT_LOG(Info) << worker_id << " session attached";
+  // A rank of a job that ended while the session was down must still be stopped.
+  if (w.state == WorkerState::kBusy) {
+    absl::StatusOr<JobRecord> job = store_->GetJob(w.job_id);
+    if (job.ok() && IsTerminal(job->state)) {
+      v1::CoordinatorMessage cancel;
+      cancel.mutable_cancel()->set_job_id(w.job_id);
+      cancel.mutable_cancel()->set_reason(absl::StrCat("job ", JobStateName(job->state)));
+      channel->Send(cancel);
+    }
+  }
+  ScheduleLocked();
+  return absl::OkStatus();
+}
+
+void Cluster::DetachSession(const std::string& worker_id, AgentChannel* channel) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.channel != channel) return;
+  it->second.channel = nullptr;
+  RT_LOG(Warning) << worker_id << " session ended; lost unless it reconnects within "
+                  << absl::FormatDuration(options_.worker_timeout);
+}
+
+void Cluster::OnAgentMessage(const std::string& worker_id, const v1::AgentMessage& message) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  Worker& w = it->second;
+  w.last_heartbeat = absl::Now();
+  switch (message.msg_case()) {
+    case v1::AgentMessage::kRankStarted: OnRankStartedLocked(w, message.rank_started()); break;
+    case v1::AgentMessage::kRankReport: OnRankReportLocked(message.rank_report()); break;
+    case v1::AgentMessage::kRankExit: OnRankExitLocked(w, message.rank_exit()); break;
+    default: break;  // Heartbeat (and a repeated Hello) only refresh last_heartbeat
+  }
+}
+
+void Cluster::Tick() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  for (auto& [id, w] : workers_) {
+    if (w.state == WorkerState::kLost) continue;
+    const absl::Duration silent = now - w.last_heartbeat;
+    if (silent > options_.worker_timeout) {
+      LoseWorkerLocked(w, absl::StrCat("no heartbeat for ", absl::FormatDuration(
+                                                                absl::Trunc(silent, absl::Milliseconds(100)))));
+    }
+  }
+  ScheduleLocked();
+}
+
+Cluster::Counts Cluster::GetCounts() {
+  absl::MutexLock lock(&mu_);
+  Counts counts;
+  for (const auto& [id, w] : workers_) {
+    const char* state = w.state == WorkerState::kLost ? "LOST"
+                        : w.channel == nullptr       ? "DISCONNECTED"
+                        : w.state == WorkerState::kBusy ? "BUSY"
+                                                        : "IDLE";
+    ++counts.workers_by_state[state];
+  }
+  counts.queue_length = static_cast<int>(queue_.size());
+  counts.jobs_by_state["QUEUED"] = counts.queue_length;
+  for (const auto& [id, job] : running_) ++counts.jobs_by_state[JobStateName(job.record.state)];
+  return counts;
+}
+
+void Cluster::ScheduleLocked() {
+  if (queue_.empty()) return;
+  std::vector<PendingJob> queue;
+  for (const std::string& id : queue_) queue.push_back(pending_[id]);
+  std::vector<WorkerInfo> workers;
+  for (auto& [id, w] : workers_) {
+    if (w.state == WorkerState::kLost) continue;
+    WorkerInfo info = w.info;
+    info.idle = w.state == WorkerState::kIdle && w.channel != nullptr;
+    workers.push_back(info);
+  }
+  ScheduleDecision decision = Schedule(queue, workers);
+  for (const auto& [job_id, mesh] : decision.start) StartJobLocked(job_id, mesh);
+  for (const auto& [job_id, reason] : decision.waiting) {
+    std::string& known = wait_reasons_[job_id];
+    if (known == reason) continue;
+    known = reason;
+    absl::StatusOr<JobRecord> job = store_->GetJob(job_id);
+    if (!job.ok()) continue;
+    job->wait_reason = reason;
+    LogIfError(store_->UpdateJob(*job));
+  }
+}
+
+absl::StatusOr<int> Cluster::PickRendezvousPortLocked(const std::string& host) {
+  std::set<int> taken;
+  for (const auto& [id, job] : running_) taken.insert(job.master_port);
+  const int span = options_.rendezvous_port_last - options_.rendezvous_port_first + 1;
+  for (int i = 0; i < span; ++i) {
+    const int port = next_port_;
+    next_port_ = port == options_.rendezvous_port_last ? options_.rendezvous_port_first : port + 1;
+    if (taken.count(port) != 0) continue;
+    if (IsLocalHost(host) && !LocalPortIsFree(port)) continue;
+    return port;
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("no free rendezvous port in ", options_.rendezvous_port_first, "-",
+                   options_.rendezvous_port_last, " on ", host, " (--rendezvous-ports)"));
+}
+
+void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPlacement>& mesh) {
+  queue_.erase(std::find(queue_.begin(), queue_.end(), job_id));
+  pending_.erase(job_id);
+  wait_reasons_.erase(job_id);
+  absl::StatusOr<JobRecord> job = store_->GetJob(job_id);
+  if (!job.ok()) {
+    RT_LOG(Error) << "cannot start " << job_id << ": " << job.status();
+    return;
+  }
+  const Worker& host = workers_.at(mesh.front().worker_id);
+  absl::StatusOr<int> port = PickRendezvousPortLocked(host.info.address);
+  if (!port.ok()) {
+    job->error = JobError{-1, "", 0, "", std::string(port.status().message())};
+    (void)store_->UpdateJob(*job);
+    TransitionLocked(job_id, JobState::kFailed, job->error->message);
+    return;
+  }
+  job->mesh = mesh;
+  job->wait_reason.clear();
+  LogIfError(store_->UpdateJob(*job));
+  std::vector<std::string> where;
+  for (const RankPlacement& p : mesh) where.push_back(absl::StrCat(p.rank, "→", p.worker_id));
+  const std::string message = absl::StrCat("ranks ", absl::StrJoin(where, " "), "; rendezvous at ",
+                                           host.info.address, ":", *port);
+  if (!TransitionLocked(job_id, JobState::kAssigned, message)) return;
+  job->state = JobState::kAssigned;
+
+  RunningJob& running = running_[job_id];
+  running.record = *job;
+  running.master_port = *port;
+  for (const RankPlacement& p : mesh) {
+    Worker& w = workers_.at(p.worker_id);
+    w.state = WorkerState::kBusy;
+    w.job_id = job_id;
+    w.rank = p.rank;
+    v1::CoordinatorMessage message;
+    v1::Assignment* a = message.mutable_assignment();
+    a->set_job_id(job_id);
+    a->set_rank(p.rank);
+    a->set_world_size(job->world_size);
+    a->set_master_addr(host.info.address);
+    a->set_master_port(*port);
+    a->set_config_toml(job->config_toml);
+    for (const std::string& o : job->overrides) a->add_overrides(o);
+    a->set_device(w.device);
+    w.channel->Send(message);
+  }
+  RT_LOG(Info) << job_id << " assigned: " << message;
+}
+
+bool Cluster::TransitionLocked(const std::string& job_id, JobState to, const std::string& message) {
+  absl::StatusOr<StateChange> change = store_->TransitionJob(job_id, to, message);
+  if (!change.ok()) {
+    RT_LOG(Error) << "job " << job_id << ": " << change.status();
+    return false;
+  }
+  auto running = running_.find(job_id);
+  if (running != running_.end()) running->second.record.state = to;
+  hub_->Publish(job_id, ToProtoEvent(*change));
+  RT_LOG(Info) << job_id << " " << JobStateName(change->from) << " -> " << JobStateName(to)
+               << (message.empty() ? "" : ": ") << message;
+  return true;
+}
+
+void Cluster::CancelRanksLocked(const RunningJob& job, const std::string& reason) {
+  for (const RankPlacement& p : job.record.mesh) {
+    if (job.exited.count(p.rank) != 0) continue;
+    Worker& w = workers_.at(p.worker_id);
+    if (w.channel == nullptr || w.job_id != job.record.job_id) continue;
+    v1::CoordinatorMessage message;
+    message.mutable_cancel()->set_job_id(job.record.job_id);
+    message.mutable_cancel()->set_reason(reason);
+    w.channel->Send(message);
+  }
+}
+
+void Cluster::FailJobLocked(const std::string& job_id, JobError error) {
+  auto it = running_.find(job_id);
+  if (it == running_.end() || IsTerminal(it->second.record.state)) return;  // first error wins
+  absl::StatusOr<JobRecord> job = store_->GetJob(job_id);
+  if (job.ok()) {
+    job->error = error;
+    LogIfError(store_->UpdateJob(*job));
+  }
+  TransitionLocked(job_id, JobState::kFailed, error.message);
+  CancelRanksLocked(it->second, absl::StrCat("job failed: ", error.message));
+}
+
+void Cluster::OnRankStartedLocked(Worker& worker, const v1::RankStarted& started) {
+  auto it = running_.find(started.job_id());
+  if (it == running_.end()) return;
+  RunningJob& job = it->second;
+  job.started.insert(started.rank());
+  RT_LOG(Info) << started.job_id() << " rank " << started.rank() << " started on "
+               << worker.info.worker_id << " (pid " << started.pid() << ")";
+  if (job.record.state == JobState::kAssigned &&
+      static_cast<int>(job.started.size()) == job.record.world_size) {
+    TransitionLocked(started.job_id(), JobState::kRunning, "every rank started");
+  }
+}
+
+void Cluster::OnRankReportLocked(const v1::RankReport& report) {
+  std::optional<StepEvent> event = ParseStepRecord(report.job_id(), report.record_json());
+  if (!event) {
+    RT_LOG(Warning) << report.job_id() << " rank " << report.rank()
+                    << ": a report without an integer \"step\" is ignored";
+    return;
+  }
+  absl::StatusOr<bool> added = store_->AppendStepEvent(*event);
+  if (!added.ok()) {
+    RT_LOG(Error) << report.job_id() << " step " << event->step << ": " << added.status();
+    return;
+  }
+  if (*added) hub_->Publish(report.job_id(), ToProtoEvent(*event));
+}
+
+void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {
+  if (worker.state == WorkerState::kBusy && worker.job_id == exit.job_id()) {
+    worker.state = WorkerState::kIdle;
+    worker.job_id.clear();
+    worker.rank = -1;
+  }
+  auto it = running_.find(exit.job_id());
+  if (it == running_.end()) return;
+  RunningJob& job = it->second;
+  job.exited.insert(exit.rank());
+  const bool ok = exit.exit_status() == 0 && exit.signal() == 0;
+  RT_LOG(Info) << exit.job_id() << " rank " << exit.rank() << " on " << worker.info.worker_id
+               << " " << DescribeExit(exit);
+  if (ok) {
+    job.exited_ok.insert(exit.rank());
+    if (static_cast<int>(job.exited_ok.size()) == job.record.world_size &&
+        !IsTerminal(job.record.state)) {
+      if (job.record.state == JobState::kAssigned) {
+        TransitionLocked(exit.job_id(), JobState::kRunning, "every rank started");
+      }
+      TransitionLocked(exit.job_id(), JobState::kSucceeded, "every rank exited 0");
+    }
+  } else if (!IsTerminal(job.record.state)) {
+    JobError error;
+    error.rank = exit.rank();
+    error.worker_id = worker.info.worker_id;
+    error.exit_status = exit.signal() != 0 ? 128 + exit.signal() : exit.exit_status();
+    error.stderr_tail = exit.stderr_tail();
+    error.message = absl::StrCat("rank ", exit.rank(), " on ", worker.info.worker_id, " (",
+                                 worker.info.host_label, ") ", DescribeExit(exit));
+    FailJobLocked(exit.job_id(), std::move(error));
+  }
+  MaybeRetireLocked(exit.job_id());
+  ScheduleLocked();
+}
+
+void Cluster::LoseWorkerLocked(Worker& worker, const std::string& why) {
+  worker.state = WorkerState::kLost;
+  if (worker.channel != nullptr) {
+    worker.channel->Close(absl::UnavailableError(absl::StrCat("declared lost: ", why)));
+    worker.channel = nullptr;
+  }
+  RT_LOG(Warning) << worker.info.worker_id << " lost: " << why;
+  const std::string job_id = worker.job_id;
+  const int rank = worker.rank;
+  worker.job_id.clear();
+  worker.rank = -1;
+  auto it = running_.find(job_id);
+  if (job_id.empty() || it == running_.end()) return;
+  it->second.exited.insert(rank);
+  JobError error;
+  error.rank = rank;
+  error.worker_id = worker.info.worker_id;
+  error.exit_status = -1;
+  error.message = absl::StrCat("worker ", worker.info.worker_id, " (", worker.info.host_label,
+                               ") running rank ", rank, " was lost: ", why);
+  FailJobLocked(job_id, std::move(error));
+  MaybeRetireLocked(job_id);
+}
+
+void Cluster::MaybeRetireLocked(const std::string& job_id) {
+  auto it = running_.find(job_id);
+  if (it == running_.end()) return;
+  const RunningJob& job = it->second;
+  if (!IsTerminal(job.record.state)) return;
+  if (static_cast<int>(job.exited.size()) < job.record.world_size) return;
+  running_.erase(it);
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,148 @@
+// The coordinator's live state and its rules: the worker registry (heartbeats, lost workers), the
+// job queue and gang scheduling, each running job's ranks, and how a job ends. Every change that a
+// client can see is written to the JobStore first and then published on the EventHub, under one
+// lock, so the store's order is the order watchers see. No gRPC server types here: agents are
+// reached through the AgentChannel each Session stream registers.
+#ifndef RINGTRAIN_COORDINATOR_CLUSTER_H_
+#define RINGTRAIN_COORDINATOR_CLUSTER_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "coordinator/event_hub.h"
+#include "coordinator/job_store.h"
+#include "coordinator/scheduler.h"
+#include "ringtrain/v1/job_service.pb.h"
+#include "ringtrain/v1/worker_service.pb.h"
+
+namespace ringtrain {
+
+// The downstream half of one agent's Session stream. Implementations never block and never call
+// back into the Cluster (the Cluster calls them with its lock held).
+class AgentChannel {
+ public:
+  virtual ~AgentChannel() = default;
+  virtual void Send(const v1::CoordinatorMessage& message) = 0;
+  // Ends the stream with `status` (after what was already sent).
+  virtual void Close(const absl::Status& status) = 0;
+};
+
+struct ClusterOptions {
+  absl::Duration worker_timeout = absl::Seconds(10);     // no heartbeat for this long: LOST
+  absl::Duration heartbeat_interval = absl::Seconds(1);  // told to agents at Register
+  int rendezvous_port_first = 29500;                     // ports handed to rank 0's TCPStore
+  int rendezvous_port_last = 29999;
+  int64_t pool_size_hint = 0;  // workers expected eventually; see CheckCanEverRun
+};
+
+// Thread-safe. Start() runs the background tick (heartbeat checks, scheduling); Stop() ends it.
+class Cluster {
+ public:
+  // `store` and `hub` must outlive the Cluster. Reconciles the store first: QUEUED jobs are queued
+  // again; jobs that were ASSIGNED or RUNNING when an earlier coordinator stopped are FAILED (their
+  // ranks are not re-adopted).
+  static absl::StatusOr<std::unique_ptr<Cluster>> Create(JobStore* store, EventHub* hub,
+                                                         ClusterOptions options);
+  ~Cluster();
+
+  void Start();
+  void Stop();
+
+  // JobService. Errors: INVALID_ARGUMENT for a config or device kind that does not validate,
+  // FAILED_PRECONDITION for a world the pool can never provide, NOT_FOUND for unknown job ids.
+  absl::StatusOr<JobRecord> Submit(const v1::SubmitJobRequest& request);
+  absl::StatusOr<JobRecord> Cancel(const std::string& job_id);
+  std::vector<v1::Worker> ListWorkers();
+
+  // WorkerService.
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
+  // Binds an agent's Session to its worker id (the stream's first message). NOT_FOUND when the
+  // coordinator does not know the id (it restarted): the agent registers again. A newer channel
+  // replaces an older one. `channel` must stay valid until DetachSession(worker_id, channel).
+  absl::Status AttachSession(const std::string& worker_id, AgentChannel* channel);
+  // The stream ended. The worker stays registered (not schedulable) until it reattaches or its
+  // heartbeat times out. A stale channel is ignored.
+  void DetachSession(const std::string& worker_id, AgentChannel* channel);
+  void OnAgentMessage(const std::string& worker_id, const v1::AgentMessage& message);
+
+  // One tick of the background loop, callable from tests: LOST workers, then scheduling.
+  void Tick();
+
+  struct Counts {
+    std::map<std::string, int> workers_by_state;  // "IDLE" | "BUSY" | "LOST" | "DISCONNECTED"
+    std::map<std::string, int> jobs_by_state;     // jobs this process knows, by state name
+    int queue_length = 0;
+  };
+  Counts GetCounts();
+
+ private:
+  enum class WorkerState { kIdle, kBusy, kLost };
+  struct Worker {
+    WorkerInfo info;
+    std::string device;  // "cpu" | "cuda:N"
+    WorkerState state = WorkerState::kIdle;
+    std::string job_id;  // set while busy
+    int rank = -1;
+    absl::Time last_heartbeat;
+    AgentChannel* channel = nullptr;  // null while the session is down
+  };
+  struct RunningJob {
+    JobRecord record;
+    int master_port = 0;
+    std::set<int> started;
+    std::set<int> exited_ok;
+    std::set<int> exited;
+  };
+
+  Cluster(JobStore* store, EventHub* hub, ClusterOptions options);
+  absl::Status Reconcile();
+
+  void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartJobLocked(const std::string& job_id, const std::vector<RankPlacement>& mesh)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int> PickRendezvousPortLocked(const std::string& host)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves a job to `to`, publishes the change; false (logged) when the store refuses.
+  bool TransitionLocked(const std::string& job_id, JobState to, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails a running job with `error` (the first error wins) and cancels its other ranks.
+  void FailJobLocked(const std::string& job_id, JobError error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CancelRanksLocked(const RunningJob& job, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnRankStartedLocked(Worker& worker, const v1::RankStarted& started)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnRankReportLocked(const v1::RankReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnRankExitLocked(Worker& worker, const v1::RankExit& exit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LoseWorkerLocked(Worker& worker, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops a finished job from running_ once every rank has exited or its worker is gone.
+  void MaybeRetireLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  JobStore* const store_;
+  EventHub* const hub_;
+  const ClusterOptions options_;
+
+  absl::Mutex mu_;
+  std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  int64_t next_worker_number_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<std::string> queue_ ABSL_GUARDED_BY(mu_);  // QUEUED job ids, oldest first
+  std::map<std::string, PendingJob> pending_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> wait_reasons_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, RunningJob> running_ ABSL_GUARDED_BY(mu_);  // ASSIGNED/RUNNING or winding down
+  int next_port_ ABSL_GUARDED_BY(mu_);
+
+  absl::Notification stop_;
+  std::thread ticker_;
+};
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_COORDINATOR_CLUSTER_H_

@@ -1,0 +1,140 @@
+// ringtrain-coordinator: the gRPC server that owns the worker pool, the job queue and the job
+// store. Flags are described by --help. Stops cleanly on SIGINT or SIGTERM (in-flight streams get
+// two seconds to finish; jobs in the store survive for the next start).
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/grpc/server_util.h"
+#include "common/log.h"
+#include "coordinator/cluster.h"
+#include "coordinator/event_hub.h"
+#include "coordinator/job_store.h"
+#include "coordinator/service.h"
+
+namespace {
+
+struct Flags {
+  std::string listen = "127.0.0.1:50051";
+  std::string db = "./ringtrain.db";
+  double worker_timeout_seconds = 10;
+  double heartbeat_interval_seconds = 1;
+  std::string rendezvous_ports = "29500-29999";
+  int64_t pool_size_hint = 0;
+};
+
+bool ParsePortRange(const std::string& text, int* first, int* last) {
+  std::vector<std::string> parts = absl::StrSplit(text, '-');
+  return parts.size() == 2 && absl::SimpleAtoi(parts[0], first) &&
+         absl::SimpleAtoi(parts[1], last);
+}
+
+int Run(const Flags& flags) {
+  using ringtrain::Cluster;
+  ringtrain::ClusterOptions options;
+  options.worker_timeout = absl::Seconds(flags.worker_timeout_seconds);
+  options.heartbeat_interval = absl::Seconds(flags.heartbeat_interval_seconds);
+  options.pool_size_hint = flags.pool_size_hint;
+  if (!ParsePortRange(flags.rendezvous_ports, &options.rendezvous_port_first,
+                      &options.rendezvous_port_last)) {
+    std::fprintf(stderr, "ringtrain-coordinator: --rendezvous-ports \"%s\" is not FIRST-LAST "
+                 "(e.g. 29500-29999)\n", flags.rendezvous_ports.c_str());
+    return 2;
+  }
+  if (flags.heartbeat_interval_seconds <= 0 ||
+      flags.worker_timeout_seconds <= 2 * flags.heartbeat_interval_seconds) {
+    std::fprintf(stderr, "ringtrain-coordinator: --worker-timeout (%g s) must exceed twice "
+                 "--heartbeat-interval (%g s), which must be > 0\n",
+                 flags.worker_timeout_seconds, flags.heartbeat_interval_seconds);
+    return 2;
+  }
+  const std::filesystem::path db_dir = std::filesystem::path(flags.db).parent_path();
+  if (!db_dir.empty()) std::filesystem::create_directories(db_dir);
+
+  auto store = ringtrain::JobStore::Open(flags.db);
+  if (!store.ok()) {
+    std::fprintf(stderr, "ringtrain-coordinator: cannot open the job store %s: %s\n",
+                 flags.db.c_str(), std::string(store.status().message()).c_str());
+    return 1;
+  }
+  ringtrain::EventHub hub;
+  auto cluster = Cluster::Create(store->get(), &hub, options);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "ringtrain-coordinator: %s\n",
+                 std::string(cluster.status().message()).c_str());
+    return 1;
+  }
+  ringtrain::JobServiceImpl job_service(cluster->get(), store->get(), &hub);
+  ringtrain::WorkerServiceImpl worker_service(cluster->get());
+
+  ringtrain::EnableStandardServices();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&job_service);
+  builder.RegisterService(&worker_service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::fprintf(stderr, "ringtrain-coordinator: cannot listen on %s (address in use, or not "
+                 "HOST:PORT?)\n", flags.listen.c_str());
+    return 1;
+  }
+  (*cluster)->Start();
+  RT_LOG(Info) << "coordinator listening on " << flags.listen << " (port " << port
+               << "), job store " << flags.db;
+
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  RT_LOG(Info) << "signal " << signal_number << ": shutting down";
+  (*cluster)->Stop();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Stop signals are taken by sigwait in Run; block them before any thread starts so that every
+  // thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{"ringtrain-coordinator: the worker pool, job queue and job store of ringtrain",
+               "ringtrain-coordinator"};
+  Flags flags;
+  app.add_option("--listen", flags.listen, "gRPC address to serve on (HOST:PORT)")
+      ->capture_default_str();
+  app.add_option("--db", flags.db, "SQLite job store (created when missing)")
+      ->capture_default_str();
+  app.add_option("--worker-timeout", flags.worker_timeout_seconds,
+                 "seconds without a heartbeat before a worker is lost")
+      ->capture_default_str();
+  app.add_option("--heartbeat-interval", flags.heartbeat_interval_seconds,
+                 "seconds between agent heartbeats")
+      ->capture_default_str();
+  app.add_option("--rendezvous-ports", flags.rendezvous_ports,
+                 "TCP ports handed to jobs' rank 0 for the c10d store (FIRST-LAST)")
+      ->capture_default_str();
+  app.add_option("--pool-size-hint", flags.pool_size_hint,
+                 "workers of a kind expected to register eventually; a submitted job larger than "
+                 "both this and the registered pool is refused")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return Run(flags);
+}

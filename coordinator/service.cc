@@ -1,0 +1,102 @@
+#include "coordinator/service.h"
+
+#include <algorithm>
+
+#include "common/grpc/client_util.h"
+#include "coordinator/proto_convert.h"
+#include "coordinator/session_reactor.h"
+#include "coordinator/watch_reactor.h"
+
+namespace ringtrain {
+namespace {
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
+                                    const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::Status CheckJobId(const std::string& job_id) {
+  if (job_id.empty()) return absl::InvalidArgumentError("job_id is empty");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
+                                                    const v1::SubmitJobRequest* request,
+                                                    v1::Job* job) {
+  absl::StatusOr<JobRecord> record = cluster_->Submit(*request);
+  if (record.ok()) *job = ToProto(*record);
+  return FinishNow(context, record.status());
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
+                                                 const v1::GetJobRequest* request, v1::Job* job) {
+  if (absl::Status s = CheckJobId(request->job_id()); !s.ok()) return FinishNow(context, s);
+  absl::StatusOr<JobRecord> record = store_->GetJob(request->job_id());
+  if (record.ok()) *job = ToProto(*record);
+  return FinishNow(context, record.status());
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
+                                                   const v1::ListJobsRequest* /*request*/,
+                                                   v1::ListJobsResponse* response) {
+  absl::StatusOr<std::vector<JobRecord>> jobs = store_->ListJobs();
+  if (jobs.ok()) {
+    std::reverse(jobs->begin(), jobs->end());  // newest first
+    for (const JobRecord& job : *jobs) *response->add_jobs() = ToProto(job);
+  }
+  return FinishNow(context, jobs.status());
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
+                                                    const v1::CancelJobRequest* request,
+                                                    v1::Job* job) {
+  if (absl::Status s = CheckJobId(request->job_id()); !s.ok()) return FinishNow(context, s);
+  absl::StatusOr<JobRecord> record = cluster_->Cancel(request->job_id());
+  if (record.ok()) *job = ToProto(*record);
+  return FinishNow(context, record.status());
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(
+    grpc::CallbackServerContext* /*context*/, const v1::WatchJobRequest* request) {
+  absl::Status status = CheckJobId(request->job_id());
+  if (status.ok() && request->from_step() < 0) {
+    status = absl::InvalidArgumentError("from_step must be >= 0");
+  }
+  if (status.ok()) status = store_->GetJob(request->job_id()).status();
+  if (!status.ok()) {
+    // A reactor that only finishes: the stream ends with the error before any event.
+    class Refuse : public grpc::ServerWriteReactor<v1::JobEvent> {
+     public:
+      explicit Refuse(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
+      void OnDone() override { delete this; }
+    };
+    return new Refuse(status);
+  }
+  return new WatchReactor(store_, hub_, request->job_id(), request->from_step());
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
+                                                      const v1::ListWorkersRequest* /*request*/,
+                                                      v1::ListWorkersResponse* response) {
+  for (v1::Worker& w : cluster_->ListWorkers()) *response->add_workers() = std::move(w);
+  return FinishNow(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
+                                                      const v1::RegisterRequest* request,
+                                                      v1::RegisterResponse* response) {
+  absl::StatusOr<v1::RegisterResponse> registered = cluster_->Register(*request);
+  if (registered.ok()) *response = *registered;
+  return FinishNow(context, registered.status());
+}
+
+grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Session(
+    grpc::CallbackServerContext* /*context*/) {
+  return new SessionReactor(cluster_);
+}
+
+}  // namespace ringtrain

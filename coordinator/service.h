@@ -1,0 +1,58 @@
+// The coordinator's two gRPC services over one Cluster, with the callback API: unary calls finish
+// inline (each is a short store transaction), WatchJob is a WatchReactor, and each agent's Session
+// is a SessionReactor (below) that feeds the Cluster and carries its assignments and cancels down.
+#ifndef RINGTRAIN_COORDINATOR_SERVICE_H_
+#define RINGTRAIN_COORDINATOR_SERVICE_H_
+
+#include "coordinator/cluster.h"
+#include "coordinator/event_hub.h"
+#include "coordinator/job_store.h"
+#include "ringtrain/v1/job_service.grpc.pb.h"
+#include "ringtrain/v1/worker_service.grpc.pb.h"
+
+namespace ringtrain {
+
+// Every pointer must outlive the server the service is registered on.
+class JobServiceImpl final : public v1::JobService::CallbackService {
+ public:
+  JobServiceImpl(Cluster* cluster, JobStore* store, EventHub* hub)
+      : cluster_(cluster), store_(store), hub_(hub) {}
+
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
+                                      const v1::SubmitJobRequest* request, v1::Job* job) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
+                                   const v1::GetJobRequest* request, v1::Job* job) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const v1::ListJobsRequest* request,
+                                     v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
+                                      const v1::CancelJobRequest* request, v1::Job* job) override;
+  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(grpc::CallbackServerContext* context,
+                                                   const v1::WatchJobRequest* request) override;
+  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
+                                        const v1::ListWorkersRequest* request,
+                                        v1::ListWorkersResponse* response) override;
+
+ private:
+  Cluster* const cluster_;
+  JobStore* const store_;
+  EventHub* const hub_;
+};
+
+class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
+ public:
+  explicit WorkerServiceImpl(Cluster* cluster) : cluster_(cluster) {}
+
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
+                                     const v1::RegisterRequest* request,
+                                     v1::RegisterResponse* response) override;
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Session(
+      grpc::CallbackServerContext* context) override;
+
+ private:
+  Cluster* const cluster_;
+};
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_COORDINATOR_SERVICE_H_

@@ -1,0 +1,77 @@
+#include "coordinator/session_reactor.h"
+
+#include "common/grpc/client_util.h"
+#include "common/log.h"
+
+namespace ringtrain {
+
+SessionReactor::SessionReactor(Cluster* cluster) : cluster_(cluster) { StartRead(&in_); }
+
+void SessionReactor::Send(const v1::CoordinatorMessage& message) {
+  absl::MutexLock lock(&mu_);
+  if (finish_status_) return;
+  out_.push_back(message);
+  if (!writing_) {
+    writing_ = true;
+    StartWrite(&out_.front());
+  }
+}
+
+void SessionReactor::Close(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (!finish_status_) finish_status_ = ToGrpcStatus(status);
+  MaybeFinish();
+}
+
+void SessionReactor::MaybeFinish() {
+  if (finished_ || !finish_status_ || writing_) return;
+  finished_ = true;
+  Finish(*finish_status_);
+}
+
+void SessionReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    // The agent closed its side or the connection broke.
+    if (!worker_id_.empty()) cluster_->DetachSession(worker_id_, this);
+    Close(absl::OkStatus());
+    return;
+  }
+  if (worker_id_.empty()) {
+    if (!in_.has_hello() || in_.hello().worker_id().empty()) {
+      Close(absl::InvalidArgumentError("the first message of a Session must be Hello{worker_id}"));
+      return;
+    }
+    absl::Status attached = cluster_->AttachSession(in_.hello().worker_id(), this);
+    if (!attached.ok()) {
+      Close(attached);
+      return;
+    }
+    worker_id_ = in_.hello().worker_id();
+  } else {
+    cluster_->OnAgentMessage(worker_id_, in_);
+  }
+  StartRead(&in_);
+}
+
+void SessionReactor::OnWriteDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  out_.pop_front();
+  writing_ = false;
+  if (!ok) {
+    // The stream is broken; OnReadDone(false) detaches the worker.
+    out_.clear();
+    if (!finish_status_) finish_status_ = grpc::Status::OK;
+  } else if (!out_.empty()) {
+    writing_ = true;
+    StartWrite(&out_.front());
+    return;
+  }
+  MaybeFinish();
+}
+
+void SessionReactor::OnDone() {
+  if (!worker_id_.empty()) cluster_->DetachSession(worker_id_, this);
+  delete this;
+}
+
+}  // namespace ringtrain

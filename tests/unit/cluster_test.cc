@@ -1,0 +1,363 @@
+// The coordinator's rules without gRPC: a Cluster over an in-memory job store, with fake agent
+// channels that record what the coordinator sends down. Covers scheduling, the job lifecycle, the
+// first-error rule, cancel, lost workers, bad requests and what a restarted coordinator finds.
+#include "coordinator/cluster.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "coordinator/event_hub.h"
+#include "coordinator/job_store.h"
+
+namespace ringtrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kConfig[] = R"(
+[model]
+dim = 64
+n_layers = 1
+n_heads = 4
+n_kv_heads = 2
+vocab_size = 64
+multiple_of = 32
+max_seq_len = 256
+[training]
+seq_len = 64
+local_batch_size = 2
+steps = 3
+[lr_scheduler]
+warmup_steps = 0
+)";
+
+// Records every message the coordinator sends to one agent.
+class FakeChannel : public AgentChannel {
+ public:
+  void Send(const v1::CoordinatorMessage& message) override { sent.push_back(message); }
+  void Close(const absl::Status& status) override { closed = status; }
+  std::vector<v1::CoordinatorMessage> sent;
+  std::optional<absl::Status> closed;
+};
+
+class EventLog : public JobEventSink {
+ public:
+  void OnJobEvent(const v1::JobEvent& event) override { events.push_back(event); }
+  std::vector<v1::JobEvent> events;
+};
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  void Reopen() {
+    cluster_.reset();
+    store_.reset();
+    store_ = *JobStore::Open(db_path_);
+    ClusterOptions options;
+    options.worker_timeout = absl::Milliseconds(300);
+    options.rendezvous_port_first = 41000;
+    options.rendezvous_port_last = 41100;
+    auto cluster = Cluster::Create(store_.get(), &hub_, options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+  }
+
+  void TearDown() override {
+    cluster_.reset();
+    store_.reset();
+    std::filesystem::remove(db_path_);
+    std::filesystem::remove(db_path_ + "-wal");
+    std::filesystem::remove(db_path_ + "-shm");
+  }
+
+  // Registers and attaches `n` cpu workers on host `host`; returns their ids.
+  std::vector<std::string> AddWorkers(int n, const std::string& host = "h1") {
+    std::vector<std::string> ids;
+    for (int i = 0; i < n; ++i) {
+      v1::RegisterRequest request;
+      request.set_device_kind("cpu");
+      request.set_device("cpu");
+      request.set_host_label(host);
+      request.set_address("127.0.0.1");
+      auto response = cluster_->Register(request);
+      EXPECT_TRUE(response.ok()) << response.status();
+      const std::string id = response->worker_id();
+      EXPECT_TRUE(cluster_->AttachSession(id, &channels_[id]).ok());
+      ids.push_back(id);
+    }
+    return ids;
+  }
+
+  absl::StatusOr<JobRecord> Submit(int dp, int cp, int steps = 3) {
+    v1::SubmitJobRequest request;
+    request.set_config_toml(kConfig);
+    request.add_overrides("parallelism.data_parallel_replicate_degree=" + std::to_string(dp));
+    request.add_overrides("parallelism.context_parallel_degree=" + std::to_string(cp));
+    request.add_overrides("training.steps=" + std::to_string(steps));
+    return cluster_->Submit(request);
+  }
+
+  JobState StateOf(const std::string& job_id) { return store_->GetJob(job_id)->state; }
+
+  // The assignments sent to each worker of `job_id`, by rank.
+  std::map<int, std::string> AssignedWorkers(const std::string& job_id) {
+    std::map<int, std::string> by_rank;
+    for (const auto& [id, channel] : channels_) {
+      for (const auto& m : channel.sent) {
+        if (m.has_assignment() && m.assignment().job_id() == job_id) {
+          by_rank[m.assignment().rank()] = id;
+        }
+      }
+    }
+    return by_rank;
+  }
+
+  void Agent(const std::string& worker_id, v1::AgentMessage message) {
+    cluster_->OnAgentMessage(worker_id, message);
+  }
+  void Started(const std::string& worker_id, const std::string& job_id, int rank) {
+    v1::AgentMessage m;
+    m.mutable_rank_started()->set_job_id(job_id);
+    m.mutable_rank_started()->set_rank(rank);
+    Agent(worker_id, m);
+  }
+  void Report(const std::string& worker_id, const std::string& job_id, int step, double loss) {
+    v1::AgentMessage m;
+    m.mutable_rank_report()->set_job_id(job_id);
+    m.mutable_rank_report()->set_record_json("{\"step\": " + std::to_string(step) +
+                                             ", \"loss\": " + std::to_string(loss) + "}");
+    Agent(worker_id, m);
+  }
+  void Exit(const std::string& worker_id, const std::string& job_id, int rank, int status,
+            int signal = 0) {
+    v1::AgentMessage m;
+    m.mutable_rank_exit()->set_job_id(job_id);
+    m.mutable_rank_exit()->set_rank(rank);
+    m.mutable_rank_exit()->set_exit_status(status);
+    m.mutable_rank_exit()->set_signal(signal);
+    m.mutable_rank_exit()->set_stderr_tail("E boom\n");
+    Agent(worker_id, m);
+  }
+  int IdleWorkers() {
+    int idle = 0;
+    for (const auto& w : cluster_->ListWorkers()) idle += w.state() == v1::WORKER_STATE_IDLE;
+    return idle;
+  }
+
+  const std::string db_path_ =
+      (std::filesystem::temp_directory_path() /
+       ("cluster_test_" + std::to_string(::getpid()) + ".db"))
+          .string();
+  EventHub hub_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<Cluster> cluster_;
+  std::map<std::string, FakeChannel> channels_;
+};
+
+TEST_F(ClusterTest, JobRunsToSuccessAndFreesItsWorkers) {
+  std::vector<std::string> workers = AddWorkers(2);
+  auto job = Submit(1, 2);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state, JobState::kAssigned);
+  EXPECT_EQ(job->world_size, 2);
+  EventLog log;
+  hub_.Subscribe(job->job_id, &log);
+
+  std::map<int, std::string> ranks = AssignedWorkers(job->job_id);
+  ASSERT_EQ(ranks.size(), 2u);
+  const auto& a = channels_[ranks[0]].sent.back().assignment();
+  EXPECT_EQ(a.world_size(), 2);
+  EXPECT_EQ(a.master_addr(), "127.0.0.1");
+  EXPECT_GE(a.master_port(), 41000);
+  EXPECT_EQ(a.config_toml(), kConfig);
+  EXPECT_EQ(IdleWorkers(), 0);
+
+  Started(ranks[0], job->job_id, 0);
+  EXPECT_EQ(StateOf(job->job_id), JobState::kAssigned);
+  Started(ranks[1], job->job_id, 1);
+  EXPECT_EQ(StateOf(job->job_id), JobState::kRunning);
+  for (int step = 1; step <= 3; ++step) Report(ranks[0], job->job_id, step, 5.0 - step);
+  Report(ranks[0], job->job_id, 3, 2.0);  // a replayed report is taken once
+  Exit(ranks[0], job->job_id, 0, 0);
+  EXPECT_EQ(StateOf(job->job_id), JobState::kRunning);
+  Exit(ranks[1], job->job_id, 1, 0);
+  EXPECT_EQ(StateOf(job->job_id), JobState::kSucceeded);
+  EXPECT_EQ(IdleWorkers(), 2);
+
+  JobRecord done = *store_->GetJob(job->job_id);
+  EXPECT_EQ(done.last_step, 3);
+  EXPECT_DOUBLE_EQ(done.last_loss, 2.0);
+  // RUNNING, 3 steps, SUCCEEDED reached the watcher, in that order.
+  ASSERT_EQ(log.events.size(), 5u);
+  EXPECT_EQ(log.events[0].state_change().to_state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(log.events[3].step().step(), 3);
+  EXPECT_EQ(log.events[4].state_change().to_state(), v1::JOB_STATE_SUCCEEDED);
+  hub_.Unsubscribe(job->job_id, &log);
+}
+
+TEST_F(ClusterTest, SecondJobWaitsWithAReasonThenRuns) {
+  AddWorkers(4);
+  auto big = Submit(1, 4);
+  ASSERT_TRUE(big.ok());
+  auto next = Submit(1, 2);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->state, JobState::kQueued);
+  EXPECT_EQ(next->wait_reason, "waiting for 2 idle cpu workers, 0 free");
+
+  std::map<int, std::string> ranks = AssignedWorkers(big->job_id);
+  for (const auto& [rank, worker] : ranks) Exit(worker, big->job_id, rank, 0);
+  EXPECT_EQ(StateOf(big->job_id), JobState::kSucceeded);
+  EXPECT_EQ(StateOf(next->job_id), JobState::kAssigned);
+  EXPECT_EQ(AssignedWorkers(next->job_id).size(), 2u);
+}
+
+TEST_F(ClusterTest, TwoSmallJobsRunSideBySideOnDisjointWorkers) {
+  AddWorkers(4);
+  auto a = Submit(1, 2);
+  auto b = Submit(2, 1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->state, JobState::kAssigned);
+  EXPECT_EQ(b->state, JobState::kAssigned);
+  std::set<std::string> used;
+  for (const auto& [rank, w] : AssignedWorkers(a->job_id)) used.insert(w);
+  for (const auto& [rank, w] : AssignedWorkers(b->job_id)) used.insert(w);
+  EXPECT_EQ(used.size(), 4u);
+}
+
+TEST_F(ClusterTest, FirstFailedRankFailsTheJobAndCancelsTheOthers) {
+  AddWorkers(3);
+  auto job = Submit(1, 2);
+  ASSERT_TRUE(job.ok());
+  std::map<int, std::string> ranks = AssignedWorkers(job->job_id);
+  Started(ranks[0], job->job_id, 0);
+  Started(ranks[1], job->job_id, 1);
+  Exit(ranks[1], job->job_id, 1, 0, /*signal=*/9);
+  JobRecord failed = *store_->GetJob(job->job_id);
+  EXPECT_EQ(failed.state, JobState::kFailed);
+  ASSERT_TRUE(failed.error.has_value());
+  EXPECT_EQ(failed.error->rank, 1);
+  EXPECT_EQ(failed.error->worker_id, ranks[1]);
+  EXPECT_EQ(failed.error->exit_status, 128 + 9);
+  EXPECT_EQ(failed.error->stderr_tail, "E boom\n");
+  EXPECT_THAT(failed.error->message, HasSubstr("killed by signal 9"));
+  ASSERT_TRUE(channels_[ranks[0]].sent.back().has_cancel());
+  // The survivor's own failure (its peer vanished) does not replace the first error.
+  Exit(ranks[0], job->job_id, 0, 1);
+  EXPECT_EQ(store_->GetJob(job->job_id)->error->rank, 1);
+  EXPECT_EQ(IdleWorkers(), 3);
+}
+
+TEST_F(ClusterTest, CancelStopsEveryRankAndFreesWorkersOnExit) {
+  AddWorkers(2);
+  auto job = Submit(1, 2);
+  ASSERT_TRUE(job.ok());
+  std::map<int, std::string> ranks = AssignedWorkers(job->job_id);
+  auto cancelled = cluster_->Cancel(job->job_id);
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->state, JobState::kCancelled);
+  for (const auto& [rank, w] : ranks) {
+    ASSERT_TRUE(channels_[w].sent.back().has_cancel());
+    EXPECT_EQ(channels_[w].sent.back().cancel().job_id(), job->job_id);
+  }
+  EXPECT_EQ(IdleWorkers(), 0);
+  for (const auto& [rank, w] : ranks) Exit(w, job->job_id, rank, 0, 15);
+  EXPECT_EQ(IdleWorkers(), 2);
+  EXPECT_EQ(StateOf(job->job_id), JobState::kCancelled);
+  // Cancelling a finished job changes nothing; an unknown id is NOT_FOUND.
+  EXPECT_EQ(cluster_->Cancel(job->job_id)->state, JobState::kCancelled);
+  EXPECT_EQ(cluster_->Cancel("job-999999").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClusterTest, CancellingTheQueueHeadLetsTheNextJobRun) {
+  AddWorkers(2);
+  auto running = Submit(1, 2);
+  auto head = Submit(1, 2);
+  ASSERT_TRUE(running.ok() && head.ok());
+  EXPECT_EQ(cluster_->Cancel(head->job_id)->state, JobState::kCancelled);
+  EXPECT_EQ(StateOf(head->job_id), JobState::kCancelled);
+}
+
+TEST_F(ClusterTest, SilentWorkerIsLostAndItsJobFailsNamingIt) {
+  std::vector<std::string> workers = AddWorkers(2);
+  auto job = Submit(1, 2);
+  ASSERT_TRUE(job.ok());
+  std::map<int, std::string> ranks = AssignedWorkers(job->job_id);
+  // Rank 0's worker keeps its heartbeat; rank 1's goes silent.
+  for (int i = 0; i < 5; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    v1::AgentMessage beat;
+    beat.mutable_heartbeat();
+    Agent(ranks[0], beat);
+  }
+  cluster_->Tick();
+  JobRecord failed = *store_->GetJob(job->job_id);
+  EXPECT_EQ(failed.state, JobState::kFailed);
+  EXPECT_EQ(failed.error->rank, 1);
+  EXPECT_EQ(failed.error->worker_id, ranks[1]);
+  EXPECT_THAT(failed.error->message, HasSubstr("was lost: no heartbeat"));
+  EXPECT_TRUE(channels_[ranks[1]].closed.has_value());
+  ASSERT_TRUE(channels_[ranks[0]].sent.back().has_cancel());
+  // A lost worker must register again.
+  EXPECT_EQ(cluster_->AttachSession(ranks[1], &channels_[ranks[1]]).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClusterTest, BadRequestsNameTheProblem) {
+  AddWorkers(2);
+  v1::SubmitJobRequest garbage;
+  garbage.set_config_toml("[model\ndim = ");
+  auto bad = cluster_->Submit(garbage);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+
+  v1::SubmitJobRequest bad_key;
+  bad_key.set_config_toml(kConfig);
+  bad_key.add_overrides("training.steps=-4");
+  EXPECT_THAT(cluster_->Submit(bad_key).status().message(), HasSubstr("training.steps"));
+
+  auto too_big = Submit(2, 2);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(too_big.status().message(), HasSubstr("needs 4 cpu workers but the pool has 2"));
+
+  v1::SubmitJobRequest gpu;
+  gpu.set_config_toml(kConfig);
+  gpu.set_device_kind("tpu");
+  EXPECT_THAT(cluster_->Submit(gpu).status().message(), HasSubstr("\"tpu\""));
+
+  auto indivisible = Submit(1, 3);  // seq_len 64 is not divisible by 2 x 3
+  EXPECT_EQ(indivisible.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cluster_->AttachSession("worker-77", nullptr).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store_->ListJobs()->empty());  // nothing half-stored
+}
+
+TEST_F(ClusterTest, RestartKeepsFinishedJobsRequeuesQueuedAndFailsRunning) {
+  AddWorkers(2);
+  auto done = Submit(1, 2);
+  ASSERT_TRUE(done.ok());
+  std::map<int, std::string> ranks = AssignedWorkers(done->job_id);
+  Report(ranks[0], done->job_id, 1, 3.5);
+  for (const auto& [rank, w] : ranks) Exit(w, done->job_id, rank, 0);
+  auto running = Submit(1, 2);
+  auto queued = Submit(1, 2);
+  ASSERT_TRUE(running.ok() && queued.ok());
+  EXPECT_EQ(StateOf(running->job_id), JobState::kAssigned);
+
+  channels_.clear();
+  Reopen();
+  EXPECT_EQ(StateOf(done->job_id), JobState::kSucceeded);
+  EXPECT_EQ(store_->StepEvents(done->job_id, 0, 0)->size(), 1u);
+  JobRecord orphan = *store_->GetJob(running->job_id);
+  EXPECT_EQ(orphan.state, JobState::kFailed);
+  EXPECT_THAT(orphan.error->message, HasSubstr("coordinator restarted"));
+  EXPECT_EQ(StateOf(queued->job_id), JobState::kQueued);
+  AddWorkers(2);  // the agents register again; the queued job starts
+  EXPECT_EQ(StateOf(queued->job_id), JobState::kAssigned);
+}
+
+}  // namespace
+}  // namespace ringtrain
