@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <random>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -74,7 +75,11 @@ std::optional<StepEvent> ParseStepRecord(const std::string& job_id, const std::s
 }  // namespace
 
 Cluster::Cluster(JobStore* store, EventHub* hub, ClusterOptions options)
-    : store_(store), hub_(hub), options_(options), next_port_(options.rendezvous_port_first) {}
+    : store_(store), hub_(hub), options_(options) {
+  // Start at a random port of the range, so coordinators sharing a host rarely hand out the same.
+  const int span = std::max(1, options.rendezvous_port_last - options.rendezvous_port_first + 1);
+  next_port_ = options.rendezvous_port_first + static_cast<int>(std::random_device{}() % span);
+}
 
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(JobStore* store, EventHub* hub,
                                                          ClusterOptions options) {

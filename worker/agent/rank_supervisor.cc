@@ -46,7 +46,7 @@ void WriteAll(int fd, const char* data, size_t size) {
 
 // The inherited environment with the rendezvous variables of the launch set.
 std::vector<std::string> ChildEnv(const RankLaunch& launch) {
-  const std::vector<std::pair<std::string, std::string>> ours = {
+  std::vector<std::pair<std::string, std::string>> ours = {
       {"RANK", std::to_string(launch.rank)},
       {"WORLD_SIZE", std::to_string(launch.world_size)},
       {"MASTER_ADDR", launch.master_addr},
@@ -54,6 +54,7 @@ std::vector<std::string> ChildEnv(const RankLaunch& launch) {
       {"OMP_NUM_THREADS", std::to_string(launch.threads)},
       {"MKL_NUM_THREADS", std::to_string(launch.threads)},
   };
+  if (!launch.host_address.empty()) ours.emplace_back("RINGTRAIN_HOST_ADDRESS", launch.host_address);
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     absl::string_view entry(*e);

@@ -29,6 +29,7 @@ struct RankLaunch {
   int world_size = 1;
   std::string master_addr;
   int master_port = 0;
+  std::string host_address;  // RINGTRAIN_HOST_ADDRESS: where other ranks reach this one (Gloo)
   std::string device;    // "cpu" or "cuda:N"
   std::string work_dir;  // created if missing; holds rank.log and metrics.jsonl
   int threads = 1;       // OMP_NUM_THREADS and MKL_NUM_THREADS
@@ -54,10 +55,11 @@ class RankSupervisor {
   };
 
   // Starts `trainer_path config_path overrides... --metrics.jsonl=<work_dir>/metrics.jsonl
-  // --device=<device>` with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and OMP_NUM_THREADS added to
-  // this process's environment, in a new process group, stdin from /dev/null, stdout and stderr
-  // appended to <work_dir>/rank.log (truncated first). A metrics.jsonl left from an earlier run is
-  // removed first, so no stale record is delivered.
+  // --device=<device>` with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS (and
+  // RINGTRAIN_HOST_ADDRESS when host_address is set) added to this process's environment, in a
+  // new process group, stdin from /dev/null, stdout and stderr appended to <work_dir>/rank.log
+  // (truncated first). A metrics.jsonl left from an earlier run is removed first, so no stale
+  // record is delivered.
   // Errors: INVALID_ARGUMENT for a bad launch (names the field); NOT_FOUND or FAILED_PRECONDITION,
   // naming the path, when trainer_path does not exist or is not executable (checked before fork,
   // so no callback runs); INTERNAL when the work dir, log, pipe or fork fails. An exec that fails

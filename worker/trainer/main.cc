@@ -25,7 +25,9 @@ constexpr char kUsage[] =
     "  Trains (job.mode = train) or evaluates (job.mode = eval) the model the config describes.\n"
     "  Any config key can be overridden, e.g. --training.steps=10 --metrics.jsonl=out.jsonl\n"
     "  Rendezvous (torchrun's convention; flags win over the environment): RANK, WORLD_SIZE,\n"
-    "  MASTER_ADDR, MASTER_PORT. Without them the trainer runs alone (world 1).\n";
+    "  MASTER_ADDR, MASTER_PORT. Without them the trainer runs alone (world 1).\n"
+    "  RINGTRAIN_HOST_ADDRESS: the address other ranks reach this one at (Gloo listens there;\n"
+    "  default 127.0.0.1, i.e. every rank on this host).\n";
 
 // Reads an integer rendezvous setting from `flag_value` or the environment variable `env`.
 bool ReadRendezvousInt(const std::string& flag_value, const char* env, int64_t* out,

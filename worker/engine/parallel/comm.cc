@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,11 @@ c10::intrusive_ptr<c10d::ProcessGroup> MakeGloo(const c10::intrusive_ptr<c10d::S
   options->threads = 2;
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
   return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, int(rank), int(size), options);
+}
+
+std::string GlooHostAddress() {
+  const char* address = std::getenv("RINGTRAIN_HOST_ADDRESS");
+  return address != nullptr && *address != '\0' ? address : "127.0.0.1";
 }
 
 std::string HeartbeatKey(int64_t rank) { return absl::StrCat("heartbeat/", rank); }
@@ -61,9 +67,9 @@ void Communicator::BuildGroups() {
 #ifdef RINGTRAIN_WITH_CUDA
     if (device_.is_cuda()) return MakeNcclGroup(store_, prefix, rank, size, timeout_);
 #endif
-    // Gloo's TCP transport binds the loopback address: every rank of a job is on this host for
-    // now (the service issue assigns hosts and will bind the advertised address).
-    return MakeGloo(store_, prefix, rank, size, timeout_, "127.0.0.1");
+    // Gloo's TCP transport listens on the address other ranks reach this one at: the agent's
+    // advertised address ($RINGTRAIN_HOST_ADDRESS), loopback when unset (every rank on one host).
+    return MakeGloo(store_, prefix, rank, size, timeout_, GlooHostAddress());
   };
   world_ = make("world", mesh_.rank, mesh_.world);
   cp_ = make(absl::StrCat("cp", mesh_.dp_rank()), mesh_.cp_rank(), mesh_.cp);

@@ -1,0 +1,188 @@
+#include "tests/e2e/local_cluster.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+namespace ringtrain::testing {
+namespace {
+
+std::chrono::system_clock::time_point In(double seconds) {
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+void Stop(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  if (WaitCommand(pid, 10) == -1) ADD_FAILURE() << "pid " << pid << " ignored SIGTERM for 10 s";
+}
+
+}  // namespace
+
+LocalCluster::LocalCluster(int workers, std::vector<std::string> coordinator_flags)
+    : coordinator_flags_(std::move(coordinator_flags)) {
+  address_ = "127.0.0.1:" + std::to_string(FreePort());
+  // Rendezvous ports of this cluster's jobs: a block of 100 chosen by pid, so tests running side by
+  // side rarely probe the same ports (the coordinator also skips ports in use).
+  const int first = 20000 + static_cast<int>(getpid() % 300) * 100;
+  coordinator_flags_.push_back("--rendezvous-ports=" + std::to_string(first) + "-" +
+                               std::to_string(first + 99));
+  StartCoordinator();
+  stub_ = v1::JobService::NewStub(
+      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < workers; ++i) {
+    const std::string name = "worker-" + std::to_string(i);
+    workers_.push_back(StartCommand(
+        {BinDir() + "/ringtrain-worker", "--coordinator", address_, "--work-dir", dir_ / name,
+         "--threads", "1", "--host-label", "local", "--advertise-address", "127.0.0.1"},
+        dir_ / (name + ".log")));
+  }
+  if (!WaitForIdleWorkers(workers, 30)) ADD_FAILURE() << "workers did not register\n" << Logs();
+}
+
+LocalCluster::~LocalCluster() {
+  for (pid_t pid : workers_) Stop(pid);
+  Stop(coordinator_);
+}
+
+void LocalCluster::StartCoordinator() {
+  std::vector<std::string> argv = {BinDir() + "/ringtrain-coordinator", "--listen", address_,
+                                   "--db", dir_ / "ringtrain.db"};
+  argv.insert(argv.end(), coordinator_flags_.begin(), coordinator_flags_.end());
+  coordinator_ = StartCommand(
+      argv, dir_ / ("coordinator-" + std::to_string(coordinator_starts_++) + ".log"));
+}
+
+void LocalCluster::RestartCoordinator() {
+  Stop(coordinator_);
+  StartCoordinator();
+}
+
+v1::Job LocalCluster::Submit(const std::string& config,
+                             const std::vector<std::string>& overrides) {
+  v1::SubmitJobRequest request;
+  request.set_config_toml(ReadFile(config));
+  for (const std::string& o : overrides) request.add_overrides(o);
+  grpc::ClientContext context;
+  context.set_deadline(In(10));
+  v1::Job job;
+  grpc::Status status = stub_->SubmitJob(&context, request, &job);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return job;
+}
+
+v1::Job LocalCluster::Get(const std::string& job_id) {
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  grpc::ClientContext context;
+  context.set_deadline(In(10));
+  v1::Job job;
+  grpc::Status status = stub_->GetJob(&context, request, &job);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return job;
+}
+
+std::vector<v1::Worker> LocalCluster::Workers() {
+  grpc::ClientContext context;
+  context.set_deadline(In(10));
+  v1::ListWorkersResponse response;
+  grpc::Status status = stub_->ListWorkers(&context, v1::ListWorkersRequest(), &response);
+  if (!status.ok()) return {};  // e.g. while the coordinator restarts
+  return {response.workers().begin(), response.workers().end()};
+}
+
+int LocalCluster::IdleWorkers() {
+  int idle = 0;
+  for (const v1::Worker& w : Workers()) idle += w.state() == v1::WORKER_STATE_IDLE;
+  return idle;
+}
+
+bool LocalCluster::WaitForJob(const std::string& job_id,
+                              const std::function<bool(const v1::Job&)>& done,
+                              double timeout_seconds, const std::string& what) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  v1::Job job;
+  while (std::chrono::steady_clock::now() < deadline) {
+    job = Get(job_id);
+    if (done(job)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ADD_FAILURE() << job_id << ": no " << what << " within " << timeout_seconds
+                << " s; last seen: " << job.ShortDebugString() << "\n" << Logs();
+  return false;
+}
+
+bool LocalCluster::WaitForIdleWorkers(int n, double timeout_seconds) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (IdleWorkers() >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+std::vector<v1::JobEvent> LocalCluster::Watch(const std::string& job_id, int64_t from_step,
+                                              double timeout_seconds, grpc::Status* status) {
+  v1::WatchJobRequest request;
+  request.set_job_id(job_id);
+  request.set_from_step(from_step);
+  grpc::ClientContext context;
+  context.set_deadline(In(timeout_seconds));
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->WatchJob(&context, request);
+  std::vector<v1::JobEvent> events;
+  v1::JobEvent event;
+  while (reader->Read(&event)) events.push_back(event);
+  grpc::Status finished = reader->Finish();
+  if (status != nullptr) *status = finished;
+  return events;
+}
+
+pid_t LocalCluster::TrainerPid(const std::string& job_id, int rank) const {
+  const std::string needle = "/" + job_id + "/rank-" + std::to_string(rank) + "/config.toml";
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find("ringtrain-trainer") != std::string::npos &&
+        cmdline.find(dir_.path()) != std::string::npos &&
+        cmdline.find(needle) != std::string::npos) {
+      return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return -1;
+}
+
+std::string LocalCluster::Logs() const {
+  std::ostringstream out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    if (entry.path().extension() != ".log") continue;
+    std::string text = ReadFile(entry.path());
+    if (text.size() > 3000) text = "…" + text.substr(text.size() - 3000);
+    out << "==== " << entry.path().filename().string() << "\n" << text << "\n";
+  }
+  return out.str();
+}
+
+std::string RawField(const std::string& json_line, const std::string& key) {
+  const std::string quoted = "\"" + key + "\":";
+  size_t pos = json_line.find(quoted);
+  if (pos == std::string::npos) return "";
+  pos += quoted.size();
+  while (pos < json_line.size() && json_line[pos] == ' ') ++pos;
+  const size_t end = json_line.find_first_of(",}", pos);
+  return json_line.substr(pos, end - pos);
+}
+
+}  // namespace ringtrain::testing

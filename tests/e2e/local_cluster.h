@@ -1,0 +1,72 @@
+// A real local cluster for end-to-end tests: ringtrain-coordinator and N ringtrain-worker
+// processes on 127.0.0.1 (ports picked free), a JobService stub with deadlines, and waits on job
+// and worker states. Everything is stopped (SIGTERM, then SIGKILL) when the object dies.
+#ifndef RINGTRAIN_TESTS_E2E_LOCAL_CLUSTER_H_
+#define RINGTRAIN_TESTS_E2E_LOCAL_CLUSTER_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ringtrain/v1/job_service.grpc.pb.h"
+#include "tests/integration/test_util.h"
+
+namespace ringtrain::testing {
+
+class LocalCluster {
+ public:
+  // Starts the coordinator and `workers` agents, and waits until every agent is IDLE.
+  explicit LocalCluster(int workers, std::vector<std::string> coordinator_flags = {});
+  ~LocalCluster();
+
+  const std::string& address() const { return address_; }
+  const TempDir& dir() const { return dir_; }
+  v1::JobService::Stub& stub() { return *stub_; }
+
+  // Stops the coordinator (SIGTERM) and starts it again on the same address and database.
+  void RestartCoordinator();
+
+  // Calls with a 10 s deadline; a failed call fails the test and returns an empty message.
+  v1::Job Submit(const std::string& config, const std::vector<std::string>& overrides);
+  v1::Job Get(const std::string& job_id);
+  std::vector<v1::Worker> Workers();
+  int IdleWorkers();
+
+  // Polls every 100 ms until `done(job)` holds; false (after a test failure naming `what`) when
+  // `timeout_seconds` pass first.
+  bool WaitForJob(const std::string& job_id, const std::function<bool(const v1::Job&)>& done,
+                  double timeout_seconds, const std::string& what);
+  bool WaitForIdleWorkers(int n, double timeout_seconds);
+
+  // Every event of WatchJob(job_id, from_step) until the stream ends (no deadline beyond
+  // `timeout_seconds`); `status` gets the stream's final status.
+  std::vector<v1::JobEvent> Watch(const std::string& job_id, int64_t from_step,
+                                  double timeout_seconds, grpc::Status* status = nullptr);
+
+  // The pid of the trainer running `rank` of `job_id` (found by its config path), or -1.
+  pid_t TrainerPid(const std::string& job_id, int rank) const;
+
+  // The coordinator's and the agents' logs, for failure messages.
+  std::string Logs() const;
+
+ private:
+  void StartCoordinator();
+
+  TempDir dir_;
+  std::string address_;
+  std::vector<std::string> coordinator_flags_;
+  pid_t coordinator_ = -1;
+  int coordinator_starts_ = 0;
+  std::vector<pid_t> workers_;
+  std::unique_ptr<v1::JobService::Stub> stub_;
+};
+
+// Raw JSON text of `key` in a flat JSON object line (so doubles compare bitwise).
+std::string RawField(const std::string& json_line, const std::string& key);
+
+}  // namespace ringtrain::testing
+
+#endif  // RINGTRAIN_TESTS_E2E_LOCAL_CLUSTER_H_
