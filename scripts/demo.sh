@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# The main job: trains the debug model (configs/debug_model.toml) with context parallelism on a
-# local 2-rank job (ring attention over Gloo, head-tail sharding) and streams the losses.
+# The main job: a local ringtrain cluster on 127.0.0.1 — the coordinator and 4 worker agents
+# (`ringctl up`) — trains the debug model (configs/debug_model.toml) with context parallelism
+# cp = 4 (ring attention over Gloo, head-tail sharding), and the losses stream to this terminal
+# (`ringctl submit --follow`). The cluster stops when the job ends or on Ctrl-C.
 # Installs what is missing and builds first. Extra arguments are config overrides, e.g.
 #   scripts/demo.sh --training.steps=200
-# (NPROC=4 scripts/demo.sh runs cp = 4.)
+# WORKERS=4 CP=4 (or CP=2 with --parallelism.data_parallel_replicate_degree=2) and
+# RINGTRAIN_PORT=50051 choose the pool, the ring size and the coordinator port.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-NPROC=${NPROC:-2}
+WORKERS=${WORKERS:-4}
+CP=${CP:-4}
+ADDR=127.0.0.1:${RINGTRAIN_PORT:-50051}
 scripts/setup.sh
-echo "demo: building ringtrain-trainer and ringtrain-run (the first build takes several minutes)"
-scripts/build.sh --target ringtrain-trainer ringtrain-run > build.log 2>&1 || {
-  tail -50 build.log; exit 1; }
-exec build/bin/ringtrain-run --nproc "$NPROC" configs/debug_model.toml \
-  --parallelism.context_parallel_degree="$NPROC" "$@"
+echo "demo: building the coordinator, the agent, the trainer and ringctl (the first build takes several minutes)"
+scripts/build.sh --target ringtrain-coordinator ringtrain-worker ringtrain-trainer ringctl \
+  > build.log 2>&1 || { tail -50 build.log; exit 1; }
+bin=build/bin
+"$bin/ringctl" up --workers "$WORKERS" --listen "$ADDR" --dir outputs/cluster &
+up=$!
+trap 'kill -TERM "$up" 2>/dev/null; wait "$up" 2>/dev/null || true' EXIT
+"$bin/ringctl" workers --coordinator "$ADDR" --wait "$WORKERS" --timeout 60 > /dev/null
+"$bin/ringctl" submit configs/debug_model.toml --coordinator "$ADDR" \
+  --parallelism.context_parallel_degree="$CP" --follow "$@"

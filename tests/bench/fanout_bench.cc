@@ -1,0 +1,179 @@
+// fanout_bench: how many events per second the coordinator fans out to many watchers.
+//
+// Starts a real ringtrain-coordinator, registers one scripted agent over the real WorkerService
+// (a 1-rank "job" whose rank reports steps as fast as the stream takes them, so the coordinator,
+// not a trainer, is the bottleneck), opens W WatchJob streams, one of them a deliberately slow
+// reader, and measures the time from the first report to the moment every fast watcher has every
+// step. Prints events/s delivered, the agent's report rate, and the slow watcher's outcome.
+//   fanout_bench [--watchers 50] [--steps 5000] [--bin-dir build/bin]
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "ringtrain/v1/job_service.grpc.pb.h"
+#include "ringtrain/v1/worker_service.grpc.pb.h"
+#include "tests/integration/test_util.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace v1 = ringtrain::v1;
+
+constexpr char kConfig[] = R"(
+[model]
+dim = 64
+n_layers = 1
+n_heads = 4
+n_kv_heads = 2
+vocab_size = 64
+multiple_of = 32
+max_seq_len = 256
+[training]
+seq_len = 64
+local_batch_size = 2
+steps = STEPS
+[lr_scheduler]
+warmup_steps = 0
+)";
+
+std::chrono::system_clock::time_point In(int seconds) {
+  return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
+}
+
+int Fail(const std::string& what) {
+  std::fprintf(stderr, "fanout_bench: %s\n", what.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int watchers = 50;
+  int steps = 5000;
+  std::string bin_dir = ringtrain::testing::BinDir();
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--watchers")) watchers = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--bin-dir")) bin_dir = argv[i + 1];
+  }
+  ringtrain::testing::TempDir dir;
+  const std::string address = "127.0.0.1:" + std::to_string(ringtrain::testing::FreePort());
+  const pid_t coordinator = ringtrain::testing::StartCommand(
+      {bin_dir + "/ringtrain-coordinator", "--listen", address, "--db", dir / "bench.db"},
+      dir / "coordinator.log");
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(In(10))) return Fail("coordinator did not start");
+  auto workers = v1::WorkerService::NewStub(channel);
+  auto jobs = v1::JobService::NewStub(channel);
+
+  // The scripted agent.
+  v1::RegisterRequest reg;
+  reg.set_device_kind("cpu");
+  reg.set_device("cpu");
+  reg.set_host_label("bench");
+  reg.set_address("127.0.0.1");
+  v1::RegisterResponse registered;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(5));
+    if (!workers->Register(&context, reg, &registered).ok()) return Fail("register failed");
+  }
+  grpc::ClientContext session_context;
+  auto session = workers->Session(&session_context);
+  v1::AgentMessage hello;
+  hello.mutable_hello()->set_worker_id(registered.worker_id());
+  session->Write(hello);
+
+  std::string config = kConfig;
+  config.replace(config.find("STEPS"), 5, std::to_string(steps));
+  v1::SubmitJobRequest submit;
+  submit.set_config_toml(config);
+  v1::Job job;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(5));
+    grpc::Status s = jobs->SubmitJob(&context, submit, &job);
+    if (!s.ok()) return Fail("submit: " + s.error_message());
+  }
+  v1::CoordinatorMessage assignment;
+  if (!session->Read(&assignment) || !assignment.has_assignment()) return Fail("no assignment");
+
+  // Watchers: index 0 is slow (5 ms per event); the others read as fast as they can.
+  std::atomic<int> fast_done{0};
+  std::vector<int64_t> received(watchers, 0);
+  std::vector<double> finished_at(watchers, 0);
+  std::atomic<bool> go{false};
+  Clock::time_point start;
+  std::vector<std::thread> threads;
+  for (int w = 0; w < watchers; ++w) {
+    threads.emplace_back([&, w] {
+      v1::WatchJobRequest request;
+      request.set_job_id(job.job_id());
+      grpc::ClientContext context;
+      context.set_deadline(In(600));
+      auto reader = jobs->WatchJob(&context, request);
+      v1::JobEvent event;
+      while (reader->Read(&event)) {
+        if (event.has_step()) {
+          ++received[w];
+          if (w == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      }
+      finished_at[w] = std::chrono::duration<double>(Clock::now() - start).count();
+      if (w != 0) ++fast_done;
+      reader->Finish();
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // let every watcher subscribe
+
+  start = Clock::now();
+  v1::AgentMessage started;
+  started.mutable_rank_started()->set_job_id(job.job_id());
+  session->Write(started);
+  for (int step = 1; step <= steps; ++step) {
+    v1::AgentMessage report;
+    report.mutable_rank_report()->set_job_id(job.job_id());
+    report.mutable_rank_report()->set_record_json(
+        "{\"step\": " + std::to_string(step) + ", \"loss\": 1.5, \"grad_norm\": 1, \"lr\": 0.001, "
+        "\"tokens_per_second\": 1000, \"step_seconds\": 0.1}");
+    session->Write(report);
+  }
+  const double report_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  v1::AgentMessage exit;
+  exit.mutable_rank_exit()->set_job_id(job.job_id());
+  session->Write(exit);
+
+  for (std::thread& t : threads) t.join();
+  double fast_last = 0;
+  int64_t fast_events = 0;
+  bool complete = true;
+  for (int w = 1; w < watchers; ++w) {
+    fast_last = std::max(fast_last, finished_at[w]);
+    fast_events += received[w];
+    complete = complete && received[w] == steps;
+  }
+  std::printf("fanout_bench: %d watchers (1 slow reader at 5 ms/event), %d step events\n",
+              watchers, steps);
+  std::printf("  agent -> coordinator: %d reports in %.2f s (%.0f reports/s, each stored in SQLite)\n",
+              steps, report_seconds, steps / report_seconds);
+  std::printf("  fast watchers: %lld events in %.2f s = %.0f events/s fanned out; every fast "
+              "watcher got every step: %s\n",
+              static_cast<long long>(fast_events), fast_last, fast_events / fast_last,
+              complete ? "yes" : "NO");
+  std::printf("  slow watcher: got %lld of %d steps, done after %.2f s (caught up from the store)\n",
+              static_cast<long long>(received[0]), steps, finished_at[0]);
+  session_context.TryCancel();
+  kill(coordinator, SIGTERM);
+  ringtrain::testing::WaitCommand(coordinator, 10);
+  return complete && received[0] == steps ? 0 : 1;
+}
