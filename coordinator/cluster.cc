@@ -463,6 +463,14 @@ void Cluster::OnRankStartedLocked(Worker& worker, const v1::RankStarted& started
 }
 
 void Cluster::OnRankReportLocked(const v1::RankReport& report) {
+  // A report that arrives after the job ended (a rank finishing a step while it was being
+  // cancelled) is not part of the job's history: watchers have already seen its final state.
+  auto running = running_.find(report.job_id());
+  if (running == running_.end() || IsTerminal(running->second.record.state)) {
+    RT_LOG(Info) << report.job_id() << " rank " << report.rank()
+                 << ": report after the job ended, not recorded";
+    return;
+  }
   std::optional<StepEvent> event = ParseStepRecord(report.job_id(), report.record_json());
   if (!event) {
     RT_LOG(Warning) << report.job_id() << " rank " << report.rank()

@@ -103,6 +103,14 @@ TEST(ServiceTest, Cp4JobMatchesRingtrainRunAndTheQueueDrainsInOrder) {
     EXPECT_EQ(RawField(records[i], "loss"), expected[i]["loss"]) << "step " << i + 1;
   }
   EXPECT_EQ(events.back().state_change().to_state(), v1::JOB_STATE_SUCCEEDED);
+  // Step time, mean over steps 6..20 (the first steps include warm-up).
+  double service_step = 0, run_step = 0;
+  for (size_t i = 5; i < records.size(); ++i) {
+    service_step += std::stod(RawField(records[i], "step_seconds")) / (records.size() - 5);
+    run_step += std::stod(expected[i]["step_seconds"]) / (records.size() - 5);
+  }
+  std::printf("cp=4 mean step time, steps 6-20: service %.4f s, ringtrain-run %.4f s\n",
+              service_step, run_step);
 
   // ringctl replays it too, from a given step.
   CommandResult watch = RunCommand({BinDir() + "/ringctl", "watch", cp4.job_id(), "--coordinator",
