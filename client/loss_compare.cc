@@ -25,6 +25,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "client/coordinator_client.h"
+#include "client/loss_compare_local.h"
+#include "client/loss_compare_service.h"
 
 namespace ringtrain {
 namespace fs = std::filesystem;
@@ -32,8 +36,9 @@ namespace fs = std::filesystem;
 CLI::App* AddLossCompareCommand(CLI::App& app, LossCompareFlags* flags) {
   CLI::App* cmd = app.add_subcommand(
       "loss-compare",
-      "Run a baseline and a test training config with ringtrain-run (same seed, deterministic "
-      "settings) and compare their per-step losses. Exit 0 ok, 1 mismatch or failed run, 2 usage.");
+      "Run a baseline and a test training config with ringtrain-run, or as jobs on a coordinator "
+      "with --coordinator (same seed, deterministic settings), and compare their per-step losses. "
+      "Exit 0 ok, 1 mismatch or failed run, 2 usage, 3 coordinator unreachable.");
   cmd->add_option("--baseline-config", flags->baseline_config, "TOML config of the baseline run")
       ->capture_default_str();
   cmd->add_option("--test-config", flags->test_config,
@@ -61,6 +66,13 @@ CLI::App* AddLossCompareCommand(CLI::App& app, LossCompareFlags* flags) {
                   "./outputs/loss_compare-<UTC timestamp>)");
   cmd->add_option("--run", flags->run,
                   "The launcher (default: ringtrain-run next to this ringctl)");
+  cmd->add_option("--coordinator", flags->coordinator,
+                  "Run both sides as jobs on this coordinator (host:port) instead of with "
+                  "ringtrain-run; the world size is then dp × cp from each config, so leave the "
+                  "nproc flags at 1");
+  cmd->add_option("--device-kind", flags->device_kind,
+                  "With --coordinator: the kind of worker the jobs run on")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   return cmd;
 }
 
@@ -86,6 +98,24 @@ absl::Status ValidateFlags(const LossCompareFlags& flags) {
     problems.push_back(
         "--assert-equal cannot be combined with --rtol/--atol: give --assert-equal for bitwise "
         "equality, or --rtol/--atol for a tolerance");
+  }
+  if (!flags.coordinator.empty()) {
+    for (const auto& [name, value, options] :
+         {std::tuple{"--baseline-nproc", flags.baseline_nproc, "--baseline-options"},
+          {"--test-nproc", flags.test_nproc, "--test-options"}}) {
+      if (value == 1) continue;
+      problems.push_back(absl::StrCat(
+          name, "=", value, ": with --coordinator the world size is the config's dp × cp; drop ",
+          name, " and set the degrees in ", options, ", e.g. ", options,
+          "=\"--parallelism.context_parallel_degree=", value, "\""));
+    }
+    if (!flags.run.empty()) {
+      problems.push_back("--run and --coordinator exclude each other: --run names the local "
+                         "launcher, --coordinator runs the sides as jobs on the cluster");
+    }
+  } else if (!flags.device_kind.empty()) {
+    problems.push_back(absl::StrCat("--device-kind=", flags.device_kind,
+                                    " applies only with --coordinator ADDR"));
   }
   if (flags.baseline_config.empty()) {
     problems.push_back("--baseline-config is empty: name a TOML file, e.g. configs/debug_model.toml");
@@ -119,6 +149,19 @@ std::vector<std::string> BuildRunArgs(const RunSpec& spec) {
   args.push_back("--checkpoint.enable=false");
   args.push_back(absl::StrCat("--training.seed=", spec.seed));
   return args;
+}
+
+std::vector<std::string> BuildJobOverrides(absl::string_view options, int steps, int seed) {
+  std::vector<std::string> overrides;
+  for (absl::string_view option : SplitOptions(options)) {
+    while (absl::ConsumePrefix(&option, "-")) {
+    }
+    overrides.emplace_back(option);
+  }
+  overrides.push_back(absl::StrCat("training.steps=", steps));
+  overrides.push_back("checkpoint.enable=false");
+  overrides.push_back(absl::StrCat("training.seed=", seed));
+  return overrides;
 }
 
 absl::Status CheckSteps(const StepLosses& losses, int steps, absl::string_view side) {
@@ -244,102 +287,19 @@ std::string FormatReport(const Report& report) {
   return out;
 }
 
+absl::StatusOr<StepLosses> ReadSideLosses(const LossCompareSide& side, int steps) {
+  absl::StatusOr<StepLosses> losses = ReadStepLosses(side.jsonl_path);
+  const absl::Status status =
+      losses.ok() ? CheckSteps(*losses, steps, side.name)
+                  : absl::Status(losses.status().code(),
+                                 absl::StrCat(side.name, ": ", losses.status().message()));
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat(status.message(), "; see ", side.log_path));
+  }
+  return losses;
+}
+
 namespace {
-
-// One side of the comparison as it went.
-struct Side {
-  std::string name;  // "baseline" or "test"
-  std::string config, options, log_path, jsonl_path;
-  int nproc = 1;
-  std::vector<std::string> argv;
-  int exit_code = -1;  // -1: not run
-  double seconds = 0;
-};
-
-std::string ShellQuote(const std::string& arg) {
-  if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                            "0123456789_-+=./:,@%") == std::string::npos) {
-    return arg;
-  }
-  std::string quoted = "'";
-  for (char ch : arg) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return quoted + "'";
-}
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// Runs side->argv with stdout and stderr into side->log_path; on a terminal, shows the last step in
-// the JSONL at most once a second. Sets exit_code (128 + signal when killed) and seconds; returns the
-// last few KB of output for error messages. An error only when the run could not be started.
-absl::StatusOr<std::string> RunLogged(Side* side, int steps) {
-  std::ofstream log(side->log_path, std::ios::binary | std::ios::trunc);
-  if (!log) return absl::FailedPreconditionError("cannot write " + side->log_path);
-  std::vector<char*> argv;
-  for (std::string& arg : side->argv) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(std::strerror(errno));
-  const auto start = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  if (pid == 0) {
-    dup2(fds[1], STDOUT_FILENO);  // the duplicates lose O_CLOEXEC
-    dup2(fds[1], STDERR_FILENO);
-    execv(argv[0], argv.data());
-    dprintf(STDERR_FILENO, "ringctl: cannot execute %s: %s\n", argv[0], std::strerror(errno));
-    _exit(127);
-  }
-  close(fds[1]);
-  const bool tty = isatty(STDOUT_FILENO);
-  std::string tail;
-  double last_shown = 0;
-  char buffer[65536];
-  for (;;) {
-    pollfd p{fds[0], POLLIN, 0};
-    const int ready = poll(&p, 1, 250);
-    if (ready > 0) {
-      const ssize_t n = read(fds[0], buffer, sizeof(buffer));
-      if (n == 0) break;
-      if (n < 0 && errno != EINTR) break;
-      if (n > 0) {
-        log.write(buffer, n).flush();
-        tail.append(buffer, n);
-        if (tail.size() > 8192) tail.erase(0, tail.size() - 4096);
-      }
-    }
-    if (tty && SecondsSince(start) - last_shown >= 1.0) {
-      last_shown = SecondsSince(start);
-      std::printf("\r  %s: step %d/%d, %.0f s  ", side->name.c_str(),
-                  LastStepInFile(side->jsonl_path), steps, last_shown);
-      std::fflush(stdout);
-    }
-  }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  side->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  side->seconds = SecondsSince(start);
-  if (tty) std::printf("\r%60s\r", "");
-  return tail;
-}
-
-// The last `lines` lines of `text`, each indented.
-std::string LastLines(const std::string& text, int lines) {
-  std::vector<absl::string_view> all = absl::StrSplit(text, '\n', absl::SkipEmpty());
-  const size_t first = all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0;
-  std::string out;
-  for (size_t i = first; i < all.size(); ++i) absl::StrAppend(&out, "    ", all[i], "\n");
-  return out;
-}
-
-std::string DefaultRunPath() {
-  std::error_code error;
-  const fs::path self = fs::read_symlink("/proc/self/exe", error);
-  return error ? "ringtrain-run" : (self.parent_path() / "ringtrain-run").string();
-}
 
 std::string DefaultOutputFolder() {
   const std::time_t now = std::time(nullptr);
@@ -352,14 +312,22 @@ std::string DefaultOutputFolder() {
   return folder;
 }
 
-nlohmann::json SideJson(const Side& side) {
-  return {{"config", side.config},     {"options", side.options},     {"nproc", side.nproc},
-          {"command", side.argv},      {"log", side.log_path},        {"jsonl", side.jsonl_path},
-          {"exit_code", side.exit_code}, {"seconds", side.seconds}};
+nlohmann::json SideJson(const LossCompareSide& side, bool service) {
+  nlohmann::json j = {{"config", side.config},         {"options", side.options},
+                      {service ? "overrides" : "command", side.argv},
+                      {"log", side.log_path},          {"jsonl", side.jsonl_path},
+                      {"exit_code", side.exit_code},   {"seconds", side.seconds}};
+  if (service) {
+    j["job_id"] = side.job_id;
+  } else {
+    j["nproc"] = side.nproc;
+  }
+  return j;
 }
 
 nlohmann::json SummaryJson(const LossCompareFlags& flags, const Tolerance& tolerance,
-                           const Side& baseline, const Side& test, const Report* report,
+                           const LossCompareSide& baseline,
+                           const LossCompareSide& test, const Report* report,
                            const std::string& error, int exit_code) {
   static constexpr const char* kModes[] = {"report_only", "assert_equal", "tolerance"};
   nlohmann::json j = {{"mode", kModes[static_cast<int>(tolerance.mode)]},
@@ -367,10 +335,11 @@ nlohmann::json SummaryJson(const LossCompareFlags& flags, const Tolerance& toler
                       {"atol", tolerance.atol},
                       {"steps", flags.steps},
                       {"seed", flags.seed},
-                      {"baseline", SideJson(baseline)},
-                      {"test", SideJson(test)},
+                      {"baseline", SideJson(baseline, !flags.coordinator.empty())},
+                      {"test", SideJson(test, !flags.coordinator.empty())},
                       {"exit_code", exit_code},
                       {"passed", exit_code == kExitOk}};
+  if (!flags.coordinator.empty()) j["coordinator"] = flags.coordinator;
   if (!error.empty()) {
     j["verdict"] = "ERROR: " + error;
     return j;
@@ -391,37 +360,6 @@ nlohmann::json SummaryJson(const LossCompareFlags& flags, const Tolerance& toler
   return j;
 }
 
-// Runs one side and reads its losses; the error names the side and points at its log.
-absl::StatusOr<StepLosses> RunSide(Side* side, int steps) {
-  std::cout << side->name << ": "
-            << absl::StrJoin(side->argv, " ",
-                             [](std::string* out, const std::string& a) { *out += ShellQuote(a); })
-            << "\n  (log: " << side->log_path << ")" << std::endl;
-  std::error_code ignored;
-  fs::remove(side->jsonl_path, ignored);  // never read a stale file from an earlier comparison
-  absl::StatusOr<std::string> tail = RunLogged(side, steps);
-  if (!tail.ok()) {
-    return absl::Status(tail.status().code(),
-                        absl::StrCat(side->name, " run could not start: ", tail.status().message()));
-  }
-  if (side->exit_code != 0) {
-    std::cerr << side->name << " run output ends with:\n" << LastLines(*tail, 20);
-    return absl::AbortedError(absl::StrCat(side->name, " run failed (exit ", side->exit_code,
-                                           " after ", absl::StrFormat("%.1f", side->seconds),
-                                           " s); see ", side->log_path));
-  }
-  std::cout << absl::StrFormat("  %s: finished in %.1f s", side->name, side->seconds) << std::endl;
-  absl::StatusOr<StepLosses> losses = ReadStepLosses(side->jsonl_path);
-  const absl::Status status =
-      losses.ok() ? CheckSteps(*losses, steps, side->name)
-                  : absl::Status(losses.status().code(),
-                                 absl::StrCat(side->name, ": ", losses.status().message()));
-  if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat(status.message(), "; see ", side->log_path));
-  }
-  return losses;
-}
-
 }  // namespace
 
 int RunLossCompare(const LossCompareFlags& flags) {
@@ -430,10 +368,11 @@ int RunLossCompare(const LossCompareFlags& flags) {
     return kExitUsage;
   }
   const Tolerance tolerance = ToleranceFromFlags(flags);
+  const bool service = !flags.coordinator.empty();
   const std::string run = flags.run.empty() ? DefaultRunPath() : flags.run;
   const std::string folder =
       flags.output_folder.empty() ? DefaultOutputFolder() : flags.output_folder;
-  Side baseline, test;
+  LossCompareSide baseline, test;
   baseline.name = "baseline";
   baseline.config = flags.baseline_config;
   baseline.options = flags.baseline_options;
@@ -444,12 +383,12 @@ int RunLossCompare(const LossCompareFlags& flags) {
   test.nproc = flags.test_nproc;
 
   std::vector<std::string> problems;
-  if (access(run.c_str(), X_OK) != 0) {
+  if (!service && access(run.c_str(), X_OK) != 0) {
     problems.push_back(absl::StrCat("launcher ", run, " is not an executable file (",
                                     std::strerror(errno),
                                     "): build the ringtrain-run target or pass --run PATH"));
   }
-  for (const Side* side : {&baseline, &test}) {
+  for (const LossCompareSide* side : {&baseline, &test}) {
     if (side == &test && test.config == baseline.config) continue;  // said once is enough
     if (!fs::is_regular_file(side->config)) {
       problems.push_back(absl::StrCat(side->name, " config ", side->config,
@@ -465,11 +404,12 @@ int RunLossCompare(const LossCompareFlags& flags) {
     return kExitUsage;
   }
 
-  for (Side* side : {&baseline, &test}) {
+  for (LossCompareSide* side : {&baseline, &test}) {
     side->log_path = absl::StrCat(folder, "/", side->name, ".log");
     side->jsonl_path = absl::StrCat(folder, "/", side->name, ".jsonl");
-    side->argv = BuildRunArgs(
-        {run, side->nproc, side->config, side->options, flags.steps, side->jsonl_path, flags.seed});
+    side->argv = service ? BuildJobOverrides(side->options, flags.steps, flags.seed)
+                         : BuildRunArgs({run, side->nproc, side->config, side->options,
+                                         flags.steps, side->jsonl_path, flags.seed});
   }
   std::cout << "Output folder: " << folder << std::endl;
   const std::string summary_path = folder + "/summary.json";
@@ -480,15 +420,27 @@ int RunLossCompare(const LossCompareFlags& flags) {
     return exit_code;
   };
 
-  absl::StatusOr<StepLosses> baseline_losses = RunSide(&baseline, flags.steps);
+  std::unique_ptr<CoordinatorClient> client;
+  if (service) client = std::make_unique<CoordinatorClient>(flags.coordinator);
+  auto run_side = [&](LossCompareSide* side) {
+    return service ? RunSideAsJob(*client, side, flags.steps, flags.device_kind)
+                   : RunSideLocally(side, flags.steps);
+  };
+  absl::StatusOr<StepLosses> baseline_losses = run_side(&baseline);
   absl::StatusOr<StepLosses> test_losses =
-      baseline_losses.ok() ? RunSide(&test, flags.steps) : baseline_losses.status();
+      baseline_losses.ok() ? run_side(&test) : baseline_losses.status();
   absl::StatusOr<Report> report = test_losses.ok()
                                       ? CompareLosses(*baseline_losses, *test_losses, tolerance)
                                       : test_losses.status();
   if (!report.ok()) {
     std::cerr << "ringctl loss-compare: " << report.status().message() << "\n";
-    return finish(nullptr, std::string(report.status().message()), kExitMismatch);
+    // A failed run or missing steps is a mismatch; on the service, an unreachable coordinator or a
+    // rejected config says so in the exit status too.
+    const int code = service && (ExitCodeFor(report.status()) == kExitUnreachable ||
+                                 ExitCodeFor(report.status()) == kExitUsage)
+                         ? ExitCodeFor(report.status())
+                         : kExitMismatch;
+    return finish(nullptr, std::string(report.status().message()), code);
   }
   std::cout << "\n" << FormatReport(*report) << "Summary written to " << summary_path << std::endl;
   return finish(&*report, "", report->passed() ? kExitOk : kExitMismatch);

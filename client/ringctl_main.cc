@@ -4,7 +4,9 @@
 #include <functional>
 #include <vector>
 
+#include "client/exit_codes.h"
 #include "client/loss_compare.h"
+#include "client/service_commands.h"
 
 namespace {
 
@@ -20,10 +22,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   ringtrain::LossCompareFlags loss_compare;
-  const std::vector<Subcommand> subcommands = {
+  ringtrain::ServiceFlags service;
+  std::vector<Subcommand> subcommands = {
       {ringtrain::AddLossCompareCommand(app, &loss_compare),
        [&] { return ringtrain::RunLossCompare(loss_compare); }},
   };
+  for (ringtrain::ServiceCommand& command : ringtrain::AddServiceCommands(app, &service)) {
+    subcommands.push_back({command.app, std::move(command.run)});
+  }
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,336 @@
+#include "client/cluster_up.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "client/coordinator_client.h"
+#include "client/exit_codes.h"
+
+namespace ringtrain {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr auto kGrace = std::chrono::seconds(5);
+constexpr int kTailLines = 20;
+
+// One child process of the cluster.
+struct Child {
+  std::string name;  // "coordinator", "worker-0", ...
+  std::vector<std::string> argv;
+  std::string log_path;
+  pid_t pid = -1;
+  bool running = false;
+  int exit_status = -1;  // once reaped: the exit code, or 128 + signal
+};
+
+std::string DescribeExit(int status) {
+  return status > 128 ? absl::StrCat("killed by signal ", status - 128)
+                      : absl::StrCat("exit status ", status);
+}
+
+// The last lines of a log file, indented, for error messages.
+std::string LogTail(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> lines = absl::StrSplit(text.str(), '\n', absl::SkipEmpty());
+  if (lines.size() > kTailLines) lines.erase(lines.begin(), lines.end() - kTailLines);
+  if (lines.empty()) return "    (the log is empty)\n";
+  std::string out;
+  for (const std::string& line : lines) absl::StrAppend(&out, "    ", line, "\n");
+  return out;
+}
+
+// Starts `child` with stdin from /dev/null, stdout and stderr into its log, in its own process
+// group (so a terminal's Ctrl-C reaches only ringctl), with `mask` as its signal mask and SIGTERM
+// should ringctl die without stopping it. Only async-signal-safe calls between fork and exec:
+// gRPC's threads may exist.
+absl::Status Start(Child* child, const sigset_t& mask) {
+  std::vector<char*> argv;
+  for (std::string& arg : child->argv) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const int log = open(child->log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", child->log_path, ": ", std::strerror(errno)));
+  }
+  const std::string exec_error = absl::StrCat("ringctl up: cannot execute ", child->argv[0], "\n");
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(log);
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);  // ringctl died before prctl took effect
+    const int null = open("/dev/null", O_RDONLY);
+    dup2(null, STDIN_FILENO);
+    dup2(log, STDOUT_FILENO);
+    dup2(log, STDERR_FILENO);
+    // Default dispositions: a shell may have had ringctl ignore SIGINT (a background job), and an
+    // ignored signal stays ignored across exec.
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &mask, nullptr);
+    execv(argv[0], argv.data());
+    const ssize_t ignored = write(STDERR_FILENO, exec_error.data(), exec_error.size());
+    (void)ignored;
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here, so a signal sent right away finds the group
+  close(log);
+  child->pid = pid;
+  child->running = true;
+  return absl::OkStatus();
+}
+
+// Reaps `child` if it has exited; true if it is still running.
+bool Poll(Child* child) {
+  if (!child->running) return false;
+  int status = 0;
+  const pid_t done = waitpid(child->pid, &status, WNOHANG);
+  if (done == child->pid) {
+    child->running = false;
+    child->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  return child->running;
+}
+
+// SIGTERM to each running child's process group, up to kGrace for all of them to exit, then
+// SIGKILL for the rest; every child is reaped on return.
+void Stop(std::vector<Child*> children) {
+  for (Child* child : children) {
+    if (Poll(child)) kill(-child->pid, SIGTERM);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kGrace;
+  for (;;) {
+    bool any = false;
+    for (Child* child : children) any = Poll(child) || any;
+    if (!any) return;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (Child* child : children) {
+    if (!Poll(child)) continue;
+    std::cerr << "ringctl up: " << child->name << " did not stop within " << kGrace.count()
+              << " s; killing it" << std::endl;
+    kill(-child->pid, SIGKILL);
+    int status = 0;
+    while (waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    child->running = false;
+    child->exit_status = 128 + SIGKILL;
+  }
+}
+
+// The cluster: the coordinator and the workers, started and stopped in order.
+class Cluster {
+ public:
+  explicit Cluster(std::vector<Child> children) : children_(std::move(children)) {}
+  Child& coordinator() { return children_.front(); }
+
+  // Workers first (they report their ranks' ends to the coordinator), then the coordinator.
+  void StopAll() {
+    std::vector<Child*> workers;
+    for (size_t i = 1; i < children_.size(); ++i) workers.push_back(&children_[i]);
+    Stop(workers);
+    Stop({&coordinator()});
+  }
+
+  // The first child found dead that had not been reported yet, as an error with its log tail.
+  absl::Status CheckAlive() {
+    for (Child& child : children_) {
+      if (child.pid < 0 || Poll(&child) || reported_.count(child.name)) continue;
+      reported_.insert(child.name);
+      return absl::AbortedError(absl::StrCat(child.name, " exited (",
+                                             DescribeExit(child.exit_status), "); the end of ",
+                                             child.log_path, ":\n", LogTail(child.log_path)));
+    }
+    return absl::OkStatus();
+  }
+
+  std::vector<Child>& children() { return children_; }
+
+ private:
+  std::vector<Child> children_;
+  std::set<std::string> reported_;
+};
+
+// A pending SIGINT or SIGTERM, taken without waiting (0 when none); SIGCHLD is consumed too.
+int TakeStopSignal(const sigset_t& signals, std::chrono::milliseconds wait) {
+  const timespec timeout{static_cast<time_t>(wait.count() / 1000),
+                         static_cast<long>(wait.count() % 1000) * 1000000};
+  const int signal = sigtimedwait(&signals, nullptr, &timeout);
+  return signal == SIGINT || signal == SIGTERM ? signal : 0;
+}
+
+}  // namespace
+
+std::string LocalConnectAddress(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return listen;
+  const std::string host = listen.substr(0, colon);
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
+    return "127.0.0.1" + listen.substr(colon);
+  }
+  return listen;
+}
+
+CLI::App* AddUpCommand(CLI::App& app, UpFlags* flags) {
+  CLI::App* cmd = app.add_subcommand(
+      "up",
+      "Run a local cluster: a ringtrain-coordinator and N ringtrain-worker agents (logs in "
+      "DIR/logs). Waits for the workers to be idle, then runs until Ctrl-C.");
+  cmd->add_option("--workers", flags->workers, "Number of worker agents")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--listen,--coordinator", flags->listen, "The coordinator's listen address")
+      ->capture_default_str();
+  cmd->add_option("--dir", flags->dir, "Folder for the database, work dirs and logs")
+      ->capture_default_str();
+  cmd->add_option("--threads", flags->threads, "Threads per trainer")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--bin-dir", flags->bin_dir,
+                  "Where ringtrain-coordinator and ringtrain-worker are (default: beside ringctl)");
+  return cmd;
+}
+
+int RunUp(const UpFlags& flags) {
+  std::error_code error;
+  const fs::path bin_dir = flags.bin_dir.empty()
+                               ? fs::read_symlink("/proc/self/exe", error).parent_path()
+                               : fs::path(flags.bin_dir);
+  std::vector<std::string> problems;
+  for (const char* binary : {"ringtrain-coordinator", "ringtrain-worker"}) {
+    const fs::path path = bin_dir / binary;
+    if (access(path.c_str(), X_OK) != 0) {
+      problems.push_back(absl::StrCat(binary, " not found at ", path.string(), " (",
+                                      std::strerror(errno), "): build the ", binary,
+                                      " target, or pass --bin-dir DIR"));
+    }
+  }
+  const fs::path dir = fs::absolute(flags.dir, error);
+  fs::create_directories(dir / "logs", error);
+  if (error)
+    problems.push_back(
+        absl::StrCat("cannot create ", (dir / "logs").string(), ": ", error.message()));
+  if (!problems.empty()) {
+    std::cerr << "ringctl up: " << absl::StrJoin(problems, "\nringctl up: ") << std::endl;
+    return kExitUsage;
+  }
+  const std::string address = LocalConnectAddress(flags.listen);
+  std::vector<Child> children;
+  children.push_back({"coordinator",
+                      {(bin_dir / "ringtrain-coordinator").string(), "--listen", flags.listen,
+                       "--db", (dir / "ringtrain.db").string()},
+                      (dir / "logs" / "coordinator.log").string()});
+  for (int i = 0; i < flags.workers; ++i) {
+    const std::string name = absl::StrCat("worker-", i);
+    fs::create_directories(dir / name, error);
+    children.push_back({name,
+                        {(bin_dir / "ringtrain-worker").string(), "--coordinator", address,
+                         "--host-label", "local", "--advertise-address", "127.0.0.1", "--work-dir",
+                         (dir / name).string(), "--threads", std::to_string(flags.threads)},
+                        (dir / "logs" / (name + ".log")).string()});
+  }
+  Cluster cluster(std::move(children));
+
+  // Take SIGINT/SIGTERM/SIGCHLD synchronously (sigtimedwait) from here on; threads started later
+  // (gRPC's) inherit the mask, so no thread is interrupted by them.
+  sigset_t signals, old_mask;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &signals, &old_mask);
+  int stop_signal = 0;
+  // Start-up checks, before every poll: a stop request, a dead child.
+  auto check = [&]() -> absl::Status {
+    if ((stop_signal = TakeStopSignal(signals, std::chrono::milliseconds(0))) != 0) {
+      return absl::CancelledError(absl::StrCat("stopping (", strsignal(stop_signal), ")"));
+    }
+    return cluster.CheckAlive();
+  };
+  auto fail = [&](const absl::Status& status) {
+    std::cerr << "ringctl up: " << absl::StripTrailingAsciiWhitespace(status.message())
+              << std::endl;
+    cluster.StopAll();
+    if (status.code() == absl::StatusCode::kCancelled) return kExitOk;
+    return status.code() == absl::StatusCode::kDeadlineExceeded ? kExitUnreachable : kExitFailed;
+  };
+
+  CoordinatorClient client(address);
+  // A coordinator already answering there would take our workers and hide our own one's failure.
+  CallOptions probe;
+  probe.timeout = std::chrono::seconds(1);
+  if (client.ListWorkers(probe).ok()) {
+    std::cerr << "ringctl up: a coordinator already answers at " << address
+              << ": stop it (or its `ringctl up`), or pick another --listen address" << std::endl;
+    return kExitUsage;
+  }
+  std::cout << "starting the coordinator on " << flags.listen
+            << " (log: " << cluster.coordinator().log_path << ")" << std::endl;
+  if (absl::Status s = Start(&cluster.coordinator(), old_mask); !s.ok()) return fail(s);
+  // Zero idle workers: returns as soon as the coordinator answers.
+  absl::StatusOr<std::vector<v1::Worker>> ready =
+      WaitForIdleWorkers(client, 0, std::chrono::seconds(30), check);
+  if (!ready.ok() && ready.status().code() == absl::StatusCode::kDeadlineExceeded) {
+    ready = absl::DeadlineExceededError(absl::StrCat(
+        "the coordinator did not answer at ", address, " within 30 s; see ",
+        cluster.coordinator().log_path, ":\n", LogTail(cluster.coordinator().log_path)));
+  }
+  if (!ready.ok()) return fail(ready.status());
+
+  std::cout << "starting " << flags.workers << " worker" << (flags.workers == 1 ? "" : "s")
+            << std::endl;
+  for (size_t i = 1; i < cluster.children().size(); ++i) {
+    if (absl::Status s = Start(&cluster.children()[i], old_mask); !s.ok()) return fail(s);
+  }
+  ready = WaitForIdleWorkers(
+      client, flags.workers,
+      std::chrono::milliseconds(static_cast<int64_t>(flags.ready_timeout_seconds * 1000)), check);
+  if (!ready.ok()) return fail(ready.status());
+  std::cout << "cluster up: coordinator at " << address << ", " << flags.workers << " worker"
+            << (flags.workers == 1 ? "" : "s") << " (logs in " << (dir / "logs").string()
+            << "); Ctrl-C stops it" << std::endl;
+
+  for (;;) {
+    stop_signal = TakeStopSignal(signals, std::chrono::milliseconds(1000));
+    if (stop_signal != 0) {
+      std::cout << "\nstopping the cluster (" << strsignal(stop_signal) << ")" << std::endl;
+      cluster.StopAll();
+      std::cout << "cluster stopped" << std::endl;
+      return kExitOk;
+    }
+    const absl::Status alive = cluster.CheckAlive();
+    if (alive.ok()) continue;
+    if (!cluster.coordinator().running) return fail(alive);
+    // A worker died: the cluster goes on without it (the coordinator marks it LOST).
+    std::cerr << "ringctl up: " << absl::StripTrailingAsciiWhitespace(alive.message()) << std::endl;
+  }
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,147 @@
+#include "client/coordinator_client.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc/client_util.h"
+
+namespace ringtrain {
+namespace {
+
+// A context for one unary call: a deadline always (STYLE.md), fail-fast unless asked otherwise.
+void Configure(grpc::ClientContext* context, const CallOptions& options) {
+  context->set_deadline(DeadlineIn(options.timeout));
+  context->set_wait_for_ready(options.wait_for_ready);
+}
+
+}  // namespace
+
+JobEventStream::JobEventStream(std::unique_ptr<grpc::ClientContext> context,
+                               std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader,
+                               std::string what)
+    : context_(std::move(context)), reader_(std::move(reader)), what_(std::move(what)) {}
+
+bool JobEventStream::Next(v1::JobEvent* event) { return reader_->Read(event); }
+
+absl::Status JobEventStream::Finish() { return FromGrpcStatus(reader_->Finish(), what_); }
+
+void JobEventStream::Cancel() { context_->TryCancel(); }
+
+CoordinatorClient::CoordinatorClient(std::string address)
+    : address_(std::move(address)), what_(absl::StrCat("coordinator at ", address_)) {
+  grpc::ChannelArguments args;
+  // After a lost connection (a restarted coordinator) try again within a few seconds rather than
+  // gRPC's default backoff of up to two minutes: watch retries and `up`'s polls depend on it.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::JobService::NewStub(channel_);
+}
+
+absl::StatusOr<v1::Job> CoordinatorClient::SubmitJob(const v1::SubmitJobRequest& request,
+                                                     const CallOptions& options) {
+  grpc::ClientContext context;
+  Configure(&context, options);
+  v1::Job job;
+  const grpc::Status status = stub_->SubmitJob(&context, request, &job);
+  if (!status.ok()) return FromGrpcStatus(status, what_);
+  return job;
+}
+
+absl::StatusOr<v1::Job> CoordinatorClient::GetJob(const std::string& job_id,
+                                                  const CallOptions& options) {
+  grpc::ClientContext context;
+  Configure(&context, options);
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  v1::Job job;
+  const grpc::Status status = stub_->GetJob(&context, request, &job);
+  if (!status.ok()) return FromGrpcStatus(status, what_);
+  return job;
+}
+
+absl::StatusOr<std::vector<v1::Job>> CoordinatorClient::ListJobs(const CallOptions& options) {
+  grpc::ClientContext context;
+  Configure(&context, options);
+  v1::ListJobsResponse response;
+  const grpc::Status status = stub_->ListJobs(&context, v1::ListJobsRequest(), &response);
+  if (!status.ok()) return FromGrpcStatus(status, what_);
+  return std::vector<v1::Job>(response.jobs().begin(), response.jobs().end());
+}
+
+absl::StatusOr<v1::Job> CoordinatorClient::CancelJob(const std::string& job_id,
+                                                     const CallOptions& options) {
+  grpc::ClientContext context;
+  Configure(&context, options);
+  v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  v1::Job job;
+  const grpc::Status status = stub_->CancelJob(&context, request, &job);
+  if (!status.ok()) return FromGrpcStatus(status, what_);
+  return job;
+}
+
+absl::StatusOr<std::vector<v1::Worker>> CoordinatorClient::ListWorkers(const CallOptions& options) {
+  grpc::ClientContext context;
+  Configure(&context, options);
+  v1::ListWorkersResponse response;
+  const grpc::Status status = stub_->ListWorkers(&context, v1::ListWorkersRequest(), &response);
+  if (!status.ok()) return FromGrpcStatus(status, what_);
+  return std::vector<v1::Worker>(response.workers().begin(), response.workers().end());
+}
+
+std::unique_ptr<JobEventStream> CoordinatorClient::WatchJob(const std::string& job_id,
+                                                            int64_t from_step) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  // No deadline: the stream lasts as long as the job, which may be days. The connection still fails
+  // fast when nothing listens because the call is not wait-for-ready; callers GetJob (with a
+  // deadline) first so that an unreachable coordinator reads "cannot reach coordinator at ..."
+  // instead of hanging.
+  context->set_wait_for_ready(false);
+  v1::WatchJobRequest request;
+  request.set_job_id(job_id);
+  request.set_from_step(from_step);
+  auto reader = stub_->WatchJob(context.get(), request);
+  return std::make_unique<JobEventStream>(std::move(context), std::move(reader), what_);
+}
+
+absl::StatusOr<std::vector<v1::Worker>> WaitForIdleWorkers(
+    CoordinatorClient& client, int count, std::chrono::milliseconds timeout,
+    const std::function<absl::Status()>& check, std::chrono::milliseconds poll) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + timeout;
+  std::string last;  // what the last poll saw, for the timeout message
+  for (;;) {
+    if (check) {
+      const absl::Status status = check();
+      if (!status.ok()) return status;
+    }
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    CallOptions options;
+    options.wait_for_ready = true;  // the coordinator may not be listening yet
+    options.timeout =
+        std::clamp(left, std::chrono::milliseconds(50), std::chrono::milliseconds(2000));
+    absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers(options);
+    if (workers.ok()) {
+      const auto idle = std::count_if(workers->begin(), workers->end(), [](const v1::Worker& w) {
+        return w.state() == v1::WORKER_STATE_IDLE;
+      });
+      if (idle >= count) return workers;
+      last = absl::StrCat(idle, " idle of ", workers->size(), " registered");
+    } else {
+      last = std::string(workers.status().message());
+    }
+    if (Clock::now() + poll >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("timed out after ", timeout.count() / 1000.0,
+                                                      " s waiting for ", count, " idle worker",
+                                                      count == 1 ? "" : "s", " (", last, ")"));
+    }
+    std::this_thread::sleep_for(poll);
+  }
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,39 @@
+// ringctl's exit statuses, shared by every subcommand, so scripts can tell "the job failed" from
+// "the coordinator is gone" from "you typed it wrong".
+#ifndef RINGTRAIN_CLIENT_EXIT_CODES_H_
+#define RINGTRAIN_CLIENT_EXIT_CODES_H_
+
+#include "absl/status/status.h"
+
+namespace ringtrain {
+
+inline constexpr int kExitOk = 0;
+// loss-compare: a loss mismatch, or a run that failed.
+inline constexpr int kExitMismatch = 1;
+// watch/submit --follow: the job ended FAILED or CANCELLED; other service commands: the coordinator
+// refused the request (e.g. NOT_FOUND for an unknown job id).
+inline constexpr int kExitFailed = 1;
+// Bad or conflicting flags, a missing config file or binary, a config the coordinator rejected.
+inline constexpr int kExitUsage = 2;
+// The coordinator could not be reached, a watch stream broke for good, or a wait timed out.
+inline constexpr int kExitUnreachable = 3;
+
+// The exit status for a failed coordinator call: UNAVAILABLE / DEADLINE_EXCEEDED →
+// kExitUnreachable, INVALID_ARGUMENT → kExitUsage, anything else → kExitFailed. OK → kExitOk.
+inline int ExitCodeFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return kExitOk;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return kExitUnreachable;
+    case absl::StatusCode::kInvalidArgument:
+      return kExitUsage;
+    default:
+      return kExitFailed;
+  }
+}
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_CLIENT_EXIT_CODES_H_

@@ -1,0 +1,315 @@
+#include "client/job_format.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace ringtrain {
+namespace {
+
+double Seconds(const google::protobuf::Timestamp& t) { return t.seconds() + t.nanos() * 1e-9; }
+bool IsSet(const google::protobuf::Timestamp& t) { return t.seconds() != 0 || t.nanos() != 0; }
+
+// Characters, not bytes: "×" and "→" are one column each.
+size_t DisplayWidth(const std::string& text) {
+  return std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; });
+}
+
+// The text of every top-level number (or null) of a JSON object, as written: nlohmann's SAX
+// interface hands over each number's literal, which parsing into a double would lose.
+class TopLevelNumbers : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::map<std::string, std::string> numbers;
+
+  bool null() override { return Value("null"); }
+  bool boolean(bool) override { return Value(""); }
+  bool number_integer(number_integer_t v) override { return Value(std::to_string(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return Value(std::to_string(v)); }
+  bool number_float(number_float_t, const string_t& text) override { return Value(text); }
+  bool string(string_t&) override { return Value(""); }
+  bool binary(binary_t&) override { return Value(""); }
+  bool start_object(std::size_t) override { return Open(); }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t) override { return Open(); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& key) override {
+    key_ = key;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  bool Value(const std::string& text) {
+    if (depth_ == 1 && !text.empty()) numbers[key_] = text;
+    return true;
+  }
+  bool Open() {
+    ++depth_;
+    return true;
+  }
+  bool Close() {
+    --depth_;
+    return true;
+  }
+  int depth_ = 0;
+  std::string key_;
+};
+
+// Whether a failure is a rank's (the coordinator sets rank -1, no worker, for a job-level one, e.g.
+// a coordinator restart).
+bool NamesARank(const v1::JobError& error) {
+  return error.rank() >= 0 && (!error.worker_id().empty() || error.exit_status() != 0);
+}
+
+// A double as the shortest JSON text that parses back to the same bits; null for NaN or infinity.
+std::string JsonNumber(double value) { return nlohmann::json(value).dump(); }
+
+}  // namespace
+
+std::string JobStateName(v1::JobState state) {
+  const std::string name = v1::JobState_Name(state);
+  return std::string(absl::StripPrefix(name, "JOB_STATE_"));
+}
+
+std::string WorkerStateName(v1::WorkerState state) {
+  const std::string name = v1::WorkerState_Name(state);
+  return std::string(absl::StripPrefix(name, "WORKER_STATE_"));
+}
+
+bool IsTerminal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+std::string MeshSummary(const v1::Job& job) {
+  return absl::StrCat("world ", job.world_size(), " = dp ", job.dp(), " × cp ", job.cp(), ", ",
+                      job.device_kind().empty() ? "cpu" : job.device_kind());
+}
+
+std::string FormatDuration(double seconds) {
+  const int64_t s = std::isfinite(seconds) && seconds > 0 ? static_cast<int64_t>(seconds + 0.5) : 0;
+  if (s >= 3600) return absl::StrFormat("%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
+  return absl::StrFormat("%d:%02d", s / 60, s % 60);
+}
+
+std::string FormatAge(const google::protobuf::Timestamp& then, double now) {
+  if (!IsSet(then)) return "-";
+  const double age = std::max(0.0, now - Seconds(then));
+  if (age < 120) return absl::StrCat(static_cast<int64_t>(age), "s");
+  if (age < 2 * 3600) return absl::StrCat(static_cast<int64_t>(age / 60), "m");
+  if (age < 2 * 86400) return absl::StrCat(static_cast<int64_t>(age / 3600), "h");
+  return absl::StrCat(static_cast<int64_t>(age / 86400), "d");
+}
+
+std::string FormatClock(const google::protobuf::Timestamp& time) {
+  if (!IsSet(time)) return "--:--:--";
+  const time_t seconds = static_cast<time_t>(time.seconds());
+  struct tm local {};
+  localtime_r(&seconds, &local);
+  char text[16];
+  strftime(text, sizeof(text), "%H:%M:%S", &local);
+  return text;
+}
+
+std::string FormatRfc3339(const google::protobuf::Timestamp& time) {
+  return IsSet(time) ? google::protobuf::util::TimeUtil::ToString(time) : "";
+}
+
+std::string FormatTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(header.size(), 0);
+  for (size_t c = 0; c < header.size(); ++c) widths[c] = DisplayWidth(header[c]);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size() && c < widths.size(); ++c) {
+      widths[c] = std::max(widths[c], DisplayWidth(row[c]));
+    }
+  }
+  std::string out;
+  auto append_row = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t c = 0; c < row.size() && c < widths.size(); ++c) {
+      absl::StrAppend(&line, row[c]);
+      if (c + 1 < row.size()) line.append(widths[c] - DisplayWidth(row[c]) + 2, ' ');
+    }
+    absl::StrAppend(&out, line, "\n");
+  };
+  append_row(header);
+  for (const auto& row : rows) append_row(row);
+  return out;
+}
+
+std::string FormatJobTable(const std::vector<v1::Job>& jobs, double now) {
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::Job& job : jobs) {
+    const std::string note = job.state() == v1::JOB_STATE_FAILED && job.has_error()
+                                 ? job.error().message()
+                                 : job.wait_reason();
+    rows.push_back({job.job_id(), job.name(), JobStateName(job.state()),
+                    absl::StrCat(job.dp(), "×", job.cp()),
+                    absl::StrCat(job.last_step(), "/", job.total_steps()),
+                    job.last_step() > 0 ? absl::StrFormat("%.4f", job.last_loss()) : "-",
+                    FormatAge(job.submitted_time(), now), note});
+  }
+  return FormatTable({"ID", "NAME", "STATE", "MESH", "STEP", "LOSS", "AGE", "WAIT REASON / ERROR"},
+                     rows);
+}
+
+std::string FormatJobError(const v1::Job& job) {
+  if (job.state() == v1::JOB_STATE_CANCELLED) {
+    return absl::StrCat(job.job_id(), " was cancelled",
+                        job.error().message().empty() ? "" : ": " + job.error().message(), "\n");
+  }
+  if (job.state() != v1::JOB_STATE_FAILED) return "";
+  const v1::JobError& error = job.error();
+  std::string out = absl::StrCat(
+      job.job_id(), " failed: ", error.message().empty() ? "(no message)" : error.message(), "\n");
+  if (NamesARank(error)) {
+    absl::StrAppend(&out, "  rank ", error.rank(), " on worker ",
+                    error.worker_id().empty() ? "?" : error.worker_id(), " exited with status ",
+                    error.exit_status(), "\n");
+  }
+  if (!error.stderr_tail().empty()) {
+    absl::StrAppend(&out, "  stderr tail:\n");
+    for (absl::string_view line : absl::StrSplit(error.stderr_tail(), '\n', absl::SkipEmpty())) {
+      absl::StrAppend(&out, "    ", line, "\n");
+    }
+  }
+  return out;
+}
+
+std::string FormatJobDetail(const v1::Job& job, double now) {
+  const bool named = !job.name().empty() && job.name() != job.job_id();
+  std::string out = absl::StrCat(job.job_id(), named ? "  " + job.name() : "", "\n");
+  auto field = [&out](absl::string_view name, const std::string& value) {
+    absl::StrAppend(&out, absl::StrFormat("  %-12s ", name), value, "\n");
+  };
+  field("state", JobStateName(job.state()));
+  field("mesh", MeshSummary(job));
+  for (int i = 0; i < job.mesh_size(); ++i) {
+    const v1::RankPlacement& p = job.mesh(i);
+    field(i == 0 ? "ranks" : "",
+          absl::StrCat("rank ", p.rank(), " → ", p.worker_id(), " (cp group ", p.cp_group(),
+                       ", dp index ", p.dp_index(), ")"));
+  }
+  if (!job.wait_reason().empty()) field("waiting", job.wait_reason());
+  if (job.state() == v1::JOB_STATE_FAILED || !job.error().message().empty()) {
+    const v1::JobError& error = job.error();
+    field("error", NamesARank(error)
+                       ? absl::StrCat(error.message(), " (rank ", error.rank(), " on ",
+                                      error.worker_id().empty() ? "?" : error.worker_id(),
+                                      ", exit status ", error.exit_status(), ")")
+                       : error.message());
+    bool first = true;
+    for (absl::string_view line : absl::StrSplit(error.stderr_tail(), '\n', absl::SkipEmpty())) {
+      field(first ? "stderr tail" : "", absl::StrCat("| ", line));
+      first = false;
+    }
+  }
+  for (const auto& [name, time] : {std::pair{"submitted", &job.submitted_time()},
+                                   {"started", &job.started_time()},
+                                   {"finished", &job.finished_time()}}) {
+    if (!IsSet(*time)) continue;
+    field(name, absl::StrCat(FormatRfc3339(*time), " (", FormatAge(*time, now), " ago)"));
+  }
+  field("step",
+        absl::StrCat(job.last_step(), "/", job.total_steps(),
+                     job.last_step() > 0 ? absl::StrFormat(", loss %.4f", job.last_loss()) : ""));
+  if (job.overrides_size() > 0) field("overrides", absl::StrJoin(job.overrides(), " "));
+  return out;
+}
+
+std::string FormatWorkerTable(const std::vector<v1::Worker>& workers, double now) {
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::Worker& w : workers) {
+    const std::string job = w.job_id().empty() ? "-" : absl::StrCat(w.job_id(), "/", w.rank());
+    const std::string age = FormatAge(w.last_heartbeat(), now);
+    rows.push_back({w.worker_id(), w.device_kind(), w.host_label(), w.address(),
+                    WorkerStateName(w.state()), job, age == "-" ? age : age + " ago"});
+  }
+  return FormatTable({"ID", "KIND", "HOST", "ADDRESS", "STATE", "JOB/RANK", "LAST HEARTBEAT"},
+                     rows);
+}
+
+std::string MessageJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) return nlohmann::json({{"error", std::string(status.message())}}).dump();
+  return json;
+}
+
+std::string MessageJsonArray(const std::vector<const google::protobuf::Message*>& messages) {
+  std::vector<std::string> items;
+  for (const google::protobuf::Message* m : messages) items.push_back(MessageJson(*m));
+  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+}
+
+std::string StateChangeLine(const v1::StateChange& change) {
+  return absl::StrCat("[", FormatClock(change.time()), "] ", change.job_id(), " ",
+                      JobStateName(change.from_state()), " → ", JobStateName(change.to_state()),
+                      change.message().empty() ? "" : ": " + change.message());
+}
+
+std::string StateChangeJson(const v1::StateChange& change) {
+  nlohmann::ordered_json j;
+  j["event"] = "state";
+  j["job_id"] = change.job_id();
+  j["from"] = JobStateName(change.from_state());
+  j["to"] = JobStateName(change.to_state());
+  j["message"] = change.message();
+  j["time"] = FormatRfc3339(change.time());
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string StepEventJson(const v1::StepEvent& event) {
+  // A raw line break in JSON can only be whitespace (strings escape theirs): flatten it, so that
+  // each event stays one line.
+  std::string record(absl::StripAsciiWhitespace(event.record_json()));
+  std::replace_if(
+      record.begin(), record.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  TopLevelNumbers numbers;
+  const bool valid = !record.empty() && nlohmann::json::sax_parse(record, &numbers);
+  auto number = [&](const std::string& key, double value) {
+    const auto it = numbers.numbers.find(key);
+    return valid && it != numbers.numbers.end() ? it->second : JsonNumber(value);
+  };
+  return absl::StrCat(
+      "{\"event\":\"step\",\"job_id\":",
+      nlohmann::json(event.job_id()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+      ",\"step\":", event.step(), ",\"loss\":", number("loss", event.loss()),
+      ",\"grad_norm\":", number("grad_norm", event.grad_norm()),
+      ",\"lr\":", number("lr", event.lr()),
+      ",\"tokens_per_second\":", number("tokens_per_second", event.tokens_per_second()),
+      ",\"step_seconds\":", number("step_seconds", event.step_seconds()),
+      ",\"record\":", valid ? record : "null", "}");
+}
+
+std::string ProgressLine(const Progress& p) {
+  std::string line = absl::StrCat("step ", p.step);
+  if (p.total_steps > 0) absl::StrAppend(&line, "/", p.total_steps);
+  absl::StrAppendFormat(&line, "  loss %.4f  %.0f tok/s  elapsed %s", p.loss, p.tokens_per_second,
+                        FormatDuration(p.mean_step_seconds * p.step));
+  if (p.total_steps > 0) {
+    const int64_t left = std::max<int64_t>(0, p.total_steps - p.step);
+    absl::StrAppend(&line, "  ETA ", FormatDuration(p.mean_step_seconds * left));
+  }
+  return line;
+}
+
+}  // namespace ringtrain

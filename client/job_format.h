@@ -1,0 +1,82 @@
+// How ringctl shows jobs, workers and watch events: tables and lines for people, JSON for scripts.
+// Pure functions of the messages (and of `now`, in Unix seconds, for ages), so tests can pin them.
+#ifndef RINGTRAIN_CLIENT_JOB_FORMAT_H_
+#define RINGTRAIN_CLIENT_JOB_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/message.h>
+#include <google/protobuf/timestamp.pb.h>
+
+#include "ringtrain/v1/job_service.pb.h"
+
+namespace ringtrain {
+
+enum class OutputFormat { kTable, kJson };
+
+// "QUEUED", "RUNNING", ... (the enum name without its prefix); "UNSPECIFIED" for 0.
+std::string JobStateName(v1::JobState state);
+// "IDLE", "BUSY", "LOST".
+std::string WorkerStateName(v1::WorkerState state);
+// SUCCEEDED, FAILED or CANCELLED.
+bool IsTerminal(v1::JobState state);
+
+// "world 4 = dp 1 × cp 4, cpu" (device kind "cpu" when the job leaves it empty).
+std::string MeshSummary(const v1::Job& job);
+// "0:12", "1:28", "1:02:03".
+std::string FormatDuration(double seconds);
+// "5s", "3m", "2h", "4d" since `then`; "-" when `then` is unset (zero).
+std::string FormatAge(const google::protobuf::Timestamp& then, double now);
+// "12:00:01" in local time; "--:--:--" when unset.
+std::string FormatClock(const google::protobuf::Timestamp& time);
+// RFC 3339 UTC ("2024-05-01T12:00:01Z"); "" when unset.
+std::string FormatRfc3339(const google::protobuf::Timestamp& time);
+
+// Columns separated by two spaces, padded to the widest cell (by UTF-8 characters).
+std::string FormatTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows);
+// ID, NAME, STATE, MESH "dp×cp", STEP "12/100", LOSS, AGE, WAIT REASON / ERROR.
+std::string FormatJobTable(const std::vector<v1::Job>& jobs, double now);
+// One job, one field a line: state, mesh and per-rank placement, wait reason, error, times,
+// progress.
+std::string FormatJobDetail(const v1::Job& job, double now);
+// Why a job failed: the summary, the rank, worker and exit status, the stderr tail; or that it was
+// cancelled. Empty for a job that has not failed or been cancelled.
+std::string FormatJobError(const v1::Job& job);
+// ID, KIND, HOST, ADDRESS, STATE, JOB/RANK, LAST HEARTBEAT (age).
+std::string FormatWorkerTable(const std::vector<v1::Worker>& workers, double now);
+
+// One line of JSON with the proto field names (job_id, not jobId); proto3's mapping otherwise
+// (enums by name, int64 as strings, Timestamps as RFC 3339). Every field is printed, even defaults.
+std::string MessageJson(const google::protobuf::Message& message);
+// A JSON array of MessageJson objects, on one line.
+std::string MessageJsonArray(const std::vector<const google::protobuf::Message*>& messages);
+
+// Watch output, table mode: "[12:00:01] job-000001 QUEUED → ASSIGNED: message".
+std::string StateChangeLine(const v1::StateChange& change);
+// Watch output, json mode:
+// {"event":"state","job_id":..,"from":"QUEUED","to":"ASSIGNED","message":..,"time":"RFC3339"}.
+std::string StateChangeJson(const v1::StateChange& change);
+// Watch output, json mode: {"event":"step","job_id":..,"step":N,"loss":..,"grad_norm":..,"lr":..,
+// "tokens_per_second":..,"step_seconds":..,"record":<record_json verbatim, or null>}. Each number
+// is the record's own text when the record has that top-level field (so losses stay bitwise what
+// the trainer wrote), else the event's field printed to round-trip exactly; NaN is null.
+std::string StepEventJson(const v1::StepEvent& event);
+
+// Where a job stands, for the progress line.
+struct Progress {
+  int64_t step = 0;
+  int64_t total_steps = 0;  // 0: unknown (no "/total", no ETA)
+  double loss = 0;
+  double tokens_per_second = 0;
+  double mean_step_seconds = 0;  // over the steps seen
+};
+// "step 12/100  loss 4.2143  1234 tok/s  elapsed 0:12  ETA 1:28"; elapsed and ETA are estimated
+// from the mean step time (elapsed = mean × step, ETA = mean × steps left).
+std::string ProgressLine(const Progress& progress);
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_CLIENT_JOB_FORMAT_H_

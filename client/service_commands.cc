@@ -1,0 +1,247 @@
+#include "client/service_commands.h"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "client/coordinator_client.h"
+#include "client/exit_codes.h"
+#include "client/job_format.h"
+#include "client/watch.h"
+
+namespace ringtrain {
+namespace {
+
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+OutputFormat FormatOf(const ServiceFlags& flags) {
+  return flags.output == "json" ? OutputFormat::kJson : OutputFormat::kTable;
+}
+
+// Prints a failed call as "ringctl COMMAND: ..." and returns its exit status. An unknown job id
+// gets a hint.
+int Report(absl::string_view command, const absl::Status& status, const std::string& job_id = "") {
+  std::cerr << "ringctl " << command << ": ";
+  if (status.code() == absl::StatusCode::kNotFound && !job_id.empty()) {
+    if (!absl::StrContains(status.message(), job_id)) std::cerr << "no job " << job_id << ": ";
+    std::cerr << status.message() << "; `ringctl list` shows the jobs";
+  } else {
+    std::cerr << status.message();
+  }
+  std::cerr << std::endl;
+  return ExitCodeFor(status);
+}
+
+// An override's key: the part before '=', without leading dashes; "" if it is not "section.key".
+std::string OverrideKey(absl::string_view arg) {
+  absl::string_view key = arg.substr(0, arg.find('='));
+  while (absl::ConsumePrefix(&key, "-")) {
+  }
+  const size_t dot = key.find('.');
+  return dot == absl::string_view::npos || dot == 0 || dot + 1 == key.size() ? ""
+                                                                             : std::string(key);
+}
+
+void AddCommonFlags(CLI::App* cmd, ServiceFlags* flags) {
+  cmd->add_option("--coordinator", flags->coordinator, "The coordinator's address (host:port)")
+      ->capture_default_str();
+  cmd->add_option("--output", flags->output, "table (for people) or json (for scripts)")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+}
+
+int RunSubmit(const ServiceFlags& flags) {
+  const absl::StatusOr<std::vector<std::string>> overrides =
+      OverridesFromArgs(flags.submit->remaining());
+  if (!overrides.ok()) return Report("submit", overrides.status());
+  std::ifstream in(flags.config, std::ios::binary);
+  if (!in) {
+    std::cerr << "ringctl submit: cannot read config " << flags.config
+              << ": no such file (give the path of a TOML job config, e.g. "
+                 "configs/debug_model.toml)"
+              << std::endl;
+    return kExitUsage;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  v1::SubmitJobRequest request;
+  request.set_config_toml(text.str());
+  for (const std::string& o : *overrides) request.add_overrides(o);
+  request.set_name(flags.name);
+  request.set_device_kind(flags.device_kind);
+
+  CoordinatorClient client(flags.coordinator);
+  CallOptions options;
+  options.timeout = std::chrono::seconds(10);  // the coordinator validates the config first
+  const absl::StatusOr<v1::Job> job = client.SubmitJob(request, options);
+  if (!job.ok()) return Report("submit", job.status());
+  if (FormatOf(flags) == OutputFormat::kJson) {
+    std::cout << MessageJson(*job) << std::endl;
+  } else {
+    std::cout << "submitted " << job->job_id() << " (" << MeshSummary(*job) << ")" << std::endl;
+  }
+  if (!flags.follow) return kExitOk;
+  return RunWatch(client, job->job_id(), 0, FormatOf(flags));
+}
+
+int RunGet(const ServiceFlags& flags) {
+  CoordinatorClient client(flags.coordinator);
+  const absl::StatusOr<v1::Job> job = client.GetJob(flags.job_id);
+  if (!job.ok()) return Report("get", job.status(), flags.job_id);
+  std::cout << (FormatOf(flags) == OutputFormat::kJson ? MessageJson(*job) + "\n"
+                                                       : FormatJobDetail(*job, NowSeconds()))
+            << std::flush;
+  return kExitOk;
+}
+
+int RunList(const ServiceFlags& flags) {
+  CoordinatorClient client(flags.coordinator);
+  const absl::StatusOr<std::vector<v1::Job>> jobs = client.ListJobs();
+  if (!jobs.ok()) return Report("list", jobs.status());
+  if (FormatOf(flags) == OutputFormat::kJson) {
+    std::vector<const google::protobuf::Message*> messages;
+    for (const v1::Job& job : *jobs) messages.push_back(&job);
+    std::cout << MessageJsonArray(messages) << std::endl;
+  } else if (jobs->empty()) {
+    std::cout << "no jobs on the coordinator at " << flags.coordinator << std::endl;
+  } else {
+    std::cout << FormatJobTable(*jobs, NowSeconds()) << std::flush;
+  }
+  return kExitOk;
+}
+
+int RunCancel(const ServiceFlags& flags) {
+  CoordinatorClient client(flags.coordinator);
+  const absl::StatusOr<v1::Job> job = client.CancelJob(flags.job_id);
+  if (!job.ok()) return Report("cancel", job.status(), flags.job_id);
+  if (FormatOf(flags) == OutputFormat::kJson) {
+    std::cout << MessageJson(*job) << std::endl;
+  } else if (IsTerminal(job->state())) {
+    std::cout << job->job_id() << ": " << JobStateName(job->state()) << std::endl;
+  } else {
+    std::cout << job->job_id() << ": " << JobStateName(job->state())
+              << " (cancel requested; `ringctl watch " << job->job_id()
+              << "` follows it to the end)" << std::endl;
+  }
+  return kExitOk;
+}
+
+int RunWorkers(const ServiceFlags& flags) {
+  CoordinatorClient client(flags.coordinator);
+  absl::StatusOr<std::vector<v1::Worker>> workers =
+      flags.wait > 0 ? WaitForIdleWorkers(
+                           client, flags.wait,
+                           std::chrono::milliseconds(static_cast<int64_t>(flags.timeout * 1000)))
+                     : client.ListWorkers();
+  if (!workers.ok()) {
+    // A timed-out wait is "the cluster did not come up": the unreachable status, whatever the
+    // cause.
+    const int code = Report("workers", workers.status());
+    return flags.wait > 0 ? kExitUnreachable : code;
+  }
+  if (FormatOf(flags) == OutputFormat::kJson) {
+    std::vector<const google::protobuf::Message*> messages;
+    for (const v1::Worker& worker : *workers) messages.push_back(&worker);
+    std::cout << MessageJsonArray(messages) << std::endl;
+  } else if (workers->empty()) {
+    std::cout << "no workers registered with the coordinator at " << flags.coordinator << std::endl;
+  } else {
+    std::cout << FormatWorkerTable(*workers, NowSeconds()) << std::flush;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> OverridesFromArgs(const std::vector<std::string>& args) {
+  std::vector<std::string> overrides;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    const std::string key = OverrideKey(arg);
+    if (key.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unexpected argument '", arg,
+          "': after CONFIG give overrides as --section.key=value, e.g. --training.steps=20"));
+    }
+    const size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      overrides.push_back(absl::StrCat(key, arg.substr(eq)));
+    } else if (i + 1 < args.size() && !absl::StartsWith(args[i + 1], "-")) {
+      overrides.push_back(absl::StrCat(key, "=", args[++i]));
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("override '", arg, "' has no value: write --", key, "=VALUE"));
+    }
+  }
+  return overrides;
+}
+
+std::vector<ServiceCommand> AddServiceCommands(CLI::App& app, ServiceFlags* flags) {
+  std::vector<ServiceCommand> commands;
+
+  CLI::App* submit = app.add_subcommand(
+      "submit",
+      "Submit a job: CONFIG (TOML) plus --section.key=value overrides. Prints the job id; with "
+      "--follow, watches it like `ringctl watch` (same exit statuses).");
+  AddCommonFlags(submit, flags);
+  submit->add_option("CONFIG", flags->config, "The job's TOML config file")->required();
+  submit->add_option("--name", flags->name,
+                     "A name for the job (default: chosen by the coordinator)");
+  submit->add_option("--device-kind", flags->device_kind, "The kind of worker every rank runs on")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  submit->add_flag("--follow", flags->follow, "Watch the job until it ends");
+  submit->allow_extras();  // the --section.key=value overrides, wherever they appear
+  submit->footer("Overrides: any config key as --section.key=value, e.g. --training.steps=20.");
+  flags->submit = submit;
+  commands.push_back({submit, [flags] { return RunSubmit(*flags); }});
+
+  CLI::App* watch = app.add_subcommand(
+      "watch",
+      "Follow a job's state changes and steps until it ends. Exit 0 if it SUCCEEDED, 1 if it "
+      "FAILED or was CANCELLED, 3 if the coordinator cannot be reached.");
+  AddCommonFlags(watch, flags);
+  watch->add_option("JOB", flags->job_id, "The job id")->required();
+  watch->add_option("--from-step", flags->from_step, "First step to show (0: the whole history)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  commands.push_back({watch, [flags] {
+                        CoordinatorClient client(flags->coordinator);
+                        return RunWatch(client, flags->job_id, flags->from_step, FormatOf(*flags));
+                      }});
+
+  CLI::App* get = app.add_subcommand("get", "Show one job: state, mesh, error, times, progress.");
+  AddCommonFlags(get, flags);
+  get->add_option("JOB", flags->job_id, "The job id")->required();
+  commands.push_back({get, [flags] { return RunGet(*flags); }});
+
+  CLI::App* list = app.add_subcommand("list", "List the coordinator's jobs, newest first.");
+  AddCommonFlags(list, flags);
+  commands.push_back({list, [flags] { return RunList(*flags); }});
+
+  CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job; prints its resulting state.");
+  AddCommonFlags(cancel, flags);
+  cancel->add_option("JOB", flags->job_id, "The job id")->required();
+  commands.push_back({cancel, [flags] { return RunCancel(*flags); }});
+
+  CLI::App* workers = app.add_subcommand(
+      "workers", "List the registered workers. With --wait N, first wait until N are idle.");
+  AddCommonFlags(workers, flags);
+  workers->add_option("--wait", flags->wait, "Wait until at least N workers are IDLE")
+      ->check(CLI::NonNegativeNumber);
+  workers->add_option("--timeout", flags->timeout, "Seconds to wait with --wait (then exit 3)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  commands.push_back({workers, [flags] { return RunWorkers(*flags); }});
+
+  commands.push_back({AddUpCommand(app, &flags->up), [flags] { return RunUp(flags->up); }});
+  return commands;
+}
+
+}  // namespace ringtrain
