@@ -1,0 +1,453 @@
+// The worker agent against a fake coordinator (a real gRPC WorkerService on 127.0.0.1 that records
+// what arrives and sends what a test tells it) and a fake trainer (a shell script whose behaviour
+// the assignment's config sets). Most tests run the Agent class in-process; the last ones run the
+// ringtrain-worker binary for its flags and its SIGTERM handling.
+#include "worker/agent/agent.h"
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "tests/integration/test_util.h"
+
+namespace ringtrain {
+namespace {
+
+using ::ringtrain::testing::TempDir;
+using Clock = std::chrono::steady_clock;
+using ServerStream = grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::AgentMessage>;
+
+// Issues ids "<prefix>-1", "<prefix>-2", ...; a Hello with an id it did not issue (and was not
+// told to know) ends the session with NOT_FOUND, as a restarted coordinator does.
+class FakeCoordinator final : public v1::WorkerService::Service {
+ public:
+  FakeCoordinator(int port, std::string prefix, std::set<std::string> known = {})
+      : prefix_(std::move(prefix)), known_(std::move(known)) {
+    grpc::ServerBuilder builder;
+    int bound = 0;
+    builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
+                             &bound);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+    EXPECT_EQ(bound, port) << "cannot listen on port " << port;
+  }
+  ~FakeCoordinator() override { Stop(); }
+
+  // Cancels the open session (the agent sees the coordinator go away) and stops serving.
+  void Stop() {
+    if (server_ == nullptr) return;
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+    server_->Wait();
+    server_.reset();
+  }
+
+  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+                        v1::RegisterResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    registrations_.push_back(*request);
+    const std::string id = absl::StrCat(prefix_, "-", registrations_.size());
+    known_.insert(id);
+    response->set_worker_id(id);
+    response->set_heartbeat_interval_ms(100);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Session(grpc::ServerContext*, ServerStream* stream) override {
+    v1::AgentMessage message;
+    if (!stream->Read(&message) || !message.has_hello()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "Hello must come first");
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (known_.count(message.hello().worker_id()) == 0) {
+        ++not_found_;
+        return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown worker id");
+      }
+      hellos_.push_back(message.hello().worker_id());
+      stream_ = stream;
+    }
+    while (stream->Read(&message)) {
+      absl::MutexLock lock(&mu_);
+      if (message.has_heartbeat()) {
+        ++heartbeats_;
+      } else {
+        messages_.push_back(message);
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    stream_ = nullptr;
+    return grpc::Status::OK;
+  }
+
+  // Writes to the open session; false when there is none.
+  bool Send(const v1::CoordinatorMessage& message) {
+    absl::MutexLock lock(&mu_);
+    return stream_ != nullptr && stream_->Write(message);
+  }
+
+  std::vector<v1::AgentMessage> messages() {
+    absl::MutexLock lock(&mu_);
+    return messages_;
+  }
+  std::vector<std::string> hellos() {
+    absl::MutexLock lock(&mu_);
+    return hellos_;
+  }
+  std::vector<v1::RegisterRequest> registrations() {
+    absl::MutexLock lock(&mu_);
+    return registrations_;
+  }
+  int heartbeats() {
+    absl::MutexLock lock(&mu_);
+    return heartbeats_;
+  }
+  int not_found() {
+    absl::MutexLock lock(&mu_);
+    return not_found_;
+  }
+  // The RankExit for `job_id` or nullptr.
+  std::unique_ptr<v1::RankExit> ExitOf(const std::string& job_id) {
+    for (const v1::AgentMessage& m : messages()) {
+      if (m.has_rank_exit() && m.rank_exit().job_id() == job_id) {
+        return std::make_unique<v1::RankExit>(m.rank_exit());
+      }
+    }
+    return nullptr;
+  }
+  bool Started(const std::string& job_id) {
+    for (const v1::AgentMessage& m : messages()) {
+      if (m.has_rank_started() && m.rank_started().job_id() == job_id) return true;
+    }
+    return false;
+  }
+
+ private:
+  const std::string prefix_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  std::set<std::string> known_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::RegisterRequest> registrations_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> hellos_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::AgentMessage> messages_ ABSL_GUARDED_BY(mu_);
+  int heartbeats_ ABSL_GUARDED_BY(mu_) = 0;
+  int not_found_ ABSL_GUARDED_BY(mu_) = 0;
+  ServerStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+// Polls `done` every 10 ms for up to `seconds`.
+bool Eventually(const std::function<bool()>& done, double seconds = 10) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
+  while (Clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+// One line per message, for readable comparisons.
+std::string Describe(const v1::AgentMessage& m) {
+  if (m.has_rank_started()) {
+    return absl::StrCat("started ", m.rank_started().job_id(), "/", m.rank_started().rank());
+  }
+  if (m.has_rank_report()) {
+    return absl::StrCat("report ", m.rank_report().job_id(), "/", m.rank_report().rank(), " ",
+                        m.rank_report().record_json());
+  }
+  if (m.has_rank_exit()) {
+    return absl::StrCat("exit ", m.rank_exit().job_id(), "/", m.rank_exit().rank(), " status ",
+                        m.rank_exit().exit_status(), " signal ", m.rank_exit().signal());
+  }
+  return "other";
+}
+
+// The fake trainer: records its arguments and rendezvous environment beside metrics.jsonl, then
+// writes `steps` records (sleeping `pause` s after each) and exits with `exit` (all from the
+// config, which is its first argument).
+constexpr char kFakeTrainer[] = R"(#!/bin/sh
+m=""
+for a in "$@"; do case "$a" in --metrics.jsonl=*) m="${a#--metrics.jsonl=}";; esac; done
+d=$(dirname "$m")
+printf '%s\n' "$@" > "$d/args.txt"
+echo "RANK=$RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT OMP_NUM_THREADS=$OMP_NUM_THREADS" > "$d/env.txt"
+steps=$(sed -n 's/^steps = //p' "$1")
+pause=$(sed -n 's/^pause = //p' "$1")
+code=$(sed -n 's/^exit = //p' "$1")
+i=1
+while [ "$i" -le "${steps:-0}" ]; do
+  echo "{\"step\":$i}" >> "$m"
+  if [ -n "$pause" ]; then sleep "$pause"; fi
+  i=$((i + 1))
+done
+echo "fake trainer done" >&2
+exit "${code:-0}"
+)";
+
+v1::CoordinatorMessage Assign(const std::string& job_id, const std::string& config, int rank = 0,
+                              int world_size = 1) {
+  v1::CoordinatorMessage message;
+  v1::Assignment* a = message.mutable_assignment();
+  a->set_job_id(job_id);
+  a->set_rank(rank);
+  a->set_world_size(world_size);
+  a->set_master_addr("10.0.0.5");
+  a->set_master_port(29555);
+  a->set_config_toml(config);
+  a->set_device("cpu");
+  return message;
+}
+
+v1::CoordinatorMessage CancelJob(const std::string& job_id) {
+  v1::CoordinatorMessage message;
+  message.mutable_cancel()->set_job_id(job_id);
+  message.mutable_cancel()->set_reason("test");
+  return message;
+}
+
+constexpr char kLongRun[] = "steps = 1\npause = 30\n";
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::WriteFile(trainer_, kFakeTrainer);
+    chmod(trainer_.c_str(), 0755);
+  }
+  void TearDown() override {
+    if (agent_ != nullptr) {
+      agent_->Shutdown();
+      run_thread_.join();
+      EXPECT_TRUE(run_status_.ok()) << run_status_;
+    }
+  }
+  AgentOptions Options() {
+    AgentOptions o;
+    o.coordinator = absl::StrCat("127.0.0.1:", port_);
+    o.host_label = "test-host";
+    o.work_dir = dir_ / "work";
+    o.trainer_path = trainer_;
+    o.threads = 2;
+    o.initial_backoff = std::chrono::milliseconds(100);
+    o.max_backoff = std::chrono::milliseconds(500);
+    return o;
+  }
+  void StartAgent() {
+    absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(Options());
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    agent_ = std::move(*agent);
+    run_thread_ = std::thread([this] { run_status_ = agent_->Run(); });
+  }
+  // Starts the agent and waits until its session with `c` is open.
+  void Connect(FakeCoordinator& c) {
+    StartAgent();
+    ASSERT_TRUE(Eventually([&] { return !c.hellos().empty(); })) << "no Hello";
+  }
+  std::string RankDir(const std::string& job_id, int rank) {
+    return dir_ / absl::StrCat("work/", job_id, "/rank-", rank);
+  }
+
+  TempDir dir_;
+  const std::string trainer_ = dir_ / "fake-trainer.sh";
+  const int port_ = testing::FreePort();
+  std::unique_ptr<FakeCoordinator> coordinator_ = std::make_unique<FakeCoordinator>(port_, "c1");
+  std::unique_ptr<Agent> agent_;
+  std::thread run_thread_;
+  absl::Status run_status_;
+};
+
+TEST_F(AgentTest, RejectsBadOptionsNamingTheFlag) {
+  AgentOptions o = Options();
+  o.device = "tpu";
+  EXPECT_TRUE(absl::StrContains(Agent::Create(o).status().message(), "cpu or cuda:N"));
+  o = Options();
+  o.trainer_path = dir_ / "missing";
+  EXPECT_TRUE(absl::StrContains(Agent::Create(o).status().message(), "--trainer"));
+  o = Options();
+  o.threads = 0;
+  EXPECT_TRUE(absl::StrContains(Agent::Create(o).status().message(), "--threads"));
+  EXPECT_EQ(*DeviceKind("cuda:1"), "cuda");
+  EXPECT_FALSE(DeviceKind("cuda:").ok());
+}
+
+TEST_F(AgentTest, RegistersSaysHelloAndHeartbeats) {
+  Connect(*coordinator_);
+  EXPECT_EQ(coordinator_->hellos(), std::vector<std::string>{"c1-1"});
+  EXPECT_EQ(agent_->worker_id(), "c1-1");
+  const std::vector<v1::RegisterRequest> r = coordinator_->registrations();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].device_kind(), "cpu");
+  EXPECT_EQ(r[0].device(), "cpu");
+  EXPECT_EQ(r[0].host_label(), "test-host");
+  EXPECT_EQ(r[0].address(), "127.0.0.1");
+  EXPECT_TRUE(Eventually([&] { return coordinator_->heartbeats() >= 5; }, 3));  // every 100 ms
+}
+
+TEST_F(AgentTest, AssignmentRunsTrainerAndRelaysReportsThenExitInOrder) {
+  Connect(*coordinator_);
+  v1::CoordinatorMessage assign = Assign("job-1", "steps = 3\nexit = 3\n", 1, 2);
+  assign.mutable_assignment()->add_overrides("training.steps=3");
+  assign.mutable_assignment()->add_overrides("model.dim=64");
+  ASSERT_TRUE(coordinator_->Send(assign));
+  ASSERT_TRUE(Eventually([&] { return coordinator_->ExitOf("job-1") != nullptr; }));
+
+  std::vector<std::string> got;
+  for (const v1::AgentMessage& m : coordinator_->messages()) got.push_back(Describe(m));
+  EXPECT_EQ(
+      got, (std::vector<std::string>{"started job-1/1", R"(report job-1/1 {"step":1})",
+                                     R"(report job-1/1 {"step":2})", R"(report job-1/1 {"step":3})",
+                                     "exit job-1/1 status 3 signal 0"}));
+  EXPECT_GT(coordinator_->messages()[0].rank_started().pid(), 0);
+  EXPECT_TRUE(absl::StrContains(coordinator_->ExitOf("job-1")->stderr_tail(), "fake trainer done"));
+
+  const std::string rank_dir = RankDir("job-1", 1);
+  EXPECT_EQ(testing::ReadFile(rank_dir + "/config.toml"), "steps = 3\nexit = 3\n");
+  EXPECT_EQ(testing::ReadFile(rank_dir + "/env.txt"),
+            "RANK=1 WORLD_SIZE=2 MASTER_ADDR=10.0.0.5 MASTER_PORT=29555 OMP_NUM_THREADS=2\n");
+  EXPECT_EQ(testing::ReadFile(rank_dir + "/args.txt"),
+            absl::StrCat(rank_dir, "/config.toml\n--training.steps=3\n--model.dim=64\n",
+                         "--metrics.jsonl=", rank_dir, "/metrics.jsonl\n--device=cpu\n"));
+}
+
+TEST_F(AgentTest, CancelStopsTheTrainerWithSigterm) {
+  Connect(*coordinator_);
+  ASSERT_TRUE(coordinator_->Send(Assign("long", kLongRun)));
+  ASSERT_TRUE(Eventually([&] { return coordinator_->messages().size() >= 2; }));  // started, step 1
+  const auto cancelled = Clock::now();
+  ASSERT_TRUE(coordinator_->Send(CancelJob("other-job")));  // not ours: ignored
+  ASSERT_TRUE(coordinator_->Send(CancelJob("long")));
+  ASSERT_TRUE(Eventually([&] { return coordinator_->ExitOf("long") != nullptr; }, 5));
+  EXPECT_LT(Clock::now() - cancelled, std::chrono::seconds(3));
+  const std::unique_ptr<v1::RankExit> exit = coordinator_->ExitOf("long");
+  EXPECT_EQ(exit->signal(), SIGTERM);
+  EXPECT_EQ(exit->exit_status(), 0);
+}
+
+TEST_F(AgentTest, AssignmentWhileBusyIsRefusedWith125AndBadJobIdWith127) {
+  Connect(*coordinator_);
+  ASSERT_TRUE(coordinator_->Send(Assign("job-a", kLongRun)));
+  ASSERT_TRUE(Eventually([&] { return coordinator_->Started("job-a"); }));
+  ASSERT_TRUE(coordinator_->Send(Assign("job-b", "steps = 1\n", 0, 2)));
+  ASSERT_TRUE(Eventually([&] { return coordinator_->ExitOf("job-b") != nullptr; }));
+  std::unique_ptr<v1::RankExit> busy = coordinator_->ExitOf("job-b");
+  EXPECT_EQ(busy->exit_status(), 125);
+  EXPECT_EQ(busy->stderr_tail(), "agent c1-1 is busy with job job-a rank 0");
+  EXPECT_EQ(coordinator_->ExitOf("job-a"), nullptr);  // still running
+
+  ASSERT_TRUE(coordinator_->Send(CancelJob("job-a")));
+  ASSERT_TRUE(Eventually([&] { return coordinator_->ExitOf("job-a") != nullptr; }, 5));
+  ASSERT_TRUE(coordinator_->Send(Assign("../escape", "steps = 1\n")));
+  ASSERT_TRUE(Eventually([&] { return coordinator_->ExitOf("../escape") != nullptr; }));
+  std::unique_ptr<v1::RankExit> bad = coordinator_->ExitOf("../escape");
+  EXPECT_EQ(bad->exit_status(), 127);
+  EXPECT_TRUE(absl::StrContains(bad->stderr_tail(), "cannot name a folder")) << bad->stderr_tail();
+}
+
+TEST_F(AgentTest, ReRegistersWhenARestartedCoordinatorDoesNotKnowIt) {
+  Connect(*coordinator_);
+  ASSERT_TRUE(coordinator_->Send(Assign("orphan", kLongRun)));
+  ASSERT_TRUE(Eventually([&] { return coordinator_->Started("orphan"); }));
+  const int trainer_pid = coordinator_->messages()[0].rank_started().pid();
+  coordinator_.reset();  // gone; the agent keeps its trainer and retries
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(kill(trainer_pid, 0), 0) << "the trainer should outlive the session";
+  FakeCoordinator restarted(port_, "c2");
+  ASSERT_TRUE(Eventually([&] { return !restarted.hellos().empty(); }, 10));
+  EXPECT_GE(restarted.not_found(), 1);  // Hello with c1-1 first
+  EXPECT_EQ(restarted.hellos(), std::vector<std::string>{"c2-1"});
+  EXPECT_EQ(agent_->worker_id(), "c2-1");
+  EXPECT_NE(kill(trainer_pid, 0), 0) << "the orphaned trainer should have been cancelled";
+  // The orphan's RankStarted/RankExit belong to the old registration: none reaches c2.
+  EXPECT_TRUE(Eventually([&] { return restarted.heartbeats() >= 3; }, 3));
+  EXPECT_TRUE(restarted.messages().empty());
+}
+
+TEST_F(AgentTest, KeepsTheTrainerAcrossABrokenSessionAndFlushesWhatItBuffered) {
+  Connect(*coordinator_);
+  ASSERT_TRUE(coordinator_->Send(Assign("steady", "steps = 12\npause = 0.2\n")));
+  ASSERT_TRUE(Eventually([&] { return coordinator_->messages().size() >= 3; }));  // + 2 steps
+  coordinator_.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // ~4 records buffered meanwhile
+  FakeCoordinator back(port_, "c1b", {"c1-1"});  // knows the agent: the network broke, no restart
+  ASSERT_TRUE(Eventually([&] { return back.ExitOf("steady") != nullptr; }, 10));
+  EXPECT_EQ(back.hellos(), std::vector<std::string>{"c1-1"});
+  EXPECT_TRUE(back.registrations().empty());
+  std::vector<int> steps;
+  for (const v1::AgentMessage& m : back.messages()) {
+    if (m.has_rank_report()) {
+      steps.push_back(std::stoi(m.rank_report().record_json().substr(8)));  // {"step":N}
+    }
+  }
+  ASSERT_GE(steps.size(), 6u);
+  for (size_t i = 1; i < steps.size(); ++i) EXPECT_EQ(steps[i], steps[i - 1] + 1);
+  EXPECT_EQ(steps.back(), 12);
+  EXPECT_EQ(Describe(back.messages().back()), "exit steady/0 status 0 signal 0");
+}
+
+TEST_F(AgentTest, ShutdownWhileDisconnectedStopsTheTrainerAndReturns) {
+  Connect(*coordinator_);
+  ASSERT_TRUE(coordinator_->Send(Assign("alone", kLongRun)));
+  ASSERT_TRUE(Eventually([&] { return coordinator_->Started("alone"); }));
+  const int trainer_pid = coordinator_->messages()[0].rank_started().pid();
+  coordinator_.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto stopped = Clock::now();
+  agent_->Shutdown();
+  run_thread_.join();
+  agent_.reset();
+  EXPECT_LT(Clock::now() - stopped, std::chrono::seconds(3));
+  EXPECT_NE(kill(trainer_pid, 0), 0);
+}
+
+// The binary: flags reach Register and the trainer; SIGTERM cancels the trainer, reports its exit
+// and ends the agent with status 0.
+TEST_F(AgentTest, BinaryRegistersWithItsFlagsAndStopsCleanlyOnSigterm) {
+  const pid_t pid = testing::StartCommand(
+      {testing::BinDir() + "/ringtrain-worker", "--coordinator", Options().coordinator, "--device",
+       "cuda:3", "--host-label", "bin-host", "--advertise-address", "10.1.2.3", "--work-dir",
+       dir_ / "work", "--trainer", trainer_},
+      dir_ / "worker.log");
+  ASSERT_TRUE(Eventually([&] { return !coordinator_->hellos().empty(); }))
+      << testing::ReadFile(dir_ / "worker.log");
+  const v1::RegisterRequest r = coordinator_->registrations().at(0);
+  EXPECT_EQ(r.device_kind(), "cuda");
+  EXPECT_EQ(r.device(), "cuda:3");
+  EXPECT_EQ(r.host_label(), "bin-host");
+  EXPECT_EQ(r.address(), "10.1.2.3");
+
+  ASSERT_TRUE(coordinator_->Send(Assign("sig", kLongRun)));
+  ASSERT_TRUE(Eventually([&] { return coordinator_->messages().size() >= 2; }));
+  const int trainer_pid = coordinator_->messages()[0].rank_started().pid();
+  kill(pid, SIGTERM);
+  EXPECT_EQ(testing::WaitCommand(pid, 8), 0) << testing::ReadFile(dir_ / "worker.log");
+  EXPECT_NE(kill(trainer_pid, 0), 0);
+  const std::unique_ptr<v1::RankExit> exit = coordinator_->ExitOf("sig");
+  ASSERT_NE(exit, nullptr) << "the RankExit should be sent before the stream closes";
+  EXPECT_EQ(exit->signal(), SIGTERM);
+  EXPECT_TRUE(
+      absl::StrContains(testing::ReadFile(RankDir("sig", 0) + "/args.txt"), "--device=cuda:3"));
+}
+
+TEST_F(AgentTest, BinaryRejectsBadFlagsWithExitCode2) {
+  const std::string worker = testing::BinDir() + "/ringtrain-worker";
+  testing::CommandResult r =
+      testing::RunCommand({worker, "--device", "tpu", "--trainer", trainer_});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.output, "expected cpu or cuda:N")) << r.output;
+  r = testing::RunCommand({worker, "--trainer", dir_ / "nope"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.output, "does not exist")) << r.output;
+}
+
+}  // namespace
+}  // namespace ringtrain

@@ -1,0 +1,385 @@
+#include "worker/agent/agent.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/grpc/client_util.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace ringtrain {
+namespace {
+
+constexpr std::chrono::milliseconds kDefaultHeartbeat{1000};  // if the coordinator sends none
+constexpr std::chrono::seconds kStableSession{2};  // a session that lived this long resets backoff
+constexpr absl::Duration kWriterStopWait = absl::Seconds(2);  // then the call is cancelled
+constexpr std::chrono::seconds kShutdownDrain{5};  // after the grace, close regardless
+constexpr absl::Duration kCloseWait = absl::Seconds(1);  // for the coordinator to end the stream
+// After stop_deadline_, the call is cancelled even if a Write is stuck (a coordinator that does
+// not read): Run() must return.
+constexpr absl::Duration kForceStopAfter = absl::Seconds(1);
+
+std::string Seconds(std::chrono::milliseconds d) {
+  return absl::StrFormat("%.1f", static_cast<double>(d.count()) / 1000.0);
+}
+
+// Exponential backoff with +-20% jitter, capped at `max`.
+class Backoff {
+ public:
+  Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max)
+      : initial_(initial), max_(max), next_(initial) {}
+  std::chrono::milliseconds Next() {
+    std::uniform_real_distribution<double> jitter(0.8, 1.2);
+    const auto delay = std::chrono::milliseconds(
+        static_cast<int64_t>(static_cast<double>(next_.count()) * jitter(rng_)));
+    next_ = std::min(next_ * 2, max_);
+    return std::min(delay, max_);
+  }
+  void Reset() { next_ = initial_; }
+
+ private:
+  const std::chrono::milliseconds initial_;
+  const std::chrono::milliseconds max_;
+  std::chrono::milliseconds next_;
+  std::mt19937 rng_{std::random_device{}()};
+};
+
+std::shared_ptr<grpc::Channel> MakeChannel(const AgentOptions& options) {
+  // gRPC's own reconnect backoff (1 s growing to 120 s by default) would fail our attempts fast
+  // long after the coordinator is back; keep it in step with the agent's.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              static_cast<int>(options.initial_backoff.count()));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options.initial_backoff.count()));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options.max_backoff.count()));
+  return grpc::CreateCustomChannel(options.coordinator, grpc::InsecureChannelCredentials(), args);
+}
+
+// The trainer must be an executable file; the error says how to get one.
+absl::Status CheckTrainer(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("no trainer: pass --trainer PATH");
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("trainer '", path, "' does not exist (", std::strerror(errno),
+                     "); build ringtrain-trainer beside ringtrain-worker or pass --trainer PATH"));
+  }
+  if (!S_ISREG(st.st_mode) || access(path.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("trainer '", path, "' is not an executable file; pass --trainer PATH to one"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> DeviceKind(absl::string_view device) {
+  if (device == "cpu") return std::string("cpu");
+  const absl::string_view index = device.substr(std::min<size_t>(device.size(), 5));
+  if (absl::StartsWith(device, "cuda:") && !index.empty() && index.size() <= 3 &&
+      std::all_of(index.begin(), index.end(), [](char c) { return absl::ascii_isdigit(c); })) {
+    return std::string("cuda");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--device '", device, "' is not valid; expected cpu or cuda:N (e.g. cuda:0)"));
+}
+
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
+  RT_ASSIGN_OR_RETURN(std::string kind, DeviceKind(options.device));
+  if (options.threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads ", options.threads, " is not valid; expected a whole number >= 1"));
+  }
+  if (options.coordinator.empty()) {
+    return absl::InvalidArgumentError("--coordinator is empty; expected HOST:PORT");
+  }
+  if (options.advertise_address.empty()) {
+    return absl::InvalidArgumentError("--advertise-address is empty; expected a host name or IP");
+  }
+  RT_RETURN_IF_ERROR(CheckTrainer(options.trainer_path));
+  std::error_code ec;
+  const std::filesystem::path work_dir = std::filesystem::absolute(options.work_dir, ec);
+  if (!ec) std::filesystem::create_directories(work_dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--work-dir '", options.work_dir, "' cannot be created: ", ec.message()));
+  }
+  options.work_dir = work_dir.lexically_normal().string();
+  if (options.work_dir.size() > 1 && options.work_dir.back() == '/') options.work_dir.pop_back();
+  return std::unique_ptr<Agent>(new Agent(std::move(options), std::move(kind)));
+}
+
+Agent::Agent(AgentOptions options, std::string device_kind)
+    : options_(std::move(options)),
+      device_kind_(std::move(device_kind)),
+      channel_(MakeChannel(options_)),
+      stub_(v1::WorkerService::NewStub(channel_)) {}
+
+Agent::~Agent() {
+  Shutdown();
+  if (force_stop_thread_.joinable()) force_stop_thread_.join();
+  std::unique_ptr<RankSupervisor> last;
+  {
+    absl::MutexLock lock(&mu_);
+    last = std::move(supervisor_);
+  }
+  last.reset();  // outside mu_: its on_exit takes mu_
+}
+
+std::string Agent::worker_id() {
+  absl::MutexLock lock(&mu_);
+  return worker_id_;
+}
+
+bool Agent::StopRequested() {
+  absl::MutexLock lock(&mu_);
+  return stop_requested_;
+}
+
+void Agent::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  if (stop_requested_) return;
+  stop_requested_ = true;
+  stop_deadline_ = Clock::now() + options_.cancel_grace + kShutdownDrain;
+  RT_LOG(Info) << "shutting down" << (rank_active_ ? ": cancelling the running trainer" : "");
+  if (rank_active_) supervisor_->Cancel(options_.cancel_grace);
+  if (call_context_ != nullptr && !writer_running_) call_context_->TryCancel();
+  if (running_) force_stop_thread_ = std::thread([this] { ForceStopLoop(); });
+}
+
+void Agent::ForceStopLoop() {
+  absl::MutexLock lock(&mu_);
+  const absl::Duration wait = absl::FromChrono(stop_deadline_ - Clock::now()) + kForceStopAfter;
+  if (!mu_.AwaitWithTimeout(absl::Condition(this, &Agent::RunReturned), wait) &&
+      call_context_ != nullptr) {
+    RT_LOG(Warning) << "the session did not close in time; cancelling it";
+    call_context_->TryCancel();
+  }
+}
+
+bool Agent::SleepUnlessStopped(std::chrono::milliseconds delay) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&stop_requested_), absl::FromChrono(delay));
+  return !stop_requested_;
+}
+
+absl::Status Agent::Run() {
+  Backoff backoff(options_.initial_backoff, options_.max_backoff);
+  const std::string where = "coordinator at " + options_.coordinator;
+  absl::Status result;
+  {
+    absl::MutexLock lock(&mu_);
+    running_ = true;
+  }
+  RT_LOG(Info) << "worker agent: " << where << ", device " << options_.device << ", work dir "
+               << options_.work_dir << ", trainer " << options_.trainer_path << ", "
+               << options_.threads << " threads per trainer";
+  while (!StopRequested()) {
+    if (worker_id().empty()) {
+      const absl::Status registered = Register();
+      if (registered.code() == absl::StatusCode::kInvalidArgument) {
+        result = registered;  // the coordinator refuses this agent: retrying will not help
+        Shutdown();
+        break;
+      }
+      if (!registered.ok()) {
+        if (StopRequested()) break;
+        const std::chrono::milliseconds delay = backoff.Next();
+        RT_LOG(Warning) << registered.message() << " (retrying in " << Seconds(delay) << " s)";
+        SleepUnlessStopped(delay);
+        continue;
+      }
+    }
+    const Clock::time_point started = Clock::now();
+    bool opened = false;
+    const grpc::Status ended = RunSession(&opened);
+    if (StopRequested()) break;
+    if (Clock::now() - started >= kStableSession) backoff.Reset();
+    const std::chrono::milliseconds delay = backoff.Next();
+    if (ended.error_code() == grpc::StatusCode::NOT_FOUND) {
+      RT_LOG(Warning) << where << " does not know worker " << worker_id() << " ("
+                      << ended.error_message() << "); registering again in " << Seconds(delay)
+                      << " s";
+      OrphanRank();
+    } else {
+      std::string trainer;
+      {
+        absl::MutexLock lock(&mu_);
+        if (rank_active_) {
+          trainer = absl::StrCat("; job ", rank_job_id_, " rank ", rank_, " keeps running");
+        }
+      }
+      RT_LOG(Warning) << (opened ? "session ended: " : "") << FromGrpcStatus(ended, where).message()
+                      << trainer << " (reconnecting in " << Seconds(delay) << " s)";
+    }
+    SleepUnlessStopped(delay);
+  }
+
+  std::unique_ptr<RankSupervisor> last;
+  {
+    absl::MutexLock lock(&mu_);
+    if (rank_active_) AwaitRankEnd(absl::FromChrono(options_.cancel_grace) + absl::Seconds(5));
+    last = std::move(supervisor_);
+    running_ = false;
+  }
+  last.reset();  // outside mu_: its on_exit takes mu_
+  RT_LOG(Info) << "worker agent stopped";
+  return result;
+}
+
+absl::Status Agent::Register() {
+  v1::RegisterRequest request;
+  request.set_device_kind(device_kind_);
+  request.set_device(options_.device);
+  request.set_host_label(options_.host_label);
+  request.set_address(options_.advertise_address);
+  v1::RegisterResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(options_.register_timeout));
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_requested_) return absl::CancelledError("the agent is shutting down");
+    call_context_ = &context;
+  }
+  const grpc::Status status = stub_->Register(&context, request, &response);
+  absl::MutexLock lock(&mu_);
+  call_context_ = nullptr;
+  const std::string where = "coordinator at " + options_.coordinator;
+  if (!status.ok()) return FromGrpcStatus(status, where);
+  if (response.worker_id().empty()) {
+    return absl::UnavailableError(where + " answered Register without a worker id");
+  }
+  worker_id_ = response.worker_id();
+  heartbeat_interval_ = response.heartbeat_interval_ms() > 0
+                            ? std::chrono::milliseconds(response.heartbeat_interval_ms())
+                            : kDefaultHeartbeat;
+  RT_LOG(Info) << "registered with " << where << " as worker " << worker_id_ << " (device "
+               << options_.device << ", host " << options_.host_label << ", address "
+               << options_.advertise_address << "; heartbeat every " << heartbeat_interval_.count()
+               << " ms)";
+  return absl::OkStatus();
+}
+
+grpc::Status Agent::RunSession(bool* opened) {
+  grpc::ClientContext context;  // no deadline: the session lasts as long as the agent
+  v1::AgentMessage hello;
+  std::chrono::milliseconds interval;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_requested_) return grpc::Status(grpc::StatusCode::CANCELLED, "shutting down");
+    call_context_ = &context;
+    session_over_ = false;
+    hello.mutable_hello()->set_worker_id(worker_id_);
+    interval = heartbeat_interval_;
+  }
+  std::unique_ptr<Stream> stream = stub_->Session(&context);
+  if (stream->Write(hello)) {
+    *opened = true;
+    std::thread writer;
+    {
+      absl::MutexLock lock(&mu_);
+      RT_LOG(Info) << "session open with coordinator at " << options_.coordinator << " as worker "
+                   << worker_id_ << " (" << outbox_.size() << " queued messages to send)";
+      writer_running_ = true;
+      writer = std::thread([&] { WriterLoop(stream.get(), &context, interval); });
+    }
+    v1::CoordinatorMessage message;
+    while (stream->Read(&message)) {
+      if (message.has_assignment()) {
+        HandleAssignment(message.assignment());
+      } else if (message.has_cancel()) {
+        HandleCancel(message.cancel());
+      } else {
+        RT_LOG(Warning) << "ignoring a message of unknown kind from the coordinator";
+      }
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      session_over_ = true;
+      // A Write stuck on flow control never returns by itself: cancelling the call fails it.
+      if (!mu_.AwaitWithTimeout(absl::Condition(this, &Agent::WriterStopped), kWriterStopWait)) {
+        context.TryCancel();
+      }
+    }
+    writer.join();
+  }
+  const grpc::Status status = stream->Finish();
+  absl::MutexLock lock(&mu_);
+  call_context_ = nullptr;
+  return status;
+}
+
+bool Agent::WriterHasWork() const {
+  return session_over_ || !outbox_.empty() || (stop_requested_ && !rank_active_);
+}
+
+void Agent::WriterLoop(Stream* stream, grpc::ClientContext* context,
+                       std::chrono::milliseconds interval) {
+  Clock::time_point next_heartbeat = Clock::now();  // the first one right after Hello
+  for (;;) {
+    v1::AgentMessage message;
+    bool from_outbox = false;
+    bool close = false;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(this, &Agent::WriterHasWork),
+                           absl::FromChrono(next_heartbeat - Clock::now()));
+      const Clock::time_point now = Clock::now();
+      if (session_over_) break;
+      if (now >= next_heartbeat) {
+        message.mutable_heartbeat();
+        next_heartbeat = now + interval;
+      } else if (!outbox_.empty()) {
+        message = outbox_.front();
+        from_outbox = true;
+      } else if (stop_requested_ && (!rank_active_ || now >= stop_deadline_)) {
+        close = true;
+      } else {
+        continue;
+      }
+    }
+    if (close) {
+      // Everything the coordinator should hear has been written: close our side and give the
+      // coordinator a moment to end the stream (so it reads all of it), then cancel the call.
+      stream->WritesDone();
+      absl::MutexLock lock(&mu_);
+      if (!mu_.AwaitWithTimeout(absl::Condition(&session_over_), kCloseWait)) context->TryCancel();
+      writer_running_ = false;
+      return;
+    }
+    if (!stream->Write(message)) break;  // the call is over; the reader sees it too
+    if (from_outbox) {
+      absl::MutexLock lock(&mu_);
+      outbox_.pop_front();
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  writer_running_ = false;
+}
+
+void Agent::Enqueue(uint64_t epoch, v1::AgentMessage message) {
+  if (epoch != epoch_) return;  // from a registration given up: no one would collect it
+  if (message.has_rank_report() && outbox_.size() >= options_.max_buffered) {
+    if (dropped_reports_++ % 10000 == 0) {
+      RT_LOG(Warning) << "outbox full (" << outbox_.size() << " messages): dropped "
+                      << dropped_reports_ << " rank reports so far";
+    }
+    return;
+  }
+  outbox_.push_back(std::move(message));
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,144 @@
+// The worker agent: registers with the coordinator, keeps one WorkerService.Session open (and
+// reopens it when it breaks), runs one ringtrain-trainer at a time through RankSupervisor for the
+// assignments that arrive on it, and relays what the trainer reports. No LibTorch.
+#ifndef RINGTRAIN_WORKER_AGENT_AGENT_H_
+#define RINGTRAIN_WORKER_AGENT_AGENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "ringtrain/v1/worker_service.grpc.pb.h"
+#include "worker/agent/rank_supervisor.h"
+
+namespace ringtrain {
+
+struct AgentOptions {
+  std::string coordinator = "127.0.0.1:50051";  // host:port of the WorkerService
+  std::string device = "cpu";                   // "cpu" or "cuda:N"; every trainer gets it
+  std::string host_label;                       // display only
+  std::string advertise_address = "127.0.0.1";  // rendezvous host other ranks reach us at
+  std::string work_dir = "ringtrain-worker";    // created; <job_id>/rank-<rank>/ below it
+  int threads = 1;                              // OMP threads per trainer
+  std::string trainer_path;                     // an executable file
+
+  std::chrono::milliseconds register_timeout{5000};
+  // Reconnect delays: initial, doubled after each failure up to max, each +-20% jitter.
+  std::chrono::milliseconds initial_backoff{200};
+  std::chrono::milliseconds max_backoff{5000};
+  // SIGTERM-to-SIGKILL grace for Cancel, shutdown and orphaned ranks.
+  std::chrono::milliseconds cancel_grace{2000};
+  // RankReports kept while disconnected; more are dropped (RankStarted/RankExit never are).
+  size_t max_buffered = 100000;
+};
+
+// "cpu" for "cpu", "cuda" for "cuda:N"; INVALID_ARGUMENT naming --device and the valid forms.
+absl::StatusOr<std::string> DeviceKind(absl::string_view device);
+
+// Thread-safety: Run() is called once, on a thread of the caller's choosing; Shutdown() may be
+// called from any thread, any number of times, before or during Run(). The object must outlive
+// Run() (destroy it only after Run() has returned).
+class Agent {
+ public:
+  // Checks the options (device, threads, trainer executable), makes work_dir absolute and creates
+  // it. INVALID_ARGUMENT or FAILED_PRECONDITION naming the flag and what would work.
+  static absl::StatusOr<std::unique_ptr<Agent>> Create(AgentOptions options);
+
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+  ~Agent();
+
+  // Registers, then serves sessions until Shutdown(): a broken session is reopened with backoff
+  // (same worker id; a new one when the coordinator answers NOT_FOUND), a coordinator that cannot
+  // be reached is retried forever. On Shutdown the running trainer is cancelled, its RankExit sent
+  // if a session is up, the stream closed (WritesDone, then cancel) and OK returned. Returns an
+  // error only when the coordinator rejects the registration as INVALID_ARGUMENT.
+  absl::Status Run();
+
+  // Makes Run() wind down and return; never blocks.
+  void Shutdown();
+
+  // The id of the current registration ("" before the first one). For tests and logs.
+  std::string worker_id();
+
+ private:
+  using Stream = grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>;
+  using Clock = std::chrono::steady_clock;
+
+  Agent(AgentOptions options, std::string device_kind);
+
+  absl::Status Register();
+  // One Session: Hello, then reads until the stream ends, with WriterLoop on a second thread.
+  // `opened` says whether Hello was written (else the coordinator could not be reached).
+  grpc::Status RunSession(bool* opened);
+  // The only thread that writes to `stream` after Hello: heartbeats and the outbox, in order.
+  void WriterLoop(Stream* stream, grpc::ClientContext* context, std::chrono::milliseconds interval);
+
+  void HandleAssignment(const v1::Assignment& assignment);
+  void HandleCancel(const v1::Cancel& cancel);
+  // Starts the trainer and queues RankStarted (mu_ held, so its records queue after that).
+  absl::Status StartRank(const RankLaunch& launch, const std::string& job_id, uint64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After NOT_FOUND: cancels the running rank (its messages are dropped), waits for it to end.
+  void OrphanRank();
+  // Waits (mu_ held) until the rank has ended or `timeout` has passed.
+  void AwaitRankEnd(absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Queues `message` if it belongs to the current registration (`epoch`).
+  void Enqueue(uint64_t epoch, v1::AgentMessage message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sleeps `delay` unless Shutdown() comes first; returns false then.
+  bool SleepUnlessStopped(std::chrono::milliseconds delay);
+  bool StopRequested();
+  // Started by Shutdown() during Run(): cancels the call if it is still open well after
+  // stop_deadline_ (a Write stuck on a coordinator that stopped reading).
+  void ForceStopLoop();
+  bool RunReturned() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !running_; }
+  bool WriterHasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WriterStopped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !writer_running_; }
+  bool RankIdle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !rank_active_; }
+
+  const AgentOptions options_;
+  const std::string device_kind_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<v1::WorkerService::Stub> stub_;
+
+  absl::Mutex mu_;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;  // inside Run()
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  Clock::time_point stop_deadline_ ABSL_GUARDED_BY(mu_);  // close the stream by then regardless
+  std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  std::chrono::milliseconds heartbeat_interval_ ABSL_GUARDED_BY(mu_){1000};
+  // Bumped when a registration is given up: messages of older epochs are dropped.
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // The Register or Session call in flight. Shutdown() cancels it unless the writer is running
+  // (the writer then closes the stream itself, after the last RankExit).
+  grpc::ClientContext* call_context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool writer_running_ ABSL_GUARDED_BY(mu_) = false;
+  bool session_over_ ABSL_GUARDED_BY(mu_) = false;  // the reader has stopped; the writer must too
+  // Messages not yet written, oldest first; the writer pops the front after a successful Write.
+  std::deque<v1::AgentMessage> outbox_ ABSL_GUARDED_BY(mu_);
+  uint64_t dropped_reports_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // The current or last trainer. Destroyed only outside mu_ and outside its own callbacks.
+  std::unique_ptr<RankSupervisor> supervisor_ ABSL_GUARDED_BY(mu_);
+  bool rank_active_ ABSL_GUARDED_BY(mu_) = false;  // started, on_exit not yet called
+  std::string rank_job_id_ ABSL_GUARDED_BY(mu_);
+  int rank_ ABSL_GUARDED_BY(mu_) = 0;
+
+  std::thread force_stop_thread_;  // joined by the destructor
+};
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_AGENT_AGENT_H_

@@ -1,0 +1,102 @@
+// ringtrain-worker: the worker agent process. Flags become AgentOptions; SIGINT and SIGTERM become
+// Agent::Shutdown(), delivered by a watcher thread (never work inside a signal handler).
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "common/log.h"
+#include "worker/agent/agent.h"
+
+namespace {
+
+constexpr int kExitError = 1;  // the coordinator refused this agent
+constexpr int kExitUsage = 2;  // bad flags, no trainer, work dir not writable
+
+// ringtrain-trainer beside this executable, or "" when /proc/self/exe cannot be read.
+std::string DefaultTrainerPath() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  const std::string path(self, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/') + 1) + "ringtrain-trainer";
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Blocked before any thread starts (gRPC's too), so only the watcher below takes them. The
+  // trainers get an empty mask back (RankSupervisor resets it before exec).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  ringtrain::AgentOptions options;
+  options.host_label = HostName();
+  std::string trainer;
+  CLI::App app{
+      "ringtrain-worker: registers with the coordinator and runs the trainer ranks it "
+      "assigns to this machine",
+      "ringtrain-worker"};
+  app.add_option("--coordinator", options.coordinator, "Coordinator address, HOST:PORT")
+      ->capture_default_str();
+  app.add_option("--device", options.device, "Device of this agent's trainers: cpu or cuda:N")
+      ->capture_default_str();
+  app.add_option("--host-label", options.host_label, "Host name the coordinator shows")
+      ->capture_default_str();
+  app.add_option("--advertise-address", options.advertise_address,
+                 "Host other ranks reach this agent's trainers at (rendezvous host for rank 0)")
+      ->capture_default_str();
+  app.add_option("--work-dir", options.work_dir,
+                 "Folder for each rank's config, log and metrics (created)")
+      ->capture_default_str();
+  app.add_option("--threads", options.threads, "OMP threads per trainer")->capture_default_str();
+  app.add_option("--trainer", trainer,
+                 "ringtrain-trainer to run (default: the one beside this executable)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help, or the error
+    return code == 0 ? 0 : kExitUsage;
+  }
+  options.trainer_path = trainer.empty() ? DefaultTrainerPath() : trainer;
+
+  absl::StatusOr<std::unique_ptr<ringtrain::Agent>> agent = ringtrain::Agent::Create(options);
+  if (!agent.ok()) {
+    std::cerr << "ringtrain-worker: " << agent.status().message() << "\n";
+    return kExitUsage;
+  }
+
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    const timespec tick{0, 200 * 1000 * 1000};
+    while (!done.load()) {
+      const int signo = sigtimedwait(&stop_signals, nullptr, &tick);
+      if (signo <= 0) continue;
+      RT_LOG(Info) << "received " << strsignal(signo);
+      (*agent)->Shutdown();
+    }
+  });
+  const absl::Status status = (*agent)->Run();
+  done.store(true);
+  watcher.join();
+  if (!status.ok()) {
+    RT_LOG(Error) << status.message();
+    return kExitError;
+  }
+  return 0;
+}
