@@ -9,6 +9,7 @@
 #include <random>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -308,16 +309,25 @@ void Cluster::Tick() {
 Cluster::Counts Cluster::GetCounts() {
   absl::MutexLock lock(&mu_);
   Counts counts;
+  for (const char* state : {"idle", "busy", "disconnected", "lost"}) {
+    counts.workers_by_state[state] = 0;
+  }
   for (const auto& [id, w] : workers_) {
-    const char* state = w.state == WorkerState::kLost ? "LOST"
-                        : w.channel == nullptr       ? "DISCONNECTED"
-                        : w.state == WorkerState::kBusy ? "BUSY"
-                                                        : "IDLE";
+    const char* state = w.state == WorkerState::kLost      ? "lost"
+                        : w.channel == nullptr            ? "disconnected"
+                        : w.state == WorkerState::kBusy   ? "busy"
+                                                          : "idle";
     ++counts.workers_by_state[state];
   }
   counts.queue_length = static_cast<int>(queue_.size());
-  counts.jobs_by_state["QUEUED"] = counts.queue_length;
-  for (const auto& [id, job] : running_) ++counts.jobs_by_state[JobStateName(job.record.state)];
+  counts.active_jobs_by_state = {{"queued", counts.queue_length}, {"assigned", 0}, {"running", 0}};
+  for (const auto& [id, job] : running_) {
+    if (IsTerminal(job.record.state)) continue;  // winding down; already counted as finished
+    ++counts.active_jobs_by_state[job.record.state == JobState::kRunning ? "running" : "assigned"];
+    counts.running.push_back({id, job.last_step, job.last_loss});
+  }
+  counts.finished_jobs_by_state = {{"succeeded", 0}, {"failed", 0}, {"cancelled", 0}};
+  for (const auto& [state, n] : finished_jobs_) counts.finished_jobs_by_state[state] = n;
   return counts;
 }
 
@@ -419,6 +429,7 @@ bool Cluster::TransitionLocked(const std::string& job_id, JobState to, const std
   }
   auto running = running_.find(job_id);
   if (running != running_.end()) running->second.record.state = to;
+  if (IsTerminal(to)) ++finished_jobs_[absl::AsciiStrToLower(JobStateName(to))];
   hub_->Publish(job_id, ToProtoEvent(*change));
   RT_LOG(Info) << job_id << " " << JobStateName(change->from) << " -> " << JobStateName(to)
                << (message.empty() ? "" : ": ") << message;
@@ -463,6 +474,7 @@ void Cluster::OnRankStartedLocked(Worker& worker, const v1::RankStarted& started
 }
 
 void Cluster::OnRankReportLocked(const v1::RankReport& report) {
+  if (report.rank() != 0) return;  // every rank's record holds the same global figures
   // A report that arrives after the job ended (a rank finishing a step while it was being
   // cancelled) is not part of the job's history: watchers have already seen its final state.
   auto running = running_.find(report.job_id());
@@ -482,7 +494,12 @@ void Cluster::OnRankReportLocked(const v1::RankReport& report) {
     RT_LOG(Error) << report.job_id() << " step " << event->step << ": " << added.status();
     return;
   }
-  if (*added) hub_->Publish(report.job_id(), ToProtoEvent(*event));
+  if (!*added) return;
+  if (event->step > running->second.last_step) {
+    running->second.last_step = event->step;
+    running->second.last_loss = event->loss;
+  }
+  hub_->Publish(report.job_id(), ToProtoEvent(*event));
 }
 
 void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {

@@ -77,10 +77,18 @@ class Cluster {
   // One tick of the background loop, callable from tests: LOST workers, then scheduling.
   void Tick();
 
+  // What /metrics reports about the pool and the jobs (computed on demand).
   struct Counts {
-    std::map<std::string, int> workers_by_state;  // "IDLE" | "BUSY" | "LOST" | "DISCONNECTED"
-    std::map<std::string, int> jobs_by_state;     // jobs this process knows, by state name
+    std::map<std::string, int> workers_by_state;  // "idle" | "busy" | "disconnected" | "lost"
+    std::map<std::string, int> active_jobs_by_state;  // "queued" | "assigned" | "running"
+    std::map<std::string, int64_t> finished_jobs_by_state;  // since this process started
     int queue_length = 0;
+    struct Progress {
+      std::string job_id;
+      int64_t step = 0;  // last step reported, 0 = none yet
+      double loss = 0;
+    };
+    std::vector<Progress> running;  // ASSIGNED or RUNNING jobs
   };
   Counts GetCounts();
 
@@ -101,6 +109,8 @@ class Cluster {
     std::set<int> started;
     std::set<int> exited_ok;
     std::set<int> exited;
+    int64_t last_step = 0;
+    double last_loss = 0;
   };
 
   Cluster(JobStore* store, EventHub* hub, ClusterOptions options);
@@ -138,6 +148,7 @@ class Cluster {
   std::map<std::string, std::string> wait_reasons_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, RunningJob> running_ ABSL_GUARDED_BY(mu_);  // ASSIGNED/RUNNING or winding down
   int next_port_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> finished_jobs_ ABSL_GUARDED_BY(mu_);  // by final state name
 
   absl::Notification stop_;
   std::thread ticker_;

@@ -15,6 +15,8 @@
 #include "absl/strings/str_split.h"
 #include "common/grpc/server_util.h"
 #include "common/log.h"
+#include "common/metrics/metrics_server.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/cluster.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_store.h"
@@ -29,6 +31,7 @@ struct Flags {
   double heartbeat_interval_seconds = 1;
   std::string rendezvous_ports = "29500-29999";
   int64_t pool_size_hint = 0;
+  std::string metrics_address = "127.0.0.1:9460";
 };
 
 bool ParsePortRange(const std::string& text, int* first, int* last) {
@@ -72,8 +75,16 @@ int Run(const Flags& flags) {
                  std::string(cluster.status().message()).c_str());
     return 1;
   }
-  ringtrain::JobServiceImpl job_service(cluster->get(), store->get(), &hub);
-  ringtrain::WorkerServiceImpl worker_service(cluster->get());
+  auto metrics = std::make_shared<ringtrain::CoordinatorMetrics>(cluster->get(), &hub);
+  auto metrics_server = ringtrain::MetricsServer::Start(flags.metrics_address);
+  if (!metrics_server.ok()) {
+    std::fprintf(stderr, "ringtrain-coordinator: %s\n",
+                 std::string(metrics_server.status().message()).c_str());
+    return 1;
+  }
+  (*metrics_server)->Register(metrics);
+  ringtrain::JobServiceImpl job_service(cluster->get(), store->get(), &hub, metrics.get());
+  ringtrain::WorkerServiceImpl worker_service(cluster->get(), metrics.get());
 
   ringtrain::EnableStandardServices();
   grpc::ServerBuilder builder;
@@ -89,7 +100,8 @@ int Run(const Flags& flags) {
   }
   (*cluster)->Start();
   RT_LOG(Info) << "coordinator listening on " << flags.listen << " (port " << port
-               << "), job store " << flags.db;
+               << "), job store " << flags.db << ", metrics at http://"
+               << (*metrics_server)->address() << "/metrics";
 
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -100,6 +112,7 @@ int Run(const Flags& flags) {
   RT_LOG(Info) << "signal " << signal_number << ": shutting down";
   (*cluster)->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  metrics_server->reset();  // no scrape may outlive the cluster it reads
   return 0;
 }
 
@@ -134,6 +147,9 @@ int main(int argc, char** argv) {
   app.add_option("--pool-size-hint", flags.pool_size_hint,
                  "workers of a kind expected to register eventually; a submitted job larger than "
                  "both this and the registered pool is refused")
+      ->capture_default_str();
+  app.add_option("--metrics-address", flags.metrics_address,
+                 "HOST:PORT serving Prometheus /metrics")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return Run(flags);

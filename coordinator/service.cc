@@ -10,8 +10,9 @@
 namespace ringtrain {
 namespace {
 
-grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
-                                    const absl::Status& status) {
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, RpcCounter* rpcs,
+                                    const char* method, const absl::Status& status) {
+  rpcs->CountRpc(method, status.code());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -29,15 +30,15 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
                                                     v1::Job* job) {
   absl::StatusOr<JobRecord> record = cluster_->Submit(*request);
   if (record.ok()) *job = ToProto(*record);
-  return FinishNow(context, record.status());
+  return FinishNow(context, rpcs_, "SubmitJob", record.status());
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
                                                  const v1::GetJobRequest* request, v1::Job* job) {
-  if (absl::Status s = CheckJobId(request->job_id()); !s.ok()) return FinishNow(context, s);
+  if (absl::Status s = CheckJobId(request->job_id()); !s.ok()) return FinishNow(context, rpcs_, "GetJob", s);
   absl::StatusOr<JobRecord> record = store_->GetJob(request->job_id());
   if (record.ok()) *job = ToProto(*record);
-  return FinishNow(context, record.status());
+  return FinishNow(context, rpcs_, "GetJob", record.status());
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
@@ -48,16 +49,16 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
     std::reverse(jobs->begin(), jobs->end());  // newest first
     for (const JobRecord& job : *jobs) *response->add_jobs() = ToProto(job);
   }
-  return FinishNow(context, jobs.status());
+  return FinishNow(context, rpcs_, "ListJobs", jobs.status());
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::CancelJobRequest* request,
                                                     v1::Job* job) {
-  if (absl::Status s = CheckJobId(request->job_id()); !s.ok()) return FinishNow(context, s);
+  if (absl::Status s = CheckJobId(request->job_id()); !s.ok()) return FinishNow(context, rpcs_, "CancelJob", s);
   absl::StatusOr<JobRecord> record = cluster_->Cancel(request->job_id());
   if (record.ok()) *job = ToProto(*record);
-  return FinishNow(context, record.status());
+  return FinishNow(context, rpcs_, "CancelJob", record.status());
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(
@@ -74,16 +75,17 @@ grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(
       explicit Refuse(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
       void OnDone() override { delete this; }
     };
+    rpcs_->CountRpc("WatchJob", status.code());
     return new Refuse(status);
   }
-  return new WatchReactor(store_, hub_, request->job_id(), request->from_step());
+  return new WatchReactor(store_, hub_, rpcs_, request->job_id(), request->from_step());
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
                                                       const v1::ListWorkersRequest* /*request*/,
                                                       v1::ListWorkersResponse* response) {
   for (v1::Worker& w : cluster_->ListWorkers()) *response->add_workers() = std::move(w);
-  return FinishNow(context, absl::OkStatus());
+  return FinishNow(context, rpcs_, "ListWorkers", absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
@@ -91,12 +93,12 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContex
                                                       v1::RegisterResponse* response) {
   absl::StatusOr<v1::RegisterResponse> registered = cluster_->Register(*request);
   if (registered.ok()) *response = *registered;
-  return FinishNow(context, registered.status());
+  return FinishNow(context, rpcs_, "Register", registered.status());
 }
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Session(
     grpc::CallbackServerContext* /*context*/) {
-  return new SessionReactor(cluster_);
+  return new SessionReactor(cluster_, rpcs_);
 }
 
 }  // namespace ringtrain

@@ -5,6 +5,7 @@
 #define RINGTRAIN_COORDINATOR_SERVICE_H_
 
 #include "coordinator/cluster.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_store.h"
 #include "ringtrain/v1/job_service.grpc.pb.h"
@@ -15,8 +16,8 @@ namespace ringtrain {
 // Every pointer must outlive the server the service is registered on.
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
-  JobServiceImpl(Cluster* cluster, JobStore* store, EventHub* hub)
-      : cluster_(cluster), store_(store), hub_(hub) {}
+  JobServiceImpl(Cluster* cluster, JobStore* store, EventHub* hub, RpcCounter* rpcs)
+      : cluster_(cluster), store_(store), hub_(hub), rpcs_(rpcs) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
                                       const v1::SubmitJobRequest* request, v1::Job* job) override;
@@ -37,11 +38,12 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   Cluster* const cluster_;
   JobStore* const store_;
   EventHub* const hub_;
+  RpcCounter* const rpcs_;
 };
 
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  explicit WorkerServiceImpl(Cluster* cluster) : cluster_(cluster) {}
+  WorkerServiceImpl(Cluster* cluster, RpcCounter* rpcs) : cluster_(cluster), rpcs_(rpcs) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::RegisterRequest* request,
@@ -51,6 +53,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
 
  private:
   Cluster* const cluster_;
+  RpcCounter* const rpcs_;
 };
 
 }  // namespace ringtrain

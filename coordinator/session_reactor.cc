@@ -5,7 +5,10 @@
 
 namespace ringtrain {
 
-SessionReactor::SessionReactor(Cluster* cluster) : cluster_(cluster) { StartRead(&in_); }
+SessionReactor::SessionReactor(Cluster* cluster, RpcCounter* rpcs)
+    : cluster_(cluster), rpcs_(rpcs) {
+  StartRead(&in_);
+}
 
 void SessionReactor::Send(const v1::CoordinatorMessage& message) {
   absl::MutexLock lock(&mu_);
@@ -26,6 +29,7 @@ void SessionReactor::Close(const absl::Status& status) {
 void SessionReactor::MaybeFinish() {
   if (finished_ || !finish_status_ || writing_) return;
   finished_ = true;
+  rpcs_->CountRpc("Session", static_cast<absl::StatusCode>(finish_status_->error_code()));
   Finish(*finish_status_);
 }
 

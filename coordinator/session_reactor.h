@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/cluster.h"
+#include "coordinator/coordinator_metrics.h"
 #include "ringtrain/v1/worker_service.pb.h"
 
 namespace ringtrain {
@@ -20,8 +21,8 @@ namespace ringtrain {
 class SessionReactor : public grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>,
                        public AgentChannel {
  public:
-  // `cluster` must outlive the reactor. Deletes itself in OnDone.
-  explicit SessionReactor(Cluster* cluster);
+  // `cluster` and `rpcs` must outlive the reactor. Deletes itself in OnDone.
+  SessionReactor(Cluster* cluster, RpcCounter* rpcs);
 
   // AgentChannel (called by the Cluster with its lock held).
   void Send(const v1::CoordinatorMessage& message) override;
@@ -36,6 +37,7 @@ class SessionReactor : public grpc::ServerBidiReactor<v1::AgentMessage, v1::Coor
   void MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Cluster* const cluster_;
+  RpcCounter* const rpcs_;
   v1::AgentMessage in_;  // owned by the read in flight
   std::string worker_id_;  // set by Hello; read and written only by read reactions
 

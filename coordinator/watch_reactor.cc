@@ -21,8 +21,13 @@ bool IsFinalEvent(const v1::JobEvent& event) {
 
 }  // namespace
 
-WatchReactor::WatchReactor(JobStore* store, EventHub* hub, std::string job_id, int64_t from_step)
-    : store_(store), hub_(hub), job_id_(std::move(job_id)), next_step_(std::max<int64_t>(from_step, 1)) {
+WatchReactor::WatchReactor(JobStore* store, EventHub* hub, RpcCounter* rpcs, std::string job_id,
+                           int64_t from_step)
+    : store_(store),
+      hub_(hub),
+      rpcs_(rpcs),
+      job_id_(std::move(job_id)),
+      next_step_(std::max<int64_t>(from_step, 1)) {
   // Subscribe before the first store read: an event published meanwhile is both in the store and
   // in live_, and IsNew drops the second copy.
   hub_->Subscribe(job_id_, this);
@@ -142,6 +147,7 @@ void WatchReactor::FinishOnce(const grpc::Status& status) {
   finished_ = true;
   live_.clear();
   replay_.clear();
+  rpcs_->CountRpc("WatchJob", static_cast<absl::StatusCode>(status.error_code()));
   Finish(status);
 }
 

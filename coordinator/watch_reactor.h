@@ -16,6 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_store.h"
 #include "ringtrain/v1/job_service.pb.h"
@@ -29,7 +30,9 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobEvent>, public JobEv
 
   // `store` and `hub` must outlive the reactor (the server is shut down before they are
   // destroyed). The job must exist. Deletes itself in OnDone.
-  WatchReactor(JobStore* store, EventHub* hub, std::string job_id, int64_t from_step);
+  // `rpcs` counts the stream when it finishes.
+  WatchReactor(JobStore* store, EventHub* hub, RpcCounter* rpcs, std::string job_id,
+               int64_t from_step);
 
   void OnJobEvent(const v1::JobEvent& event) override;
   void OnWriteDone(bool ok) override;
@@ -47,6 +50,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobEvent>, public JobEv
 
   JobStore* const store_;
   EventHub* const hub_;
+  RpcCounter* const rpcs_;
   const std::string job_id_;
 
   absl::Mutex mu_;

@@ -294,7 +294,7 @@ TEST_F(AgentTest, RegistersSaysHelloAndHeartbeats) {
 
 TEST_F(AgentTest, AssignmentRunsTrainerAndRelaysReportsThenExitInOrder) {
   Connect(*coordinator_);
-  v1::CoordinatorMessage assign = Assign("job-1", "steps = 3\nexit = 3\n", 1, 2);
+  v1::CoordinatorMessage assign = Assign("job-1", "steps = 3\nexit = 3\n", 0, 2);
   assign.mutable_assignment()->add_overrides("training.steps=3");
   assign.mutable_assignment()->add_overrides("model.dim=64");
   ASSERT_TRUE(coordinator_->Send(assign));
@@ -303,19 +303,38 @@ TEST_F(AgentTest, AssignmentRunsTrainerAndRelaysReportsThenExitInOrder) {
   std::vector<std::string> got;
   for (const v1::AgentMessage& m : coordinator_->messages()) got.push_back(Describe(m));
   EXPECT_EQ(
-      got, (std::vector<std::string>{"started job-1/1", R"(report job-1/1 {"step":1})",
-                                     R"(report job-1/1 {"step":2})", R"(report job-1/1 {"step":3})",
-                                     "exit job-1/1 status 3 signal 0"}));
+      got, (std::vector<std::string>{"started job-1/0", R"(report job-1/0 {"step":1})",
+                                     R"(report job-1/0 {"step":2})", R"(report job-1/0 {"step":3})",
+                                     "exit job-1/0 status 3 signal 0"}));
   EXPECT_GT(coordinator_->messages()[0].rank_started().pid(), 0);
   EXPECT_TRUE(absl::StrContains(coordinator_->ExitOf("job-1")->stderr_tail(), "fake trainer done"));
 
-  const std::string rank_dir = RankDir("job-1", 1);
+  const std::string rank_dir = RankDir("job-1", 0);
   EXPECT_EQ(testing::ReadFile(rank_dir + "/config.toml"), "steps = 3\nexit = 3\n");
   EXPECT_EQ(testing::ReadFile(rank_dir + "/env.txt"),
-            "RANK=1 WORLD_SIZE=2 MASTER_ADDR=10.0.0.5 MASTER_PORT=29555 OMP_NUM_THREADS=2\n");
+            "RANK=0 WORLD_SIZE=2 MASTER_ADDR=10.0.0.5 MASTER_PORT=29555 OMP_NUM_THREADS=2\n");
   EXPECT_EQ(testing::ReadFile(rank_dir + "/args.txt"),
             absl::StrCat(rank_dir, "/config.toml\n--training.steps=3\n--model.dim=64\n",
                          "--metrics.jsonl=", rank_dir, "/metrics.jsonl\n--device=cpu\n"));
+}
+
+TEST_F(AgentTest, OnlyRankZeroRelaysRecordsButEveryRankExportsThem) {
+  Connect(*coordinator_);
+  ASSERT_TRUE(coordinator_->Send(Assign("job-1", "steps = 3\nexit = 0\n", 1, 2)));
+  ASSERT_TRUE(Eventually([&] { return coordinator_->ExitOf("job-1") != nullptr; }));
+  std::vector<std::string> got;
+  for (const v1::AgentMessage& m : coordinator_->messages()) got.push_back(Describe(m));
+  // Every rank's record holds the same global figures: only rank 0's go upstream.
+  EXPECT_EQ(got, (std::vector<std::string>{"started job-1/1", "exit job-1/1 status 0 signal 0"}));
+  // …but this agent's metrics have its rank's step.
+  bool exported = false;
+  for (const prometheus::MetricFamily& f : agent_->metrics()->Collect()) {
+    if (f.name != "ringtrain_trainer_step") continue;
+    ASSERT_EQ(f.metric.size(), 1u);
+    EXPECT_EQ(f.metric[0].gauge.value, 3);
+    exported = true;
+  }
+  EXPECT_TRUE(exported);
 }
 
 TEST_F(AgentTest, CancelStopsTheTrainerWithSigterm) {

@@ -126,7 +126,8 @@ Agent::Agent(AgentOptions options, std::string device_kind)
     : options_(std::move(options)),
       device_kind_(std::move(device_kind)),
       channel_(MakeChannel(options_)),
-      stub_(v1::WorkerService::NewStub(channel_)) {}
+      stub_(v1::WorkerService::NewStub(channel_)),
+      metrics_(std::make_shared<AgentMetrics>()) {}
 
 Agent::~Agent() {
   Shutdown();
@@ -288,6 +289,7 @@ grpc::Status Agent::RunSession(bool* opened) {
   std::unique_ptr<Stream> stream = stub_->Session(&context);
   if (stream->Write(hello)) {
     *opened = true;
+    metrics_->SetConnected(true);
     std::thread writer;
     {
       absl::MutexLock lock(&mu_);
@@ -315,6 +317,7 @@ grpc::Status Agent::RunSession(bool* opened) {
       }
     }
     writer.join();
+    metrics_->SetConnected(false);
   }
   const grpc::Status status = stream->Finish();
   absl::MutexLock lock(&mu_);
@@ -361,6 +364,7 @@ void Agent::WriterLoop(Stream* stream, grpc::ClientContext* context,
       return;
     }
     if (!stream->Write(message)) break;  // the call is over; the reader sees it too
+    if (message.has_heartbeat()) metrics_->HeartbeatSent();
     if (from_outbox) {
       absl::MutexLock lock(&mu_);
       outbox_.pop_front();

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "ringtrain/v1/worker_service.grpc.pb.h"
+#include "worker/agent/agent_metrics.h"
 #include "worker/agent/rank_supervisor.h"
 
 namespace ringtrain {
@@ -72,6 +73,9 @@ class Agent {
   // The id of the current registration ("" before the first one). For tests and logs.
   std::string worker_id();
 
+  // The agent's Prometheus metrics (its own state and its trainer's figures), to be served.
+  std::shared_ptr<AgentMetrics> metrics() const { return metrics_; }
+
  private:
   using Stream = grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>;
   using Clock = std::chrono::steady_clock;
@@ -112,6 +116,7 @@ class Agent {
   const std::string device_kind_;
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::WorkerService::Stub> stub_;
+  const std::shared_ptr<AgentMetrics> metrics_;
 
   absl::Mutex mu_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;  // inside Run()

@@ -11,12 +11,15 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/metrics/metrics_server.h"
 #include "worker/agent/agent.h"
 
 namespace {
 
 constexpr int kExitError = 1;  // the coordinator refused this agent
 constexpr int kExitUsage = 2;  // bad flags, no trainer, work dir not writable
+constexpr char kDefaultMetricsAddress[] = "127.0.0.1:9470";
+constexpr int kDefaultMetricsPortScan = 100;
 
 // ringtrain-trainer beside this executable, or "" when /proc/self/exe cannot be read.
 std::string DefaultTrainerPath() {
@@ -67,6 +70,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", options.threads, "OMP threads per trainer")->capture_default_str();
   app.add_option("--trainer", trainer,
                  "ringtrain-trainer to run (default: the one beside this executable)");
+  std::string metrics_address;
+  app.add_option("--metrics-address", metrics_address,
+                 "HOST:PORT serving Prometheus /metrics (default: the first free port of "
+                 "127.0.0.1:9470-9569)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -80,6 +87,17 @@ int main(int argc, char** argv) {
     std::cerr << "ringtrain-worker: " << agent.status().message() << "\n";
     return kExitUsage;
   }
+
+  // Without the flag, agents sharing a machine take the next free port each.
+  auto metrics_server = ringtrain::MetricsServer::Start(
+      metrics_address.empty() ? kDefaultMetricsAddress : metrics_address,
+      metrics_address.empty() ? kDefaultMetricsPortScan : 1);
+  if (!metrics_server.ok()) {
+    std::cerr << "ringtrain-worker: " << metrics_server.status().message() << "\n";
+    return kExitUsage;
+  }
+  (*metrics_server)->Register((*agent)->metrics());
+  RT_LOG(Info) << "metrics at http://" << (*metrics_server)->address() << "/metrics";
 
   std::atomic<bool> done{false};
   std::thread watcher([&] {

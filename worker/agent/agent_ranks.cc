@@ -130,6 +130,9 @@ absl::Status Agent::StartRank(const RankLaunch& launch, const std::string& job_i
   const int rank = launch.rank;
   RankSupervisor::Callbacks callbacks;
   callbacks.on_record = [this, epoch, job_id, rank](const std::string& line) {
+    metrics_->TrainerRecord(line);
+    // Every rank writes the same record; rank 0's reaches the coordinator, the others stay here.
+    if (rank != 0) return;
     v1::AgentMessage message;
     v1::RankReport* report = message.mutable_rank_report();
     report->set_job_id(job_id);
@@ -139,6 +142,7 @@ absl::Status Agent::StartRank(const RankLaunch& launch, const std::string& job_i
     Enqueue(epoch, std::move(message));
   };
   callbacks.on_exit = [this, epoch, job_id, rank](const RankExit& e) {
+    metrics_->TrainerExited(e.signal == 0 && e.exit_status == 0);
     RT_LOG(Info) << "rank exited: job " << job_id << " rank " << rank
                  << (e.signal != 0 ? absl::StrCat(", killed by signal ", e.signal)
                                    : absl::StrCat(", exit status ", e.exit_status));
@@ -148,6 +152,7 @@ absl::Status Agent::StartRank(const RankLaunch& launch, const std::string& job_i
     rank_active_ = false;
   };
   // mu_ is held, so the first record queues only after RankStarted below.
+  metrics_->TrainerStarted(job_id, rank, launch.world_size);
   RT_ASSIGN_OR_RETURN(supervisor_, RankSupervisor::Start(launch, std::move(callbacks)));
   rank_active_ = true;
   rank_job_id_ = job_id;

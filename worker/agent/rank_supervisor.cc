@@ -53,6 +53,8 @@ std::vector<std::string> ChildEnv(const RankLaunch& launch) {
       {"MASTER_PORT", std::to_string(launch.master_port)},
       {"OMP_NUM_THREADS", std::to_string(launch.threads)},
       {"MKL_NUM_THREADS", std::to_string(launch.threads)},
+      // Every rank writes its own <work_dir>/metrics.jsonl, so every agent sees its rank's figures.
+      {"RINGTRAIN_JSONL_EVERY_RANK", "1"},
   };
   if (!launch.host_address.empty()) ours.emplace_back("RINGTRAIN_HOST_ADDRESS", launch.host_address);
   std::vector<std::string> env;

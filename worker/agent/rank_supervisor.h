@@ -47,8 +47,7 @@ struct RankExit {
 class RankSupervisor {
  public:
   struct Callbacks {
-    // Each complete line of metrics.jsonl (without its '\n'), in file order, exactly once. Only
-    // rank 0's trainer writes the file, so other ranks get no records.
+    // Each complete line of metrics.jsonl (without its '\n'), in file order, exactly once. 
     std::function<void(const std::string& json_line)> on_record;
     // Exactly once, after the process is reaped and every complete line has been delivered.
     std::function<void(const RankExit&)> on_exit;

@@ -27,7 +27,9 @@ constexpr char kUsage[] =
     "  Rendezvous (torchrun's convention; flags win over the environment): RANK, WORLD_SIZE,\n"
     "  MASTER_ADDR, MASTER_PORT. Without them the trainer runs alone (world 1).\n"
     "  RINGTRAIN_HOST_ADDRESS: the address other ranks reach this one at (Gloo listens there;\n"
-    "  default 127.0.0.1, i.e. every rank on this host).\n";
+    "  default 127.0.0.1, i.e. every rank on this host).\n"
+    "  RINGTRAIN_JSONL_EVERY_RANK=1: every rank writes metrics.jsonl (give each its own path),\n"
+    "  not only rank 0.\n";
 
 // Reads an integer rendezvous setting from `flag_value` or the environment variable `env`.
 bool ReadRendezvousInt(const std::string& flag_value, const char* env, int64_t* out,

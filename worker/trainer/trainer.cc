@@ -44,6 +44,7 @@ struct Trainer::State {
   std::optional<LrSchedule> schedule;
   std::optional<CheckpointFolder> checkpoints;
   JsonlWriter jsonl;
+  bool every_rank_writes_jsonl = false;
   TrainState train_state;
 };
 
@@ -251,7 +252,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
                    << s->train_state.step << ")";
     }
   }
-  if (!config.metrics.jsonl.empty() && rank.rank == 0) {
+  // Rank 0 writes the step records. With $RINGTRAIN_JSONL_EVERY_RANK=1 (the agent sets it, and
+  // gives each rank its own path) every rank writes them, so each rank's agent can export its
+  // own rank's figures; the records are the same on every rank.
+  s->every_rank_writes_jsonl = std::getenv("RINGTRAIN_JSONL_EVERY_RANK") != nullptr &&
+                               std::string(std::getenv("RINGTRAIN_JSONL_EVERY_RANK")) == "1";
+  if (!config.metrics.jsonl.empty() && (rank.rank == 0 || s->every_rank_writes_jsonl)) {
     RT_RETURN_IF_ERROR(s->jsonl.Open(config.metrics.jsonl, /*append=*/resumed));
   }
   return std::unique_ptr<Trainer>(new Trainer(std::move(s)));
@@ -316,11 +322,12 @@ absl::Status Trainer::Train() {
       ranks = GatherRankFigures(s);
       return absl::OkStatus();
     }));
-    if (s.rank.rank == 0) {
+    if (s.rank.rank == 0 || s.every_rank_writes_jsonl) {
       RT_RETURN_IF_ERROR(s.jsonl.Write(StepReportJson(report, RankFiguresJson(ranks))));
-      if (step % c.metrics.log_freq == 0 || step == c.training.steps || step == 1) {
-        RT_LOG(Info) << StepReportLine(report);
-      }
+    }
+    if (s.rank.rank == 0 &&
+        (step % c.metrics.log_freq == 0 || step == c.training.steps || step == 1)) {
+      RT_LOG(Info) << StepReportLine(report);
     }
     const bool save = s.checkpoints &&
                       (step % c.checkpoint.interval == 0 || step == c.training.steps);

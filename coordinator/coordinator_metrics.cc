@@ -1,0 +1,68 @@
+#include "coordinator/coordinator_metrics.h"
+
+#include "common/metrics/metrics_server.h"
+
+namespace ringtrain {
+
+void CoordinatorMetrics::CountRpc(const std::string& method, absl::StatusCode code) {
+  absl::MutexLock lock(&mu_);
+  ++rpcs_[{method, absl::StatusCodeToString(code)}];
+}
+
+std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
+  const Cluster::Counts counts = cluster_->GetCounts();
+  std::vector<prometheus::MetricFamily> families;
+
+  auto workers = GaugeFamily("ringtrain_coordinator_workers", "Registered workers by state.");
+  for (const auto& [state, n] : counts.workers_by_state) AddGauge(workers, {{"state", state}}, n);
+  families.push_back(std::move(workers));
+
+  auto jobs = GaugeFamily("ringtrain_coordinator_jobs", "Jobs not yet finished, by state.");
+  for (const auto& [state, n] : counts.active_jobs_by_state) AddGauge(jobs, {{"state", state}}, n);
+  families.push_back(std::move(jobs));
+
+  auto finished = CounterFamily("ringtrain_coordinator_jobs_finished_total",
+                                "Jobs that reached a final state since the coordinator started.");
+  for (const auto& [state, n] : counts.finished_jobs_by_state) {
+    AddCounter(finished, {{"state", state}}, static_cast<double>(n));
+  }
+  families.push_back(std::move(finished));
+
+  auto queue = GaugeFamily("ringtrain_coordinator_queue_length",
+                           "Jobs waiting for workers (QUEUED).");
+  AddGauge(queue, {}, counts.queue_length);
+  families.push_back(std::move(queue));
+
+  auto step = GaugeFamily("ringtrain_coordinator_job_step",
+                          "Last optimizer step reported by a running job (0: none yet).");
+  auto loss = GaugeFamily("ringtrain_coordinator_job_loss",
+                          "Training loss at the last step of a running job, nats per token.");
+  for (const Cluster::Counts::Progress& p : counts.running) {
+    AddGauge(step, {{"job", p.job_id}}, static_cast<double>(p.step));
+    if (p.step > 0) AddGauge(loss, {{"job", p.job_id}}, p.loss);
+  }
+  families.push_back(std::move(step));
+  families.push_back(std::move(loss));
+
+  auto rpcs = CounterFamily("ringtrain_coordinator_rpcs_total",
+                            "Finished RPCs by method and status code.");
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, n] : rpcs_) {
+      AddCounter(rpcs, {{"method", key.first}, {"code", key.second}}, static_cast<double>(n));
+    }
+  }
+  families.push_back(std::move(rpcs));
+
+  auto events = CounterFamily("ringtrain_coordinator_events_fanned_out_total",
+                              "Job events handed to WatchJob streams (one per watcher).");
+  AddCounter(events, {}, static_cast<double>(hub_->EventsDelivered()));
+  families.push_back(std::move(events));
+
+  auto watchers = GaugeFamily("ringtrain_coordinator_watchers", "Open WatchJob streams.");
+  AddGauge(watchers, {}, hub_->WatcherCount());
+  families.push_back(std::move(watchers));
+  return families;
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,76 @@
+// The agent's Prometheus metrics: its own state and its trainer's figures, labelled {job, rank}.
+// The trainer writes one JSON record per step on every rank (RINGTRAIN_JSONL_EVERY_RANK); each
+// record holds the global figures and a `ranks` array with every rank's own, so this agent
+// exports the global ones and its rank's entry. Only the current (or last) job's series exist:
+// a new assignment replaces them, so the job label stays bounded.
+//   ringtrain_trainer_step_duration_seconds{job,rank}          histogram
+//   ringtrain_trainer_tokens_total{job,rank}                   counter  this rank's tokens
+//   ringtrain_trainer_step / _loss / _grad_norm / _learning_rate / _peak_memory_bytes  gauges
+//   ringtrain_trainer_attention_compute_seconds_total, _comm_wait_seconds_total,
+//   ringtrain_trainer_bytes_sent_total{job,rank}              counters
+//   ringtrain_worker_trainer_starts_total                      counter
+//   ringtrain_worker_trainer_exits_total{outcome="ok|failed"}  counter
+//   ringtrain_worker_heartbeat_age_seconds                     gauge   since the last heartbeat sent
+//   ringtrain_worker_connected, ringtrain_worker_busy          gauges  0 or 1
+#ifndef RINGTRAIN_WORKER_AGENT_AGENT_METRICS_H_
+#define RINGTRAIN_WORKER_AGENT_AGENT_METRICS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <prometheus/collectable.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/metrics/metrics_server.h"
+
+namespace ringtrain {
+
+// Thread-safe.
+class AgentMetrics : public prometheus::Collectable {
+ public:
+  AgentMetrics();
+
+  void TrainerStarted(const std::string& job_id, int rank, int world_size);
+  // One step record of the running trainer (JSON text); records that are not steps are ignored.
+  void TrainerRecord(const std::string& json_line);
+  void TrainerExited(bool ok);
+  void HeartbeatSent();
+  void SetConnected(bool connected);
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  mutable absl::Mutex mu_;
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  Clock::time_point last_heartbeat_ ABSL_GUARDED_BY(mu_);
+  bool heartbeat_sent_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t starts_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t exits_ok_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t exits_failed_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // The current (or last) trainer's series.
+  bool has_job_ ABSL_GUARDED_BY(mu_) = false;
+  std::string job_id_ ABSL_GUARDED_BY(mu_);
+  int rank_ ABSL_GUARDED_BY(mu_) = 0;
+  int world_size_ ABSL_GUARDED_BY(mu_) = 1;
+  FixedHistogram step_seconds_ ABSL_GUARDED_BY(mu_);
+  double tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  double loss_ ABSL_GUARDED_BY(mu_) = 0;
+  double grad_norm_ ABSL_GUARDED_BY(mu_) = 0;
+  double lr_ ABSL_GUARDED_BY(mu_) = 0;
+  double peak_memory_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  double attention_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double comm_wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_AGENT_AGENT_METRICS_H_
