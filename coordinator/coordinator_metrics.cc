@@ -38,8 +38,8 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
   auto loss = GaugeFamily("ringtrain_coordinator_job_loss",
                           "Training loss at the last step of a running job, nats per token.");
   for (const Cluster::Counts::Progress& p : counts.running) {
-    AddGauge(step, {{"job", p.job_id}}, static_cast<double>(p.step));
-    if (p.step > 0) AddGauge(loss, {{"job", p.job_id}}, p.loss);
+    AddGauge(step, {{"job_id", p.job_id}}, static_cast<double>(p.step));
+    if (p.step > 0) AddGauge(loss, {{"job_id", p.job_id}}, p.loss);
   }
   families.push_back(std::move(step));
   families.push_back(std::move(loss));

@@ -4,8 +4,8 @@
 //   ringtrain_coordinator_jobs{state}                  gauge   queued|assigned|running
 //   ringtrain_coordinator_jobs_finished_total{state}   counter succeeded|failed|cancelled
 //   ringtrain_coordinator_queue_length                 gauge
-//   ringtrain_coordinator_job_step{job}                gauge   running jobs only
-//   ringtrain_coordinator_job_loss{job}                gauge   running jobs only
+//   ringtrain_coordinator_job_step{job_id}             gauge   running jobs only
+//   ringtrain_coordinator_job_loss{job_id}             gauge   running jobs only
 //   ringtrain_coordinator_rpcs_total{method,code}      counter
 //   ringtrain_coordinator_events_fanned_out_total      counter events handed to watchers
 //   ringtrain_coordinator_watchers                     gauge   open WatchJob streams

@@ -118,7 +118,7 @@ std::vector<prometheus::MetricFamily> AgentMetrics::Collect() const {
   single(GaugeFamily("ringtrain_worker_busy", "1 while a trainer runs."), false, busy_ ? 1 : 0);
 
   if (!has_job_) return families;
-  const MetricLabels labels = {{"job", job_id_}, {"rank", std::to_string(rank_)}};
+  const MetricLabels labels = {{"job_id", job_id_}, {"rank", std::to_string(rank_)}};
   auto histogram = HistogramFamily("ringtrain_trainer_step_duration_seconds",
                                    "Wall time of each optimizer step.");
   step_seconds_.AddTo(histogram, labels);

@@ -1,13 +1,14 @@
-// The agent's Prometheus metrics: its own state and its trainer's figures, labelled {job, rank}.
+// The agent's Prometheus metrics: its own state and its trainer's figures, labelled {job_id, rank}.
 // The trainer writes one JSON record per step on every rank (RINGTRAIN_JSONL_EVERY_RANK); each
 // record holds the global figures and a `ranks` array with every rank's own, so this agent
 // exports the global ones and its rank's entry. Only the current (or last) job's series exist:
-// a new assignment replaces them, so the job label stays bounded.
-//   ringtrain_trainer_step_duration_seconds{job,rank}          histogram
-//   ringtrain_trainer_tokens_total{job,rank}                   counter  this rank's tokens
+// a new assignment replaces them, so the job_id label stays bounded. (Not `job`: Prometheus sets
+// `job` on every series to the scrape job's name and would rename ours to exported_job.)
+//   ringtrain_trainer_step_duration_seconds{job_id,rank}          histogram
+//   ringtrain_trainer_tokens_total{job_id,rank}                   counter  this rank's tokens
 //   ringtrain_trainer_step / _loss / _grad_norm / _learning_rate / _peak_memory_bytes  gauges
 //   ringtrain_trainer_attention_compute_seconds_total, _comm_wait_seconds_total,
-//   ringtrain_trainer_bytes_sent_total{job,rank}              counters
+//   ringtrain_trainer_bytes_sent_total{job_id,rank}              counters
 //   ringtrain_worker_trainer_starts_total                      counter
 //   ringtrain_worker_trainer_exits_total{outcome="ok|failed"}  counter
 //   ringtrain_worker_heartbeat_age_seconds                     gauge   since the last heartbeat sent
