@@ -261,8 +261,12 @@ std::string MessageJsonArray(const std::vector<const google::protobuf::Message*>
 }
 
 std::string StateChangeLine(const v1::StateChange& change) {
-  return absl::StrCat("[", FormatClock(change.time()), "] ", change.job_id(), " ",
-                      JobStateName(change.from_state()), " → ", JobStateName(change.to_state()),
+  // The first change of a job (from == to == QUEUED) is its submission: no arrow.
+  const std::string states =
+      change.from_state() == change.to_state()
+          ? JobStateName(change.to_state())
+          : absl::StrCat(JobStateName(change.from_state()), " → ", JobStateName(change.to_state()));
+  return absl::StrCat("[", FormatClock(change.time()), "] ", change.job_id(), " ", states,
                       change.message().empty() ? "" : ": " + change.message());
 }
 

@@ -241,6 +241,9 @@ std::vector<ServiceCommand> AddServiceCommands(CLI::App& app, ServiceFlags* flag
   commands.push_back({workers, [flags] { return RunWorkers(*flags); }});
 
   commands.push_back({AddUpCommand(app, &flags->up), [flags] { return RunUp(flags->up); }});
+
+  flags->plot.coordinator = kDefaultCoordinator;
+  commands.push_back({AddPlotCommand(app, &flags->plot), [flags] { return RunPlot(flags->plot); }});
   return commands;
 }
 

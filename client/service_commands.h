@@ -1,6 +1,7 @@
-// ringctl's service subcommands — submit, watch, get, list, cancel, workers, up — which talk to
-// ringtrain-coordinator's JobService (client/coordinator_client.h). Every one accepts
-// `--coordinator ADDR` (default 127.0.0.1:50051) and `--output table|json` (default table).
+// ringctl's service subcommands — submit, watch, get, list, cancel, workers, up, plot — which talk
+// to ringtrain-coordinator's JobService (client/coordinator_client.h). Every one accepts
+// `--coordinator ADDR` (default 127.0.0.1:50051) and all but `plot` (client/plot.h), which writes a
+// file, `--output table|json` (default table).
 // Exit statuses are client/exit_codes.h's.
 #ifndef RINGTRAIN_CLIENT_SERVICE_COMMANDS_H_
 #define RINGTRAIN_CLIENT_SERVICE_COMMANDS_H_
@@ -12,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/cluster_up.h"
+#include "client/plot.h"
 
 namespace CLI {
 class App;
@@ -43,6 +45,9 @@ struct ServiceFlags {
 
   // up
   UpFlags up;
+
+  // plot (its --coordinator defaults to `coordinator`'s default)
+  PlotFlags plot;
 };
 
 // A registered subcommand and how to run it once parsed.

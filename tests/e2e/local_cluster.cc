@@ -1,6 +1,10 @@
 #include "tests/e2e/local_cluster.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -36,14 +40,18 @@ LocalCluster::LocalCluster(int workers, std::vector<std::string> coordinator_fla
   const int first = 20000 + static_cast<int>(getpid() % 300) * 100;
   coordinator_flags_.push_back("--rendezvous-ports=" + std::to_string(first) + "-" +
                                std::to_string(first + 99));
+  coordinator_metrics_ = "127.0.0.1:" + std::to_string(FreePort());
+  coordinator_flags_.push_back("--metrics-address=" + coordinator_metrics_);
   StartCoordinator();
   stub_ = v1::JobService::NewStub(
       grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
   for (int i = 0; i < workers; ++i) {
     const std::string name = "worker-" + std::to_string(i);
+    worker_metrics_.push_back("127.0.0.1:" + std::to_string(FreePort()));
     workers_.push_back(StartCommand(
         {BinDir() + "/ringtrain-worker", "--coordinator", address_, "--work-dir", dir_ / name,
-         "--threads", "1", "--host-label", "local", "--advertise-address", "127.0.0.1"},
+         "--threads", "1", "--host-label", "local", "--advertise-address", "127.0.0.1",
+         "--metrics-address", worker_metrics_.back()},
         dir_ / (name + ".log")));
   }
   if (!WaitForIdleWorkers(workers, 30)) ADD_FAILURE() << "workers did not register\n" << Logs();
@@ -173,6 +181,38 @@ std::string LocalCluster::Logs() const {
     out << "==== " << entry.path().filename().string() << "\n" << text << "\n";
   }
   return out.str();
+}
+
+std::string HttpGet(const std::string& host_port, const std::string& path) {
+  const size_t colon = host_port.rfind(':');
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(host_port.substr(colon + 1))));
+  inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr);
+  timeval timeout{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string request =
+      "GET " + path + " HTTP/1.0\r\nHost: " + host_port + "\r\nConnection: close\r\n\r\n";
+  if (send(fd, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return "";
+  }
+  std::string response;
+  char buffer[65536];
+  ssize_t n;
+  while ((n = recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, n);
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (response.compare(0, 12, "HTTP/1.1 200") != 0 && response.compare(0, 12, "HTTP/1.0 200") != 0) {
+    return "";
+  }
+  return body == std::string::npos ? "" : response.substr(body + 4);
 }
 
 std::string RawField(const std::string& json_line, const std::string& key) {

@@ -23,6 +23,9 @@ class LocalCluster {
   ~LocalCluster();
 
   const std::string& address() const { return address_; }
+  // HOST:PORT of each process's Prometheus /metrics (ports picked free).
+  const std::string& coordinator_metrics() const { return coordinator_metrics_; }
+  const std::vector<std::string>& worker_metrics() const { return worker_metrics_; }
   const TempDir& dir() const { return dir_; }
   v1::JobService::Stub& stub() { return *stub_; }
 
@@ -57,12 +60,17 @@ class LocalCluster {
 
   TempDir dir_;
   std::string address_;
+  std::string coordinator_metrics_;
+  std::vector<std::string> worker_metrics_;
   std::vector<std::string> coordinator_flags_;
   pid_t coordinator_ = -1;
   int coordinator_starts_ = 0;
   std::vector<pid_t> workers_;
   std::unique_ptr<v1::JobService::Stub> stub_;
 };
+
+// The body of http://host_port/path (HTTP/1.0 GET); "" when it cannot be fetched.
+std::string HttpGet(const std::string& host_port, const std::string& path);
 
 // Raw JSON text of `key` in a flat JSON object line (so doubles compare bitwise).
 std::string RawField(const std::string& json_line, const std::string& key);
