@@ -51,6 +51,12 @@ echo "setup: libblas.so.3 -> $(readlink -f "/usr/lib/${arch_triplet}/libblas.so.
 # the npm registry (versions in tests/deploy/package-lock.json). Re-installed when the lock changes.
 root=$(cd "$(dirname "$0")/.." && pwd)
 deploy_tests="$root/tests/deploy"
+if [ -f "$deploy_tests/package-lock.json" ] && ! command -v npm >/dev/null; then
+  echo "setup: installing Debian's nodejs and npm (for the deploy tests)"
+  as_root apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm ||
+    echo "setup: could not install npm" >&2
+fi
 if [ -f "$deploy_tests/package-lock.json" ]; then
   if ! command -v npm >/dev/null; then
     echo "setup: npm not found: the deploy tests (tests/deploy) need Node.js >= 18 and npm" >&2
