@@ -7,9 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 
 #include "tests/e2e/local_cluster.h"
 
@@ -224,7 +228,27 @@ TEST(ServiceTest, BadRequestsGetClearErrorsAndTheCoordinatorKeepsServing) {
   EXPECT_NE(submit_cli.exit_code, 0);
   EXPECT_THAT(submit_cli.output, HasSubstr("needs 8 cpu workers"));
 
-  // Still serving: a small job runs to the end.
+  // Still serving: the standard health service says so, and a small job runs to the end.
+  {
+    grpc::GenericStub generic(grpc::CreateChannel(cluster.address(),
+                                                  grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    grpc::Slice empty("");
+    grpc::ByteBuffer request(&empty, 1), response;  // HealthCheckRequest{service: ""}
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                      &response, [&done](grpc::Status s) { done.set_value(s); });
+    grpc::Status health = done.get_future().get();
+    ASSERT_TRUE(health.ok()) << health.error_message();
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(response.Dump(&slices).ok());
+    std::string bytes;
+    for (const grpc::Slice& slice : slices) {
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status (field 1) = SERVING (1)
+  }
   v1::Job ok = cluster.Submit(ConfigPath("debug_model.toml"), Mesh(1, 2, 2));
   ASSERT_TRUE(cluster.WaitForJob(ok.job_id(), IsFinal, 120, "end"));
   EXPECT_EQ(cluster.Get(ok.job_id()).state(), v1::JOB_STATE_SUCCEEDED) << cluster.Logs();
