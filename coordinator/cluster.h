@@ -2,7 +2,8 @@
 // job queue and gang scheduling, each running job's ranks, and how a job ends. Every change that a
 // client can see is written to the JobStore first and then published on the EventHub, under one
 // lock, so the store's order is the order watchers see. No gRPC server types here: agents are
-// reached through the AgentChannel each Session stream registers.
+// reached through the AgentChannel each Session stream registers. cluster.cc holds the registry and
+// the entry points, cluster_jobs.cc scheduling and the job lifecycle.
 #ifndef RINGTRAIN_COORDINATOR_CLUSTER_H_
 #define RINGTRAIN_COORDINATOR_CLUSTER_H_
 

@@ -1,0 +1,320 @@
+// The job half of Cluster: scheduling, starting ranks, state transitions, and how rank reports,
+// exits and lost workers end a job. The registry and the RPC entry points are in cluster.cc.
+#include "coordinator/cluster.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "coordinator/proto_convert.h"
+#include "nlohmann/json.hpp"
+
+namespace ringtrain {
+namespace {
+
+void LogIfError(const absl::Status& status) {
+  if (!status.ok()) {
+    RT_LOG(Error) << "job store: " << status;
+  }
+}
+
+// Whether this process can judge `host`'s ports by binding them itself.
+bool IsLocalHost(const std::string& host) {
+  return host == "localhost" || absl::StartsWith(host, "127.") || host == "::1";
+}
+
+// Binds and releases `port` on 127.0.0.1: true when nothing listens there now.
+bool LocalPortIsFree(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return true;  // cannot tell; let the rendezvous report a clash
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return free;
+}
+
+std::string DescribeExit(const v1::RankExit& exit) {
+  if (exit.signal() != 0) return absl::StrCat("was killed by signal ", exit.signal());
+  return absl::StrCat("exited with status ", exit.exit_status());
+}
+
+// The trainer's step record → a StepEvent; nullopt for records that are not step reports.
+std::optional<StepEvent> ParseStepRecord(const std::string& job_id, const std::string& json) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) return std::nullopt;
+  // A field the record lacks reads 0; a JSON null (how the trainer writes a NaN) reads NaN.
+  auto number = [&](const char* key) {
+    auto it = j.find(key);
+    if (it == j.end()) return 0.0;
+    return it->is_number() ? it->get<double>() : std::numeric_limits<double>::quiet_NaN();
+  };
+  StepEvent event;
+  event.job_id = job_id;
+  event.step = j["step"].get<int64_t>();
+  event.loss = number("loss");
+  event.grad_norm = number("grad_norm");
+  event.lr = number("lr");
+  event.tokens_per_second = number("tokens_per_second");
+  event.step_seconds = number("step_seconds");
+  event.record_json = json;
+  return event;
+}
+
+}  // namespace
+
+void Cluster::ScheduleLocked() {
+  if (queue_.empty()) return;
+  std::vector<PendingJob> queue;
+  for (const std::string& id : queue_) queue.push_back(pending_[id]);
+  std::vector<WorkerInfo> workers;
+  for (auto& [id, w] : workers_) {
+    if (w.state == WorkerState::kLost) continue;
+    WorkerInfo info = w.info;
+    info.idle = w.state == WorkerState::kIdle && w.channel != nullptr;
+    workers.push_back(info);
+  }
+  ScheduleDecision decision = Schedule(queue, workers);
+  for (const auto& [job_id, mesh] : decision.start) StartJobLocked(job_id, mesh);
+  for (const auto& [job_id, reason] : decision.waiting) {
+    std::string& known = wait_reasons_[job_id];
+    if (known == reason) continue;
+    known = reason;
+    absl::StatusOr<JobRecord> job = store_->GetJob(job_id);
+    if (!job.ok()) continue;
+    job->wait_reason = reason;
+    LogIfError(store_->UpdateJob(*job));
+  }
+}
+
+absl::StatusOr<int> Cluster::PickRendezvousPortLocked(const std::string& host) {
+  std::set<int> taken;
+  for (const auto& [id, job] : running_) taken.insert(job.master_port);
+  const int span = options_.rendezvous_port_last - options_.rendezvous_port_first + 1;
+  for (int i = 0; i < span; ++i) {
+    const int port = next_port_;
+    next_port_ = port == options_.rendezvous_port_last ? options_.rendezvous_port_first : port + 1;
+    if (taken.count(port) != 0) continue;
+    if (IsLocalHost(host) && !LocalPortIsFree(port)) continue;
+    return port;
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("no free rendezvous port in ", options_.rendezvous_port_first, "-",
+                   options_.rendezvous_port_last, " on ", host, " (--rendezvous-ports)"));
+}
+
+void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPlacement>& mesh) {
+  queue_.erase(std::find(queue_.begin(), queue_.end(), job_id));
+  pending_.erase(job_id);
+  wait_reasons_.erase(job_id);
+  absl::StatusOr<JobRecord> job = store_->GetJob(job_id);
+  if (!job.ok()) {
+    RT_LOG(Error) << "cannot start " << job_id << ": " << job.status();
+    return;
+  }
+  const Worker& host = workers_.at(mesh.front().worker_id);
+  absl::StatusOr<int> port = PickRendezvousPortLocked(host.info.address);
+  if (!port.ok()) {
+    job->error = JobError{-1, "", 0, "", std::string(port.status().message())};
+    (void)store_->UpdateJob(*job);
+    TransitionLocked(job_id, JobState::kFailed, job->error->message);
+    return;
+  }
+  job->mesh = mesh;
+  job->wait_reason.clear();
+  LogIfError(store_->UpdateJob(*job));
+  std::vector<std::string> where;
+  for (const RankPlacement& p : mesh) where.push_back(absl::StrCat(p.rank, "→", p.worker_id));
+  const std::string message = absl::StrCat("ranks ", absl::StrJoin(where, " "), "; rendezvous at ",
+                                           host.info.address, ":", *port);
+  if (!TransitionLocked(job_id, JobState::kAssigned, message)) return;
+  job->state = JobState::kAssigned;
+
+  RunningJob& running = running_[job_id];
+  running.record = *job;
+  running.master_port = *port;
+  for (const RankPlacement& p : mesh) {
+    Worker& w = workers_.at(p.worker_id);
+    w.state = WorkerState::kBusy;
+    w.job_id = job_id;
+    w.rank = p.rank;
+    v1::CoordinatorMessage message;
+    v1::Assignment* a = message.mutable_assignment();
+    a->set_job_id(job_id);
+    a->set_rank(p.rank);
+    a->set_world_size(job->world_size);
+    a->set_master_addr(host.info.address);
+    a->set_master_port(*port);
+    a->set_config_toml(job->config_toml);
+    for (const std::string& o : job->overrides) a->add_overrides(o);
+    a->set_device(w.device);
+    w.channel->Send(message);
+  }
+  RT_LOG(Info) << job_id << " assigned: " << message;
+}
+
+bool Cluster::TransitionLocked(const std::string& job_id, JobState to, const std::string& message) {
+  absl::StatusOr<StateChange> change = store_->TransitionJob(job_id, to, message);
+  if (!change.ok()) {
+    RT_LOG(Error) << "job " << job_id << ": " << change.status();
+    return false;
+  }
+  auto running = running_.find(job_id);
+  if (running != running_.end()) running->second.record.state = to;
+  if (IsTerminal(to)) ++finished_jobs_[absl::AsciiStrToLower(JobStateName(to))];
+  hub_->Publish(job_id, ToProtoEvent(*change));
+  RT_LOG(Info) << job_id << " " << JobStateName(change->from) << " -> " << JobStateName(to)
+               << (message.empty() ? "" : ": ") << message;
+  return true;
+}
+
+void Cluster::CancelRanksLocked(const RunningJob& job, const std::string& reason) {
+  for (const RankPlacement& p : job.record.mesh) {
+    if (job.exited.count(p.rank) != 0) continue;
+    Worker& w = workers_.at(p.worker_id);
+    if (w.channel == nullptr || w.job_id != job.record.job_id) continue;
+    v1::CoordinatorMessage message;
+    message.mutable_cancel()->set_job_id(job.record.job_id);
+    message.mutable_cancel()->set_reason(reason);
+    w.channel->Send(message);
+  }
+}
+
+void Cluster::FailJobLocked(const std::string& job_id, JobError error) {
+  auto it = running_.find(job_id);
+  if (it == running_.end() || IsTerminal(it->second.record.state)) return;  // first error wins
+  absl::StatusOr<JobRecord> job = store_->GetJob(job_id);
+  if (job.ok()) {
+    job->error = error;
+    LogIfError(store_->UpdateJob(*job));
+  }
+  TransitionLocked(job_id, JobState::kFailed, error.message);
+  CancelRanksLocked(it->second, absl::StrCat("job failed: ", error.message));
+}
+
+void Cluster::OnRankStartedLocked(Worker& worker, const v1::RankStarted& started) {
+  auto it = running_.find(started.job_id());
+  if (it == running_.end()) return;
+  RunningJob& job = it->second;
+  job.started.insert(started.rank());
+  RT_LOG(Info) << started.job_id() << " rank " << started.rank() << " started on "
+               << worker.info.worker_id << " (pid " << started.pid() << ")";
+  if (job.record.state == JobState::kAssigned &&
+      static_cast<int>(job.started.size()) == job.record.world_size) {
+    TransitionLocked(started.job_id(), JobState::kRunning, "every rank started");
+  }
+}
+
+void Cluster::OnRankReportLocked(const v1::RankReport& report) {
+  if (report.rank() != 0) return;  // every rank's record holds the same global figures
+  // A report that arrives after the job ended (a rank finishing a step while it was being
+  // cancelled) is not part of the job's history: watchers have already seen its final state.
+  auto running = running_.find(report.job_id());
+  if (running == running_.end() || IsTerminal(running->second.record.state)) {
+    RT_LOG(Info) << report.job_id() << " rank " << report.rank()
+                 << ": report after the job ended, not recorded";
+    return;
+  }
+  std::optional<StepEvent> event = ParseStepRecord(report.job_id(), report.record_json());
+  if (!event) {
+    RT_LOG(Warning) << report.job_id() << " rank " << report.rank()
+                    << ": a report without an integer \"step\" is ignored";
+    return;
+  }
+  absl::StatusOr<bool> added = store_->AppendStepEvent(*event);
+  if (!added.ok()) {
+    RT_LOG(Error) << report.job_id() << " step " << event->step << ": " << added.status();
+    return;
+  }
+  if (!*added) return;
+  if (event->step > running->second.last_step) {
+    running->second.last_step = event->step;
+    running->second.last_loss = event->loss;
+  }
+  hub_->Publish(report.job_id(), ToProtoEvent(*event));
+}
+
+void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {
+  if (worker.state == WorkerState::kBusy && worker.job_id == exit.job_id()) {
+    worker.state = WorkerState::kIdle;
+    worker.job_id.clear();
+    worker.rank = -1;
+  }
+  auto it = running_.find(exit.job_id());
+  if (it == running_.end()) return;
+  RunningJob& job = it->second;
+  job.exited.insert(exit.rank());
+  const bool ok = exit.exit_status() == 0 && exit.signal() == 0;
+  RT_LOG(Info) << exit.job_id() << " rank " << exit.rank() << " on " << worker.info.worker_id
+               << " " << DescribeExit(exit);
+  if (ok) {
+    job.exited_ok.insert(exit.rank());
+    if (static_cast<int>(job.exited_ok.size()) == job.record.world_size &&
+        !IsTerminal(job.record.state)) {
+      if (job.record.state == JobState::kAssigned) {
+        TransitionLocked(exit.job_id(), JobState::kRunning, "every rank started");
+      }
+      TransitionLocked(exit.job_id(), JobState::kSucceeded, "every rank exited 0");
+    }
+  } else if (!IsTerminal(job.record.state)) {
+    JobError error;
+    error.rank = exit.rank();
+    error.worker_id = worker.info.worker_id;
+    error.exit_status = exit.signal() != 0 ? 128 + exit.signal() : exit.exit_status();
+    error.stderr_tail = exit.stderr_tail();
+    error.message = absl::StrCat("rank ", exit.rank(), " on ", worker.info.worker_id, " (",
+                                 worker.info.host_label, ") ", DescribeExit(exit));
+    FailJobLocked(exit.job_id(), std::move(error));
+  }
+  MaybeRetireLocked(exit.job_id());
+  ScheduleLocked();
+}
+
+void Cluster::LoseWorkerLocked(Worker& worker, const std::string& why) {
+  worker.state = WorkerState::kLost;
+  if (worker.channel != nullptr) {
+    worker.channel->Close(absl::UnavailableError(absl::StrCat("declared lost: ", why)));
+    worker.channel = nullptr;
+  }
+  RT_LOG(Warning) << worker.info.worker_id << " lost: " << why;
+  const std::string job_id = worker.job_id;
+  const int rank = worker.rank;
+  worker.job_id.clear();
+  worker.rank = -1;
+  auto it = running_.find(job_id);
+  if (job_id.empty() || it == running_.end()) return;
+  it->second.exited.insert(rank);
+  JobError error;
+  error.rank = rank;
+  error.worker_id = worker.info.worker_id;
+  error.exit_status = -1;
+  error.message = absl::StrCat("worker ", worker.info.worker_id, " (", worker.info.host_label,
+                               ") running rank ", rank, " was lost: ", why);
+  FailJobLocked(job_id, std::move(error));
+  MaybeRetireLocked(job_id);
+}
+
+void Cluster::MaybeRetireLocked(const std::string& job_id) {
+  auto it = running_.find(job_id);
+  if (it == running_.end()) return;
+  const RunningJob& job = it->second;
+  if (!IsTerminal(job.record.state)) return;
+  if (static_cast<int>(job.exited.size()) < job.record.world_size) return;
+  running_.erase(it);
+}
+
+}  // namespace ringtrain
