@@ -264,3 +264,35 @@ TEST(ServiceTest, BadRequestsGetClearErrorsAndTheCoordinatorKeepsServing) {
 
 }  // namespace
 }  // namespace ringtrain::testing
+
+namespace ringtrain::testing {
+namespace {
+
+TEST(ServiceTest, LossCompareRunsBothSidesAsJobs) {
+  LocalCluster cluster(2);
+  CommandResult compare = RunCommand(
+      {BinDir() + "/ringctl", "loss-compare", "--coordinator", cluster.address(),
+       "--baseline-config", ConfigPath("debug_model.toml"), "--steps", "5",
+       "--baseline-options=--lr_scheduler.warmup_steps=2 --metrics.log_freq=1000",
+       "--test-options=--parallelism.context_parallel_degree=2 --lr_scheduler.warmup_steps=2 "
+       "--metrics.log_freq=1000",
+       "--atol", "1e-5", "--rtol", "0", "--output-folder", cluster.dir() / "compare"});
+  EXPECT_EQ(compare.exit_code, 0) << compare.output << cluster.Logs();
+  EXPECT_THAT(compare.output, HasSubstr("PASS"));
+  // Both sides ran on the cluster: two jobs, each 5 steps, the second on 2 ranks.
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(cluster.stub().ListJobs(&context, v1::ListJobsRequest(), &jobs).ok());
+  ASSERT_EQ(jobs.jobs_size(), 2);
+  std::multiset<int> worlds;
+  for (const v1::Job& job : jobs.jobs()) {
+    EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
+    EXPECT_EQ(job.last_step(), 5);
+    worlds.insert(job.world_size());
+  }
+  EXPECT_EQ(worlds, (std::multiset<int>{1, 2}));
+}
+
+}  // namespace
+}  // namespace ringtrain::testing
