@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/config/job_config.h"
 #include "common/log.h"
@@ -39,20 +41,40 @@ Cluster::~Cluster() { Stop(); }
 absl::Status Cluster::Reconcile() {
   RT_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, store_->ListJobs());
   absl::MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + options_.adopt_timeout;
+  int adopting = 0;
   for (JobRecord& job : jobs) {
+    // New worker ids must not collide with ids that agents coming back will ask for.
+    for (const RankPlacement& p : job.mesh) {
+      int64_t number = 0;
+      if (absl::StartsWith(p.worker_id, "worker-") &&
+          absl::SimpleAtoi(p.worker_id.substr(7), &number)) {
+        next_worker_number_ = std::max(next_worker_number_, number + 1);
+      }
+    }
     if (job.state == JobState::kQueued) {
       queue_.push_back(job.job_id);
       pending_[job.job_id] = {job.job_id, job.world_size, job.dp, job.cp, job.device_kind};
     } else if (!IsTerminal(job.state)) {
-      job.error = JobError{-1, "", 0, "",
-                           "the coordinator restarted while the job ran; its ranks were not "
-                           "re-adopted (resubmit it; it resumes from its latest checkpoint)"};
-      RT_RETURN_IF_ERROR(store_->UpdateJob(job));
-      TransitionLocked(job.job_id, JobState::kFailed, job.error->message);
+      RunningJob& running = running_[job.job_id];
+      running.record = job;
+      running.last_step = job.last_step;
+      running.last_loss = job.last_loss;
+      running.adopting = true;
+      running.adopt_deadline = deadline;
+      if (job.state == JobState::kRunning) {
+        for (const RankPlacement& p : job.mesh) running.started.insert(p.rank);
+      }
+      ++adopting;
     }
   }
   if (!queue_.empty()) {
     RT_LOG(Info) << queue_.size() << " queued job(s) found in the store";
+  }
+  if (adopting > 0) {
+    RT_LOG(Info) << adopting << " job(s) were running: waiting up to "
+                 << absl::FormatDuration(options_.adopt_timeout)
+                 << " for their agents to come back";
   }
   return absl::OkStatus();
 }
@@ -163,16 +185,28 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
                                       "worker's trainers at (--advertise-address)");
   }
   absl::MutexLock lock(&mu_);
-  const std::string id = absl::StrCat("worker-", next_worker_number_++);
+  const std::string& previous = request.previous_worker_id();
+  std::string id;
+  if (!previous.empty() && workers_.count(previous) == 0) {
+    id = previous;  // an agent back after a restart keeps its name (the job meshes use it)
+  } else {
+    id = absl::StrCat("worker-", next_worker_number_++);
+  }
   Worker& w = workers_[id];
   w.info = {id, kind, request.host_label(), request.address(), false};
   w.device = request.device();
   w.last_heartbeat = absl::Now();
+  const bool adopted = id == previous && !request.running_job_id().empty() &&
+                       AdoptRankLocked(w, request.running_job_id(), request.running_rank());
   RT_LOG(Info) << "registered " << id << " (" << request.device() << " on "
-               << request.host_label() << ", address " << request.address() << ")";
+               << request.host_label() << ", address " << request.address() << ")"
+               << (adopted ? absl::StrCat("; re-adopted ", request.running_job_id(), " rank ",
+                                          request.running_rank())
+                           : "");
   v1::RegisterResponse response;
   response.set_worker_id(id);
   response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  response.set_rank_adopted(adopted);
   return response;
 }
 
@@ -192,6 +226,9 @@ absl::Status Cluster::AttachSession(const std::string& worker_id, AgentChannel* 
   }
   w.channel = channel;
   w.last_heartbeat = absl::Now();
+  v1::CoordinatorMessage welcome;  // first down the stream: the agent may now send its outbox
+  welcome.mutable_welcome();
+  channel->Send(welcome);
   RT_LOG(Info) << worker_id << " session attached";
   // A rank of a job that ended while the session was down must still be stopped.
   if (w.state == WorkerState::kBusy) {
@@ -233,6 +270,7 @@ void Cluster::OnAgentMessage(const std::string& worker_id, const v1::AgentMessag
 void Cluster::Tick() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
+  ExpireAdoptionsLocked(now);
   for (auto& [id, w] : workers_) {
     if (w.state == WorkerState::kLost) continue;
     const absl::Duration silent = now - w.last_heartbeat;

@@ -43,14 +43,19 @@ struct ClusterOptions {
   int rendezvous_port_first = 29500;                     // ports handed to rank 0's TCPStore
   int rendezvous_port_last = 29999;
   int64_t pool_size_hint = 0;  // workers expected eventually; see CheckCanEverRun
+  // After a restart, how long jobs that were running wait for every rank's agent to register
+  // again (naming the rank it still runs) before they are failed.
+  absl::Duration adopt_timeout = absl::Seconds(20);
 };
 
 // Thread-safe. Start() runs the background tick (heartbeat checks, scheduling); Stop() ends it.
 class Cluster {
  public:
   // `store` and `hub` must outlive the Cluster. Reconciles the store first: QUEUED jobs are queued
-  // again; jobs that were ASSIGNED or RUNNING when an earlier coordinator stopped are FAILED (their
-  // ranks are not re-adopted).
+  // again; jobs that were ASSIGNED or RUNNING when an earlier coordinator stopped wait up to
+  // adopt_timeout for their agents to register again with the rank they still run (trainers
+  // outlive a coordinator outage; the agents replay the reports they buffered), and fail after
+  // that, naming a rank that did not come back.
   static absl::StatusOr<std::unique_ptr<Cluster>> Create(JobStore* store, EventHub* hub,
                                                          ClusterOptions options);
   ~Cluster();
@@ -65,8 +70,11 @@ class Cluster {
   std::vector<v1::Worker> ListWorkers();
 
   // WorkerService.
+  // A request with previous_worker_id gets that id back when no live worker holds it, and
+  // rank_adopted when its running rank belongs to a job waiting for its ranks after a restart.
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
-  // Binds an agent's Session to its worker id (the stream's first message). NOT_FOUND when the
+  // Binds an agent's Session to its worker id (the stream's first message) and sends Welcome
+  // down it before anything else. NOT_FOUND when the
   // coordinator does not know the id (it restarted): the agent registers again. A newer channel
   // replaces an older one. `channel` must stay valid until DetachSession(worker_id, channel).
   absl::Status AttachSession(const std::string& worker_id, AgentChannel* channel);
@@ -112,6 +120,10 @@ class Cluster {
     std::set<int> exited;
     int64_t last_step = 0;
     double last_loss = 0;
+    // Set for a job found running after a restart until every rank's agent is back.
+    bool adopting = false;
+    absl::Time adopt_deadline;
+    std::set<int> adopted;
   };
 
   Cluster(JobStore* store, EventHub* hub, ClusterOptions options);
@@ -136,6 +148,11 @@ class Cluster {
   void LoseWorkerLocked(Worker& worker, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops a finished job from running_ once every rank has exited or its worker is gone.
   void MaybeRetireLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Re-adopts a rank an agent still runs (Register after a restart); true when it was taken.
+  bool AdoptRankLocked(Worker& worker, const std::string& job_id, int rank)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails restarted jobs whose ranks did not all come back by their deadline.
+  void ExpireAdoptionsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   JobStore* const store_;
   EventHub* const hub_;

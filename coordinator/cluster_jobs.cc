@@ -185,7 +185,9 @@ bool Cluster::TransitionLocked(const std::string& job_id, JobState to, const std
 void Cluster::CancelRanksLocked(const RunningJob& job, const std::string& reason) {
   for (const RankPlacement& p : job.record.mesh) {
     if (job.exited.count(p.rank) != 0) continue;
-    Worker& w = workers_.at(p.worker_id);
+    auto it = workers_.find(p.worker_id);  // after a restart, a worker may not be back yet
+    if (it == workers_.end()) continue;
+    Worker& w = it->second;
     if (w.channel == nullptr || w.job_id != job.record.job_id) continue;
     v1::CoordinatorMessage message;
     message.mutable_cancel()->set_job_id(job.record.job_id);
@@ -315,6 +317,57 @@ void Cluster::MaybeRetireLocked(const std::string& job_id) {
   if (!IsTerminal(job.record.state)) return;
   if (static_cast<int>(job.exited.size()) < job.record.world_size) return;
   running_.erase(it);
+}
+
+bool Cluster::AdoptRankLocked(Worker& worker, const std::string& job_id, int rank) {
+  auto it = running_.find(job_id);
+  if (it == running_.end() || !it->second.adopting) return false;
+  RunningJob& job = it->second;
+  const std::vector<RankPlacement>& mesh = job.record.mesh;
+  if (rank < 0 || rank >= static_cast<int>(mesh.size()) ||
+      mesh[rank].worker_id != worker.info.worker_id) {
+    return false;
+  }
+  worker.state = WorkerState::kBusy;
+  worker.job_id = job_id;
+  worker.rank = rank;
+  job.adopted.insert(rank);
+  job.started.insert(rank);  // it was running all along
+  if (job.record.state == JobState::kAssigned &&
+      static_cast<int>(job.started.size()) == job.record.world_size) {
+    TransitionLocked(job_id, JobState::kRunning, "every rank started");
+  }
+  if (static_cast<int>(job.adopted.size()) == job.record.world_size) {
+    job.adopting = false;
+    RT_LOG(Info) << job_id << ": every rank is back after the coordinator restart";
+  }
+  return true;
+}
+
+void Cluster::ExpireAdoptionsLocked(absl::Time now) {
+  std::vector<std::string> expired;
+  for (const auto& [id, job] : running_) {
+    if (job.adopting && now >= job.adopt_deadline) expired.push_back(id);
+  }
+  for (const std::string& id : expired) {
+    RunningJob& job = running_.at(id);
+    job.adopting = false;
+    JobError error;
+    for (const RankPlacement& p : job.record.mesh) {
+      if (job.adopted.count(p.rank) != 0) continue;
+      if (error.rank < 0) {
+        error.rank = p.rank;
+        error.worker_id = p.worker_id;
+        error.exit_status = -1;
+        error.message = absl::StrCat(
+            "the coordinator restarted and rank ", p.rank, "'s worker ", p.worker_id,
+            " did not come back within ", absl::FormatDuration(options_.adopt_timeout));
+      }
+      job.exited.insert(p.rank);  // nobody will report it
+    }
+    FailJobLocked(id, error);
+    MaybeRetireLocked(id);
+  }
 }
 
 }  // namespace ringtrain

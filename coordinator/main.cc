@@ -32,6 +32,7 @@ struct Flags {
   std::string rendezvous_ports = "29500-29999";
   int64_t pool_size_hint = 0;
   std::string metrics_address = "127.0.0.1:9460";
+  double adopt_timeout_seconds = 20;
 };
 
 bool ParsePortRange(const std::string& text, int* first, int* last) {
@@ -46,6 +47,7 @@ int Run(const Flags& flags) {
   options.worker_timeout = absl::Seconds(flags.worker_timeout_seconds);
   options.heartbeat_interval = absl::Seconds(flags.heartbeat_interval_seconds);
   options.pool_size_hint = flags.pool_size_hint;
+  options.adopt_timeout = absl::Seconds(flags.adopt_timeout_seconds);
   if (!ParsePortRange(flags.rendezvous_ports, &options.rendezvous_port_first,
                       &options.rendezvous_port_last)) {
     std::fprintf(stderr, "ringtrain-coordinator: --rendezvous-ports \"%s\" is not FIRST-LAST "
@@ -147,6 +149,9 @@ int main(int argc, char** argv) {
   app.add_option("--pool-size-hint", flags.pool_size_hint,
                  "workers of a kind expected to register eventually; a submitted job larger than "
                  "both this and the registered pool is refused")
+      ->capture_default_str();
+  app.add_option("--adopt-timeout", flags.adopt_timeout_seconds,
+                 "after a restart, seconds a running job waits for its agents to come back")
       ->capture_default_str();
   app.add_option("--metrics-address", flags.metrics_address,
                  "HOST:PORT serving Prometheus /metrics")

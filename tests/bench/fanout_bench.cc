@@ -105,8 +105,10 @@ int main(int argc, char** argv) {
     grpc::Status s = jobs->SubmitJob(&context, submit, &job);
     if (!s.ok()) return Fail("submit: " + s.error_message());
   }
-  v1::CoordinatorMessage assignment;
-  if (!session->Read(&assignment) || !assignment.has_assignment()) return Fail("no assignment");
+  v1::CoordinatorMessage assignment;  // after the session's Welcome
+  while (session->Read(&assignment) && assignment.has_welcome()) {
+  }
+  if (!assignment.has_assignment()) return Fail("no assignment");
 
   // Watchers: index 0 is slow (5 ms per event); the others read as fast as they can.
   std::atomic<int> fast_done{0};

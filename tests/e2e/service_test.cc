@@ -10,6 +10,7 @@
 #include <future>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/generic/generic_stub.h>
@@ -292,6 +293,41 @@ TEST(ServiceTest, LossCompareRunsBothSidesAsJobs) {
     worlds.insert(job.world_size());
   }
   EXPECT_EQ(worlds, (std::multiset<int>{1, 2}));
+}
+
+}  // namespace
+}  // namespace ringtrain::testing
+
+namespace ringtrain::testing {
+namespace {
+
+TEST(ServiceTest, RunningJobSurvivesACoordinatorRestart) {
+  LocalCluster cluster(2);
+  v1::Job job = cluster.Submit(ConfigPath("debug_model.toml"), Mesh(1, 2, 40));
+  ASSERT_TRUE(cluster.WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 5; },
+                                 120, "step 5"));
+  cluster.RestartCoordinator();
+  // The agents come back under their old ids, naming the rank they still run.
+  for (int i = 0; i < 300 && cluster.Workers().size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(cluster.Workers().size(), 2u) << cluster.Logs();
+  ASSERT_TRUE(cluster.WaitForJob(job.job_id(), IsFinal, 120, "end"));
+  v1::Job done = cluster.Get(job.job_id());
+  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error().message() << cluster.Logs();
+  // Every step is in the history, including those reported while the coordinator was down.
+  grpc::Status status;
+  std::vector<std::string> records = StepRecords(cluster.Watch(job.job_id(), 0, 30, &status));
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(records.size(), 40u);
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(RawField(records[i], "step"), std::to_string(i + 1));
+  }
+  for (const v1::Worker& w : cluster.Workers()) {
+    EXPECT_TRUE(w.worker_id() == done.mesh(0).worker_id() ||
+                w.worker_id() == done.mesh(1).worker_id())
+        << w.worker_id() << " is not a name from the job's mesh";
+  }
 }
 
 }  // namespace

@@ -77,6 +77,9 @@ class FakeCoordinator final : public v1::WorkerService::Service {
       }
       hellos_.push_back(message.hello().worker_id());
       stream_ = stream;
+      v1::CoordinatorMessage welcome;
+      welcome.mutable_welcome();
+      stream->Write(welcome);
     }
     while (stream->Read(&message)) {
       absl::MutexLock lock(&mu_);

@@ -61,6 +61,7 @@ class ClusterTest : public ::testing::Test {
     store_ = *JobStore::Open(db_path_);
     ClusterOptions options;
     options.worker_timeout = absl::Milliseconds(300);
+    options.adopt_timeout = absl::Milliseconds(300);
     options.rendezvous_port_first = 41000;
     options.rendezvous_port_last = 41100;
     auto cluster = Cluster::Create(store_.get(), &hub_, options);
@@ -335,7 +336,7 @@ TEST_F(ClusterTest, BadRequestsNameTheProblem) {
   EXPECT_TRUE(store_->ListJobs()->empty());  // nothing half-stored
 }
 
-TEST_F(ClusterTest, RestartKeepsFinishedJobsRequeuesQueuedAndFailsRunning) {
+TEST_F(ClusterTest, RestartKeepsFinishedJobsRequeuesQueuedAndFailsRanksThatDoNotComeBack) {
   AddWorkers(2);
   auto done = Submit(1, 2);
   ASSERT_TRUE(done.ok());
@@ -351,12 +352,76 @@ TEST_F(ClusterTest, RestartKeepsFinishedJobsRequeuesQueuedAndFailsRunning) {
   Reopen();
   EXPECT_EQ(StateOf(done->job_id), JobState::kSucceeded);
   EXPECT_EQ(store_->StepEvents(done->job_id, 0, 0)->size(), 1u);
+  EXPECT_EQ(StateOf(running->job_id), JobState::kAssigned);  // waiting for its agents
+  EXPECT_EQ(StateOf(queued->job_id), JobState::kQueued);
+  absl::SleepFor(absl::Milliseconds(400));
+  cluster_->Tick();
   JobRecord orphan = *store_->GetJob(running->job_id);
   EXPECT_EQ(orphan.state, JobState::kFailed);
-  EXPECT_THAT(orphan.error->message, HasSubstr("coordinator restarted"));
-  EXPECT_EQ(StateOf(queued->job_id), JobState::kQueued);
-  AddWorkers(2);  // the agents register again; the queued job starts
+  EXPECT_EQ(orphan.error->rank, 0);
+  EXPECT_THAT(orphan.error->message, HasSubstr("coordinator restarted and rank 0's worker"));
+  // Fresh agents (no previous id) get new names that no old mesh uses; the queued job starts.
+  std::vector<std::string> fresh = AddWorkers(2);
+  EXPECT_EQ(fresh, (std::vector<std::string>{"worker-3", "worker-4"}));
   EXPECT_EQ(StateOf(queued->job_id), JobState::kAssigned);
+}
+
+TEST_F(ClusterTest, RunningJobIsReadoptedWhenItsAgentsComeBackAfterARestart) {
+  AddWorkers(2);
+  auto job = Submit(1, 2, /*steps=*/4);
+  ASSERT_TRUE(job.ok());
+  std::map<int, std::string> ranks = AssignedWorkers(job->job_id);
+  Started(ranks[0], job->job_id, 0);
+  Started(ranks[1], job->job_id, 1);
+  Report(ranks[0], job->job_id, 1, 4.0);
+
+  channels_.clear();
+  Reopen();
+  EXPECT_EQ(StateOf(job->job_id), JobState::kRunning);
+  // The agents register again, naming their old ids and the ranks they still run.
+  for (const auto& [rank, old_id] : ranks) {
+    v1::RegisterRequest request;
+    request.set_device_kind("cpu");
+    request.set_device("cpu");
+    request.set_host_label("h1");
+    request.set_address("127.0.0.1");
+    request.set_previous_worker_id(old_id);
+    request.set_running_job_id(job->job_id);
+    request.set_running_rank(rank);
+    auto response = cluster_->Register(request);
+    ASSERT_TRUE(response.ok());
+    EXPECT_EQ(response->worker_id(), old_id);
+    EXPECT_TRUE(response->rank_adopted());
+    ASSERT_TRUE(cluster_->AttachSession(old_id, &channels_[old_id]).ok());
+  }
+  // Reports buffered during the outage arrive (step 1 again: taken once), then the rest.
+  for (int step = 1; step <= 4; ++step) Report(ranks[0], job->job_id, step, 4.0 - step / 2.0);
+  absl::SleepFor(absl::Milliseconds(400));
+  for (const auto& [rank, w] : ranks) {
+    v1::AgentMessage beat;
+    beat.mutable_heartbeat();
+    Agent(w, beat);
+  }
+  cluster_->Tick();  // past the adoption deadline: nothing expires, every rank is back
+  EXPECT_EQ(StateOf(job->job_id), JobState::kRunning);
+  for (const auto& [rank, w] : ranks) Exit(w, job->job_id, rank, 0);
+  JobRecord finished = *store_->GetJob(job->job_id);
+  EXPECT_EQ(finished.state, JobState::kSucceeded);
+  EXPECT_EQ(finished.last_step, 4);
+  EXPECT_EQ(store_->StepEvents(job->job_id, 0, 0)->size(), 4u);
+  EXPECT_EQ(IdleWorkers(), 2);
+
+  // An agent naming a job nobody waits for keeps its id but not its rank.
+  v1::RegisterRequest stale;
+  stale.set_device_kind("cpu");
+  stale.set_address("127.0.0.1");
+  stale.set_previous_worker_id("worker-9");
+  stale.set_running_job_id(job->job_id);
+  stale.set_running_rank(0);
+  auto response = cluster_->Register(stale);
+  ASSERT_TRUE(response.ok());
+  EXPECT_EQ(response->worker_id(), "worker-9");
+  EXPECT_FALSE(response->rank_adopted());
 }
 
 }  // namespace

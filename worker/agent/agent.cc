@@ -145,6 +145,13 @@ std::string Agent::worker_id() {
   return worker_id_;
 }
 
+bool Agent::TakeOrphanPending() {
+  absl::MutexLock lock(&mu_);
+  const bool pending = orphan_pending_;
+  orphan_pending_ = false;
+  return pending;
+}
+
 bool Agent::StopRequested() {
   absl::MutexLock lock(&mu_);
   return stop_requested_;
@@ -196,6 +203,7 @@ absl::Status Agent::Run() {
         Shutdown();
         break;
       }
+      if (registered.ok() && TakeOrphanPending()) OrphanRank();  // no job wants our rank
       if (!registered.ok()) {
         if (StopRequested()) break;
         const std::chrono::milliseconds delay = backoff.Next();
@@ -212,9 +220,14 @@ absl::Status Agent::Run() {
     const std::chrono::milliseconds delay = backoff.Next();
     if (ended.error_code() == grpc::StatusCode::NOT_FOUND) {
       RT_LOG(Warning) << where << " does not know worker " << worker_id() << " ("
-                      << ended.error_message() << "); registering again in " << Seconds(delay)
-                      << " s";
-      OrphanRank();
+                      << ended.error_message()
+                      << "); registering again, asking for the same id and the rank back";
+      {
+        absl::MutexLock lock(&mu_);
+        previous_worker_id_ = worker_id_;
+        worker_id_.clear();
+      }
+      continue;  // the coordinator is up: register again now
     } else {
       std::string trainer;
       {
@@ -247,6 +260,17 @@ absl::Status Agent::Register() {
   request.set_device(options_.device);
   request.set_host_label(options_.host_label);
   request.set_address(options_.advertise_address);
+  {
+    absl::MutexLock lock(&mu_);
+    request.set_previous_worker_id(previous_worker_id_);
+    // A rank still running, or one that ended while the coordinator was away and whose exit is
+    // still queued, is asked back: either way its job needs what this agent holds.
+    if (!previous_worker_id_.empty() && !rank_job_id_.empty() &&
+        (rank_active_ || !outbox_.empty())) {
+      request.set_running_job_id(rank_job_id_);
+      request.set_running_rank(rank_);
+    }
+  }
   v1::RegisterResponse response;
   grpc::ClientContext context;
   context.set_deadline(DeadlineIn(options_.register_timeout));
@@ -264,6 +288,21 @@ absl::Status Agent::Register() {
     return absl::UnavailableError(where + " answered Register without a worker id");
   }
   worker_id_ = response.worker_id();
+  if (!previous_worker_id_.empty()) {
+    // Back after a coordinator restart: keep the rank and the buffered reports only if the
+    // coordinator took the rank back; otherwise nobody would collect them.
+    orphan_pending_ = !response.rank_adopted();
+    if (response.rank_adopted()) ResendRecordsLocked();
+    RT_LOG(Info) << "registered again as " << worker_id_ << " (was " << previous_worker_id_
+                 << ")"
+                 << (request.running_job_id().empty() ? ""
+                     : response.rank_adopted()
+                         ? absl::StrCat("; job ", request.running_job_id(), " rank ",
+                                        request.running_rank(), " re-adopted")
+                         : absl::StrCat("; job ", request.running_job_id(), " rank ",
+                                        request.running_rank(), " not wanted: stopping it"));
+    previous_worker_id_.clear();
+  }
   heartbeat_interval_ = response.heartbeat_interval_ms() > 0
                             ? std::chrono::milliseconds(response.heartbeat_interval_ms())
                             : kDefaultHeartbeat;
@@ -283,6 +322,7 @@ grpc::Status Agent::RunSession(bool* opened) {
     if (stop_requested_) return grpc::Status(grpc::StatusCode::CANCELLED, "shutting down");
     call_context_ = &context;
     session_over_ = false;
+    welcomed_ = false;
     hello.mutable_hello()->set_worker_id(worker_id_);
     interval = heartbeat_interval_;
   }
@@ -300,7 +340,10 @@ grpc::Status Agent::RunSession(bool* opened) {
     }
     v1::CoordinatorMessage message;
     while (stream->Read(&message)) {
-      if (message.has_assignment()) {
+      if (message.has_welcome()) {
+        absl::MutexLock lock(&mu_);
+        welcomed_ = true;  // the coordinator took the Hello: the outbox may go now
+      } else if (message.has_assignment()) {
         HandleAssignment(message.assignment());
       } else if (message.has_cancel()) {
         HandleCancel(message.cancel());
@@ -326,7 +369,7 @@ grpc::Status Agent::RunSession(bool* opened) {
 }
 
 bool Agent::WriterHasWork() const {
-  return session_over_ || !outbox_.empty() || (stop_requested_ && !rank_active_);
+  return session_over_ || (welcomed_ && !outbox_.empty()) || (stop_requested_ && !rank_active_);
 }
 
 void Agent::WriterLoop(Stream* stream, grpc::ClientContext* context,
@@ -345,7 +388,7 @@ void Agent::WriterLoop(Stream* stream, grpc::ClientContext* context,
       if (now >= next_heartbeat) {
         message.mutable_heartbeat();
         next_heartbeat = now + interval;
-      } else if (!outbox_.empty()) {
+      } else if (welcomed_ && !outbox_.empty()) {
         message = outbox_.front();
         from_outbox = true;
       } else if (stop_requested_ && (!rank_active_ || now >= stop_deadline_)) {

@@ -61,7 +61,8 @@ class Agent {
   ~Agent();
 
   // Registers, then serves sessions until Shutdown(): a broken session is reopened with backoff
-  // (same worker id; a new one when the coordinator answers NOT_FOUND), a coordinator that cannot
+  // (same worker id; after NOT_FOUND the agent registers again asking for its id and running rank
+  // back, and stops the rank only if the coordinator does not adopt it), a coordinator that cannot
   // be reached is retried forever. On Shutdown the running trainer is cancelled, its RankExit sent
   // if a session is up, the stream closed (WritesDone, then cancel) and OK returned. Returns an
   // error only when the coordinator rejects the registration as INVALID_ARGUMENT.
@@ -94,8 +95,13 @@ class Agent {
   // Starts the trainer and queues RankStarted (mu_ held, so its records queue after that).
   absl::Status StartRank(const RankLaunch& launch, const std::string& job_id, uint64_t epoch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // After NOT_FOUND: cancels the running rank (its messages are dropped), waits for it to end.
+  // When a re-registration did not get the rank adopted: cancels the running rank (its messages
+  // are dropped), waits for it to end.
   void OrphanRank();
+  bool TakeOrphanPending();
+  // After the rank was re-adopted: queues every step record in its metrics.jsonl ahead of the
+  // outbox, because reports written while the old coordinator shut down may never have been read.
+  void ResendRecordsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // whether Register asked for OrphanRank (and clears the request)
   // Waits (mu_ held) until the rank has ended or `timeout` has passed.
   void AwaitRankEnd(absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -123,6 +129,10 @@ class Agent {
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   Clock::time_point stop_deadline_ ABSL_GUARDED_BY(mu_);  // close the stream by then regardless
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  // Set after NOT_FOUND (the coordinator restarted): the next Register asks for this id and the
+  // running rank back.
+  std::string previous_worker_id_ ABSL_GUARDED_BY(mu_);
+  bool orphan_pending_ ABSL_GUARDED_BY(mu_) = false;
   std::chrono::milliseconds heartbeat_interval_ ABSL_GUARDED_BY(mu_){1000};
   // Bumped when a registration is given up: messages of older epochs are dropped.
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
@@ -131,6 +141,9 @@ class Agent {
   grpc::ClientContext* call_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool writer_running_ ABSL_GUARDED_BY(mu_) = false;
   bool session_over_ ABSL_GUARDED_BY(mu_) = false;  // the reader has stopped; the writer must too
+  // The coordinator sent Welcome on this session: until then only heartbeats are written, so
+  // nothing queued is lost in a stream the coordinator refuses (NOT_FOUND after its restart).
+  bool welcomed_ ABSL_GUARDED_BY(mu_) = false;
   // Messages not yet written, oldest first; the writer pops the front after a successful Write.
   std::deque<v1::AgentMessage> outbox_ ABSL_GUARDED_BY(mu_);
   uint64_t dropped_reports_ ABSL_GUARDED_BY(mu_) = 0;
@@ -140,6 +153,7 @@ class Agent {
   bool rank_active_ ABSL_GUARDED_BY(mu_) = false;  // started, on_exit not yet called
   std::string rank_job_id_ ABSL_GUARDED_BY(mu_);
   int rank_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string rank_dir_ ABSL_GUARDED_BY(mu_);  // the running rank's work dir
 
   std::thread force_stop_thread_;  // joined by the destructor
 };

@@ -157,6 +157,7 @@ absl::Status Agent::StartRank(const RankLaunch& launch, const std::string& job_i
   rank_active_ = true;
   rank_job_id_ = job_id;
   rank_ = rank;
+  rank_dir_ = launch.work_dir;
   v1::AgentMessage message;
   v1::RankStarted* started = message.mutable_rank_started();
   started->set_job_id(job_id);
@@ -195,10 +196,27 @@ void Agent::OrphanRank() {
       supervisor_->Cancel(options_.cancel_grace);
       AwaitRankEnd(absl::FromChrono(options_.cancel_grace) + absl::Seconds(5));
     }
-    worker_id_.clear();
     orphan = std::move(supervisor_);
   }
   orphan.reset();  // outside mu_: its on_exit takes mu_
+}
+
+void Agent::ResendRecordsLocked() {
+  if (rank_ != 0) return;  // only rank 0's records go upstream
+  std::ifstream in(rank_dir_ + "/metrics.jsonl");
+  std::deque<v1::AgentMessage> records;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || in.eof()) continue;  // the last line may still be being written
+    v1::AgentMessage message;
+    v1::RankReport* report = message.mutable_rank_report();
+    report->set_job_id(rank_job_id_);
+    report->set_rank(rank_);
+    report->set_record_json(line);
+    records.push_back(std::move(message));
+  }
+  RT_LOG(Info) << "re-sending " << records.size() << " step records of job " << rank_job_id_
+               << " (the coordinator keeps each step once)";
+  outbox_.insert(outbox_.begin(), records.begin(), records.end());
 }
 
 }  // namespace ringtrain
