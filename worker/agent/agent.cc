@@ -263,10 +263,9 @@ absl::Status Agent::Register() {
   {
     absl::MutexLock lock(&mu_);
     request.set_previous_worker_id(previous_worker_id_);
-    // A rank still running, or one that ended while the coordinator was away and whose exit is
-    // still queued, is asked back: either way its job needs what this agent holds.
-    if (!previous_worker_id_.empty() && !rank_job_id_.empty() &&
-        (rank_active_ || !outbox_.empty())) {
+    // The last rank, running or ended while the coordinator was away, is asked back: its job
+    // may still need its records and its exit (a finished job just declines).
+    if (!previous_worker_id_.empty() && !rank_job_id_.empty()) {
       request.set_running_job_id(rank_job_id_);
       request.set_running_rank(rank_);
     }

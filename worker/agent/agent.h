@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -100,7 +101,8 @@ class Agent {
   void OrphanRank();
   bool TakeOrphanPending();
   // After the rank was re-adopted: queues every step record in its metrics.jsonl ahead of the
-  // outbox, because reports written while the old coordinator shut down may never have been read.
+  // outbox, and its exit again if it has ended, because what was written while the old
+  // coordinator shut down may never have been read.
   void ResendRecordsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // whether Register asked for OrphanRank (and clears the request)
   // Waits (mu_ held) until the rank has ended or `timeout` has passed.
   void AwaitRankEnd(absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -154,6 +156,7 @@ class Agent {
   std::string rank_job_id_ ABSL_GUARDED_BY(mu_);
   int rank_ ABSL_GUARDED_BY(mu_) = 0;
   std::string rank_dir_ ABSL_GUARDED_BY(mu_);  // the running rank's work dir
+  std::optional<v1::AgentMessage> last_exit_ ABSL_GUARDED_BY(mu_);  // the last rank's RankExit
 
   std::thread force_stop_thread_;  // joined by the destructor
 };

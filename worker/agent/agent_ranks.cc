@@ -147,8 +147,10 @@ absl::Status Agent::StartRank(const RankLaunch& launch, const std::string& job_i
                  << (e.signal != 0 ? absl::StrCat(", killed by signal ", e.signal)
                                    : absl::StrCat(", exit status ", e.exit_status));
     absl::MutexLock lock(&mu_);
-    Enqueue(epoch,
-            ExitMessage(job_id, rank, e.signal != 0 ? 0 : e.exit_status, e.signal, e.stderr_tail));
+    v1::AgentMessage exit_message =
+        ExitMessage(job_id, rank, e.signal != 0 ? 0 : e.exit_status, e.signal, e.stderr_tail);
+    if (epoch == epoch_) last_exit_ = exit_message;
+    Enqueue(epoch, std::move(exit_message));
     rank_active_ = false;
   };
   // mu_ is held, so the first record queues only after RankStarted below.
@@ -202,10 +204,10 @@ void Agent::OrphanRank() {
 }
 
 void Agent::ResendRecordsLocked() {
-  if (rank_ != 0) return;  // only rank 0's records go upstream
   std::ifstream in(rank_dir_ + "/metrics.jsonl");
   std::deque<v1::AgentMessage> records;
-  for (std::string line; std::getline(in, line);) {
+  // Only rank 0's records go upstream.
+  for (std::string line; rank_ == 0 && std::getline(in, line);) {
     if (line.empty() || in.eof()) continue;  // the last line may still be being written
     v1::AgentMessage message;
     v1::RankReport* report = message.mutable_rank_report();
@@ -214,9 +216,18 @@ void Agent::ResendRecordsLocked() {
     report->set_record_json(line);
     records.push_back(std::move(message));
   }
-  RT_LOG(Info) << "re-sending " << records.size() << " step records of job " << rank_job_id_
-               << " (the coordinator keeps each step once)";
+  if (!records.empty()) {
+    RT_LOG(Info) << "re-sending " << records.size() << " step records of job " << rank_job_id_
+                 << " (the coordinator keeps each step once)";
+  }
   outbox_.insert(outbox_.begin(), records.begin(), records.end());
+  // An exit written while the old coordinator shut down may never have been read: send it again
+  // unless it is still queued (the coordinator takes a repeated exit once).
+  if (!rank_active_ && last_exit_.has_value()) {
+    const bool queued = std::any_of(outbox_.begin(), outbox_.end(),
+                                    [](const v1::AgentMessage& m) { return m.has_rank_exit(); });
+    if (!queued) outbox_.push_back(*last_exit_);
+  }
 }
 
 }  // namespace ringtrain
