@@ -92,7 +92,9 @@ void CheckDockerfile(const std::string& path) {
       if (in.keyword == "SHELL") pipefail = in.args.find("pipefail") != std::string::npos;
       EXPECT_NE(in.keyword, "ADD") << "COPY, or RUN curl for downloads (DL3020)";
       EXPECT_NE(in.keyword, "MAINTAINER");
-      if (in.keyword == "WORKDIR") EXPECT_EQ(in.args.rfind("/", 0), 0u) << "absolute (DL3000)";
+      if (in.keyword == "WORKDIR") {
+        EXPECT_EQ(in.args.rfind("/", 0), 0u) << "absolute (DL3000)";
+      }
       if (in.keyword == "CMD" || in.keyword == "ENTRYPOINT") {
         EXPECT_EQ(in.args.rfind("[", 0), 0u) << "exec form (DL3025)";
       }
