@@ -25,6 +25,7 @@
 #include "absl/strings/strip.h"
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
+#include "common/executable_path.h"
 
 namespace ringtrain {
 namespace fs = std::filesystem;
@@ -221,7 +222,7 @@ CLI::App* AddUpCommand(CLI::App& app, UpFlags* flags) {
 int RunUp(const UpFlags& flags) {
   std::error_code error;
   const fs::path bin_dir = flags.bin_dir.empty()
-                               ? fs::read_symlink("/proc/self/exe", error).parent_path()
+                               ? fs::path(BesideThisExecutable("ringtrain-worker")).parent_path()
                                : fs::path(flags.bin_dir);
   std::vector<std::string> problems;
   for (const char* binary : {"ringtrain-coordinator", "ringtrain-worker"}) {

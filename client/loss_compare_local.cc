@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/executable_path.h"
 
 namespace ringtrain {
 namespace fs = std::filesystem;
@@ -106,9 +107,8 @@ std::string LastLines(const std::string& text, int lines) {
 }  // namespace
 
 std::string DefaultRunPath() {
-  std::error_code error;
-  const fs::path self = fs::read_symlink("/proc/self/exe", error);
-  return error ? "ringtrain-run" : (self.parent_path() / "ringtrain-run").string();
+  const std::string beside = BesideThisExecutable("ringtrain-run");
+  return beside.empty() ? "ringtrain-run" : beside;
 }
 
 absl::StatusOr<StepLosses> RunSideLocally(LossCompareSide* side, int steps) {

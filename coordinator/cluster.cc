@@ -14,6 +14,15 @@
 #include "coordinator/proto_convert.h"
 
 namespace ringtrain {
+namespace {
+
+absl::Status CheckDeviceKind(const std::string& kind) {
+  if (kind == "cpu" || kind == "cuda") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("device_kind \"", kind, "\" is not a kind of worker; use cpu or cuda"));
+}
+
+}  // namespace
 
 Cluster::Cluster(JobStore* store, EventHub* hub, ClusterOptions options)
     : store_(store), hub_(hub), options_(options) {
@@ -92,10 +101,7 @@ void Cluster::Stop() {
 
 absl::StatusOr<JobRecord> Cluster::Submit(const v1::SubmitJobRequest& request) {
   const std::string device_kind = request.device_kind().empty() ? "cpu" : request.device_kind();
-  if (device_kind != "cpu" && device_kind != "cuda") {
-    return absl::InvalidArgumentError(absl::StrCat("device_kind \"", device_kind,
-                                                   "\" is not a kind of worker; use cpu or cuda"));
-  }
+  RT_RETURN_IF_ERROR(CheckDeviceKind(device_kind));
   std::vector<std::string> overrides(request.overrides().begin(), request.overrides().end());
   absl::StatusOr<JobConfig> config = ParseJobConfig(request.config_toml(), overrides, "job config");
   if (!config.ok()) return config.status();
@@ -176,10 +182,7 @@ std::vector<v1::Worker> Cluster::ListWorkers() {
 
 absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest& request) {
   const std::string& kind = request.device_kind();
-  if (kind != "cpu" && kind != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device_kind \"", kind, "\" is not a kind of worker; use cpu or cuda"));
-  }
+  RT_RETURN_IF_ERROR(CheckDeviceKind(kind));
   if (request.address().empty()) {
     return absl::InvalidArgumentError("address is empty: give the host other ranks reach this "
                                       "worker's trainers at (--advertise-address)");

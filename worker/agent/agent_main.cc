@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/executable_path.h"
 #include "common/metrics/metrics_server.h"
 #include "worker/agent/agent.h"
 
@@ -20,15 +21,6 @@ constexpr int kExitError = 1;  // the coordinator refused this agent
 constexpr int kExitUsage = 2;  // bad flags, no trainer, work dir not writable
 constexpr char kDefaultMetricsAddress[] = "127.0.0.1:9470";
 constexpr int kDefaultMetricsPortScan = 100;
-
-// ringtrain-trainer beside this executable, or "" when /proc/self/exe cannot be read.
-std::string DefaultTrainerPath() {
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return "";
-  const std::string path(self, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/') + 1) + "ringtrain-trainer";
-}
 
 std::string HostName() {
   char name[256] = {};
@@ -80,7 +72,7 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);  // prints help, or the error
     return code == 0 ? 0 : kExitUsage;
   }
-  options.trainer_path = trainer.empty() ? DefaultTrainerPath() : trainer;
+  options.trainer_path = trainer.empty() ? ringtrain::BesideThisExecutable("ringtrain-trainer") : trainer;
 
   absl::StatusOr<std::unique_ptr<ringtrain::Agent>> agent = ringtrain::Agent::Create(options);
   if (!agent.ok()) {

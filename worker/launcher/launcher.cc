@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/executable_path.h"
 
 extern char** environ;
 
@@ -105,15 +106,13 @@ void WriteAll(int fd, const std::string& data) {
 }
 
 absl::StatusOr<std::string> DefaultTrainerPath() {
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) {
+  std::string path = BesideThisExecutable("ringtrain-trainer");
+  if (path.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot read /proc/self/exe to find ringtrain-trainer (", std::strerror(errno),
         "); pass --trainer PATH"));
   }
-  std::string path(self, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/') + 1) + "ringtrain-trainer";
+  return path;
 }
 
 // The inherited environment with the rendezvous variables of `rank` set.
