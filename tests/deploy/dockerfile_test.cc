@@ -156,15 +156,22 @@ TEST(DeployDockerfileTest, CudaImageFollowsTheRules) {
 TEST(DeployDockerfileTest, BuildStageUsesTheSetupScriptWithoutRecommends) {
   const std::string dockerfile = ReadFile(DeployDir() + "/docker/Dockerfile");
   EXPECT_NE(dockerfile.find("RUN scripts/setup.sh"), std::string::npos);
+  // setup.sh reads the pinned torch version from versions.sh: both images install that one.
+  for (const char* name : {"Dockerfile", "Dockerfile.cuda"}) {
+    EXPECT_NE(ReadFile(DeployDir() + "/docker/" + name)
+                  .find("COPY scripts/setup.sh scripts/versions.sh scripts/"),
+              std::string::npos)
+        << name;
+  }
   EXPECT_NE(dockerfile.find("runtime-packages.txt"), std::string::npos);
   const std::string setup = ReadFile(SourceDir() + "/scripts/setup.sh");
   const size_t install = setup.find("apt-get install");
   ASSERT_NE(install, std::string::npos);
   EXPECT_NE(setup.find("--no-install-recommends", install), std::string::npos);
-  // The build context leaves out local builds and the deploy tests' node_modules.
+  // The build context leaves out local builds and the project's virtual environment (.venv).
   for (const char* name : {"Dockerfile.dockerignore", "Dockerfile.cuda.dockerignore"}) {
     const std::string ignore = ReadFile(DeployDir() + "/docker/" + name);
-    for (const char* path : {".git", "build", "build-*", "tests/deploy/node_modules"}) {
+    for (const char* path : {".git", "build", "build-*", ".venv"}) {
       EXPECT_NE(ignore.find(std::string("\n") + path + "\n"), std::string::npos)
           << name << " should exclude " << path;
     }
@@ -246,6 +253,24 @@ TEST(DeployImageTest, RuntimePackagesProvideEverySharedLibrary) {
   }
   for (const std::string& p : packages) EXPECT_TRUE(closure.count(p)) << p << " is unknown to apt";
 
+  // LibTorch's libraries come from the pinned wheel in .venv, not from Debian: the CPU image's
+  // build stage copies every library ldd resolves inside .venv for ringtrain-trainer (the only
+  // LibTorch user) into /opt/ringtrain/lib, on the runtime stage's LD_LIBRARY_PATH.
+  const std::string dockerfile = ReadFile(DeployDir() + "/docker/Dockerfile");
+  EXPECT_NE(dockerfile.find("ldd build/bin/ringtrain-trainer | awk '$3 ~ /\\/\\.venv\\// {print $3}'"),
+            std::string::npos) << "the build stage must collect the wheel's libraries with ldd";
+  EXPECT_NE(dockerfile.find("LD_LIBRARY_PATH=/opt/ringtrain/lib"), std::string::npos);
+  std::set<std::string> from_wheel;
+  for (auto it = libraries.begin(); it != libraries.end();) {
+    if (it->find("/.venv/") == std::string::npos) {
+      ++it;
+      continue;
+    }
+    from_wheel.insert(fs::path(*it).filename().string());
+    it = libraries.erase(it);
+  }
+  EXPECT_TRUE(from_wheel.count("libtorch_cpu.so")) << "LibTorch should come from .venv";
+
   for (const std::string& lib : libraries) {
     std::string package;
     for (const std::string& s : spellings[lib]) {
@@ -260,8 +285,8 @@ TEST(DeployImageTest, RuntimePackagesProvideEverySharedLibrary) {
         << lib << " comes from " << package << ", which deploy/docker/runtime-packages.txt "
         << "does not bring in: add the runtime package (not -dev) that provides it";
   }
-  // LibTorch runs on OpenBLAS (the runtime stage points libblas.so.3 at it, as setup.sh does).
-  EXPECT_NE(std::find(packages.begin(), packages.end(), "libopenblas0-openmp"), packages.end());
+  // Debian's LibTorch is not used any more.
+  for (const std::string& p : packages) EXPECT_EQ(p.find("libtorch"), std::string::npos) << p;
 }
 
 // Every --flag that a manifest passes is one the binary's --help lists.

@@ -22,7 +22,7 @@ class DeployManifestsTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     ASSERT_FALSE(KubectlPath().empty()) << "no kubectl. " << ToolHint();
-    ASSERT_FALSE(NodePath().empty()) << "no node. " << ToolHint();
+    ASSERT_FALSE(ValidatorPython().empty()) << "no Python for the validator. " << ToolHint();
     rendered_ = RenderOverlay(std::string("overlays/") + GetParam(),
                               /*with_prometheus_operator=*/false, /*schema=*/false);
     ASSERT_EQ(rendered_.render.exit_code, 0) << rendered_.render.output;
@@ -301,7 +301,7 @@ INSTANTIATE_TEST_SUITE_P(Overlays, DeployManifestsTest, ::testing::Values("cpu",
 // same namespace that has the port it scrapes.
 TEST(DeployServiceMonitorTest, EachSelectsAServiceWithItsPort) {
   ASSERT_FALSE(KubectlPath().empty()) << "no kubectl. " << ToolHint();
-  ASSERT_FALSE(NodePath().empty()) << "no node. " << ToolHint();
+  ASSERT_FALSE(ValidatorPython().empty()) << "no Python for the validator. " << ToolHint();
   const Rendered r = RenderOverlay("overlays/cpu", /*with_prometheus_operator=*/true,
                                    /*schema=*/false);
   ASSERT_EQ(r.render.exit_code, 0) << r.render.output;

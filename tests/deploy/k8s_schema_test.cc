@@ -20,9 +20,9 @@ class DeploySchemaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_FALSE(KubectlPath().empty()) << "no kubectl. " << ToolHint();
-    ASSERT_FALSE(NodePath().empty()) << "no node. " << ToolHint();
-    ASSERT_TRUE(fs::exists(SourceDir() + "/tests/deploy/node_modules/kubernetes-models"))
-        << "the validator's npm packages are missing. " << ToolHint();
+    const std::string problem = ValidatorPackagesProblem();
+    ASSERT_TRUE(problem.empty()) << "the validator's Python packages (requirements.txt):\n"
+                                 << problem << ToolHint();
   }
 };
 

@@ -1,5 +1,5 @@
 // The C++ trainer against an independent plain-PyTorch implementation (tests/parity/
-// llama_reference.py, run by Debian's python3-torch): same state dict, same .bin tokens, three
+// llama_reference.py, run on the project venv's torch, the LibTorch the build links): same state dict, same .bin tokens, three
 // AdamW steps. Loss and gradient norm must agree within 1e-5 per step.
 #include <gtest/gtest.h>
 
@@ -13,8 +13,6 @@
 namespace ringtrain::testing {
 namespace {
 
-constexpr char kPython[] = "/usr/bin/python3";  // Debian's, which has torch
-
 struct Shape {
   std::string name;
   int dim, n_layers, n_heads, n_kv_heads, vocab, multiple_of;
@@ -26,9 +24,9 @@ class ParityTest : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(ParityTest, LossesAndGradNormsMatchPyTorch) {
   const Shape s = GetParam();
-  const auto torch_ok = RunCommand({kPython, "-c", "import torch"});
+  const auto torch_ok = RunCommand({PythonPath(), "-c", "import torch"});
   ASSERT_EQ(torch_ok.exit_code, 0)
-      << "Debian's python3-torch is needed for this test (scripts/setup.sh installs it):\n"
+      << "the venv's torch is needed for this test (scripts/setup.sh installs it):\n"
       << torch_ok.output;
   TempDir dir;
   const std::string script = SourceDir() + "/tests/parity/llama_reference.py";
@@ -41,7 +39,7 @@ TEST_P(ParityTest, LossesAndGradNormsMatchPyTorch) {
     model.push_back("--ffn-dim-multiplier");
     model.push_back(s.ffn_dim_multiplier);
   }
-  std::vector<std::string> fixture = {kPython, script, "make-fixture", "--out-dir", dir.path(),
+  std::vector<std::string> fixture = {PythonPath(), script, "make-fixture", "--out-dir", dir.path(),
                                       "--seed", "7", "--num-tokens", "1200", "--dtype", s.dtype};
   fixture.insert(fixture.end(), model.begin(), model.end());
   const auto made = RunCommand(fixture);
@@ -50,7 +48,7 @@ TEST_P(ParityTest, LossesAndGradNormsMatchPyTorch) {
   const std::vector<std::string> optim = {"--lr", "0.01", "--beta1", "0.9", "--beta2", "0.95",
                                           "--eps", "1e-8", "--weight-decay", "0.1",
                                           "--max-norm", "1.0"};
-  std::vector<std::string> reference = {kPython, script, "train", "--init", dir / "init.pt",
+  std::vector<std::string> reference = {PythonPath(), script, "train", "--init", dir / "init.pt",
                                         "--tokens", dir / "tokens.bin", "--seq-len", "32",
                                         "--batch", "4", "--steps", "3",
                                         "--out", dir / "reference.json"};
@@ -95,11 +93,13 @@ TEST_P(ParityTest, LossesAndGradNormsMatchPyTorch) {
     EXPECT_NEAR(norm, expected[i]["grad_norm"].get<double>(), 1e-5) << "step " << i + 1;
   }
 
-  // The checkpoint the trainer wrote is a plain state dict for Python, with torchtitan's names.
+  // The checkpoint the trainer wrote is a plain state dict for Python, with torchtitan's names,
+  // that PyTorch 2.x's safe loader (weights_only=True) accepts.
   const auto loaded = RunCommand(
-      {kPython, "-c",
+      {PythonPath(), "-c",
        "import sys, torch\n"
-       "ours = torch.load(sys.argv[1]); init = torch.load(sys.argv[2])\n"
+       "ours = torch.load(sys.argv[1], weights_only=True)\n"
+       "init = torch.load(sys.argv[2], weights_only=True)\n"
        "assert isinstance(ours, dict), type(ours)\n"
        "assert sorted(ours) == sorted(init), (sorted(ours), sorted(init))\n"
        "for k in init: assert ours[k].shape == init[k].shape and ours[k].dtype == torch.float32, k\n",

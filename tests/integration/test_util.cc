@@ -32,6 +32,8 @@ std::string SourceDir() {
   return dir ? dir : RINGTRAIN_DEFAULT_SOURCE_DIR;
 }
 
+std::string PythonPath() { return RINGTRAIN_DEFAULT_PYTHON; }
+
 std::string ConfigPath(const std::string& name) { return SourceDir() + "/configs/" + name; }
 
 TempDir::TempDir() {

@@ -14,6 +14,9 @@ namespace ringtrain::testing {
 std::string BinDir();     // $RINGTRAIN_BIN_DIR, default: the build's bin folder
 std::string SourceDir();  // $RINGTRAIN_SOURCE_DIR, default: the source tree
 std::string ConfigPath(const std::string& name);  // SourceDir()/configs/name
+// The Python whose torch is the one the build links (the project's .venv, scripts/setup.sh):
+// the parity reference and every Python helper run on it.
+std::string PythonPath();
 
 // A fresh folder under $TMPDIR, removed with its contents when the object dies.
 class TempDir {

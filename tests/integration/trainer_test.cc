@@ -157,7 +157,7 @@ TEST_P(TrainerBadInputTest, FailsWithAClearMessageAndNoCheckpoint) {
   }
   if (GetParam().name == "truncated_pt" || GetParam().name == "wrong_state_dict") {
     // A real state dict cut in half.
-    const auto ok = RunCommand({"/usr/bin/python3", "-c",
+    const auto ok = RunCommand({PythonPath(), "-c",
                          "import torch; torch.save({'w': torch.randn(4096)}, '" + (dir / "w.pt") +
                              "')"});
     ASSERT_EQ(ok.exit_code, 0) << ok.output;

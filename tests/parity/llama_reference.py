@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Plain-PyTorch reference for Llama 3 (torchtitan's llama3 model), used by the C++ parity test.
 
 Independent of the C++ trainer: it is written from the torchtitan model's definition and uses
-only the standard library and torch (runs with Debian 12's python3-torch 1.13.1; invoke it as
-/usr/bin/python3).
+only the standard library and torch (the pinned torch of the project's virtual environment; invoke
+it as .venv/bin/python).
 
 Subcommands:
   make-fixture  seeded initial state dict (D/init.pt) + random uint16 tokens (D/tokens.bin)

@@ -1,4 +1,4 @@
-// state_dict_io against the reference implementation, Debian's Python torch (/usr/bin/python3):
+// state_dict_io against the reference implementation, PyTorch 2.x in the project's .venv:
 // fixtures are written by torch.save at test time, and what we write must torch.load back exactly.
 // Tensors are compared as exact bytes, through a manifest line per entry:
 //   name \t dtype \t comma-separated shape \t hex of the contiguous bytes
@@ -91,7 +91,9 @@ for name in ('ordered', 'proto4'):
 
 // Loads argv[1] and compares it with the manifest in argv[2]; exits non-zero on any difference.
 constexpr char kPythonCheck[] = R"PY(
-sd = torch.load(sys.argv[1])
+# weights_only=True (PyTorch 2.x's safe loader, its default since 2.6): what we write must need
+# no code to unpickle.
+sd = torch.load(sys.argv[1], weights_only=True)
 assert type(sd) is dict, 'torch.load returned %s, not a dict' % type(sd)
 got = manifest_lines(sd)
 with open(sys.argv[2], encoding='utf-8') as f:
@@ -113,7 +115,7 @@ PythonRun RunPython(const std::string& dir, const std::string& body, const std::
   const std::string script = dir + "/snippet_" + std::to_string(counter++) + ".py";
   std::ofstream(script) << kPythonManifest << body;
   PythonRun run;
-  FILE* pipe = popen(("/usr/bin/python3 " + script + " " + args + " 2>&1").c_str(), "r");
+  FILE* pipe = popen((std::string(RINGTRAIN_DEFAULT_PYTHON) + " " + script + " " + args + " 2>&1").c_str(), "r");
   if (pipe == nullptr) return run;
   char buf[4096];
   for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) run.output.append(buf, n);
@@ -126,11 +128,11 @@ PythonRun RunPython(const std::string& dir, const std::string& body, const std::
 // a failure, not a skip.
 const std::string& PythonTorchProblem() {
   static const std::string problem = [] {
-    if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0)
+    const std::string python = RINGTRAIN_DEFAULT_PYTHON;
+    if (std::system((python + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0)
       return std::string();
-    return std::string(
-        "/usr/bin/python3 cannot `import torch`; these tests compare against Debian's PyTorch. "
-        "HINT: apt-get install python3-torch (the `python3` on PATH may be another interpreter)");
+    return python + " cannot `import torch`; these tests compare against the PyTorch whose "
+           "LibTorch the build links. HINT: run scripts/setup.sh (it installs it into .venv)";
   }();
   return problem;
 }

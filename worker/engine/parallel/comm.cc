@@ -23,15 +23,14 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(500);
 constexpr auto kDiagnoseWindow = std::chrono::milliseconds(2500);
 
-c10::intrusive_ptr<c10d::ProcessGroup> MakeGloo(const c10::intrusive_ptr<c10d::Store>& store,
-                                                const std::string& prefix, int64_t rank,
-                                                int64_t size, std::chrono::milliseconds timeout,
-                                                const std::string& host) {
+c10::intrusive_ptr<c10d::Backend> MakeGloo(const c10::intrusive_ptr<c10d::Store>& store,
+                                           int64_t rank, int64_t size,
+                                           std::chrono::milliseconds timeout,
+                                           const std::string& host) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(host));
   options->threads = 2;
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, int(rank), int(size), options);
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, int(rank), int(size), options);
 }
 
 std::string GlooHostAddress() {
@@ -63,13 +62,26 @@ Communicator::~Communicator() {
 }
 
 void Communicator::BuildGroups() {
+  // One c10d::ProcessGroup per group (the 2.x API): keys under its own prefix of the store, and
+  // one backend bound to the device type of this rank's tensors — NCCL for CUDA (nccl_group.cc),
+  // Gloo for the CPU. Collectives are then the same calls for both.
   auto make = [&](const std::string& prefix, int64_t rank, int64_t size) {
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+    auto group = c10::make_intrusive<c10d::ProcessGroup>(prefixed, int(rank), int(size));
 #ifdef RINGTRAIN_WITH_CUDA
-    if (device_.is_cuda()) return MakeNcclGroup(store_, prefix, rank, size, timeout_);
+    if (device_.is_cuda()) {
+      group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL,
+                        MakeNcclBackend(prefixed, rank, size, timeout_));
+      group->setDefaultBackend(c10d::ProcessGroup::BackendType::NCCL);
+      return group;
+    }
 #endif
     // Gloo's TCP transport listens on the address other ranks reach this one at: the agent's
     // advertised address ($RINGTRAIN_HOST_ADDRESS), loopback when unset (every rank on one host).
-    return MakeGloo(store_, prefix, rank, size, timeout_, GlooHostAddress());
+    group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO,
+                      MakeGloo(prefixed, rank, size, timeout_, GlooHostAddress()));
+    group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+    return group;
   };
   world_ = make("world", mesh_.rank, mesh_.world);
   cp_ = make(absl::StrCat("cp", mesh_.dp_rank()), mesh_.cp_rank(), mesh_.cp);
@@ -105,6 +117,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
     auto comm = std::unique_ptr<Communicator>(
         new Communicator(mesh, store, options.timeout, options.device));
+#ifdef RINGTRAIN_WITH_CUDA
+    if (options.device.is_cuda()) RT_LOG(Info) << "collectives: NCCL " << NcclVersion();
+#endif
     comm->BuildGroups();
     comm->StartHeartbeat();
     return comm;

@@ -1,6 +1,6 @@
-// NCCL process groups for ranks on CUDA devices. Compiled only when the build is configured with
-// -DRINGTRAIN_CUDA=ON against a CUDA LibTorch (which defines RINGTRAIN_WITH_CUDA); the CPU build
-// uses Gloo (comm.cc). This header and nccl_group.cc are the only NCCL-specific code.
+// The NCCL backend of a process group whose ranks compute on CUDA devices. Compiled only in the
+// CUDA build (-DRINGTRAIN_CUDA=ON, which defines RINGTRAIN_WITH_CUDA); the CPU build uses Gloo
+// (comm.cc). This header and nccl_group.cc are the only NCCL-specific code.
 #ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_NCCL_GROUP_H_
 #define RINGTRAIN_WORKER_ENGINE_PARALLEL_NCCL_GROUP_H_
 
@@ -8,17 +8,20 @@
 #include <cstdint>
 #include <string>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace ringtrain {
 
-// A ProcessGroupNCCL of `size` ranks over `store` (keys under `prefix`). Collectives that exceed
-// `timeout` abort with an error instead of hanging (NCCL's async error handling is switched on).
-c10::intrusive_ptr<c10d::ProcessGroup> MakeNcclGroup(const c10::intrusive_ptr<c10d::Store>& store,
-                                                     const std::string& prefix, int64_t rank,
-                                                     int64_t size,
-                                                     std::chrono::milliseconds timeout);
+// A ProcessGroupNCCL backend of `size` ranks over `store` (already prefixed for its group), on the
+// current CUDA device. A collective that fails or exceeds `timeout` makes Work::wait throw, as
+// Gloo's does, instead of hanging or killing the process (see nccl_group.cc for the settings).
+c10::intrusive_ptr<c10d::Backend> MakeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store,
+                                                  int64_t rank, int64_t size,
+                                                  std::chrono::milliseconds timeout);
+
+// NCCL's version as "2.28.9" (of the libnccl.so.2 this process loaded).
+std::string NcclVersion();
 
 }  // namespace ringtrain
 
