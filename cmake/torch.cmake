@@ -26,10 +26,21 @@ endif()
 string(REPLACE "\n" ";" _ringtrain_torch_out "${_ringtrain_torch_out}")
 list(GET _ringtrain_torch_out 0 _ringtrain_torch_prefix)
 list(GET _ringtrain_torch_out 1 RINGTRAIN_TORCH_VERSION)
-list(PREPEND CMAKE_PREFIX_PATH "${_ringtrain_torch_prefix}")
+# The torch package folder too, so that the find_library calls inside TorchConfig.cmake (libtorch,
+# libc10) look in its lib/ before the system's: a LibTorch installed elsewhere (Debian's
+# libtorch-dev) is never mixed in.
+get_filename_component(_ringtrain_torch_root "${_ringtrain_torch_prefix}/../.." ABSOLUTE)
+list(PREPEND CMAKE_PREFIX_PATH "${_ringtrain_torch_prefix}" "${_ringtrain_torch_root}")
 # The wheel's CMake config needs the CUDA toolkit (nvcc, headers) even for a CPU-only consumer.
 find_package(Torch REQUIRED)
-get_filename_component(RINGTRAIN_TORCH_LIB_DIR "${TORCH_LIBRARY}" DIRECTORY)
+set(RINGTRAIN_TORCH_LIB_DIR "${_ringtrain_torch_root}/lib")
+foreach(_ringtrain_lib IN ITEMS TORCH_LIBRARY c10_LIBRARY)
+  get_filename_component(_ringtrain_dir "${${_ringtrain_lib}}" DIRECTORY)
+  if(NOT _ringtrain_dir STREQUAL RINGTRAIN_TORCH_LIB_DIR)
+    message(FATAL_ERROR "${_ringtrain_lib} is ${${_ringtrain_lib}}, not in ${RINGTRAIN_TORCH_LIB_DIR}: "
+            "another LibTorch is in the way. HINT: start from a fresh build folder.")
+  endif()
+endforeach()
 message(STATUS "LibTorch ${RINGTRAIN_TORCH_VERSION} from ${RINGTRAIN_TORCH_LIB_DIR}")
 
 add_library(ringtrain_libtorch INTERFACE)
@@ -46,11 +57,11 @@ endif()
 # The CUDA build: every CUDA library LibTorch's config names, and NCCL from the wheel's
 # nvidia-nccl package — the NCCL that libtorch_cuda.so loads at run time — with the toolkit's
 # as the fallback.
-get_filename_component(_ringtrain_site "${RINGTRAIN_TORCH_LIB_DIR}/../.." ABSOLUTE)
+get_filename_component(_ringtrain_site "${_ringtrain_torch_root}/.." ABSOLUTE)
 find_path(RINGTRAIN_NCCL_INCLUDE_DIR nccl.h
           HINTS "${_ringtrain_site}/nvidia/nccl/include" "${CUDAToolkit_INCLUDE_DIRS}"
           NO_DEFAULT_PATH)
-find_library(RINGTRAIN_NCCL_LIBRARY NAMES nccl libnccl.so.2
+find_library(RINGTRAIN_NCCL_LIBRARY NAMES libnccl.so.2 nccl NAMES_PER_DIR
              HINTS "${_ringtrain_site}/nvidia/nccl/lib" "${CUDAToolkit_LIBRARY_DIR}"
              NO_DEFAULT_PATH)
 if(NOT RINGTRAIN_NCCL_INCLUDE_DIR OR NOT RINGTRAIN_NCCL_LIBRARY)

@@ -11,13 +11,17 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <caffe2/serialize/inline_container.h>
 #include <torch/serialize.h>
 
 #include "worker/engine/serialize/pickle_reader.h"
@@ -299,15 +303,56 @@ TEST_F(StateDictIoTest, RoundTripKeepsOrderValuesAndSeparatesTiedEntries) {
 }
 
 // The file is LibTorch's own pickle_save output, streamed: byte for byte the same.
-TEST_F(StateDictIoTest, WritesExactlyWhatPickleSaveWrites) {
-  StateDict dict = {{"w", at::randn({3, 2})}, {"b", at::arange(4, at::kLong)}};
+// The records of a torch.save-format zip, by name without the archive's folder ("data.pkl",
+// "data/0", ...).
+std::map<std::string, std::string> ZipRecords(const std::string& bytes) {
+  std::istringstream in(bytes);
+  caffe2::serialize::PyTorchStreamReader reader(&in);
+  std::map<std::string, std::string> records;
+  for (const std::string& name : reader.getAllRecords()) {
+    auto [data, size] = reader.getRecord(name);
+    records[name] = std::string(static_cast<const char*>(data.get()), size);
+  }
+  return records;
+}
+
+// The GLOBALs a protocol-2 pickle imports ("torch._utils _rebuild_tensor_v2", ...): opcode 'c'
+// followed by "module\nname\n". Scanning bytes over-approximates (a string may hold a 'c'), so
+// only names that look like dotted identifiers are collected.
+std::set<std::string> PickleGlobals(const std::string& pickle) {
+  static const std::regex kGlobal(R"(c([A-Za-z_][A-Za-z0-9_.]*)\n([A-Za-z_][A-Za-z0-9_]*)\n)");
+  std::set<std::string> globals;
+  for (std::sregex_iterator it(pickle.begin(), pickle.end(), kGlobal), end; it != end; ++it) {
+    globals.insert((*it)[1].str() + "." + (*it)[2].str());
+  }
+  return globals;
+}
+
+// What torch::pickle_save writes, less its TorchScript type tag: the same tensor records, and a
+// data.pkl that imports only what torch.load(weights_only=True) allows — LibTorch's pickle_save
+// wraps the dict in torch.jit._pickle.restore_type_tag, which PyTorch 2.x refuses to load.
+TEST_F(StateDictIoTest, WritesPickleSaveFormatWithoutTheTypeTag) {
+  StateDict dict = {{"w", at::randn({3, 2})}, {"b", at::arange(4, at::kLong)},
+                    {"h", at::randn({5}).to(at::kBFloat16)}};
   c10::Dict<std::string, at::Tensor> entries;
-  // The Pickler memoizes values referenced more than once, so hand it sole references, as
-  // WriteStateDict does.
   for (const auto& [name, tensor] : dict) entries.insert(name, tensor.detach());
-  const std::vector<char> expected = torch::pickle_save(entries);
-  ASSERT_TRUE(WriteStateDict(Path("same.pt"), dict).ok());
-  EXPECT_EQ(ReadBytes(Path("same.pt")), std::string(expected.begin(), expected.end()));
+  const std::vector<char> saved = torch::pickle_save(entries);
+  ASSERT_TRUE(WriteStateDict(Path("ours.pt"), dict).ok());
+  const auto theirs = ZipRecords(std::string(saved.begin(), saved.end()));
+  const auto ours = ZipRecords(ReadBytes(Path("ours.pt")));
+  ASSERT_TRUE(theirs.count("data.pkl") && ours.count("data.pkl"));
+  EXPECT_TRUE(PickleGlobals(theirs.at("data.pkl")).count("torch.jit._pickle.restore_type_tag"));
+  const std::set<std::string> allowed = {"torch._utils._rebuild_tensor_v2", "torch.FloatStorage",
+                                         "torch.LongStorage", "torch.BFloat16Storage",
+                                         "collections.OrderedDict"};
+  const std::set<std::string> globals = PickleGlobals(ours.at("data.pkl"));
+  EXPECT_TRUE(globals.count("torch._utils._rebuild_tensor_v2"));
+  for (const std::string& g : globals) EXPECT_TRUE(allowed.count(g)) << "imports " << g;
+  for (const auto& [name, bytes] : theirs) {
+    if (name == "data.pkl") continue;
+    ASSERT_TRUE(ours.count(name)) << name;
+    if (name.rfind("data/", 0) == 0) EXPECT_EQ(ours.at(name), bytes) << name;
+  }
 }
 
 void ExpectError(const absl::StatusOr<StateDict>& result, absl::StatusCode code,

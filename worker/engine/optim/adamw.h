@@ -1,4 +1,4 @@
-// AdamW with exactly torch.optim.AdamW's (1.13, foreach=False, amsgrad=False) update: decoupled
+// AdamW with exactly torch.optim.AdamW's (2.11, foreach=False, amsgrad=False) update: decoupled
 // weight decay on every parameter (as torchtitan does), bias correction, eps outside the sqrt.
 #ifndef RINGTRAIN_WORKER_ENGINE_OPTIM_ADAMW_H_
 #define RINGTRAIN_WORKER_ENGINE_OPTIM_ADAMW_H_

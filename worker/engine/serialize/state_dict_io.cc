@@ -341,7 +341,13 @@ absl::Status WriteStateDict(const std::string& path, const StateDict& dict) {
       }
       entries.insert(name, ForWriting(tensor));
     }
-    torch::jit::Pickler pickler([&pickle](const char* data, size_t n) { pickle.append(data, n); });
+    // tag_aggregates = false: a plain dict, as torch.save writes one. With tags the dict is wrapped
+    // in torch.jit._pickle.restore_type_tag, which PyTorch 2.x's torch.load (weights_only=True,
+    // the default since 2.6) refuses to call.
+    torch::jit::Pickler pickler([&pickle](const char* data, size_t n) { pickle.append(data, n); },
+                                /*tensor_table=*/nullptr, /*type_renamer=*/nullptr,
+                                /*memoized_class_types=*/nullptr, /*get_tensor_id=*/nullptr,
+                                /*tag_aggregates=*/false);
     pickler.protocol();
     pickler.pushIValue(c10::IValue(entries));
     pickler.stop();
