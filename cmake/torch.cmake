@@ -33,6 +33,9 @@ get_filename_component(_ringtrain_torch_root "${_ringtrain_torch_prefix}/../.." 
 list(PREPEND CMAKE_PREFIX_PATH "${_ringtrain_torch_prefix}" "${_ringtrain_torch_root}")
 # The wheel's CMake config needs the CUDA toolkit (nvcc, headers) even for a CPU-only consumer.
 find_package(Torch REQUIRED)
+# Only for that: the wheel also ships an old protoc and protobuf headers (torch/bin, torch/include),
+# which find_package(Protobuf) must not pick over Debian's.
+list(REMOVE_ITEM CMAKE_PREFIX_PATH "${_ringtrain_torch_root}")
 set(RINGTRAIN_TORCH_LIB_DIR "${_ringtrain_torch_root}/lib")
 foreach(_ringtrain_lib IN ITEMS TORCH_LIBRARY c10_LIBRARY)
   get_filename_component(_ringtrain_dir "${${_ringtrain_lib}}" DIRECTORY)
