@@ -1,13 +1,16 @@
 // The two builds from the same sources, checked without a GPU: the CUDA build's ringtrain-trainer
 // (scripts/test.sh builds it into build-cuda/ with -DRINGTRAIN_CUDA=ON) was produced, links
 // libtorch_cuda and NCCL and compiled the NCCL code path; the CPU build's trainer (the one the
-// rest of the suite runs) links neither. Read with readelf/nm/ldd only: nothing CUDA runs here.
+// rest of the suite runs) links neither — read with readelf/nm/ldd. The CUDA trainer also runs here on
+// the CPU (bitwise like the CPU build) and refuses --device=cuda:0 clearly; nothing CUDA runs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/integration/test_util.h"
 
@@ -88,6 +91,36 @@ TEST_F(CudaBuildTest, CudaTrainerHelpNamesTheCudaDevice) {
   const CommandResult help = RunCommand({CudaTrainer(), "--help"});
   EXPECT_EQ(help.exit_code, 0) << help.output;
   EXPECT_NE(help.output.find("cuda:N"), std::string::npos) << help.output;
+}
+
+// On the CPU the CUDA build trains exactly like the CPU build (same sources, same LibTorch): the
+// same losses and gradient norms, bitwise. And asked for a GPU this machine lacks, it says so.
+TEST_F(CudaBuildTest, CudaTrainerOnTheCpuMatchesTheCpuBuildBitwise) {
+  TempDir dir;
+  std::vector<std::vector<std::map<std::string, std::string>>> runs;
+  for (const std::string& trainer : {CpuTrainer(), CudaTrainer()}) {
+    const std::string out = dir / (std::to_string(runs.size()) + ".jsonl");
+    const CommandResult r = RunCommand({trainer, ConfigPath("debug_model.toml"),
+                                        "--training.steps=4", "--lr_scheduler.warmup_steps=1",
+                                        "--metrics.jsonl=" + out});
+    ASSERT_EQ(r.exit_code, 0) << trainer << ":\n" << r.output;
+    runs.push_back(ReadJsonl(out));
+  }
+  ASSERT_EQ(runs[0].size(), 4u);
+  ASSERT_EQ(runs[1].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(runs[0][i].at("loss"), runs[1][i].at("loss")) << "step " << i + 1;
+    EXPECT_EQ(runs[0][i].at("grad_norm"), runs[1][i].at("grad_norm")) << "step " << i + 1;
+  }
+}
+
+TEST_F(CudaBuildTest, CudaDeviceWithoutAGpuIsAClearError) {
+  const CommandResult r =
+      RunCommand({CudaTrainer(), ConfigPath("debug_model.toml"), "--device=cuda:0",
+                  "--training.steps=2", "--lr_scheduler.warmup_steps=0"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("device 'cuda:0': no CUDA device is usable here"), std::string::npos)
+      << r.output;
 }
 
 }  // namespace

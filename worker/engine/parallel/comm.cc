@@ -49,7 +49,21 @@ Communicator::Communicator(const Mesh& mesh, c10::intrusive_ptr<c10d::Store> sto
 absl::Status Communicator::CheckDeviceSupported(const c10::Device& device) {
   if (device.is_cpu()) return absl::OkStatus();
 #ifdef RINGTRAIN_WITH_CUDA
-  if (device.is_cuda()) return absl::OkStatus();
+  if (device.is_cuda()) {
+    // Up front, so a rank without a usable GPU says so instead of failing deep in model building.
+    const int64_t count = torch::cuda::is_available() ? int64_t(torch::cuda::device_count()) : 0;
+    if (count == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device '", device.str(), "': no CUDA device is usable here (no NVIDIA GPU or driver "
+          "visible to this process). HINT: run on a GPU worker, or use --device=cpu"));
+    }
+    if (device.has_index() && device.index() >= count) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device '", device.str(), "' does not exist: this machine has ", count,
+          " CUDA device(s) (valid: cuda:0 … cuda:", count - 1, ")"));
+    }
+    return absl::OkStatus();
+  }
 #endif
   return absl::FailedPreconditionError(absl::StrCat(
       "device '", device.str(), "' is not supported by this build: CUDA devices need a build "

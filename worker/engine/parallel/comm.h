@@ -53,7 +53,8 @@ class Communicator {
                                                        c10::intrusive_ptr<c10d::Store> store,
                                                        std::chrono::milliseconds timeout,
                                                        bool heartbeat);
-  // Whether this build can run collectives on `device` (CUDA needs RINGTRAIN_CUDA).
+  // Whether this build and machine can run on `device`: CUDA needs the CUDA build (RINGTRAIN_CUDA)
+  // and a visible device of that index. FAILED_PRECONDITION naming the device otherwise.
   static absl::Status CheckDeviceSupported(const c10::Device& device);
   ~Communicator();
 
