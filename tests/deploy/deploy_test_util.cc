@@ -23,10 +23,10 @@ std::string DeployDir() { return SourceDir() + "/deploy"; }
 
 std::string KubectlPath() { return IsExecutable(RINGTRAIN_KUBECTL) ? RINGTRAIN_KUBECTL : ""; }
 
-std::string ValidatorPython() { return IsExecutable(RINGTRAIN_PYTHON) ? RINGTRAIN_PYTHON : ""; }
+std::string ValidatorPython() { return IsExecutable(PythonPath()) ? PythonPath() : ""; }
 
 std::string ValidatorPackagesProblem() {
-  if (ValidatorPython().empty()) return "no Python at RINGTRAIN_PYTHON=\"" RINGTRAIN_PYTHON "\"\n";
+  if (ValidatorPython().empty()) return "no Python at RINGTRAIN_PYTHON=\"" + PythonPath() + "\"\n";
   // Each name==version of requirements.txt installed at that version, and the modules importable.
   static constexpr char kCheck[] = R"py(import importlib.metadata as m, sys
 bad = []

@@ -22,8 +22,8 @@ inline constexpr int kImageUid = 10001;
 std::string DeployDir();  // SourceDir()/deploy
 // The kubectl CMake found on PATH (RINGTRAIN_KUBECTL), or "" when there is none.
 std::string KubectlPath();
-// The Python that runs validate_manifests.py (CMake's RINGTRAIN_PYTHON, the project's .venv by
-// default), or "" when it is not there.
+// The Python that runs validate_manifests.py (PythonPath(): CMake's RINGTRAIN_PYTHON, the
+// project's .venv by default), or "" when it is not there.
 std::string ValidatorPython();
 // "" when ValidatorPython() has every package of tests/deploy/requirements.txt at its pinned
 // version and imports the validator's modules; else what is wrong.

@@ -1,6 +1,6 @@
 // The C++ trainer against an independent plain-PyTorch implementation (tests/parity/
-// llama_reference.py, run on the project venv's torch, the LibTorch the build links): same state dict, same .bin tokens, three
-// AdamW steps. Loss and gradient norm must agree within 1e-5 per step.
+// llama_reference.py, run on the project venv's torch, whose LibTorch the build links): same state
+// dict, same .bin tokens, three AdamW steps. Loss and gradient norm must agree within 1e-5 per step.
 #include <gtest/gtest.h>
 
 #include <cmath>

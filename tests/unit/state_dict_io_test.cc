@@ -119,7 +119,9 @@ PythonRun RunPython(const std::string& dir, const std::string& body, const std::
   const std::string script = dir + "/snippet_" + std::to_string(counter++) + ".py";
   std::ofstream(script) << kPythonManifest << body;
   PythonRun run;
-  FILE* pipe = popen((std::string(RINGTRAIN_DEFAULT_PYTHON) + " " + script + " " + args + " 2>&1").c_str(), "r");
+  const std::string command =
+      std::string(RINGTRAIN_DEFAULT_PYTHON) + " " + script + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
   char buf[4096];
   for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) run.output.append(buf, n);
@@ -302,7 +304,6 @@ TEST_F(StateDictIoTest, RoundTripKeepsOrderValuesAndSeparatesTiedEntries) {
   EXPECT_TRUE(read->empty());
 }
 
-// The file is LibTorch's own pickle_save output, streamed: byte for byte the same.
 // The records of a torch.save-format zip, by name without the archive's folder ("data.pkl",
 // "data/0", ...).
 std::map<std::string, std::string> ZipRecords(const std::string& bytes) {
@@ -335,6 +336,8 @@ TEST_F(StateDictIoTest, WritesPickleSaveFormatWithoutTheTypeTag) {
   StateDict dict = {{"w", at::randn({3, 2})}, {"b", at::arange(4, at::kLong)},
                     {"h", at::randn({5}).to(at::kBFloat16)}};
   c10::Dict<std::string, at::Tensor> entries;
+  // The Pickler memoizes values referenced more than once, so hand it sole references, as
+  // WriteStateDict does.
   for (const auto& [name, tensor] : dict) entries.insert(name, tensor.detach());
   const std::vector<char> saved = torch::pickle_save(entries);
   ASSERT_TRUE(WriteStateDict(Path("ours.pt"), dict).ok());
@@ -351,7 +354,9 @@ TEST_F(StateDictIoTest, WritesPickleSaveFormatWithoutTheTypeTag) {
   for (const auto& [name, bytes] : theirs) {
     if (name == "data.pkl") continue;
     ASSERT_TRUE(ours.count(name)) << name;
-    if (name.rfind("data/", 0) == 0) EXPECT_EQ(ours.at(name), bytes) << name;
+    if (name.rfind("data/", 0) == 0) {
+      EXPECT_EQ(ours.at(name), bytes) << name;
+    }
   }
 }
 
