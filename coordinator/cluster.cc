@@ -22,6 +22,11 @@ absl::Status CheckDeviceKind(const std::string& kind) {
       absl::StrCat("device_kind \"", kind, "\" is not a kind of worker; use cpu or cuda"));
 }
 
+// What the scheduler needs to know of a stored job.
+PendingJob PendingJobOf(const JobRecord& job) {
+  return {job.job_id, job.world_size, job.dp, job.cp, job.device_kind};
+}
+
 }  // namespace
 
 Cluster::Cluster(JobStore* store, EventHub* hub, ClusterOptions options)
@@ -50,7 +55,7 @@ Cluster::~Cluster() { Stop(); }
 absl::Status Cluster::Reconcile() {
   RT_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, store_->ListJobs());
   absl::MutexLock lock(&mu_);
-  const absl::Time deadline = absl::Now() + options_.adopt_timeout;
+  const absl::Time deadline = options_.clock->Now() + options_.adopt_timeout;
   int adopting = 0;
   for (JobRecord& job : jobs) {
     // New worker ids must not collide with ids that agents coming back will ask for.
@@ -63,7 +68,7 @@ absl::Status Cluster::Reconcile() {
     }
     if (job.state == JobState::kQueued) {
       queue_.push_back(job.job_id);
-      pending_[job.job_id] = {job.job_id, job.world_size, job.dp, job.cp, job.device_kind};
+      pending_[job.job_id] = PendingJobOf(job);
     } else if (!IsTerminal(job.state)) {
       RunningJob& running = running_[job.job_id];
       running.record = job;
@@ -117,15 +122,14 @@ absl::StatusOr<JobRecord> Cluster::Submit(const v1::SubmitJobRequest& request) {
   job.dp = static_cast<int>(dp);
   job.cp = static_cast<int>(cp);
   job.device_kind = device_kind;
-  job.total_steps = config->job.mode == "eval" ? 0 : config->training.steps;
+  job.total_steps = config->job.mode == JobMode::kEval ? 0 : config->training.steps;
 
   absl::MutexLock lock(&mu_);
   std::vector<WorkerInfo> registered;
   for (const auto& [id, worker] : workers_) {
     if (worker.state != WorkerState::kLost) registered.push_back(worker.info);
   }
-  const PendingJob pending{"", job.world_size, job.dp, job.cp, device_kind};
-  RT_RETURN_IF_ERROR(CheckCanEverRun(pending, registered, options_.pool_size_hint));
+  RT_RETURN_IF_ERROR(CheckCanEverRun(PendingJobOf(job), registered, options_.pool_size_hint));
 
   RT_ASSIGN_OR_RETURN(JobRecord stored, store_->CreateJob(std::move(job)));
   if (stored.name.empty()) {
@@ -133,7 +137,7 @@ absl::StatusOr<JobRecord> Cluster::Submit(const v1::SubmitJobRequest& request) {
     RT_RETURN_IF_ERROR(store_->UpdateJob(stored));
   }
   queue_.push_back(stored.job_id);
-  pending_[stored.job_id] = {stored.job_id, stored.world_size, stored.dp, stored.cp, device_kind};
+  pending_[stored.job_id] = PendingJobOf(stored);
   RT_LOG(Info) << "submitted " << stored.job_id << " (world " << stored.world_size << " = dp "
                << stored.dp << " x cp " << stored.cp << ", " << device_kind << ")";
   ScheduleLocked();
@@ -198,7 +202,7 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
   Worker& w = workers_[id];
   w.info = {id, kind, request.host_label(), request.address(), false};
   w.device = request.device();
-  w.last_heartbeat = absl::Now();
+  w.last_heartbeat = options_.clock->Now();
   const bool adopted = id == previous && !request.running_job_id().empty() &&
                        AdoptRankLocked(w, request.running_job_id(), request.running_rank());
   RT_LOG(Info) << "registered " << id << " (" << request.device() << " on "
@@ -228,7 +232,7 @@ absl::Status Cluster::AttachSession(const std::string& worker_id, AgentChannel* 
     w.channel->Close(absl::AbortedError("replaced by a newer session of the same worker"));
   }
   w.channel = channel;
-  w.last_heartbeat = absl::Now();
+  w.last_heartbeat = options_.clock->Now();
   v1::CoordinatorMessage welcome;  // first down the stream: the agent may now send its outbox
   welcome.mutable_welcome();
   channel->Send(welcome);
@@ -261,7 +265,7 @@ void Cluster::OnAgentMessage(const std::string& worker_id, const v1::AgentMessag
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return;
   Worker& w = it->second;
-  w.last_heartbeat = absl::Now();
+  w.last_heartbeat = options_.clock->Now();
   switch (message.msg_case()) {
     case v1::AgentMessage::kRankStarted: OnRankStartedLocked(w, message.rank_started()); break;
     case v1::AgentMessage::kRankReport: OnRankReportLocked(message.rank_report()); break;
@@ -272,14 +276,15 @@ void Cluster::OnAgentMessage(const std::string& worker_id, const v1::AgentMessag
 
 void Cluster::Tick() {
   absl::MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
+  const absl::Time now = options_.clock->Now();
   ExpireAdoptionsLocked(now);
   for (auto& [id, w] : workers_) {
     if (w.state == WorkerState::kLost) continue;
     const absl::Duration silent = now - w.last_heartbeat;
     if (silent > options_.worker_timeout) {
-      LoseWorkerLocked(w, absl::StrCat("no heartbeat for ", absl::FormatDuration(
-                                                                absl::Trunc(silent, absl::Milliseconds(100)))));
+      LoseWorkerLocked(w, absl::StrCat("no heartbeat for ",
+                                       absl::FormatDuration(
+                                           absl::Trunc(silent, absl::Milliseconds(100)))));
     }
   }
   ScheduleLocked();

@@ -19,7 +19,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "coordinator/clock.h"
 #include "coordinator/event_hub.h"
+#include "coordinator/job.h"
 #include "coordinator/job_store.h"
 #include "coordinator/scheduler.h"
 #include "ringtrain/v1/job_service.pb.h"
@@ -46,6 +48,9 @@ struct ClusterOptions {
   // After a restart, how long jobs that were running wait for every rank's agent to register
   // again (naming the rank it still runs) before they are failed.
   absl::Duration adopt_timeout = absl::Seconds(20);
+  // Where heartbeat ages and the adoption deadline are measured; must outlive the Cluster. Only
+  // the background tick's period (Start) runs on real time.
+  Clock* clock = Clock::Real();
 };
 
 // Thread-safe. Start() runs the background tick (heartbeat checks, scheduling); Stop() ends it.
@@ -83,7 +88,8 @@ class Cluster {
   void DetachSession(const std::string& worker_id, AgentChannel* channel);
   void OnAgentMessage(const std::string& worker_id, const v1::AgentMessage& message);
 
-  // One tick of the background loop, callable from tests: LOST workers, then scheduling.
+  // One tick of the background loop, callable from tests: expired adoptions, LOST workers, then
+  // scheduling.
   void Tick();
 
   // What /metrics reports about the pool and the jobs (computed on demand).
@@ -137,6 +143,9 @@ class Cluster {
   // Moves a job to `to`, publishes the change; false (logged) when the store refuses.
   bool TransitionLocked(const std::string& job_id, JobState to, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ASSIGNED → RUNNING once every rank has started (or was adopted running).
+  void MaybeMarkRunningLocked(const std::string& job_id, const RunningJob& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails a running job with `error` (the first error wins) and cancels its other ranks.
   void FailJobLocked(const std::string& job_id, JobError error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CancelRanksLocked(const RunningJob& job, const std::string& reason)
@@ -144,7 +153,8 @@ class Cluster {
   void OnRankStartedLocked(Worker& worker, const v1::RankStarted& started)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRankReportLocked(const v1::RankReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnRankExitLocked(Worker& worker, const v1::RankExit& exit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnRankExitLocked(Worker& worker, const v1::RankExit& exit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoseWorkerLocked(Worker& worker, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops a finished job from running_ once every rank has exited or its worker is gone.
   void MaybeRetireLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -164,7 +174,8 @@ class Cluster {
   std::vector<std::string> queue_ ABSL_GUARDED_BY(mu_);  // QUEUED job ids, oldest first
   std::map<std::string, PendingJob> pending_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> wait_reasons_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, RunningJob> running_ ABSL_GUARDED_BY(mu_);  // ASSIGNED/RUNNING or winding down
+  // ASSIGNED or RUNNING jobs, and final ones still winding down (ranks not yet exited).
+  std::map<std::string, RunningJob> running_ ABSL_GUARDED_BY(mu_);
   int next_port_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> finished_jobs_ ABSL_GUARDED_BY(mu_);  // by final state name
 

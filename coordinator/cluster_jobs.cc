@@ -215,9 +215,13 @@ void Cluster::OnRankStartedLocked(Worker& worker, const v1::RankStarted& started
   job.started.insert(started.rank());
   RT_LOG(Info) << started.job_id() << " rank " << started.rank() << " started on "
                << worker.info.worker_id << " (pid " << started.pid() << ")";
+  MaybeMarkRunningLocked(started.job_id(), job);
+}
+
+void Cluster::MaybeMarkRunningLocked(const std::string& job_id, const RunningJob& job) {
   if (job.record.state == JobState::kAssigned &&
       static_cast<int>(job.started.size()) == job.record.world_size) {
-    TransitionLocked(started.job_id(), JobState::kRunning, "every rank started");
+    TransitionLocked(job_id, JobState::kRunning, "every rank started");
   }
 }
 
@@ -333,10 +337,7 @@ bool Cluster::AdoptRankLocked(Worker& worker, const std::string& job_id, int ran
   worker.rank = rank;
   job.adopted.insert(rank);
   job.started.insert(rank);  // it was running all along
-  if (job.record.state == JobState::kAssigned &&
-      static_cast<int>(job.started.size()) == job.record.world_size) {
-    TransitionLocked(job_id, JobState::kRunning, "every rank started");
-  }
+  MaybeMarkRunningLocked(job_id, job);
   if (static_cast<int>(job.adopted.size()) == job.record.world_size) {
     job.adopting = false;
     RT_LOG(Info) << job_id << ": every rank is back after the coordinator restart";

@@ -1,10 +1,10 @@
-// Between the job store's plain structs and the ringtrain.v1 wire messages.
+// Between the plain job records of job.h and the ringtrain.v1 wire messages.
 #ifndef RINGTRAIN_COORDINATOR_PROTO_CONVERT_H_
 #define RINGTRAIN_COORDINATOR_PROTO_CONVERT_H_
 
 #include <cstdint>
 
-#include "coordinator/job_store.h"
+#include "coordinator/job.h"
 #include "ringtrain/v1/job_service.pb.h"
 
 namespace ringtrain {

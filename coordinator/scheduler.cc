@@ -48,7 +48,9 @@ std::vector<RankPlacement> PlaceRanks(const PendingJob& job,
             [](const WorkerInfo& a, const WorkerInfo& b) { return a.worker_id < b.worker_id; });
   // host_label → its free worker ids in ascending order, taken from the front.
   std::map<std::string, std::deque<std::string>> free_by_host;
-  for (const WorkerInfo& w : idle_workers_of_kind) free_by_host[w.host_label].push_back(w.worker_id);
+  for (const WorkerInfo& w : idle_workers_of_kind) {
+    free_by_host[w.host_label].push_back(w.worker_id);
+  }
 
   const size_t cp = static_cast<size_t>(job.cp);
   std::vector<RankPlacement> placements;
@@ -90,8 +92,8 @@ ScheduleDecision Schedule(const std::vector<PendingJob>& queue,
     }
     auto blocker = blocker_by_kind.find(job.device_kind);
     if (blocker != blocker_by_kind.end()) {
-      decision.waiting[job.job_id] = absl::StrCat("waiting behind ", blocker->second, " (FIFO) for ",
-                                                  job.device_kind, " workers");
+      decision.waiting[job.job_id] = absl::StrCat("waiting behind ", blocker->second,
+                                                  " (FIFO) for ", job.device_kind, " workers");
       continue;
     }
     std::vector<WorkerInfo>& free = free_by_kind[job.device_kind];

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "coordinator/job_store.h"
+#include "coordinator/job.h"
 
 namespace ringtrain {
 

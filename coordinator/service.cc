@@ -35,7 +35,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
                                                  const v1::GetJobRequest* request, v1::Job* job) {
-  if (absl::Status s = CheckJobId(request->job_id()); !s.ok()) return FinishNow(context, rpcs_, "GetJob", s);
+  if (absl::Status s = CheckJobId(request->job_id()); !s.ok()) {
+    return FinishNow(context, rpcs_, "GetJob", s);
+  }
   absl::StatusOr<JobRecord> record = store_->GetJob(request->job_id());
   if (record.ok()) *job = ToProto(*record);
   return FinishNow(context, rpcs_, "GetJob", record.status());
@@ -55,7 +57,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::CancelJobRequest* request,
                                                     v1::Job* job) {
-  if (absl::Status s = CheckJobId(request->job_id()); !s.ok()) return FinishNow(context, rpcs_, "CancelJob", s);
+  if (absl::Status s = CheckJobId(request->job_id()); !s.ok()) {
+    return FinishNow(context, rpcs_, "CancelJob", s);
+  }
   absl::StatusOr<JobRecord> record = cluster_->Cancel(request->job_id());
   if (record.ok()) *job = ToProto(*record);
   return FinishNow(context, rpcs_, "CancelJob", record.status());

@@ -1,6 +1,8 @@
 // The coordinator's rules without gRPC: a Cluster over an in-memory job store, with fake agent
 // channels that record what the coordinator sends down. Covers scheduling, the job lifecycle, the
 // first-error rule, cancel, lost workers, bad requests and what a restarted coordinator finds.
+// Time is a ManualClock shared by the store and the cluster: timeouts are crossed by advancing it,
+// never by sleeping.
 #include "coordinator/cluster.h"
 
 #include <gmock/gmock.h>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/clock.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_store.h"
 
@@ -58,8 +61,9 @@ class ClusterTest : public ::testing::Test {
   void Reopen() {
     cluster_.reset();
     store_.reset();
-    store_ = *JobStore::Open(db_path_);
+    store_ = *JobStore::Open(db_path_, &clock_);
     ClusterOptions options;
+    options.clock = &clock_;
     options.worker_timeout = absl::Milliseconds(300);
     options.adopt_timeout = absl::Milliseconds(300);
     options.rendezvous_port_first = 41000;
@@ -155,6 +159,7 @@ class ClusterTest : public ::testing::Test {
       (std::filesystem::temp_directory_path() /
        ("cluster_test_" + std::to_string(::getpid()) + ".db"))
           .string();
+  ManualClock clock_;
   EventHub hub_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<Cluster> cluster_;
@@ -291,7 +296,7 @@ TEST_F(ClusterTest, SilentWorkerIsLostAndItsJobFailsNamingIt) {
   std::map<int, std::string> ranks = AssignedWorkers(job->job_id);
   // Rank 0's worker keeps its heartbeat; rank 1's goes silent.
   for (int i = 0; i < 5; ++i) {
-    absl::SleepFor(absl::Milliseconds(100));
+    clock_.Advance(absl::Milliseconds(100));
     v1::AgentMessage beat;
     beat.mutable_heartbeat();
     Agent(ranks[0], beat);
@@ -307,6 +312,17 @@ TEST_F(ClusterTest, SilentWorkerIsLostAndItsJobFailsNamingIt) {
   // A lost worker must register again.
   EXPECT_EQ(cluster_->AttachSession(ranks[1], &channels_[ranks[1]]).code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClusterTest, WorkerIsLostOnlyOnceSilentPastTheTimeout) {
+  AddWorkers(1);
+  clock_.Advance(absl::Milliseconds(300));  // exactly the timeout: not yet past it
+  cluster_->Tick();
+  EXPECT_EQ(IdleWorkers(), 1);
+  clock_.Advance(absl::Milliseconds(1));
+  cluster_->Tick();
+  EXPECT_EQ(IdleWorkers(), 0);
+  EXPECT_EQ(cluster_->GetCounts().workers_by_state["lost"], 1);
 }
 
 TEST_F(ClusterTest, BadRequestsNameTheProblem) {
@@ -354,7 +370,7 @@ TEST_F(ClusterTest, RestartKeepsFinishedJobsRequeuesQueuedAndFailsRanksThatDoNot
   EXPECT_EQ(store_->StepEvents(done->job_id, 0, 0)->size(), 1u);
   EXPECT_EQ(StateOf(running->job_id), JobState::kAssigned);  // waiting for its agents
   EXPECT_EQ(StateOf(queued->job_id), JobState::kQueued);
-  absl::SleepFor(absl::Milliseconds(400));
+  clock_.Advance(absl::Milliseconds(400));
   cluster_->Tick();
   JobRecord orphan = *store_->GetJob(running->job_id);
   EXPECT_EQ(orphan.state, JobState::kFailed);
@@ -396,7 +412,7 @@ TEST_F(ClusterTest, RunningJobIsReadoptedWhenItsAgentsComeBackAfterARestart) {
   }
   // Reports buffered during the outage arrive (step 1 again: taken once), then the rest.
   for (int step = 1; step <= 4; ++step) Report(ranks[0], job->job_id, step, 4.0 - step / 2.0);
-  absl::SleepFor(absl::Milliseconds(400));
+  clock_.Advance(absl::Milliseconds(400));
   for (const auto& [rank, w] : ranks) {
     v1::AgentMessage beat;
     beat.mutable_heartbeat();

@@ -1,0 +1,97 @@
+// What a job is, apart from where it is kept: its state machine (JobState and the transitions it
+// allows) and the plain records the coordinator passes around — the job itself, its rank
+// placement, why it failed, one step report, one state change. The scheduler, the cluster state,
+// the job store and the protobuf mapping all speak these types; none of them needs SQLite, gRPC or
+// LibTorch to do so (the job store maps them to SQL, proto_convert.h to the wire).
+#ifndef RINGTRAIN_COORDINATOR_JOB_H_
+#define RINGTRAIN_COORDINATOR_JOB_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ringtrain {
+
+// QUEUED → ASSIGNED → RUNNING → SUCCEEDED | FAILED | CANCELLED; RESTARTING when a restart policy
+// resumes a running job from its checkpoint. SUCCEEDED, FAILED and CANCELLED are final.
+enum class JobState {
+  kQueued,
+  kAssigned,
+  kRunning,
+  kSucceeded,
+  kFailed,
+  kCancelled,
+  kRestarting,
+};
+
+const char* JobStateName(JobState state);  // "QUEUED", "ASSIGNED", …
+std::optional<JobState> JobStateFromName(const std::string& name);  // JobStateName's inverse
+bool IsTerminal(JobState state);
+// The state machine above: QUEUED → ASSIGNED | CANCELLED | FAILED; ASSIGNED → RUNNING | FAILED |
+// CANCELLED | QUEUED; RUNNING → SUCCEEDED | FAILED | CANCELLED | RESTARTING; RESTARTING →
+// ASSIGNED | FAILED | CANCELLED; nothing leaves a final state.
+bool IsAllowedTransition(JobState from, JobState to);
+
+// Where one rank runs. cp_group = dp_index (the cp ranks of one data-parallel replica).
+struct RankPlacement {
+  int rank = 0;
+  std::string worker_id;
+  int cp_group = 0;
+  int dp_index = 0;
+};
+
+// Why a job failed: the first rank that did, with the tail of its stderr.
+struct JobError {
+  int rank = -1;  // -1: not a rank's fault (e.g. no worker fits)
+  std::string worker_id;
+  int exit_status = 0;
+  std::string stderr_tail;
+  std::string message;
+};
+
+struct JobRecord {
+  std::string job_id;  // "job-000001"; assigned by JobStore::CreateJob
+  std::string name;
+  JobState state = JobState::kQueued;
+  std::string config_toml;
+  std::vector<std::string> overrides;  // "key=value", applied on top of config_toml
+  int world_size = 0;
+  int dp = 0;
+  int cp = 0;
+  std::string device_kind = "cpu";  // the kind of worker every rank needs: "cpu" | "cuda"
+  std::vector<RankPlacement> mesh;  // empty until assigned
+  std::string wait_reason;          // why a QUEUED job is not placed yet
+  std::optional<JobError> error;
+  // Unix milliseconds; 0 = not yet.
+  int64_t submitted_unix_ms = 0;
+  int64_t started_unix_ms = 0;   // first entry into RUNNING
+  int64_t finished_unix_ms = 0;  // entry into a final state
+  int64_t total_steps = 0;
+  int64_t last_step = 0;  // highest step reported so far; steps count from 1, 0 = none yet
+  double last_loss = 0;
+};
+
+// One step report of one job (rank 0's figures), as the trainer wrote it.
+struct StepEvent {
+  std::string job_id;
+  int64_t step = 0;
+  double loss = 0;
+  double grad_norm = 0;
+  double lr = 0;
+  double tokens_per_second = 0;
+  double step_seconds = 0;
+  std::string record_json;  // the full JSONL record, kept as is
+};
+
+struct StateChange {
+  std::string job_id;
+  JobState from = JobState::kQueued;  // the initial change has from == to == QUEUED
+  JobState to = JobState::kQueued;
+  std::string message;
+  int64_t unix_ms = 0;
+};
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_COORDINATOR_JOB_H_
