@@ -10,6 +10,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -312,6 +313,20 @@ std::string ProgressLine(const Progress& p) {
   if (p.total_steps > 0) {
     const int64_t left = std::max<int64_t>(0, p.total_steps - p.step);
     absl::StrAppend(&line, "  ETA ", FormatDuration(p.mean_step_seconds * left));
+  }
+  return line;
+}
+
+std::string CommandErrorLine(absl::string_view command, const absl::Status& status,
+                             absl::string_view job_id) {
+  std::string line = absl::StrCat("ringctl ", command, ": ");
+  if (status.code() == absl::StatusCode::kNotFound && !job_id.empty()) {
+    if (!absl::StrContains(status.message(), job_id)) {
+      absl::StrAppend(&line, "no job ", job_id, ": ");
+    }
+    absl::StrAppend(&line, status.message(), "; `ringctl list` shows the jobs");
+  } else {
+    absl::StrAppend(&line, status.message());
   }
   return line;
 }

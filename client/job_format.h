@@ -10,6 +10,8 @@
 #include <google/protobuf/message.h>
 #include <google/protobuf/timestamp.pb.h>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "ringtrain/v1/job_service.pb.h"
 
 namespace ringtrain {
@@ -64,6 +66,12 @@ std::string StateChangeJson(const v1::StateChange& change);
 // is the record's own text when the record has that top-level field (so losses stay bitwise what
 // the trainer wrote), else the event's field printed to round-trip exactly; NaN is null.
 std::string StepEventJson(const v1::StepEvent& event);
+
+// A failed coordinator call as a command shows it on stderr (no newline): "ringctl COMMAND:
+// MESSAGE". For NOT_FOUND with a job id: "no job JOB: " before the message (unless it names the
+// job) and the hint "; `ringctl list` shows the jobs" after it.
+std::string CommandErrorLine(absl::string_view command, const absl::Status& status,
+                             absl::string_view job_id = "");
 
 // Where a job stands, for the progress line.
 struct Progress {

@@ -18,8 +18,9 @@ using StepLosses = std::map<int, double>;
 
 // Reads every non-empty line of the JSONL file at `path`. A JSON null loss (how a NaN is written)
 // reads as NaN.
-// Errors: NOT_FOUND when the file cannot be opened; INVALID_ARGUMENT naming the path and line number
-// for a line that is not a JSON object, has no integer "step" or no numeric "loss", or repeats a step.
+// Errors: NOT_FOUND when the file cannot be opened; INVALID_ARGUMENT naming the path and line
+// number for a line that is not a JSON object, has no integer "step" or no numeric "loss", or
+// repeats a step.
 absl::StatusOr<StepLosses> ReadStepLosses(const std::string& path);
 
 // The largest step among the parseable lines of a JSONL file that may still be being written

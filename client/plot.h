@@ -1,73 +1,21 @@
-// `ringctl plot JOB --out FILE.svg`: a job's loss curve, with the learning rate on a second axis,
-// as one standalone SVG file (no scripts, fonts or stylesheets from elsewhere; no plotting
-// library).
-//
-// The drawing is a pure function of the points (RenderLossSvg), so tests pin it without a
-// coordinator; FetchPlotSeries reads the points from the coordinator's WatchJob history.
+// `ringctl plot JOB --out FILE.svg`: FetchPlotSeries reads a job's points from the coordinator's
+// WatchJob history, RenderLossSvg (client/plot_svg.h) draws them, RunPlot writes the file.
 #ifndef RINGTRAIN_CLIENT_PLOT_H_
 #define RINGTRAIN_CLIENT_PLOT_H_
 
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "client/coordinator_client.h"
+#include "client/plot_svg.h"
 
 namespace CLI {
 class App;
 }  // namespace CLI
 
 namespace ringtrain {
-
-// One optimizer step as plotted. A non-finite loss or lr (NaN, which the trainer writes as JSON
-// null, or ±inf) is a gap in its line; a non-finite loss is also marked.
-struct PlotPoint {
-  int64_t step = 0;  // 1-based
-  double loss = 0;
-  double lr = 0;
-};
-
-struct PlotSeries {
-  std::string title;              // plain text (escaped when drawn), e.g. "job-000001 (tiny-cp4)"
-  std::string subtitle;           // plain text, may be empty, e.g. "RUNNING, steps 1–37 of 100"
-  std::vector<PlotPoint> points;  // ascending step, one per step
-};
-
-// The SVG document (UTF-8, with an XML declaration). Layout: title and subtitle on top, a legend
-// under them, the loss on the left axis, the learning rate on the right one, steps along the
-// bottom; every axis has "nice" round ticks (1, 2 or 5 × 10^k apart) and a grid.
-//
-// The contract tests count on: exactly one element whose class list holds "loss-point" per entry
-// of `points` (a <circle> for a finite loss, a red cross <path> with the additional class "nan"
-// at the bottom of the plot for a non-finite one), each with a <title> "step N loss X lr Y". Each
-// maximal run of finite losses is one <polyline class="loss">, each run of finite rates one
-// <polyline class="lr">. Any input works: no points ("no steps yet"), one point, constant
-// series, all-NaN series; text is XML-escaped.
-std::string RenderLossSvg(const PlotSeries& series);
-
-// Round tick values covering [lo, hi] (lo <= hi, both finite): `first` <= lo and `last` >= hi are
-// ticks too, `step` is 1, 2 or 5 × 10^k, and there are about `target` of them (never more than
-// 4 × target + 1). lo == hi gets a range around the value. With integer_steps, step >= 1. Where
-// round ticks cannot be had (values near ±DBL_MAX, a span below their precision) the ticks are
-// just lo and hi.
-struct Ticks {
-  double first = 0;
-  double last = 1;
-  double step = 1;
-  std::vector<double> values;
-};
-Ticks NiceTicks(double lo, double hi, int target, bool integer_steps = false);
-
-// A tick label: `value` rounded to a multiple of `step` and printed with no more digits than the
-// step needs ("0.0003", "2.5", "40", "1e-05"); never "-0".
-std::string FormatTick(double value, double step);
-
-// `text` with &, <, >, " and ' replaced by entities, and characters XML 1.0 forbids (C0 controls
-// other than tab/newline/CR) dropped.
-std::string XmlEscape(absl::string_view text);
 
 // A job's steps from the coordinator, as of now: GetJob (with a deadline) first; then WatchJob from
 // `from_step`. For a finished job the stream is read to its end. For one that is not finished the

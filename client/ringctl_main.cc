@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "client/exit_codes.h"
-#include "client/loss_compare.h"
+#include "client/loss_compare_command.h"
 #include "client/service_commands.h"
 
 namespace {

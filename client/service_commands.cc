@@ -25,17 +25,9 @@ OutputFormat FormatOf(const ServiceFlags& flags) {
   return flags.output == "json" ? OutputFormat::kJson : OutputFormat::kTable;
 }
 
-// Prints a failed call as "ringctl COMMAND: ..." and returns its exit status. An unknown job id
-// gets a hint.
+// Prints a failed call (CommandErrorLine) and returns its exit status.
 int Report(absl::string_view command, const absl::Status& status, const std::string& job_id = "") {
-  std::cerr << "ringctl " << command << ": ";
-  if (status.code() == absl::StatusCode::kNotFound && !job_id.empty()) {
-    if (!absl::StrContains(status.message(), job_id)) std::cerr << "no job " << job_id << ": ";
-    std::cerr << status.message() << "; `ringctl list` shows the jobs";
-  } else {
-    std::cerr << status.message();
-  }
-  std::cerr << std::endl;
+  std::cerr << CommandErrorLine(command, status, job_id) << std::endl;
   return ExitCodeFor(status);
 }
 

@@ -1,7 +1,7 @@
 // `ringctl plot` as a process against a fake JobService (a real gRPC server on 127.0.0.1, as in
-// ringctl_service_test.cc), and RenderLossSvg / NiceTicks / FormatTick as pure functions. Every SVG
-// is checked with xmllint (Debian's libxml2-utils): well-formed, and one "loss-point" element per
-// step, counted by XPath.
+// ringctl_service_test.cc); the drawing alone is tests/unit/plot_svg_test.cc. Every SVG is checked
+// with xmllint (Debian's libxml2-utils): well-formed, and one "loss-point" element per step,
+// counted by XPath.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -20,7 +20,6 @@
 #include <thread>
 #include <vector>
 
-#include "client/plot.h"
 #include "ringtrain/v1/job_service.grpc.pb.h"
 #include "tests/integration/test_util.h"
 
@@ -289,122 +288,6 @@ TEST_F(RingctlPlotTest, ExitStatuses) {
   EXPECT_TRUE(Has(unreachable.output, "cannot reach coordinator at " + address_))
       << unreachable.output;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "x.svg"));
-}
-
-// RenderLossSvg alone: the SVG of `series` written to DIR/name.svg, checked by xmllint; returns the
-// text.
-std::string Render(const TempDir& dir, const std::string& name, const PlotSeries& series) {
-  const std::string svg = RenderLossSvg(series);
-  WriteFile(dir / (name + ".svg"), svg);
-  ExpectFiniteCoordinates(svg);
-  return svg;
-}
-
-int Occurrences(const std::string& text, const std::string& part) {
-  int n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
-TEST(RenderLossSvgTest, OneStep) {
-  TempDir dir;
-  const std::string svg = Render(dir, "one", {"one step", "", {{1, 5.0, 3e-4}}});
-  EXPECT_EQ(CountPoints(dir / "one.svg"), 1);
-  EXPECT_EQ(Occurrences(svg, "<polyline class=\"loss\""), 1);
-  EXPECT_TRUE(Has(svg, "<title>step 1 loss 5 lr 0.0003</title>"));
-}
-
-TEST(RenderLossSvgTest, ConstantSeries) {
-  TempDir dir;
-  PlotSeries series{"constant", "", {}};
-  for (int step = 1; step <= 10; ++step) series.points.push_back({step, 2.0, 1e-3});
-  const std::string svg = Render(dir, "constant", series);
-  EXPECT_EQ(CountPoints(dir / "constant.svg"), 10);
-  // Ticks around the constant values, at them too: e.g. "2.00" and "0.00100".
-  EXPECT_TRUE(std::regex_search(svg, std::regex(R"(>2\.0*</text>)"))) << svg;
-  EXPECT_TRUE(std::regex_search(svg, std::regex(R"(>0\.0010*</text>)"))) << svg;
-}
-
-TEST(RenderLossSvgTest, NanLossesBreakTheLineAndAreMarked) {
-  TempDir dir;
-  PlotSeries series{"nan", "", {}};
-  for (int step = 1; step <= 5; ++step) {
-    series.points.push_back({step, step == 3 ? kNaN : 4.0 - step * 0.1, step == 4 ? kNaN : 1e-3});
-  }
-  const std::string svg = Render(dir, "nan", series);
-  int nan = 0;
-  EXPECT_EQ(CountPoints(dir / "nan.svg", &nan), 5);
-  EXPECT_EQ(nan, 1);
-  EXPECT_EQ(Occurrences(svg, "<polyline class=\"loss\""), 2);  // steps 1-2 and 4-5
-  EXPECT_EQ(Occurrences(svg, "<polyline class=\"lr\""), 2);    // steps 1-3 and 5
-  EXPECT_TRUE(Has(svg, "non-finite loss")) << "the legend names the marker";
-
-  PlotSeries all_nan{"all nan", "", {{1, kNaN, kNaN}, {2, kNaN, kNaN}, {3, INFINITY, kNaN}}};
-  const std::string none = Render(dir, "all_nan", all_nan);
-  EXPECT_EQ(CountPoints(dir / "all_nan.svg", &nan), 3);
-  EXPECT_EQ(nan, 3);
-  EXPECT_EQ(Occurrences(none, "<polyline"), 0);
-  EXPECT_TRUE(Has(none, "<title>step 3 loss inf lr NaN</title>"));
-}
-
-TEST(RenderLossSvgTest, EscapesText) {
-  TempDir dir;
-  const std::string svg =
-      Render(dir, "escape", {"job-1 (a <&> \"b\" 'c'\x01)", "sub <&>", {{1, 1.0, 1.0}}});
-  EXPECT_EQ(CountPoints(dir / "escape.svg"), 1);
-  EXPECT_TRUE(Has(svg, ">job-1 (a &lt;&amp;&gt; &quot;b&quot; &apos;c&apos;)</text>"));
-  EXPECT_TRUE(Has(svg, "<title>job-1 (a &lt;&amp;&gt; &quot;b&quot; &apos;c&apos;)</title>"));
-  EXPECT_TRUE(Has(svg, ">sub &lt;&amp;&gt;</text>"));
-  EXPECT_EQ(XmlEscape("a\tb\x1f"), "a\tb");
-}
-
-TEST(RenderLossSvgTest, NoPointsAndExtremeValues) {
-  TempDir dir;
-  const std::string empty = Render(dir, "empty", {"empty", "", {}});
-  EXPECT_EQ(CountPoints(dir / "empty.svg"), 0);
-  EXPECT_TRUE(Has(empty, "no steps yet"));
-  Render(dir, "huge", {"huge", "", {{1, -1e308, 0}, {2, 1e308, 1e-300}, {1000000, 1e-300, 1e308}}});
-  EXPECT_EQ(CountPoints(dir / "huge.svg"), 3);
-}
-
-TEST(NiceTicksTest, RoundValuesCoveringTheRange) {
-  const struct {
-    double lo, hi;
-    bool integer_steps;
-  } cases[] = {{1, 37, true},         {5, 5, true},         {0.93, 6.1, false},  {2, 2, false},
-               {0, 0, false},         {3e-4, 3e-4, false},  {1e-9, 2e-9, false}, {-3, 7, false},
-               {1e6, 1e6 + 1, false}, {-5e-5, -1e-5, false}};
-  for (const auto& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "[" << c.lo << ", " << c.hi << "]");
-    const Ticks ticks = NiceTicks(c.lo, c.hi, 6, c.integer_steps);
-    EXPECT_LE(ticks.first, c.lo);
-    EXPECT_GE(ticks.last, c.hi);
-    EXPECT_LT(ticks.first, ticks.last);
-    ASSERT_GE(ticks.values.size(), 2u);
-    EXPECT_LE(ticks.values.size(), 25u);
-    EXPECT_EQ(ticks.values.front(), ticks.first);
-    EXPECT_EQ(ticks.values.back(), ticks.last);
-    const double mantissa = ticks.step / std::pow(10, std::floor(std::log10(ticks.step)));
-    EXPECT_TRUE(std::abs(mantissa - 1) < 1e-9 || std::abs(mantissa - 2) < 1e-9 ||
-                std::abs(mantissa - 5) < 1e-9)
-        << ticks.step;
-    if (c.integer_steps) {
-      EXPECT_GE(ticks.step, 1);
-    }
-  }
-  const Ticks steps = NiceTicks(1, 37, 10, true);
-  EXPECT_EQ(steps.values, (std::vector<double>{0, 5, 10, 15, 20, 25, 30, 35, 40}));
-}
-
-TEST(NiceTicksTest, FormatTick) {
-  EXPECT_EQ(FormatTick(0.0003, 0.0001), "0.0003");
-  EXPECT_EQ(FormatTick(40, 10), "40");
-  EXPECT_EQ(FormatTick(2.5, 0.5), "2.5");
-  EXPECT_EQ(FormatTick(0.30000000000000004, 0.1), "0.3");
-  EXPECT_EQ(FormatTick(-1e-17, 0.1), "0.0");
-  EXPECT_EQ(FormatTick(1e-5, 1e-5), "1e-05");
-  EXPECT_EQ(FormatTick(2.5e-5, 5e-6), "2.5e-05");
-  EXPECT_EQ(FormatTick(3e8, 1e8), "3e+08");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Tests for ringctl loss-compare's logic, without processes: JSONL reading, the comparison and its
-// tolerances, the run arguments, option splitting and flag parsing/validation. The ringctl binary
-// itself is exercised by tests/integration/ringctl_test.cc.
+// tolerances, summary.json's pieces (client/loss_compare.h), the run arguments, option splitting
+// and flag parsing/validation (client/loss_compare_command.h). The ringctl binary itself is
+// exercised by tests/integration/ringctl_test.cc.
 #include "client/loss_compare.h"
 
 #include <CLI/CLI.hpp>
@@ -10,10 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "client/jsonl.h"
+#include "client/loss_compare_command.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -203,6 +206,39 @@ TEST(FormatReportTest, PrintsTableStatisticsAndVerdict) {
   EXPECT_THAT(text, HasSubstr("bitwise equal      1 of 2 steps"));
   EXPECT_THAT(text, HasSubstr("Failed steps (1): 2"));
   EXPECT_THAT(text, HasSubstr("Verdict: FAIL"));
+}
+
+TEST(ReportJsonTest, SummaryPiecesHoldTheVerdictStatisticsStepsAndSides) {
+  const absl::StatusOr<Report> report =
+      CompareLosses(Series({1.0, 2.0}), Series({1.0, 2.5}), Equal());
+  ASSERT_TRUE(report.ok());
+  const nlohmann::json j = ReportJson(*report);
+  EXPECT_EQ(j["verdict"], Verdict(*report));
+  EXPECT_EQ(j["statistics"]["steps_compared"], 2);
+  EXPECT_EQ(j["statistics"]["max_abs_diff_step"], 2);
+  EXPECT_EQ(j["statistics"]["bitwise_equal_steps"], 1);
+  EXPECT_EQ(j["failed_steps"], nlohmann::json::array({2}));
+  ASSERT_EQ(j["per_step"].size(), 2u);
+  EXPECT_EQ(j["per_step"][0]["bitwise_equal"], true);
+  EXPECT_EQ(j["per_step"][1]["test_loss"], 2.5);
+  EXPECT_EQ(j["per_step"][1]["ok"], false);
+
+  EXPECT_EQ(ToleranceJson(Tolerance{})["mode"], "report_only");
+  EXPECT_EQ(ToleranceJson(Equal())["mode"], "assert_equal");
+  EXPECT_EQ(ToleranceJson(Close(1e-3, 0))["mode"], "tolerance");
+  EXPECT_EQ(ToleranceJson(Close(1e-3, 0))["rtol"], 1e-3);
+
+  LossCompareSide side;
+  side.argv = {"a", "b"};
+  side.job_id = "job-000001";
+  const nlohmann::json local = SideJson(side, /*service=*/false);
+  EXPECT_EQ(local["command"], nlohmann::json::array({"a", "b"}));
+  EXPECT_TRUE(local.contains("nproc"));
+  EXPECT_FALSE(local.contains("job_id"));
+  const nlohmann::json service = SideJson(side, /*service=*/true);
+  EXPECT_EQ(service["overrides"], nlohmann::json::array({"a", "b"}));
+  EXPECT_EQ(service["job_id"], "job-000001");
+  EXPECT_FALSE(service.contains("nproc"));
 }
 
 // --- Run arguments --------------------------------------------------------------------------------

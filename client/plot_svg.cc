@@ -1,0 +1,273 @@
+#include "client/plot_svg.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace ringtrain {
+namespace {
+
+// The canvas, in SVG user units (= CSS pixels). The plot area is [kLeft, kRight] × [kTop, kBottom];
+// y grows downwards.
+constexpr double kWidth = 900, kHeight = 500;
+constexpr double kLeft = 80, kRight = kWidth - 90, kTop = 84, kBottom = kHeight - 56;
+constexpr char kLossColor[] = "#1f77b4", kLrColor[] = "#ff7f0e", kNanColor[] = "#d62728";
+constexpr char kGridColor[] = "#e5e5e5", kAxisColor[] = "#333333";
+
+// 1, 2, 5 or 10 × 10^k near x > 0: the nearest when `round`, else the smallest not below x.
+double NiceNumber(double x, bool round) {
+  const double power = std::pow(10.0, std::floor(std::log10(x)));
+  const double f = x / power;
+  if (round) return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * power;
+  constexpr double kSlack = 1e-9;  // 2.0000000000000002 (from 2.1 - 1.9) counts as 2
+  return (f <= 1 + kSlack ? 1 : f <= 2 + kSlack ? 2 : f <= 5 + kSlack ? 5 : 10) * power;
+}
+
+std::string Num(double v) { return absl::StrFormat("%.2f", v); }
+
+// A linear map from a Ticks range onto [to_lo, to_hi] (pixels; to_hi < to_lo for y axes).
+struct Scale {
+  Ticks ticks;
+  double to_lo, to_hi;
+  double operator()(double v) const {
+    // Halves: last - first may not fit in a double when the values are near ±DBL_MAX.
+    return to_lo + (v / 2 - ticks.first / 2) / (ticks.last / 2 - ticks.first / 2) * (to_hi - to_lo);
+  }
+};
+
+// The [min, max] of the finite values of `field` over `points`; {0, 1} when there are none.
+template <typename Field>
+std::pair<double, double> FiniteRange(const std::vector<PlotPoint>& points, Field field) {
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (const PlotPoint& p : points) {
+    const double v = field(p);
+    if (!std::isfinite(v)) continue;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  if (lo > hi) return {0, 1};
+  return {lo, hi};
+}
+
+// One <polyline> per maximal run of finite values of `field`.
+template <typename Field>
+std::string Polylines(const std::vector<PlotPoint>& points, Field field, const Scale& x,
+                      const Scale& y, absl::string_view attributes) {
+  std::string out, run;
+  auto flush = [&] {
+    if (!run.empty()) absl::StrAppend(&out, "<polyline ", attributes, " points=\"", run, "\"/>\n");
+    run.clear();
+  };
+  for (const PlotPoint& p : points) {
+    const double v = field(p);
+    if (!std::isfinite(v)) {
+      flush();
+      continue;
+    }
+    absl::StrAppend(&run, run.empty() ? "" : " ", Num(x(p.step)), ",", Num(y(v)));
+  }
+  flush();
+  return out;
+}
+
+std::string Text(double x, double y, absl::string_view anchor, absl::string_view text,
+                 absl::string_view extra = "") {
+  return absl::StrCat("<text x=\"", Num(x), "\" y=\"", Num(y), "\" text-anchor=\"", anchor, "\"",
+                      extra.empty() ? "" : " ", extra, ">", XmlEscape(text), "</text>\n");
+}
+
+std::string Line(double x1, double y1, double x2, double y2, absl::string_view stroke) {
+  return absl::StrCat("<line x1=\"", Num(x1), "\" y1=\"", Num(y1), "\" x2=\"", Num(x2), "\" y2=\"",
+                      Num(y2), "\" stroke=\"", stroke, "\"/>\n");
+}
+
+// The three axes with their ticks, labels and the loss grid.
+std::string Axes(const Scale& x, const Scale& loss, const Scale& lr) {
+  std::string out = "<g class=\"grid\" stroke-width=\"1\">\n";
+  for (double v : x.ticks.values)
+    absl::StrAppend(&out, Line(x(v), kTop, x(v), kBottom, kGridColor));
+  for (double v : loss.ticks.values) {
+    absl::StrAppend(&out, Line(kLeft, loss(v), kRight, loss(v), kGridColor));
+  }
+  absl::StrAppend(&out, "</g>\n<g class=\"axes\" font-size=\"11\" fill=\"", kAxisColor, "\">\n");
+  absl::StrAppend(&out, "<rect x=\"", Num(kLeft), "\" y=\"", Num(kTop), "\" width=\"",
+                  Num(kRight - kLeft), "\" height=\"", Num(kBottom - kTop), "\" fill=\"none\" ",
+                  "stroke=\"", kAxisColor, "\"/>\n");
+  for (double v : x.ticks.values) {
+    absl::StrAppend(&out, Line(x(v), kBottom, x(v), kBottom + 5, kAxisColor),
+                    Text(x(v), kBottom + 18, "middle", FormatTick(v, x.ticks.step)));
+  }
+  for (double v : loss.ticks.values) {
+    absl::StrAppend(&out, Line(kLeft - 5, loss(v), kLeft, loss(v), kAxisColor),
+                    Text(kLeft - 8, loss(v) + 4, "end", FormatTick(v, loss.ticks.step)));
+  }
+  for (double v : lr.ticks.values) {
+    absl::StrAppend(&out, Line(kRight, lr(v), kRight + 5, lr(v), kAxisColor),
+                    Text(kRight + 8, lr(v) + 4, "start", FormatTick(v, lr.ticks.step)));
+  }
+  const double mid_y = (kTop + kBottom) / 2;
+  absl::StrAppend(
+      &out, Text((kLeft + kRight) / 2, kHeight - 16, "middle", "step", "font-size=\"12\""),
+      Text(20, mid_y, "middle", "loss",
+           absl::StrCat("font-size=\"12\" transform=\"rotate(-90 20 ", Num(mid_y), ")\"")),
+      Text(kWidth - 14, mid_y, "middle", "learning rate",
+           absl::StrCat("font-size=\"12\" transform=\"rotate(90 ", Num(kWidth - 14), " ",
+                        Num(mid_y), ")\"")),
+      "</g>\n");
+  return out;
+}
+
+// A red × centred on (x, y).
+std::string Cross(double x, double y, double r) {
+  return absl::StrCat("M", Num(x - r), " ", Num(y - r), "L", Num(x + r), " ", Num(y + r), "M",
+                      Num(x - r), " ", Num(y + r), "L", Num(x + r), " ", Num(y - r));
+}
+
+std::string Legend(bool any_nan) {
+  const double y = 66;
+  std::string out = "<g class=\"legend\" font-size=\"12\">\n";
+  absl::StrAppend(&out, "<line x1=\"", Num(kLeft), "\" y1=\"", Num(y), "\" x2=\"", Num(kLeft + 24),
+                  "\" y2=\"", Num(y), "\" stroke=\"", kLossColor, "\" stroke-width=\"2\"/>\n",
+                  Text(kLeft + 30, y + 4, "start", "loss (left)"));
+  absl::StrAppend(&out, "<line x1=\"", Num(kLeft + 130), "\" y1=\"", Num(y), "\" x2=\"",
+                  Num(kLeft + 154), "\" y2=\"", Num(y), "\" stroke=\"", kLrColor,
+                  "\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/>\n",
+                  Text(kLeft + 160, y + 4, "start", "learning rate (right)"));
+  if (any_nan) {
+    absl::StrAppend(&out, "<path d=\"", Cross(kLeft + 320, y, 4), "\" stroke=\"", kNanColor,
+                    "\" stroke-width=\"2\"/>\n",
+                    Text(kLeft + 330, y + 4, "start", "non-finite loss (NaN)"));
+  }
+  absl::StrAppend(&out, "</g>\n");
+  return out;
+}
+
+}  // namespace
+
+std::string PlotValueText(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return absl::StrFormat("%.6g", v);
+}
+
+Ticks NiceTicks(double lo, double hi, int target, bool integer_steps) {
+  constexpr double kMax = std::numeric_limits<double>::max();
+  target = std::max(target, 2);
+  if (lo == hi) {  // one value: a range around it
+    const double pad = std::max(lo == 0 ? 1 : std::abs(lo) * 0.05, integer_steps ? 1.0 : 0.0);
+    lo = std::max(lo - pad, -kMax);
+    hi = std::min(hi + pad, kMax);
+  }
+  Ticks ticks;
+  // NaN when hi - lo overflows; caught below.
+  ticks.step = NiceNumber(NiceNumber(hi - lo, false) / (target - 1), true);
+  if (integer_steps) ticks.step = std::max(ticks.step, 1.0);
+  ticks.first = std::floor(lo / ticks.step) * ticks.step;
+  ticks.last = std::ceil(hi / ticks.step) * ticks.step;
+  if (!std::isfinite(hi - lo) || !std::isfinite(ticks.step) || !(ticks.last > ticks.first) ||
+      !std::isfinite(ticks.last - ticks.first)) {
+    // Values near ±DBL_MAX, or a span below their precision: just the two ends.
+    return Ticks{lo, hi, hi / 2 - lo / 2, {lo, hi}};
+  }
+  const int n = static_cast<int>(
+      std::clamp(std::round((ticks.last - ticks.first) / ticks.step), 1.0, 4.0 * target));
+  for (int i = 0; i <= n; ++i) ticks.values.push_back(ticks.first + i * ticks.step);
+  ticks.last = ticks.values.back();
+  return ticks;
+}
+
+std::string FormatTick(double value, double step) {
+  value = std::round(value / step) * step;
+  if (std::abs(value) < step * 1e-6) value = 0;  // never "-0" nor "1e-17"
+  const double magnitude = std::floor(std::log10(step) + 1e-9);
+  if (value == 0 || (std::abs(value) >= 1e-4 && std::abs(value) < 1e7 && magnitude >= -6)) {
+    return absl::StrFormat("%.*f", static_cast<int>(std::max(0.0, -magnitude)), value);
+  }
+  const int digits = static_cast<int>(
+      std::clamp(std::floor(std::log10(std::abs(value)) + 1e-9) - magnitude, 0.0, 16.0));
+  return absl::StrFormat("%.*e", digits, value);
+}
+
+std::string XmlEscape(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') break;
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string RenderLossSvg(const PlotSeries& series) {
+  const std::vector<PlotPoint>& points = series.points;
+  const auto loss_of = [](const PlotPoint& p) { return p.loss; };
+  const auto lr_of = [](const PlotPoint& p) { return p.lr; };
+  const double first_step = points.empty() ? 0 : points.front().step;
+  const double last_step = points.empty() ? 1 : points.back().step;
+  const auto [loss_lo, loss_hi] = FiniteRange(points, loss_of);
+  const auto [lr_lo, lr_hi] = FiniteRange(points, lr_of);
+  const Scale x{NiceTicks(first_step, last_step, 10, /*integer_steps=*/true), kLeft, kRight};
+  const Scale loss{NiceTicks(loss_lo, loss_hi, 6), kBottom, kTop};
+  const Scale lr{NiceTicks(lr_lo, lr_hi, 6), kBottom, kTop};
+  const bool any_nan = std::any_of(points.begin(), points.end(),
+                                   [](const PlotPoint& p) { return !std::isfinite(p.loss); });
+
+  std::string svg = absl::StrCat(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"", kWidth, "\" height=\"",
+      kHeight, "\" viewBox=\"0 0 ", kWidth, " ", kHeight, "\" font-family=\"sans-serif\">\n",
+      "<!-- ringctl plot: loss (left axis) and learning rate (right axis) by step. Exactly one "
+      "element with class \"loss-point\" per step (points == steps): a circle, or a red cross "
+      "(class \"nan\") for a non-finite loss, which also breaks the loss line. -->\n",
+      "<title>", XmlEscape(series.title), "</title>\n",
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+      Text(kWidth / 2, 28, "middle", series.title, "font-size=\"18\" font-weight=\"bold\""));
+  if (!series.subtitle.empty()) {
+    absl::StrAppend(
+        &svg, Text(kWidth / 2, 47, "middle", series.subtitle, "font-size=\"12\" fill=\"#555555\""));
+  }
+  absl::StrAppend(&svg, Legend(any_nan), Axes(x, loss, lr));
+  if (points.empty()) {
+    absl::StrAppend(&svg, Text((kLeft + kRight) / 2, (kTop + kBottom) / 2, "middle", "no steps yet",
+                               "font-size=\"16\" fill=\"#888888\""));
+  }
+  absl::StrAppend(&svg,
+                  Polylines(points, lr_of, x, lr,
+                            absl::StrCat("class=\"lr\" fill=\"none\" stroke=\"", kLrColor,
+                                         "\" stroke-width=\"1.5\" stroke-dasharray=\"6 3\"")),
+                  Polylines(points, loss_of, x, loss,
+                            absl::StrCat("class=\"loss\" fill=\"none\" stroke=\"", kLossColor,
+                                         "\" stroke-width=\"1.5\"")));
+
+  // The points: many thousands stay legible as a line, so shrink the dots as they crowd.
+  const double radius = points.size() > 400 ? 1.2 : points.size() > 100 ? 2 : 3;
+  absl::StrAppend(&svg, "<g class=\"loss-points\" fill=\"", kLossColor, "\">\n");
+  for (const PlotPoint& p : points) {
+    const std::string title = absl::StrCat("<title>step ", p.step, " loss ",
+                                           PlotValueText(p.loss), " lr ", PlotValueText(p.lr),
+                                           "</title>");
+    if (std::isfinite(p.loss)) {
+      absl::StrAppend(&svg, "<circle class=\"loss-point\" cx=\"", Num(x(p.step)), "\" cy=\"",
+                      Num(loss(p.loss)), "\" r=\"", Num(radius), "\">", title, "</circle>\n");
+    } else {  // at the bottom of the plot: the value has no place on the axis
+      absl::StrAppend(&svg, "<path class=\"loss-point nan\" d=\"", Cross(x(p.step), kBottom - 6, 4),
+                      "\" stroke=\"", kNanColor, "\" stroke-width=\"2\">", title, "</path>\n");
+    }
+  }
+  absl::StrAppend(&svg, "</g>\n</svg>\n");
+  return svg;
+}
+
+}  // namespace ringtrain
