@@ -35,6 +35,15 @@ struct Flags {
   double adopt_timeout_seconds = 20;
 };
 
+// SIGINT and SIGTERM: blocked in every thread, taken by sigwait in Run.
+sigset_t StopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  return signals;
+}
+
 bool ParsePortRange(const std::string& text, int* first, int* last) {
   std::vector<std::string> parts = absl::StrSplit(text, '-');
   return parts.size() == 2 && absl::SimpleAtoi(parts[0], first) &&
@@ -105,10 +114,7 @@ int Run(const Flags& flags) {
                << "), job store " << flags.db << ", metrics at http://"
                << (*metrics_server)->address() << "/metrics";
 
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
+  const sigset_t stop_signals = StopSignals();
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   RT_LOG(Info) << "signal " << signal_number << ": shutting down";
@@ -123,10 +129,7 @@ int Run(const Flags& flags) {
 int main(int argc, char** argv) {
   // Stop signals are taken by sigwait in Run; block them before any thread starts so that every
   // thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
+  const sigset_t stop_signals = StopSignals();
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
