@@ -50,7 +50,8 @@ absl::StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path
   const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     absl::Status status = absl::FailedPreconditionError(
-        db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        absl::StrCat(db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc), " (sqlite code ",
+                     rc, ")"));
     sqlite3_close(db);
     return status;
   }
