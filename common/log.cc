@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -20,14 +19,9 @@ LogLevel LevelFromEnv() {
   return LogLevel::kInfo;
 }
 
-std::atomic<int>& Level() {
-  static std::atomic<int> level{static_cast<int>(LevelFromEnv())};
+LogLevel Level() {
+  static const LogLevel level = LevelFromEnv();
   return level;
-}
-
-std::string& Prefix() {
-  static std::string prefix;
-  return prefix;
 }
 
 const char* LevelName(LogLevel level) {
@@ -42,9 +36,7 @@ const char* LevelName(LogLevel level) {
 
 }  // namespace
 
-void SetLogLevel(LogLevel level) { Level().store(static_cast<int>(level)); }
-void SetLogPrefix(std::string prefix) { Prefix() = std::move(prefix); }
-bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= Level().load(); }
+bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= static_cast<int>(Level()); }
 
 void LogLine(LogLevel level, const std::string& message) {
   const auto now = std::chrono::system_clock::now();
@@ -57,7 +49,7 @@ void LogLine(LogLevel level, const std::string& message) {
   std::strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
   char millis_text[8];
   std::snprintf(millis_text, sizeof(millis_text), ".%03d", millis);
-  std::string line = Prefix() + LevelName(level) + " " + stamp + millis_text + " " + message + "\n";
+  std::string line = std::string(LevelName(level)) + " " + stamp + millis_text + " " + message + "\n";
   // One write per line so that lines from several threads never interleave.
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;

@@ -1,5 +1,5 @@
-// A small logger: one line per call to stderr, with a level, a UTC timestamp and an optional prefix
-// (the rank, set once by the trainer). Thread-safe: each line is written with a single write(2).
+// A small logger: one line per call to stderr, with a level letter and a UTC timestamp
+// ("I 12:34:56.789 message"). Thread-safe: each line is written with a single write(2).
 #ifndef RINGTRAIN_COMMON_LOG_H_
 #define RINGTRAIN_COMMON_LOG_H_
 
@@ -10,10 +10,8 @@ namespace ringtrain {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 
-// Lines below `level` are dropped. Default kInfo; RINGTRAIN_LOG_LEVEL=debug|info|warning|error.
-void SetLogLevel(LogLevel level);
-// Text put before every line, e.g. "[rank 3] ". Set it before starting threads.
-void SetLogPrefix(std::string prefix);
+// Whether lines of `level` are written: RINGTRAIN_LOG_LEVEL=debug|info|warning|error (default info),
+// read once.
 bool LogEnabled(LogLevel level);
 void LogLine(LogLevel level, const std::string& message);
 

@@ -4,6 +4,7 @@
 # (build-cuda/: ringtrain-trainer with the CUDA/NCCL code paths, compiled and linked; nothing CUDA
 # runs here) — and runs every CTest test (GoogleTest) of the CPU build, in parallel where safe
 # (cuda_build_test reads the CUDA trainer with readelf/ldd). `--quick` skips the slowest tests.
+# BUILD_DIR (default build) and CUDA_BUILD_DIR (default build-cuda) choose the two build folders.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -14,11 +15,14 @@ for arg in "$@"; do
   esac
 done
 scripts/setup.sh
-scripts/build.sh
-echo "test: the CUDA build (build-cuda/, -DRINGTRAIN_CUDA=ON): ringtrain-trainer"
-BUILD_DIR=build-cuda CMAKE_ARGS="-DRINGTRAIN_CUDA=ON -DRINGTRAIN_BUILD_TESTS=OFF" \
+build_dir=${BUILD_DIR:-build}
+cuda_build_dir=${CUDA_BUILD_DIR:-build-cuda}
+BUILD_DIR=$build_dir CMAKE_ARGS="${CMAKE_ARGS:-} -DRINGTRAIN_CUDA_BUILD_DIR=$(realpath -m "$cuda_build_dir")" \
+  scripts/build.sh
+echo "test: the CUDA build ($cuda_build_dir/, -DRINGTRAIN_CUDA=ON): ringtrain-trainer"
+BUILD_DIR=$cuda_build_dir CMAKE_ARGS="-DRINGTRAIN_CUDA=ON -DRINGTRAIN_BUILD_TESTS=OFF" \
   scripts/build.sh --target ringtrain-trainer
-cd build
+cd "$build_dir"
 ctest_args=(--output-on-failure --timeout 900 -j "$(nproc)")
 if [ "$quick" = 1 ]; then ctest_args+=(-LE slow); fi
 # One intra-op thread per test process: tests run side by side on the machine's cores.

@@ -112,7 +112,8 @@ std::string NearestMultiples(int64_t value, int64_t factor) {
 // Collects problems with a uniform "key = value: must be ..." wording.
 class Checker {
  public:
-  explicit Checker(std::vector<std::string>* out) : out_(out) {}
+  Checker(const InvalidChoices& invalid, std::vector<std::string>* out)
+      : invalid_(invalid), out_(out) {}
 
   void Add(std::string problem) { out_->push_back(std::move(problem)); }
 
@@ -133,10 +134,14 @@ class Checker {
     if (v >= 0 && (include_one ? v <= 1 : v < 1)) return;
     Add(absl::StrCat(key, " = ", FormatDouble(v), ": must be in [0, 1", include_one ? "]" : ")"));
   }
-  // Returns whether `v` is valid, so dependent checks can be skipped.
-  bool OneOf(absl::string_view key, const std::string& v, std::vector<std::string> valid,
-             absl::string_view prefix = "must be one of ") {
-    if (std::find(valid.begin(), valid.end(), v) != valid.end()) return true;
+  // Whether choice `key` (of enum E) was spelt as one of its choices; if not, says so, naming the
+  // valid spellings and the closest one. The result lets dependent checks be skipped.
+  template <class E>
+  bool Choice(const std::string& key, absl::string_view prefix = "must be one of ") {
+    const auto it = invalid_.find(key);
+    if (it == invalid_.end()) return true;
+    const std::string& v = it->second;
+    const std::vector<std::string> valid = ChoiceNames<E>();
     std::vector<std::string> quoted;
     for (const std::string& option : valid) quoted.push_back(Quote(option));
     std::string problem = absl::StrCat(key, " = ", Quote(v), ": ", prefix, absl::StrJoin(quoted, ", "));
@@ -147,11 +152,12 @@ class Checker {
   }
 
  private:
+  const InvalidChoices& invalid_;
   std::vector<std::string>* out_;
 };
 
 void CheckJob(const JobSection& j, Checker& c) {
-  c.OneOf("job.mode", j.mode, {"train", "eval"});
+  c.Choice<JobMode>("job.mode");
   c.NonNegative("job.max_restarts", j.max_restarts);
 }
 
@@ -204,22 +210,23 @@ void CheckTraining(const JobConfig& config, Checker& c) {
   c.Positive("training.steps", t.steps);
   c.NonNegative("training.seed", t.seed);
   c.Positive("training.max_norm", t.max_norm);
-  if (c.OneOf("training.dataset", t.dataset, {"synthetic", "text", "bin"}) && t.dataset != "synthetic") {
+  if (c.Choice<DatasetKind>("training.dataset") && t.dataset != DatasetKind::kSynthetic) {
     if (t.dataset_path.empty()) {
-      c.Add(absl::StrCat("training.dataset_path = \"\": required when training.dataset = ", Quote(t.dataset)));
+      c.Add(absl::StrCat("training.dataset_path = \"\": required when training.dataset = ",
+                         Quote(ChoiceName(t.dataset))));
     }
     // The text dataset tokenises bytes, so every byte value needs an embedding row.
-    if (t.dataset == "text" && config.model.vocab_size > 0 && config.model.vocab_size < 256) {
+    if (t.dataset == DatasetKind::kText && config.model.vocab_size > 0 && config.model.vocab_size < 256) {
       c.Add(absl::StrCat("model.vocab_size = ", config.model.vocab_size,
                          ": must be >= 256 when training.dataset = \"text\" (byte tokens)"));
     }
   }
-  c.OneOf("training.token_dtype", t.token_dtype, {"uint16", "uint32"});
-  c.OneOf("training.sampler", t.sampler, {"sequential", "random"});
+  c.Choice<TokenDtype>("training.token_dtype");
+  c.Choice<SamplerKind>("training.sampler");
 }
 
 void CheckOptimizer(const OptimizerSection& o, Checker& c) {
-  c.OneOf("optimizer.name", o.name, {"AdamW"});
+  c.Choice<OptimizerName>("optimizer.name");
   c.Positive("optimizer.lr", o.lr);
   c.UnitInterval("optimizer.beta1", o.beta1, /*include_one=*/false);
   c.UnitInterval("optimizer.beta2", o.beta2, /*include_one=*/false);
@@ -232,7 +239,7 @@ void CheckLrScheduler(const JobConfig& config, Checker& c) {
   const int64_t steps = config.training.steps;
   c.NonNegative("lr_scheduler.warmup_steps", s.warmup_steps);
   c.UnitInterval("lr_scheduler.decay_ratio", s.decay_ratio, /*include_one=*/true);
-  c.OneOf("lr_scheduler.decay_type", s.decay_type, {"linear", "cosine"});
+  c.Choice<DecayType>("lr_scheduler.decay_type");
   c.UnitInterval("lr_scheduler.min_lr_factor", s.min_lr_factor, /*include_one=*/true);
   if (steps <= 0 || s.warmup_steps < 0 || !(s.decay_ratio >= 0 && s.decay_ratio <= 1)) return;
   // Warmup and decay are consecutive phases; both must fit in the run.
@@ -252,9 +259,8 @@ void CheckParallelism(const JobConfig& config, Checker& c) {
                        ": must be -1 (fill the world) or > 0"));
   }
   c.Positive("parallelism.context_parallel_degree", p.context_parallel_degree);
-  c.OneOf("parallelism.context_parallel_load_balancer", p.context_parallel_load_balancer, {"headtail", "none"});
-  c.OneOf("parallelism.context_parallel_rotate_method", p.context_parallel_rotate_method,
-          {"alltoall", "allgather"});
+  c.Choice<LoadBalancer>("parallelism.context_parallel_load_balancer");
+  c.Choice<RotateMethod>("parallelism.context_parallel_rotate_method");
 }
 
 void CheckRest(const JobConfig& config, Checker& c) {
@@ -266,10 +272,7 @@ void CheckRest(const JobConfig& config, Checker& c) {
   c.Positive("metrics.log_freq", config.metrics.log_freq);
 
   const ValidationSection& v = config.validation;
-  if (!v.dataset.empty()) {
-    c.OneOf("validation.dataset", v.dataset, {"synthetic", "text", "bin"},
-            "must be empty (use the training dataset) or one of ");
-  }
+  c.Choice<DatasetKind>("validation.dataset", "must be empty (use the training dataset) or one of ");
   c.Positive("validation.steps", v.steps);
   c.Positive("validation.local_batch_size", v.local_batch_size);
 
@@ -281,28 +284,32 @@ void CheckRest(const JobConfig& config, Checker& c) {
 void CheckSeqLenSharding(const JobConfig& config, std::vector<std::string>* problems) {
   const int64_t seq_len = config.training.seq_len;
   const int64_t cp = config.parallelism.context_parallel_degree;
-  const std::string& balancer = config.parallelism.context_parallel_load_balancer;
-  if (seq_len <= 0 || cp <= 0 || (balancer != "headtail" && balancer != "none")) return;
+  const LoadBalancer balancer = config.parallelism.context_parallel_load_balancer;
+  if (seq_len <= 0 || cp <= 0) return;
   // Head-tail balancing gives each rank one chunk from each end of the sequence: 2·cp chunks.
-  const bool headtail = balancer == "headtail";
+  const bool headtail = balancer == LoadBalancer::kHeadTail;
   const int64_t factor = headtail ? 2 * cp : cp;
   if (seq_len % factor == 0) return;
   problems->push_back(absl::StrCat(
       "training.seq_len = ", seq_len, " must be divisible by ", headtail ? "2 × " : "",
       "parallelism.context_parallel_degree = ", headtail ? absl::StrCat("2 × ", cp, " = ", factor) : absl::StrCat(cp),
-      " (context_parallel_load_balancer = ", Quote(balancer),
+      " (context_parallel_load_balancer = ", Quote(ChoiceName(balancer)),
       " splits each sequence into ", factor, " chunks); try training.seq_len = ", NearestMultiples(seq_len, factor)));
 }
 
-void ValidateJobConfig(const JobConfig& config, std::vector<std::string>* problems) {
-  Checker c(problems);
+void ValidateJobConfig(const JobConfig& config, const InvalidChoices& invalid,
+                       std::vector<std::string>* problems) {
+  Checker c(invalid, problems);
   CheckJob(config.job, c);
   CheckModel(config, c);
   CheckTraining(config, c);
   CheckOptimizer(config.optimizer, c);
   CheckLrScheduler(config, c);
   CheckParallelism(config, c);
-  CheckSeqLenSharding(config, problems);
+  // A misspelt balancer kept its default; checking the sharding against that would mislead.
+  if (invalid.count("parallelism.context_parallel_load_balancer") == 0) {
+    CheckSeqLenSharding(config, problems);
+  }
   CheckRest(config, c);
 }
 

@@ -4,6 +4,7 @@
 #define RINGTRAIN_COMMON_CONFIG_CONFIG_VALIDATE_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,9 +27,15 @@ std::vector<int64_t> Divisors(int64_t n);
 // The candidate closest to `word` by edit distance, or "" when none is close enough to be a typo.
 std::string ClosestMatch(absl::string_view word, const std::vector<std::string>& candidates);
 
+// Choice keys ("training.dataset") whose value spelled no choice, with the spelling as written. The
+// parser keeps the key's default and leaves the message to the validator, so a misspelt choice is
+// reported with every other rule violation at once.
+using InvalidChoices = std::map<std::string, std::string>;
+
 // Appends one line per problem ("section.key = value: what is valid") for every rule that does not
-// need the world size. Appends nothing for a valid config.
-void ValidateJobConfig(const JobConfig& config, std::vector<std::string>* problems);
+// need the world size, `invalid` choices included. Appends nothing for a valid config.
+void ValidateJobConfig(const JobConfig& config, const InvalidChoices& invalid,
+                       std::vector<std::string>* problems);
 
 // training.seq_len must split evenly into the CP shards: 2·cp chunks (headtail) or cp (none).
 // Skips the check when the degrees themselves are invalid (reported elsewhere).

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <sstream>
 #include <string_view>
@@ -26,6 +27,7 @@ namespace ringtrain {
 namespace {
 
 using config_internal::ClosestMatch;
+using config_internal::InvalidChoices;
 using config_internal::FormatDouble;
 using config_internal::Quote;
 
@@ -36,9 +38,38 @@ struct Overloaded : F... {
 template <class... F>
 Overloaded(F...) -> Overloaded<F...>;
 
+// A choice key (an enum in JobConfig), type-erased so one table holds every enum. A spelling that is
+// not a choice is not a type error: it is kept (in `invalid`) for the validator, which reports it
+// with the other rule violations ("must be one of ...; did you mean ...").
+struct ChoicePtr {
+  std::vector<std::string> names;    // the spellings, in enum order
+  std::function<int()> get;          // the enum's index; -1 = unset (optional choices only)
+  std::function<void(int)> set;
+  bool optional = false;             // "" unsets it
+};
+
+template <class E>
+ChoicePtr Choice(E* p) {
+  return {ChoiceNames<E>(), [p] { return static_cast<int>(*p); },
+          [p](int i) { *p = static_cast<E>(i); }};
+}
+
+template <class E>
+ChoicePtr Choice(std::optional<E>* p) {
+  return {ChoiceNames<E>(), [p] { return p->has_value() ? static_cast<int>(**p) : -1; },
+          [p](int i) {
+            if (i < 0) {
+              p->reset();
+            } else {
+              *p = static_cast<E>(i);
+            }
+          },
+          /*optional=*/true};
+}
+
 // Every key of the config, as a pointer into one JobConfig, so one table drives parsing (writes),
 // overrides and printing (reads) and a new field cannot be forgotten by one of them.
-using FieldPtr = std::variant<int64_t*, double*, std::optional<double>*, bool*, std::string*>;
+using FieldPtr = std::variant<int64_t*, double*, std::optional<double>*, bool*, std::string*, ChoicePtr>;
 struct Field {
   const char* key;
   FieldPtr ptr;
@@ -50,7 +81,7 @@ struct Section {
 
 std::vector<Section> Sections(JobConfig& c) {
   return {
-      {"job", {{"mode", &c.job.mode}, {"max_restarts", &c.job.max_restarts}}},
+      {"job", {{"mode", Choice(&c.job.mode)}, {"max_restarts", &c.job.max_restarts}}},
       {"model",
        {{"dim", &c.model.dim}, {"n_layers", &c.model.n_layers}, {"n_heads", &c.model.n_heads},
         {"n_kv_heads", &c.model.n_kv_heads}, {"vocab_size", &c.model.vocab_size},
@@ -60,27 +91,27 @@ std::vector<Section> Sections(JobConfig& c) {
       {"training",
        {{"seq_len", &c.training.seq_len}, {"local_batch_size", &c.training.local_batch_size},
         {"steps", &c.training.steps}, {"seed", &c.training.seed}, {"max_norm", &c.training.max_norm},
-        {"dataset", &c.training.dataset}, {"dataset_path", &c.training.dataset_path},
-        {"token_dtype", &c.training.token_dtype}, {"sampler", &c.training.sampler}}},
+        {"dataset", Choice(&c.training.dataset)}, {"dataset_path", &c.training.dataset_path},
+        {"token_dtype", Choice(&c.training.token_dtype)}, {"sampler", Choice(&c.training.sampler)}}},
       {"optimizer",
-       {{"name", &c.optimizer.name}, {"lr", &c.optimizer.lr}, {"beta1", &c.optimizer.beta1},
+       {{"name", Choice(&c.optimizer.name)}, {"lr", &c.optimizer.lr}, {"beta1", &c.optimizer.beta1},
         {"beta2", &c.optimizer.beta2}, {"eps", &c.optimizer.eps},
         {"weight_decay", &c.optimizer.weight_decay}}},
       {"lr_scheduler",
        {{"warmup_steps", &c.lr_scheduler.warmup_steps}, {"decay_ratio", &c.lr_scheduler.decay_ratio},
-        {"decay_type", &c.lr_scheduler.decay_type}, {"min_lr_factor", &c.lr_scheduler.min_lr_factor}}},
+        {"decay_type", Choice(&c.lr_scheduler.decay_type)}, {"min_lr_factor", &c.lr_scheduler.min_lr_factor}}},
       {"parallelism",
        {{"data_parallel_replicate_degree", &c.parallelism.data_parallel_replicate_degree},
         {"context_parallel_degree", &c.parallelism.context_parallel_degree},
-        {"context_parallel_load_balancer", &c.parallelism.context_parallel_load_balancer},
-        {"context_parallel_rotate_method", &c.parallelism.context_parallel_rotate_method}}},
+        {"context_parallel_load_balancer", Choice(&c.parallelism.context_parallel_load_balancer)},
+        {"context_parallel_rotate_method", Choice(&c.parallelism.context_parallel_rotate_method)}}},
       {"checkpoint",
        {{"enable", &c.checkpoint.enable}, {"folder", &c.checkpoint.folder},
         {"interval", &c.checkpoint.interval}, {"keep_latest_k", &c.checkpoint.keep_latest_k},
         {"initial_load_path", &c.checkpoint.initial_load_path}}},
       {"metrics", {{"log_freq", &c.metrics.log_freq}, {"jsonl", &c.metrics.jsonl}}},
       {"validation",
-       {{"dataset", &c.validation.dataset}, {"dataset_path", &c.validation.dataset_path},
+       {{"dataset", Choice(&c.validation.dataset)}, {"dataset_path", &c.validation.dataset_path},
         {"steps", &c.validation.steps}, {"local_batch_size", &c.validation.local_batch_size}}},
       {"comm", {{"timeout_seconds", &c.comm.timeout_seconds}}},
   };
@@ -142,6 +173,23 @@ std::string KeyOutsideSection(absl::string_view key, const std::vector<Section>&
   return problem;
 }
 
+// Stores the choice spelled `text`; a spelling that is no choice goes to `invalid` under `key`.
+void AssignChoice(absl::string_view text, const ChoicePtr& choice, const std::string& key,
+                  InvalidChoices* invalid) {
+  if (choice.optional && text.empty()) {
+    choice.set(-1);
+    return;
+  }
+  for (size_t i = 0; i < choice.names.size(); ++i) {
+    if (text == choice.names[i]) {
+      choice.set(static_cast<int>(i));
+      invalid->erase(key);  // a later override may fix an earlier value
+      return;
+    }
+  }
+  (*invalid)[key] = std::string(text);
+}
+
 // ---- TOML values ----------------------------------------------------------------------------------
 
 // The readers and Assign* store the value when it fits and return nullptr, else what was expected.
@@ -157,7 +205,8 @@ const char* ReadTomlNumber(const toml::node& node, double* out) {
   return nullptr;
 }
 
-const char* AssignToml(const toml::node& node, const FieldPtr& ptr) {
+const char* AssignToml(const toml::node& node, const FieldPtr& ptr, const std::string& key,
+                       InvalidChoices* invalid) {
   return std::visit(
       Overloaded{[&](int64_t* p) -> const char* {
                    const auto* v = node.as_integer();
@@ -183,6 +232,12 @@ const char* AssignToml(const toml::node& node, const FieldPtr& ptr) {
                    if (v == nullptr) return "expected a string";
                    *p = v->get();
                    return nullptr;
+                 },
+                 [&](const ChoicePtr& p) -> const char* {
+                   const auto* v = node.as_string();
+                   if (v == nullptr) return "expected a string";
+                   AssignChoice(v->get(), p, key, invalid);
+                   return nullptr;
                  }},
       ptr);
 }
@@ -201,7 +256,8 @@ struct Located {
   std::string problem;
 };
 
-void ApplyToml(const toml::table& root, const std::vector<Section>& sections, std::vector<Located>* problems) {
+void ApplyToml(const toml::table& root, const std::vector<Section>& sections, std::vector<Located>* problems,
+               InvalidChoices* invalid) {
   for (const auto& [toml_name, node] : root) {
     const std::string name(toml_name.str());
     const int64_t line = node.source().begin.line;
@@ -223,7 +279,8 @@ void ApplyToml(const toml::table& root, const std::vector<Section>& sections, st
       const Field* field = FindField(*section, key);
       if (field == nullptr) {
         problems->push_back({key_line, UnknownKey(*section, key)});
-      } else if (const char* expected = AssignToml(value, field->ptr)) {
+      } else if (const char* expected =
+                     AssignToml(value, field->ptr, absl::StrCat(section->name, ".", key), invalid)) {
         problems->push_back(
             {key_line, absl::StrCat(section->name, ".", key, " = ", RenderToml(value), ": ", expected)});
       }
@@ -251,7 +308,14 @@ const char* ParseNumber(absl::string_view text, double* out) {
   return nullptr;
 }
 
-const char* AssignText(absl::string_view text, const FieldPtr& ptr) {
+// The shell eats the quotes of --k="a b" but keeps those of --k='"a b"'; accept both.
+absl::string_view Unquoted(absl::string_view t) {
+  if (t.size() >= 2 && t.front() == '"' && t.back() == '"') t = t.substr(1, t.size() - 2);
+  return t;
+}
+
+const char* AssignText(absl::string_view text, const FieldPtr& ptr, const std::string& key,
+                       InvalidChoices* invalid) {
   return std::visit(
       Overloaded{[&](int64_t* p) -> const char* {
                    const absl::string_view t = NumberText(text);
@@ -276,16 +340,18 @@ const char* AssignText(absl::string_view text, const FieldPtr& ptr) {
                    return nullptr;
                  },
                  [&](std::string* p) -> const char* {
-                   // The shell eats the quotes of --k="a b" but keeps those of --k='"a b"'; accept both.
-                   absl::string_view t = text;
-                   if (t.size() >= 2 && t.front() == '"' && t.back() == '"') t = t.substr(1, t.size() - 2);
-                   *p = std::string(t);
+                   *p = std::string(Unquoted(text));
+                   return nullptr;
+                 },
+                 [&](const ChoicePtr& p) -> const char* {
+                   AssignChoice(Unquoted(text), p, key, invalid);
                    return nullptr;
                  }},
       ptr);
 }
 
-void ApplyOverride(const std::string& arg, const std::vector<Section>& sections, std::vector<std::string>* problems) {
+void ApplyOverride(const std::string& arg, const std::vector<Section>& sections, std::vector<std::string>* problems,
+                   InvalidChoices* invalid) {
   absl::string_view text = arg;
   if (absl::StartsWith(text, "--")) text.remove_prefix(2);
   const size_t eq = text.find('=');
@@ -310,7 +376,7 @@ void ApplyOverride(const std::string& arg, const std::vector<Section>& sections,
     problems->push_back(absl::StrCat("override '", arg, "': ", UnknownKey(*section, path.substr(dot + 1))));
     return;
   }
-  if (const char* expected = AssignText(value, field->ptr)) {
+  if (const char* expected = AssignText(value, field->ptr, std::string(path), invalid)) {
     problems->push_back(absl::StrCat(path, " = ", value, " (override '", arg, "'): ", expected));
   }
 }
@@ -337,17 +403,18 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text, const std
   JobConfig config;
   const std::vector<Section> sections = Sections(config);
   std::vector<Located> located;
-  ApplyToml(root, sections, &located);
+  InvalidChoices invalid;
+  ApplyToml(root, sections, &located, &invalid);
   // toml++ iterates keys in sorted order; report in file order instead.
   std::stable_sort(located.begin(), located.end(),
                    [](const Located& a, const Located& b) { return a.line < b.line; });
   std::vector<std::string> problems;
   for (const Located& l : located) problems.push_back(absl::StrCat("line ", l.line, ": ", l.problem));
-  for (const std::string& arg : overrides) ApplyOverride(arg, sections, &problems);
+  for (const std::string& arg : overrides) ApplyOverride(arg, sections, &problems, &invalid);
   // Values that failed to parse kept their defaults, so range checks now would only mislead.
   if (!problems.empty()) return ProblemsError(what, problems);
 
-  config_internal::ValidateJobConfig(config, &problems);
+  config_internal::ValidateJobConfig(config, invalid, &problems);
   if (!problems.empty()) return ProblemsError(what, problems);
   return config;
 }
@@ -424,7 +491,11 @@ std::string JobConfigToToml(const JobConfig& config) {
                               }
                             },
                             [&](bool* p) { absl::StrAppend(&out, f.key, " = ", *p ? "true" : "false", "\n"); },
-                            [&](std::string* p) { absl::StrAppend(&out, f.key, " = ", Quote(*p), "\n"); }},
+                            [&](std::string* p) { absl::StrAppend(&out, f.key, " = ", Quote(*p), "\n"); },
+                            [&](const ChoicePtr& p) {
+                              const int i = p.get();
+                              absl::StrAppend(&out, f.key, " = ", Quote(i < 0 ? "" : p.names[i]), "\n");
+                            }},
                  f.ptr);
     }
   }

@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/config/choices.h"
 
 namespace ringtrain {
 
 struct JobSection {
-  std::string mode = "train";  // "train" | "eval"
-  int64_t max_restarts = 0;    // >= 0; used by the service's restart policy
+  JobMode mode = JobMode::kTrain;
+  int64_t max_restarts = 0;  // >= 0; parsed and validated, not acted on yet (no restart policy)
 };
 
 struct ModelSection {
@@ -39,14 +40,14 @@ struct TrainingSection {
   int64_t steps = 100;
   int64_t seed = 42;
   double max_norm = 1.0;              // > 0
-  std::string dataset = "synthetic";  // "synthetic" | "text" | "bin"
+  DatasetKind dataset = DatasetKind::kSynthetic;
   std::string dataset_path;           // required for text and bin
-  std::string token_dtype = "uint16"; // "uint16" | "uint32" (bin only)
-  std::string sampler = "sequential"; // "sequential" | "random"
+  TokenDtype token_dtype = TokenDtype::kUint16;  // bin only
+  SamplerKind sampler = SamplerKind::kSequential;
 };
 
 struct OptimizerSection {
-  std::string name = "AdamW";  // only AdamW
+  OptimizerName name = OptimizerName::kAdamW;
   double lr = 8e-4;
   double beta1 = 0.9;
   double beta2 = 0.95;
@@ -57,15 +58,15 @@ struct OptimizerSection {
 struct LrSchedulerSection {
   int64_t warmup_steps = 0;          // >= 0, <= training.steps
   double decay_ratio = 0.0;          // in [0, 1]
-  std::string decay_type = "linear"; // "linear" | "cosine"
+  DecayType decay_type = DecayType::kLinear;
   double min_lr_factor = 0.0;        // in [0, 1]
 };
 
 struct ParallelismSection {
   int64_t data_parallel_replicate_degree = -1;  // -1 fills the world
   int64_t context_parallel_degree = 1;
-  std::string context_parallel_load_balancer = "headtail";  // "headtail" | "none"
-  std::string context_parallel_rotate_method = "alltoall";  // "alltoall" | "allgather"
+  LoadBalancer context_parallel_load_balancer = LoadBalancer::kHeadTail;
+  RotateMethod context_parallel_rotate_method = RotateMethod::kAllToAll;
 };
 
 struct CheckpointSection {
@@ -82,8 +83,8 @@ struct MetricsSection {
 };
 
 struct ValidationSection {
-  std::string dataset;       // empty = the training dataset
-  std::string dataset_path;  // empty = the training dataset_path
+  std::optional<DatasetKind> dataset;  // unset ("" in TOML) = the training dataset
+  std::string dataset_path;            // empty = the training dataset_path
   int64_t steps = 10;
   int64_t local_batch_size = 8;
 };

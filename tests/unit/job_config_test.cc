@@ -161,7 +161,7 @@ timeout_seconds = 120.5
 
 JobConfig FullFileConfig() {
   JobConfig c;
-  c.job = {"eval", 3};
+  c.job = {JobMode::kEval, 3};
   c.model.dim = 512;
   c.model.n_layers = 6;
   c.model.n_heads = 16;
@@ -172,13 +172,14 @@ JobConfig FullFileConfig() {
   c.model.norm_eps = 1e-6;
   c.model.rope_theta = 10000.0;
   c.model.max_seq_len = 4096;
-  c.training = {1024, 4, 200, 7, 0.5, "bin", "/data/tokens.bin", "uint32", "random"};
-  c.optimizer = {"AdamW", 3e-4, 0.8, 0.99, 1e-9, 0.0};
-  c.lr_scheduler = {20, 0.5, "cosine", 0.1};
-  c.parallelism = {2, 4, "none", "allgather"};
+  c.training = {1024, 4, 200, 7, 0.5, DatasetKind::kBin, "/data/tokens.bin", TokenDtype::kUint32,
+                SamplerKind::kRandom};
+  c.optimizer = {OptimizerName::kAdamW, 3e-4, 0.8, 0.99, 1e-9, 0.0};
+  c.lr_scheduler = {20, 0.5, DecayType::kCosine, 0.1};
+  c.parallelism = {2, 4, LoadBalancer::kNone, RotateMethod::kAllGather};
   c.checkpoint = {true, "/tmp/ckpt", 25, 2, "/tmp/init.pt"};
   c.metrics = {10, "/tmp/metrics.jsonl"};
-  c.validation = {"text", "/data/val.txt", 5, 2};
+  c.validation = {DatasetKind::kText, "/data/val.txt", 5, 2};
   c.comm.timeout_seconds = 120.5;
   return c;
 }
@@ -315,7 +316,7 @@ TEST(OverrideTest, EachTypeParses) {
   EXPECT_EQ(config->model.ffn_dim_multiplier, 1.5);
   EXPECT_TRUE(config->checkpoint.enable);
   EXPECT_EQ(config->checkpoint.folder, "/x/y");
-  EXPECT_EQ(config->training.dataset, "synthetic");
+  EXPECT_EQ(config->training.dataset, DatasetKind::kSynthetic);
   EXPECT_EQ(config->metrics.jsonl, "a=b");  // only the first '=' separates key from value
   EXPECT_EQ(config->comm.timeout_seconds, 30.0);
 }
@@ -589,7 +590,7 @@ TEST(ValidateMeshTest, SeqLenMustSplitIntoCpChunks) {
                     HasSubstr("training.seq_len = 250 must be divisible by 2 × parallelism.context_parallel_degree = "
                               "2 × 2 = 4"),
                     HasSubstr("try training.seq_len = 248 or 252")));
-  config.parallelism.context_parallel_load_balancer = "none";
+  config.parallelism.context_parallel_load_balancer = LoadBalancer::kNone;
   EXPECT_TRUE(ValidateMesh(config, 2).ok());
 }
 

@@ -80,7 +80,7 @@ TEST(ClipTest, GlobalNormAndScaling) {
 }
 
 TEST(LrScheduleTest, WarmupStableCosineDecay) {
-  LrSchedule s({1.0, 100, 10, 0.2, "cosine", 0.1});
+  LrSchedule s({1.0, 100, 10, 0.2, DecayType::kCosine, 0.1});
   EXPECT_EQ(s.decay_steps(), 20);
   EXPECT_DOUBLE_EQ(s.FactorAt(1), 0.1);
   EXPECT_DOUBLE_EQ(s.FactorAt(10), 1.0);
@@ -90,11 +90,11 @@ TEST(LrScheduleTest, WarmupStableCosineDecay) {
 }
 
 TEST(LrScheduleTest, LinearDecayAndConstant) {
-  LrSchedule linear({2.0, 10, 0, 0.5, "linear", 0.0});
+  LrSchedule linear({2.0, 10, 0, 0.5, DecayType::kLinear, 0.0});
   EXPECT_DOUBLE_EQ(linear.LrAt(5), 2.0);
   EXPECT_DOUBLE_EQ(linear.LrAt(6), 2.0 * 0.8);
   EXPECT_DOUBLE_EQ(linear.LrAt(10), 0.0);
-  LrSchedule constant({3e-4, 7, 0, 0.0, "linear", 0.0});
+  LrSchedule constant({3e-4, 7, 0, 0.0, DecayType::kLinear, 0.0});
   for (int k = 1; k <= 7; ++k) EXPECT_DOUBLE_EQ(constant.LrAt(k), 3e-4);
 }
 

@@ -1,18 +1,18 @@
 // Ring attention alone, random inputs: cp ranks are threads of this process, each with its own Gloo
 // process groups over one shared HashStore. Forward output and dQ/dK/dV must equal the unsharded
-// tiled attention within 1e-5, for cp ∈ {2, 4}, headtail and none, alltoall and allgather, MHA
-// and GQA. Also: the causal skip (half a block per step with headtail), and the two rotate methods
-// agreeing bitwise.
+// tiled attention, and the plain (non-tiled) softmax attention, within 1e-5, for cp ∈ {2, 4},
+// headtail and none, alltoall and allgather, MHA and GQA. Also: the causal skip (half a block per
+// step with headtail), and the two rotate methods agreeing bitwise.
 #include "worker/engine/parallel/ring_attention.h"
 
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/torch.h>
 
 #include <cmath>
 #include <numeric>
-#include <thread>
 
+#include "tests/unit/reference_attention.h"
+#include "tests/unit/thread_world.h"
 #include "worker/engine/parallel/cp_shard.h"
 #include "worker/engine/parallel/mesh.h"
 
@@ -21,13 +21,14 @@ namespace {
 
 struct Case {
   int64_t cp;
-  std::string balancer;
-  std::string rotate;
+  LoadBalancer balancer;
+  RotateMethod rotate;
   int64_t heads, kv_heads;
 };
 
 std::string Name(const Case& c) {
-  return "cp" + std::to_string(c.cp) + "_" + c.balancer + "_" + c.rotate + "_h" +
+  return "cp" + std::to_string(c.cp) + "_" + ChoiceName(c.balancer) + "_" + ChoiceName(c.rotate) +
+         "_h" +
          std::to_string(c.heads) + "kv" + std::to_string(c.kv_heads);
 }
 
@@ -40,36 +41,22 @@ struct RankResult {
 std::vector<RankResult> RunRing(const Case& c, const at::Tensor& q, const at::Tensor& k,
                                 const at::Tensor& v, const at::Tensor& dout, double scale) {
   const int64_t seq_len = q.size(2);
-  auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<RankResult> results(c.cp);
-  std::vector<std::string> errors(c.cp);
-  std::vector<std::thread> threads;
-  for (int64_t r = 0; r < c.cp; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        torch::set_num_threads(1);
-        Mesh mesh{r, c.cp, 1, c.cp};
-        auto comm = Communicator::CreateWithStore(mesh, store, std::chrono::seconds(30), false);
-        RingAttentionKernel kernel(comm.get(), seq_len, c.balancer, c.rotate);
-        const BlockPositions pos{ShardPositions(seq_len, c.cp, r, c.balancer)};
-        const at::Tensor idx = pos.AsTensor();
-        auto ql = q.index_select(2, idx).detach().requires_grad_();
-        auto kl = k.index_select(2, idx).detach().requires_grad_();
-        auto vl = v.index_select(2, idx).detach().requires_grad_();
-        const at::Tensor out = kernel.Attend(ql, kl, vl, pos, scale);
-        results[r].scores_per_step = kernel.stats().scores_per_step;
-        const auto grads = torch::autograd::grad({out}, {ql, kl, vl}, {dout.index_select(2, idx)});
-        results[r].out = out.detach();
-        results[r].dq = grads[0];
-        results[r].dk = grads[1];
-        results[r].dv = grads[2];
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int64_t r = 0; r < c.cp; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  RunOnThreads(c.cp, 1, [&](int64_t r, Communicator& comm) {
+    auto kernel = std::make_shared<RingAttentionKernel>(&comm, seq_len, c.balancer, c.rotate);
+    const BlockPositions pos{ShardPositions(seq_len, c.cp, r, c.balancer)};
+    const at::Tensor idx = pos.AsTensor();
+    auto ql = q.index_select(2, idx).detach().requires_grad_();
+    auto kl = k.index_select(2, idx).detach().requires_grad_();
+    auto vl = v.index_select(2, idx).detach().requires_grad_();
+    const at::Tensor out = kernel->Attend(ql, kl, vl, pos, scale);
+    results[r].scores_per_step = kernel->stats().scores_per_step;
+    const auto grads = torch::autograd::grad({out}, {ql, kl, vl}, {dout.index_select(2, idx)});
+    results[r].out = out.detach();
+    results[r].dq = grads[0];
+    results[r].dk = grads[1];
+    results[r].dv = grads[2];
+  });
   return results;
 }
 
@@ -89,6 +76,8 @@ TEST_P(RingAttentionTest, MatchesUnshardedAttention) {
   std::iota(all.positions.begin(), all.positions.end(), 0);
   const auto expected = LocalCausalAttention(q, k, v, all, scale, {16, 16});
   const auto eg = torch::autograd::grad({expected}, {q, k, v}, {dout});
+  const auto plain = ReferenceAttention(q, k, v, all.positions, all.positions, true, scale);
+  const auto pg = torch::autograd::grad({plain}, {q, k, v}, {dout});
 
   const auto results = RunRing(c, q.detach(), k.detach(), v.detach(), dout, scale);
   for (int64_t r = 0; r < c.cp; ++r) {
@@ -99,6 +88,10 @@ TEST_P(RingAttentionTest, MatchesUnshardedAttention) {
     EXPECT_LE((results[r].dq - eg[0].index_select(2, idx)).abs().max().item<double>(), tol);
     EXPECT_LE((results[r].dk - eg[1].index_select(2, idx)).abs().max().item<double>(), tol);
     EXPECT_LE((results[r].dv - eg[2].index_select(2, idx)).abs().max().item<double>(), tol);
+    EXPECT_LE((results[r].out - plain.index_select(2, idx)).abs().max().item<double>(), tol);
+    EXPECT_LE((results[r].dq - pg[0].index_select(2, idx)).abs().max().item<double>(), tol);
+    EXPECT_LE((results[r].dk - pg[1].index_select(2, idx)).abs().max().item<double>(), tol);
+    EXPECT_LE((results[r].dv - pg[2].index_select(2, idx)).abs().max().item<double>(), tol);
   }
   // Masked-out blocks are never computed. Headtail: after the first step every rank computes
   // exactly half a block. None: rank r computes r full blocks after its diagonal one.
@@ -107,7 +100,7 @@ TEST_P(RingAttentionTest, MatchesUnshardedAttention) {
     const auto& steps = results[r].scores_per_step;
     ASSERT_EQ(int64_t(steps.size()), c.cp);
     for (int64_t i = 1; i < c.cp; ++i) {
-      if (c.balancer == "headtail") {
+      if (c.balancer == LoadBalancer::kHeadTail) {
         EXPECT_EQ(steps[i], block / 2) << "rank " << r << " step " << i;
       } else {
         EXPECT_EQ(steps[i], i <= r ? block : 0) << "rank " << r << " step " << i;
@@ -118,11 +111,11 @@ TEST_P(RingAttentionTest, MatchesUnshardedAttention) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, RingAttentionTest,
-    ::testing::Values(Case{2, "headtail", "alltoall", 4, 4}, Case{2, "headtail", "allgather", 4, 2},
-                      Case{2, "none", "alltoall", 4, 2}, Case{2, "none", "allgather", 4, 4},
-                      Case{4, "headtail", "alltoall", 4, 2}, Case{4, "headtail", "allgather", 4, 4},
-                      Case{4, "none", "alltoall", 4, 4}, Case{4, "none", "allgather", 4, 2},
-                      Case{4, "headtail", "alltoall", 6, 3}, Case{2, "headtail", "allgather", 4, 1}),
+    ::testing::Values(Case{2, LoadBalancer::kHeadTail, RotateMethod::kAllToAll, 4, 4}, Case{2, LoadBalancer::kHeadTail, RotateMethod::kAllGather, 4, 2},
+                      Case{2, LoadBalancer::kNone, RotateMethod::kAllToAll, 4, 2}, Case{2, LoadBalancer::kNone, RotateMethod::kAllGather, 4, 4},
+                      Case{4, LoadBalancer::kHeadTail, RotateMethod::kAllToAll, 4, 2}, Case{4, LoadBalancer::kHeadTail, RotateMethod::kAllGather, 4, 4},
+                      Case{4, LoadBalancer::kNone, RotateMethod::kAllToAll, 4, 4}, Case{4, LoadBalancer::kNone, RotateMethod::kAllGather, 4, 2},
+                      Case{4, LoadBalancer::kHeadTail, RotateMethod::kAllToAll, 6, 3}, Case{2, LoadBalancer::kHeadTail, RotateMethod::kAllGather, 4, 1}),
     [](const auto& info) { return Name(info.param); });
 
 TEST(RingAttentionMethods, AlltoallAndAllgatherAgreeBitwise) {
@@ -132,8 +125,8 @@ TEST(RingAttentionMethods, AlltoallAndAllgatherAgreeBitwise) {
   const auto k = torch::randn({1, 2, seq_len, 8});
   const auto v = torch::randn({1, 2, seq_len, 8});
   const auto dout = torch::randn({1, 4, seq_len, 8});
-  const auto a = RunRing({3, "headtail", "alltoall", 4, 2}, q, k, v, dout, 0.3);
-  const auto b = RunRing({3, "headtail", "allgather", 4, 2}, q, k, v, dout, 0.3);
+  const auto a = RunRing({3, LoadBalancer::kHeadTail, RotateMethod::kAllToAll, 4, 2}, q, k, v, dout, 0.3);
+  const auto b = RunRing({3, LoadBalancer::kHeadTail, RotateMethod::kAllGather, 4, 2}, q, k, v, dout, 0.3);
   for (int r = 0; r < 3; ++r) {
     EXPECT_TRUE(torch::equal(a[r].out, b[r].out));
     EXPECT_TRUE(torch::equal(a[r].dq, b[r].dq));
@@ -143,12 +136,12 @@ TEST(RingAttentionMethods, AlltoallAndAllgatherAgreeBitwise) {
 }
 
 TEST(CpShardTest, HeadTailAndNoneLayouts) {
-  EXPECT_EQ(ShardPositions(8, 2, 0, "headtail"), (std::vector<int64_t>{0, 1, 6, 7}));
-  EXPECT_EQ(ShardPositions(8, 2, 1, "headtail"), (std::vector<int64_t>{2, 3, 4, 5}));
-  EXPECT_EQ(ShardPositions(8, 2, 1, "none"), (std::vector<int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(ShardPositions(8, 2, 0, LoadBalancer::kHeadTail), (std::vector<int64_t>{0, 1, 6, 7}));
+  EXPECT_EQ(ShardPositions(8, 2, 1, LoadBalancer::kHeadTail), (std::vector<int64_t>{2, 3, 4, 5}));
+  EXPECT_EQ(ShardPositions(8, 2, 1, LoadBalancer::kNone), (std::vector<int64_t>{4, 5, 6, 7}));
   const auto inputs = torch::arange(16).view({2, 8});
   const auto labels = inputs + 100;
-  const ShardedBatch s = CpShard(inputs, labels, 4, 1, "headtail");
+  const ShardedBatch s = CpShard(inputs, labels, 4, 1, LoadBalancer::kHeadTail);
   EXPECT_EQ(s.positions.positions, (std::vector<int64_t>{1, 6}));
   EXPECT_TRUE(torch::equal(s.inputs, torch::tensor({1, 6, 9, 14}).view({2, 2})));
   EXPECT_TRUE(torch::equal(s.labels, s.inputs + 100));

@@ -38,9 +38,9 @@ class CountingBin {
       }
     }
     DatasetSpec spec;
-    spec.kind = "bin";
+    spec.kind = DatasetKind::kBin;
     spec.path = path;
-    spec.token_dtype = "uint32";
+    spec.token_dtype = TokenDtype::kUint32;
     spec.vocab_size = n + 1;
     auto d = OpenDataset(spec);
     EXPECT_TRUE(d.ok()) << d.status();
@@ -58,7 +58,7 @@ class CountingBin {
   std::unique_ptr<TokenDataset> dataset_;
 };
 
-SamplerSpec Spec(const std::string& kind, int64_t seq_len, int64_t batch, int64_t dp,
+SamplerSpec Spec(SamplerKind kind, int64_t seq_len, int64_t batch, int64_t dp,
                  uint64_t seed = 0) {
   SamplerSpec spec;
   spec.kind = kind;
@@ -80,14 +80,14 @@ TEST(WindowSamplerTest, NumWindows) {
   for (const auto& [n, l, windows] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
            {101, 10, 10}, {100, 10, 9}, {11, 10, 1}, {2, 1, 1}, {7, 2, 3}}) {
     CountingBin bin(n);
-    EXPECT_EQ(MustCreate(bin.dataset(), Spec("sequential", l, 1, 1)).num_windows(), windows)
+    EXPECT_EQ(MustCreate(bin.dataset(), Spec(SamplerKind::kSequential, l, 1, 1)).num_windows(), windows)
         << "N " << n << " L " << l;
   }
 }
 
 TEST(WindowSamplerTest, TooFewTokens) {
   CountingBin bin(10);
-  auto s = WindowSampler::Create(bin.dataset(), Spec("sequential", 10, 1, 1));
+  auto s = WindowSampler::Create(bin.dataset(), Spec(SamplerKind::kSequential, 10, 1, 1));
   ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   const std::string message(s.status().message());
   EXPECT_NE(message.find("10 tokens"), std::string::npos) << message;
@@ -97,25 +97,24 @@ TEST(WindowSamplerTest, TooFewTokens) {
 TEST(WindowSamplerTest, InvalidSpec) {
   CountingBin bin(100);
   const std::vector<std::pair<SamplerSpec, std::string>> cases = {
-      {Spec("sequential", 0, 1, 1), "seq_len"},
-      {Spec("sequential", 4, 0, 1), "local_batch_size"},
-      {Spec("random", 4, -2, 1), "local_batch_size"},
-      {Spec("sequential", 4, 1, 0), "dp_degree"},
-      {Spec("shuffle", 4, 1, 1), "shuffle"},
+      {Spec(SamplerKind::kSequential, 0, 1, 1), "seq_len"},
+      {Spec(SamplerKind::kSequential, 4, 0, 1), "local_batch_size"},
+      {Spec(SamplerKind::kRandom, 4, -2, 1), "local_batch_size"},
+      {Spec(SamplerKind::kSequential, 4, 1, 0), "dp_degree"},
   };
   for (const auto& [spec, key] : cases) {
     auto s = WindowSampler::Create(bin.dataset(), spec);
     ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << key;
     EXPECT_NE(std::string(s.status().message()).find(key), std::string::npos) << s.status();
   }
-  EXPECT_EQ(WindowSampler::Create(nullptr, Spec("sequential", 4, 1, 1)).status().code(),
+  EXPECT_EQ(WindowSampler::Create(nullptr, Spec(SamplerKind::kSequential, 4, 1, 1)).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST(WindowSamplerTest, SequentialRanksTakeConsecutiveSlicesAndWrap) {
   CountingBin bin(101);  // L = 10: windows 0 … 9
   // dp = 2, B = 3, G = 6.
-  const WindowSampler s = MustCreate(bin.dataset(), Spec("sequential", 10, 3, 2));
+  const WindowSampler s = MustCreate(bin.dataset(), Spec(SamplerKind::kSequential, 10, 3, 2));
   EXPECT_EQ(s.global_batch(), 6);
   EXPECT_EQ(s.WindowsForStep(0, 0), (std::vector<int64_t>{0, 1, 2}));
   EXPECT_EQ(s.WindowsForStep(0, 1), (std::vector<int64_t>{3, 4, 5}));
@@ -128,7 +127,7 @@ TEST(WindowSamplerTest, SequentialRanksTakeConsecutiveSlicesAndWrap) {
 
 TEST(WindowSamplerTest, BatchHoldsWindowTokensAndShiftedLabels) {
   CountingBin bin(101);
-  const WindowSampler s = MustCreate(bin.dataset(), Spec("sequential", 10, 3, 2));
+  const WindowSampler s = MustCreate(bin.dataset(), Spec(SamplerKind::kSequential, 10, 3, 2));
   const TokenBatch batch = s.BatchForStep(1, 1);  // windows 9, 0, 1
   ASSERT_EQ(batch.batch, 3);
   ASSERT_EQ(batch.seq_len, 10);
@@ -149,9 +148,9 @@ TEST(WindowSamplerTest, BatchHoldsWindowTokensAndShiftedLabels) {
 
 TEST(WindowSamplerTest, RandomIsAReproduciblePermutationPerEpoch) {
   CountingBin bin(501);  // L = 10: 50 windows
-  const WindowSampler a = MustCreate(bin.dataset(), Spec("random", 10, 4, 1, /*seed=*/5));
-  const WindowSampler b = MustCreate(bin.dataset(), Spec("random", 10, 4, 1, /*seed=*/5));
-  const WindowSampler c = MustCreate(bin.dataset(), Spec("random", 10, 4, 1, /*seed=*/6));
+  const WindowSampler a = MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 4, 1, /*seed=*/5));
+  const WindowSampler b = MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 4, 1, /*seed=*/5));
+  const WindowSampler c = MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 4, 1, /*seed=*/6));
   const int64_t n = a.num_windows();
   ASSERT_EQ(n, 50);
   const auto epoch = [n](const WindowSampler& s, int64_t e) {
@@ -181,7 +180,7 @@ TEST(WindowSamplerTest, RandomIsAReproduciblePermutationPerEpoch) {
 TEST(WindowSamplerTest, RandomOrderIsPinned) {
   // Portable generator and shuffle: the same order on every platform (see dataset_test's pins).
   CountingBin bin(101);
-  const WindowSampler s = MustCreate(bin.dataset(), Spec("random", 10, 1, 1, /*seed=*/5));
+  const WindowSampler s = MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 1, 1, /*seed=*/5));
   std::vector<int64_t> order;
   for (int64_t g = 0; g < 20; ++g) order.push_back(s.WindowOfSample(g));
   EXPECT_EQ(order, (std::vector<int64_t>{2, 3, 6, 0, 9, 8, 4, 5, 1, 7,  // epoch 0
@@ -190,7 +189,7 @@ TEST(WindowSamplerTest, RandomOrderIsPinned) {
 
 TEST(WindowSamplerTest, RandomFirstPositionIsRoughlyUniform) {
   CountingBin bin(101);  // 10 windows
-  const WindowSampler s = MustCreate(bin.dataset(), Spec("random", 10, 1, 1, /*seed=*/9));
+  const WindowSampler s = MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 1, 1, /*seed=*/9));
   constexpr int64_t kEpochs = 4000;
   std::vector<int64_t> count(10, 0);
   for (int64_t e = 0; e < kEpochs; ++e) ++count[s.WindowOfSample(e * 10)];
@@ -202,7 +201,7 @@ TEST(WindowSamplerTest, MeshIndependence) {
   // The dp ranks' windows at a step, in rank order, are the dp = 1 windows of the same step with
   // the same global batch, for both kinds, across epoch boundaries (38 windows, G = 12).
   CountingBin bin(38 * 8 + 1);
-  for (const char* kind : {"sequential", "random"}) {
+  for (const SamplerKind kind : {SamplerKind::kSequential, SamplerKind::kRandom}) {
     const WindowSampler one = MustCreate(bin.dataset(), Spec(kind, 8, 12, 1, /*seed=*/3));
     ASSERT_EQ(one.num_windows(), 38);
     for (int64_t dp : {2, 3, 4, 6}) {
@@ -214,7 +213,7 @@ TEST(WindowSamplerTest, MeshIndependence) {
           const std::vector<int64_t> w = many.WindowsForStep(step, r);
           joined.insert(joined.end(), w.begin(), w.end());
         }
-        EXPECT_EQ(joined, one.WindowsForStep(step, 0)) << kind << " dp " << dp << " step " << step;
+        EXPECT_EQ(joined, one.WindowsForStep(step, 0)) << ChoiceName(kind) << " dp " << dp << " step " << step;
       }
     }
   }

@@ -7,25 +7,11 @@
 #include <cmath>
 #include <numeric>
 
+#include "tests/unit/reference_attention.h"
+#include "worker/engine/model/attention_kernel.h"
+
 namespace ringtrain {
 namespace {
-
-// Plain attention: expand K/V over the query heads (repeat_interleave, torchtitan's repeat_kv order),
-// mask hidden keys, softmax, weight V.
-torch::Tensor ReferenceAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                 const torch::Tensor& v, const std::vector<int64_t>& q_pos,
-                                 const std::vector<int64_t>& k_pos, bool causal, double scale) {
-  const int64_t group = q.size(1) / k.size(1);
-  const auto ke = k.repeat_interleave(group, 1);
-  const auto ve = v.repeat_interleave(group, 1);
-  auto scores = torch::matmul(q, ke.transpose(-1, -2)) * scale;
-  if (causal) {
-    const auto qp = torch::tensor(q_pos).view({-1, 1});
-    const auto kp = torch::tensor(k_pos).view({1, -1});
-    scores = scores.masked_fill(kp > qp, -std::numeric_limits<double>::infinity());
-  }
-  return torch::matmul(torch::softmax(scores, -1), ve);
-}
 
 std::vector<int64_t> Iota(int64_t n, int64_t start = 0) {
   std::vector<int64_t> v(n);

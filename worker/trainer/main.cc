@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/config/device.h"
 #include "common/config/job_config.h"
 #include "common/log.h"
 #include "worker/trainer/trainer.h"
@@ -112,7 +113,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   rank.master_port = static_cast<int>(port);
-  if (!rendezvous_flags["device"].empty()) rank.device = rendezvous_flags["device"];
+  if (!rendezvous_flags["device"].empty()) {
+    const auto device = ringtrain::ParseDevice(rendezvous_flags["device"]);
+    if (!device.ok()) {
+      std::fprintf(stderr, "ringtrain-trainer: %s\n", std::string(device.status().message()).c_str());
+      return 2;
+    }
+    rank.device = *device;
+  }
   if (!rendezvous_flags["master-addr"].empty()) {
     rank.master_addr = rendezvous_flags["master-addr"];
   } else if (const char* addr = std::getenv("MASTER_ADDR")) {

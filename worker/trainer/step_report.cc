@@ -120,4 +120,30 @@ int64_t PeakMemoryBytes() {
   return int64_t(usage.ru_maxrss) * 1024;  // ru_maxrss is in KiB on Linux
 }
 
+std::vector<double> RankFigures::ToDoubles() const {
+  return {attention_seconds, attention_cpu_seconds, comm_wait_seconds, double(bytes_sent),
+          double(peak_memory_bytes), ring_wait_seconds};
+}
+
+RankFigures RankFigures::FromDoubles(const std::vector<double>& v) {
+  return {v.at(0), v.at(1), v.at(2), int64_t(v.at(3)), int64_t(v.at(4)), v.at(5)};
+}
+
+std::string RankFiguresJson(const std::vector<RankFigures>& ranks) {
+  std::vector<std::string> records;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankFigures& f = ranks[r];
+    records.push_back(JsonRecord()
+                          .Add("rank", int64_t(r))
+                          .Add("attention_seconds", f.attention_seconds)
+                          .Add("attention_cpu_seconds", f.attention_cpu_seconds)
+                          .Add("comm_wait_seconds", f.comm_wait_seconds)
+                          .Add("bytes_sent", f.bytes_sent)
+                          .Add("peak_memory_bytes", f.peak_memory_bytes)
+                          .Add("ring_wait_seconds", f.ring_wait_seconds)
+                          .str());
+  }
+  return absl::StrCat("[", absl::StrJoin(records, ", "), "]");
+}
+
 }  // namespace ringtrain

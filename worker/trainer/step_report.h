@@ -27,6 +27,24 @@ struct StepReport {
   double elapsed_seconds = 0;
 };
 
+// One rank's figures of the last step; every rank's are gathered to every rank after the step and
+// written as the record's "ranks" array (what the agent exports per rank).
+struct RankFigures {
+  double attention_seconds = 0;      // wall time in attention block compute
+  double attention_cpu_seconds = 0;  // this thread's CPU time in the same
+  double comm_wait_seconds = 0;      // blocked on transfers/collectives
+  int64_t bytes_sent = 0;
+  int64_t peak_memory_bytes = 0;
+  double ring_wait_seconds = 0;      // the part of ring transfers compute did not hide
+
+  // As doubles in the order above, for an all-gather of equal-length vectors, and back.
+  std::vector<double> ToDoubles() const;
+  static RankFigures FromDoubles(const std::vector<double>& values);  // values.size() == 6
+};
+
+// `[{"rank": 0, "attention_seconds": …, …}, …]`, one object per rank in rank order.
+std::string RankFiguresJson(const std::vector<RankFigures>& ranks);
+
 // Builds one JSON object with exactly-round-tripping floats.
 class JsonRecord {
  public:

@@ -3,52 +3,48 @@
 #include <torch/torch.h>
 
 #include <chrono>
-#include <cmath>
+#include <cstdlib>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "worker/engine/checkpoint/checkpoint.h"
-#include "worker/engine/data/dataset.h"
-#include "worker/engine/data/sampler.h"
-#include "worker/engine/model/llama.h"
-#include "worker/engine/optim/adamw.h"
-#include "worker/engine/optim/clip.h"
-#include "worker/engine/optim/lr_schedule.h"
-#include "worker/engine/parallel/comm.h"
-#include "worker/engine/parallel/cp_shard.h"
-#include "worker/engine/parallel/grad_sync.h"
-#include "worker/engine/parallel/mesh.h"
 #include "worker/engine/parallel/ring_attention.h"
-#include "worker/trainer/step_report.h"
+#include "worker/trainer/trainer_state.h"
 
 namespace ringtrain {
+namespace trainer_internal {
 
-using Clock = std::chrono::steady_clock;
+absl::Status Guarded(Trainer::State& s, const std::string& what,
+                     const std::function<absl::Status()>& f) {
+  const std::string where = s.comm ? absl::StrCat(" on ", s.mesh.Describe()) : "";
+  std::string comm_error;
+  try {
+    return f();
+  } catch (const CommError& e) {
+    comm_error = e.what();
+  } catch (const c10::DistError& e) {
+    comm_error = e.what_without_backtrace();
+  } catch (const c10::OutOfMemoryError& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, " failed", where, ": out of memory: ", e.what_without_backtrace()));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(what, " failed", where, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, " failed", where, ": ", e.what()));
+  }
+  // A failed collective: add which rank was lost, so the message names the peer, not a socket.
+  std::string diagnosis;
+  if (s.comm) diagnosis = absl::StrCat("; ", s.comm->DiagnoseFailure());
+  return absl::UnavailableError(absl::StrCat(what, " failed", where, ": ", comm_error, diagnosis));
+}
 
-struct Trainer::State {
-  JobConfig config;
-  RankInfo rank;
-  Mesh mesh;
-  c10::Device device = c10::Device(c10::kCPU);  // the one place the device is chosen
-  std::unique_ptr<Communicator> comm;  // null when world = 1
-  std::shared_ptr<AttentionKernel> attention;
-  std::unique_ptr<TokenDataset> dataset;
-  std::optional<WindowSampler> sampler;
-  Transformer model{nullptr};
-  std::vector<at::Tensor> params;
-  std::unique_ptr<AdamW> optimizer;
-  std::optional<LrSchedule> schedule;
-  std::optional<CheckpointFolder> checkpoints;
-  JsonlWriter jsonl;
-  bool every_rank_writes_jsonl = false;
-  TrainState train_state;
-};
+}  // namespace trainer_internal
 
 namespace {
+
+using trainer_internal::Guarded;
 
 DatasetSpec TrainingDataSpec(const JobConfig& c, int64_t dp) {
   DatasetSpec spec;
@@ -63,88 +59,12 @@ DatasetSpec TrainingDataSpec(const JobConfig& c, int64_t dp) {
 
 DatasetSpec ValidationDataSpec(const JobConfig& c, int64_t dp) {
   DatasetSpec spec = TrainingDataSpec(c, dp);
-  if (!c.validation.dataset.empty()) spec.kind = c.validation.dataset;
+  if (c.validation.dataset.has_value()) spec.kind = *c.validation.dataset;
   if (!c.validation.dataset_path.empty()) spec.path = c.validation.dataset_path;
   // Synthetic validation data: held-out walks on the training source.
   spec.sample_stream = 1;
   spec.min_tokens = c.validation.steps * dp * c.validation.local_batch_size * c.training.seq_len + 1;
   return spec;
-}
-
-at::Tensor ToTensor(const std::vector<int64_t>& values, int64_t batch, int64_t length) {
-  return torch::tensor(values, torch::kInt64).view({batch, length});
-}
-
-// Sum of token cross-entropies: logits (B, L, V), labels (B, L).
-at::Tensor LossSum(const at::Tensor& logits, const at::Tensor& labels) {
-  return torch::nn::functional::cross_entropy(
-      logits.flatten(0, 1), labels.flatten(),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-}
-
-// Catches LibTorch's and c10d's exceptions at the step boundary and turns them into a Status. A
-// failure with peers adds which rank was lost, so the message names the peer, not just a socket.
-template <typename F>
-absl::Status Guarded(Trainer::State& s, const std::string& what, F&& f) {
-  std::string error;
-  try {
-    return f();
-  } catch (const c10::Error& e) {
-    error = e.what_without_backtrace();
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (s.comm) {
-    return absl::UnavailableError(absl::StrCat(what, " failed on ", s.mesh.Describe(), ": ",
-                                               error, "; ", s.comm->DiagnoseFailure()));
-  }
-  return absl::InternalError(absl::StrCat(what, " failed: ", error));
-}
-
-// cp_shard, the one place a batch is split: inputs, labels and positions together.
-ShardedBatch ShardBatch(const Trainer::State& s, const TokenBatch& batch) {
-  const at::Tensor inputs = ToTensor(batch.inputs, batch.batch, batch.seq_len);
-  const at::Tensor labels = ToTensor(batch.labels, batch.batch, batch.seq_len);
-  ShardedBatch shard = CpShard(inputs, labels, s.mesh.cp, s.mesh.cp_rank(),
-                               s.config.parallelism.context_parallel_load_balancer);
-  shard.inputs = shard.inputs.to(s.device);
-  shard.labels = shard.labels.to(s.device);
-  return shard;
-}
-
-// Per-rank figures of the last step, gathered to every rank (one row per rank), in the order of
-// kRankFigureNames.
-constexpr const char* kRankFigureNames[] = {
-    "attention_seconds", "attention_cpu_seconds", "comm_wait_seconds", "bytes_sent",
-    "peak_memory_bytes", "ring_wait_seconds"};
-
-std::vector<std::vector<double>> GatherRankFigures(Trainer::State& s) {
-  const AttentionStats& a = s.attention->stats();
-  const CommStats c = s.comm ? s.comm->stats() : CommStats{};
-  const std::vector<double> mine = {
-      a.compute_seconds,   a.compute_cpu_seconds,     c.wait_seconds,
-      double(c.bytes_sent), double(PeakMemoryBytes()), c.ring_wait_seconds};
-  if (!s.comm) return {mine};
-  return s.comm->AllGatherDoubles(mine);
-}
-
-std::string RankFiguresJson(const std::vector<std::vector<double>>& ranks) {
-  std::vector<std::string> records;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    JsonRecord record;
-    record.Add("rank", int64_t(r));
-    for (size_t f = 0; f < ranks[r].size(); ++f) {
-      const std::string name = kRankFigureNames[f];
-      const bool integral = name == "bytes_sent" || name == "peak_memory_bytes";
-      if (integral) {
-        record.Add(name, int64_t(ranks[r][f]));
-      } else {
-        record.Add(name, ranks[r][f]);
-      }
-    }
-    records.push_back(record.str());
-  }
-  return absl::StrCat("[", absl::StrJoin(records, ", "), "]");
 }
 
 }  // namespace
@@ -156,15 +76,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   auto s = std::make_unique<State>();
   s->config = config;
   s->rank = rank;
-  const bool eval = config.job.mode == "eval";
+  const bool eval = config.job.mode == JobMode::kEval;
   const int64_t dp = DataParallelDegree(config, rank.world_size);
   s->mesh = Mesh{rank.rank, rank.world_size, dp, config.parallelism.context_parallel_degree};
-  try {
-    s->device = c10::Device(rank.device);
-  } catch (const c10::Error&) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device '", rank.device, "' is not a device (valid: cpu, cuda:N)"));
-  }
+  s->device = c10::Device(rank.device.type == DeviceType::kCuda ? c10::kCUDA : c10::kCPU,
+                          static_cast<c10::DeviceIndex>(rank.device.index));
   RT_RETURN_IF_ERROR(Communicator::CheckDeviceSupported(s->device));
   if (rank.world_size > 1) {
     RendezvousOptions rendezvous{
@@ -183,7 +99,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
         s->dataset->entropy_rate_nats());
   }
   SamplerSpec sampler_spec;
-  sampler_spec.kind = eval ? "sequential" : config.training.sampler;
+  sampler_spec.kind = eval ? SamplerKind::kSequential : config.training.sampler;
   sampler_spec.seq_len = config.training.seq_len;
   sampler_spec.local_batch_size =
       eval ? config.validation.local_batch_size : config.training.local_batch_size;
@@ -264,107 +180,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
 }
 
 absl::Status Trainer::Run() {
-  return state_->config.job.mode == "eval" ? Evaluate() : Train();
-}
-
-absl::Status Trainer::Train() {
-  State& s = *state_;
-  const JobConfig& c = s.config;
-  const int64_t global_tokens = s.sampler->global_batch() * c.training.seq_len;
-  const auto run_start = Clock::now();
-  if (s.train_state.step >= c.training.steps) {
-    RT_LOG(Info) << "nothing to do: the checkpoint is at step " << s.train_state.step << " of "
-                 << c.training.steps;
-    return absl::OkStatus();
-  }
-  for (int64_t step = s.train_state.step + 1; step <= c.training.steps; ++step) {
-    const auto step_start = Clock::now();
-    StepReport report;
-    report.step = step;
-    report.total_steps = c.training.steps;
-    report.lr = s.schedule->LrAt(step);
-    report.tokens = global_tokens;
-    s.attention->stats().Reset();
-    if (s.comm) s.comm->stats().Reset();
-    RT_RETURN_IF_ERROR(Guarded(s, absl::StrCat("step ", step), [&]() -> absl::Status {
-      const TokenBatch batch = s.sampler->BatchForStep(step - 1, s.mesh.dp_rank());
-      const ShardedBatch shard = ShardBatch(s, batch);
-      const at::Tensor logits = s.model->forward(shard.inputs, shard.positions);
-      // Divided by the GLOBAL token count: summing over ranks gives the global token-mean.
-      const at::Tensor loss = LossSum(logits, shard.labels) / double(global_tokens);
-      s.model->zero_grad();
-      loss.backward();
-      report.loss = loss.item<double>();
-      if (s.comm) {
-        report.loss = AllReduceSum(*s.comm, report.loss);
-        AllReduceGradients(*s.comm, s.params);
-      }
-      report.grad_norm = ClipGradNorm(s.params, c.training.max_norm);
-      // Every rank holds the same global loss and norm, so all stop together.
-      if (!std::isfinite(report.loss) || !std::isfinite(report.grad_norm)) {
-        return absl::AbortedError(absl::StrFormat(
-            "step %d: loss is %f and gradient norm %f; stopping before the optimizer step (the "
-            "weights are those after step %d). HINT: lower optimizer.lr or training.max_norm",
-            step, report.loss, report.grad_norm, step - 1));
-      }
-      s.optimizer->Step(report.lr);
-      return absl::OkStatus();
-    }));
-    s.train_state.step = step;
-    s.train_state.global_sample = step * s.sampler->global_batch();
-
-    report.step_seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
-    report.elapsed_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
-    report.tokens_per_second = double(global_tokens) / report.step_seconds;
-    report.peak_memory_bytes = PeakMemoryBytes();
-    std::vector<std::vector<double>> ranks;
-    RT_RETURN_IF_ERROR(Guarded(s, "gathering per-rank figures", [&]() -> absl::Status {
-      ranks = GatherRankFigures(s);
-      return absl::OkStatus();
-    }));
-    if (s.rank.rank == 0 || s.every_rank_writes_jsonl) {
-      RT_RETURN_IF_ERROR(s.jsonl.Write(StepReportJson(report, RankFiguresJson(ranks))));
-    }
-    if (s.rank.rank == 0 &&
-        (step % c.metrics.log_freq == 0 || step == c.training.steps || step == 1)) {
-      RT_LOG(Info) << StepReportLine(report);
-    }
-    const bool save = s.checkpoints &&
-                      (step % c.checkpoint.interval == 0 || step == c.training.steps);
-    if (save && s.rank.rank == 0) {
-      // Parameters and optimizer state are replicated: rank 0 writes the one copy.
-      Checkpoint ckpt{ModelStateDict(*s.model), s.optimizer->StateDict(), s.train_state};
-      ckpt.train_state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
-      RT_RETURN_IF_ERROR(s.checkpoints->Save(ckpt, JobConfigToToml(c)));
-      RT_LOG(Info) << "saved checkpoint " << s.checkpoints->StepPath(step);
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::Evaluate() {
-  State& s = *state_;
-  const JobConfig& c = s.config;
-  double loss_sum = 0;
-  int64_t tokens = 0;
-  RT_RETURN_IF_ERROR(Guarded(s, "evaluation", [&]() -> absl::Status {
-    torch::NoGradGuard no_grad;
-    for (int64_t step = 0; step < c.validation.steps; ++step) {
-      const TokenBatch batch = s.sampler->BatchForStep(step, s.mesh.dp_rank());
-      const ShardedBatch shard = ShardBatch(s, batch);
-      loss_sum += LossSum(s.model->forward(shard.inputs, shard.positions), shard.labels)
-                      .item<double>();
-      tokens += s.sampler->global_batch() * c.training.seq_len;
-    }
-    if (s.comm) loss_sum = AllReduceSum(*s.comm, loss_sum);
-    return absl::OkStatus();
-  }));
-  const double mean = loss_sum / double(tokens);
-  if (s.rank.rank == 0) {
-    RT_LOG(Info) << absl::StrFormat("validation loss %.6f over %d tokens (%d batches)", mean,
-                                    tokens, c.validation.steps);
-  }
-  return s.jsonl.Write(JsonRecord().Add("validation_loss", mean).Add("tokens", tokens).str());
+  return state_->config.job.mode == JobMode::kEval ? Evaluate() : Train();
 }
 
 }  // namespace ringtrain

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/config/device.h"
 #include "common/config/job_config.h"
 
 namespace ringtrain {
@@ -18,7 +19,7 @@ struct RankInfo {
   int64_t world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
-  std::string device = "cpu";  // "cpu" or "cuda:N" (CUDA builds only)
+  DeviceSpec device;  // the CPU, or cuda:N (CUDA builds only)
 };
 
 class Trainer {
@@ -29,11 +30,15 @@ class Trainer {
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config, RankInfo rank);
   ~Trainer();
 
-  // Runs job.mode: the training loop to training.steps, or the evaluation.
+  // Runs job.mode: the training loop to training.steps, or the evaluation. Errors: UNAVAILABLE
+  // when a collective or transfer failed (naming the lost peer when there is one), INVALID_ARGUMENT
+  // when the config diverges (non-finite loss or gradient norm), RESOURCE_EXHAUSTED when LibTorch
+  // runs out of memory, INTERNAL for anything else (a bug), and the file's error when a checkpoint
+  // or the JSONL report cannot be written.
   absl::Status Run();
 
  public:
-  struct State;  // defined in trainer.cc
+  struct State;  // defined in trainer_state.h
 
  private:
   explicit Trainer(std::unique_ptr<State> state);

@@ -196,16 +196,7 @@ class BinDataset : public TokenDataset {
 };
 
 absl::StatusOr<std::unique_ptr<TokenDataset>> OpenBinDataset(const DatasetSpec& spec) {
-  int token_bytes = 0;
-  if (spec.token_dtype == "uint16") {
-    token_bytes = 2;
-  } else if (spec.token_dtype == "uint32") {
-    token_bytes = 4;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bin ", spec.path, ": token_dtype = \"", spec.token_dtype,
-                     "\" is not supported; use \"uint16\" or \"uint32\""));
-  }
+  const int token_bytes = spec.token_dtype == TokenDtype::kUint16 ? 2 : 4;
   std::unique_ptr<ScopedFd> fd;
   int64_t size = 0;
   RT_RETURN_IF_ERROR(OpenRegularFile("bin", spec.path, &fd, &size));
@@ -215,7 +206,7 @@ absl::StatusOr<std::unique_ptr<TokenDataset>> OpenBinDataset(const DatasetSpec& 
   if (size % token_bytes != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "bin ", spec.path, ": size ", size, " bytes is not a multiple of ", token_bytes,
-        " (token_dtype ", spec.token_dtype,
+        " (token_dtype ", ChoiceName(spec.token_dtype),
         ")\nHINT: the file may be truncated, or token_dtype may be wrong"));
   }
   void* map = mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd->get(), 0);
@@ -223,7 +214,7 @@ absl::StatusOr<std::unique_ptr<TokenDataset>> OpenBinDataset(const DatasetSpec& 
     return absl::ErrnoToStatus(errno, absl::StrCat("bin ", spec.path, ": mmap"));
   }
   // The mapping keeps the file alive; the descriptor closes when `fd` goes out of scope.
-  auto dataset = std::make_unique<BinDataset>(spec.path, spec.token_dtype,
+  auto dataset = std::make_unique<BinDataset>(spec.path, ChoiceName(spec.token_dtype),
                                               static_cast<const unsigned char*>(map), size,
                                               token_bytes);
 
@@ -236,7 +227,7 @@ absl::StatusOr<std::unique_ptr<TokenDataset>> OpenBinDataset(const DatasetSpec& 
       return absl::InvalidArgumentError(absl::StrCat(
           "bin ", spec.path, ": token ", token, " at token offset ", i, " (byte offset ",
           i * token_bytes, ") is >= vocab_size ", spec.vocab_size,
-          "\nHINT: maybe token_dtype is wrong (it is \"", spec.token_dtype,
+          "\nHINT: maybe token_dtype is wrong (it is \"", ChoiceName(spec.token_dtype),
           "\"), or the file was tokenised for a different vocabulary"));
     }
   }
@@ -250,15 +241,12 @@ absl::StatusOr<std::unique_ptr<TokenDataset>> OpenDataset(const DatasetSpec& spe
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset: vocab_size = ", spec.vocab_size, " must be positive (the model's vocab_size)"));
   }
-  if (spec.kind == "synthetic") return data_internal::OpenSyntheticDataset(spec);
-  if ((spec.kind == "text" || spec.kind == "bin") && spec.path.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dataset: kind \"", spec.kind, "\" needs a path, and path is empty"));
+  if (spec.kind == DatasetKind::kSynthetic) return data_internal::OpenSyntheticDataset(spec);
+  if (spec.path.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset: kind \"", ChoiceName(spec.kind), "\" needs a path, and path is empty"));
   }
-  if (spec.kind == "text") return OpenTextDataset(spec);
-  if (spec.kind == "bin") return OpenBinDataset(spec);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "dataset: kind = \"", spec.kind, "\" is unknown; use \"synthetic\", \"text\" or \"bin\""));
+  return spec.kind == DatasetKind::kText ? OpenTextDataset(spec) : OpenBinDataset(spec);
 }
 
 }  // namespace ringtrain

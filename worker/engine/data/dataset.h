@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/config/choices.h"
 
 namespace ringtrain {
 
 struct DatasetSpec {
-  std::string kind;                    // "synthetic" | "text" | "bin"
+  DatasetKind kind = DatasetKind::kSynthetic;
   std::string path;                    // file or folder (text), file (bin); unused for synthetic
-  std::string token_dtype = "uint16";  // bin only: "uint16" | "uint32"
+  TokenDtype token_dtype = TokenDtype::kUint16;  // bin only
   int64_t vocab_size = 0;              // every token must be < vocab_size
   uint64_t seed = 0;                   // synthetic only: the source (transitions and samples)
   uint64_t sample_stream = 0;          // synthetic only: 0 = training walk, others = held-out walks
@@ -39,7 +40,7 @@ class TokenDataset {
 
 // Opens or generates the dataset. Errors name the path and what was wrong: NOT_FOUND for a missing
 // file, INVALID_ARGUMENT for a file whose size is not a multiple of the token size, a token id
-// >= vocab_size (with its offset), an empty dataset, or an unknown kind/dtype.
+// >= vocab_size (with its offset), an empty dataset, or a text/bin kind without a path.
 absl::StatusOr<std::unique_ptr<TokenDataset>> OpenDataset(const DatasetSpec& spec);
 
 }  // namespace ringtrain

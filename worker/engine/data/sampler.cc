@@ -38,10 +38,6 @@ std::vector<int64_t> EpochPermutation(uint64_t seed, int64_t epoch, int64_t n) {
 absl::StatusOr<WindowSampler> WindowSampler::Create(const TokenDataset* dataset,
                                                     const SamplerSpec& spec) {
   if (dataset == nullptr) return absl::InvalidArgumentError("sampler: dataset is null");
-  if (spec.kind != "sequential" && spec.kind != "random") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sampler: kind = \"", spec.kind, "\" is unknown; use \"sequential\" or \"random\""));
-  }
   RT_RETURN_IF_ERROR(CheckPositive("seq_len", spec.seq_len));
   RT_RETURN_IF_ERROR(CheckPositive("local_batch_size", spec.local_batch_size));
   RT_RETURN_IF_ERROR(CheckPositive("dp_degree", spec.dp_degree));
@@ -60,7 +56,7 @@ WindowSampler::WindowSampler(const TokenDataset* dataset, const SamplerSpec& spe
 
 int64_t WindowSampler::WindowOfSample(int64_t global_sample) const {
   const int64_t index = global_sample % num_windows_;
-  if (spec_.kind == "sequential") return index;
+  if (spec_.kind == SamplerKind::kSequential) return index;
   const int64_t epoch = global_sample / num_windows_;
   if (epoch != cached_epoch_) {
     cached_perm_ = EpochPermutation(spec_.seed, epoch, num_windows_);

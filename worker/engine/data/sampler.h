@@ -20,7 +20,7 @@
 namespace ringtrain {
 
 struct SamplerSpec {
-  std::string kind = "sequential";  // "sequential" | "random"
+  SamplerKind kind = SamplerKind::kSequential;
   int64_t seq_len = 0;              // L
   int64_t local_batch_size = 0;     // B
   int64_t dp_degree = 1;

@@ -232,49 +232,4 @@ at::Tensor AttentionDelta(const at::Tensor& dout, const at::Tensor& out) {
   return (dout * out).sum(-1);
 }
 
-namespace {
-
-class LocalCausalAttentionFunction
-    : public torch::autograd::Function<LocalCausalAttentionFunction> {
- public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
-                            const at::Tensor& k, const at::Tensor& v, const BlockPositions* positions,
-                            double scale, AttentionTiling tiling, AttentionStats* stats) {
-    const at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
-    AttentionComputeTimer timer(stats);
-    BlockOutput result =
-        AttentionBlockForward(qc, kc, vc, *positions, *positions, MaskKind::kCausal, scale, tiling);
-    if (stats != nullptr) stats->scores_computed += result.scores_computed;
-    ctx->saved_data["stats"] = reinterpret_cast<int64_t>(stats);
-    ctx->save_for_backward({qc, kc, vc, result.out, result.lse});
-    ctx->saved_data["positions"] = positions->positions;
-    ctx->saved_data["scale"] = scale;
-    ctx->saved_data["q_tile"] = tiling.q_tile;
-    ctx->saved_data["kv_tile"] = tiling.kv_tile;
-    return result.out;
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grad_outputs) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor& out = saved[3];
-    const at::Tensor dout = grad_outputs[0].contiguous();
-    BlockPositions positions{ctx->saved_data["positions"].toIntVector()};
-    AttentionTiling tiling{ctx->saved_data["q_tile"].toInt(), ctx->saved_data["kv_tile"].toInt()};
-    AttentionComputeTimer timer(reinterpret_cast<AttentionStats*>(ctx->saved_data["stats"].toInt()));
-    BlockGrads grads = AttentionBlockBackward(
-        saved[0], saved[1], saved[2], dout, AttentionDelta(dout, out), saved[4], positions,
-        positions, MaskKind::kCausal, ctx->saved_data["scale"].toDouble(), tiling);
-    return {grads.dq, grads.dk, grads.dv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
-  }
-};
-
-}  // namespace
-
-at::Tensor LocalCausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                const BlockPositions& positions, double scale,
-                                const AttentionTiling& tiling, AttentionStats* stats) {
-  return LocalCausalAttentionFunction::apply(q, k, v, &positions, scale, tiling, stats);
-}
-
 }  // namespace ringtrain

@@ -86,12 +86,6 @@ class AttentionComputeTimer {
   double cpu_start_;
 };
 
-// Local causal attention with autograd (cp = 1): q (B, H, L, D), k, v (B, Hk, L, D). `stats`
-// (optional) must outlive the backward pass.
-at::Tensor LocalCausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                const BlockPositions& positions, double scale,
-                                const AttentionTiling& tiling, AttentionStats* stats = nullptr);
-
 }  // namespace ringtrain
 
 #endif  // RINGTRAIN_WORKER_ENGINE_KERNELS_TILED_ATTENTION_H_

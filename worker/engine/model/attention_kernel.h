@@ -1,8 +1,17 @@
 // The attention plan's seam: the model calls one AttentionKernel chosen when the model is built —
 // local tiled attention for cp = 1, ring attention for cp > 1 (worker/engine/parallel/). The model
 // never includes parallel/; the plan is applied from outside with Transformer::SetAttentionKernel.
+//
+// Both kernels go through one autograd function (Attend): it stacks K and V into one block, calls
+// the kernel's Forward, saves what Backward needs — the kernel itself by shared_ptr, so a backward
+// pass can never outlive it — and on backward calls the kernel's Backward.
+//
+// Dimension letters as in kernels/tiled_attention.h; L is the local (this rank's) length.
 #ifndef RINGTRAIN_WORKER_ENGINE_MODEL_ATTENTION_KERNEL_H_
 #define RINGTRAIN_WORKER_ENGINE_MODEL_ATTENTION_KERNEL_H_
+
+#include <memory>
+#include <utility>
 
 #include <ATen/Tensor.h>
 
@@ -10,14 +19,28 @@
 
 namespace ringtrain {
 
-class AttentionKernel {
+// Kernels must be owned by a std::shared_ptr (std::make_shared): Attend's backward holds one.
+// Called from one thread at a time.
+class AttentionKernel : public std::enable_shared_from_this<AttentionKernel> {
  public:
   virtual ~AttentionKernel() = default;
-  // Causal attention of this rank's tokens. q (B, H, L, D), k and v (B, Hk, L, D) where L is the
-  // local length; `positions` (L,) are the tokens' global positions. Returns (B, H, L, D), with
-  // autograd. Called from one thread at a time.
-  virtual at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            const BlockPositions& positions, double scale) = 0;
+
+  // Causal attention of this rank's tokens, with autograd. q (B, H, L, D), k and v (B, Hk, L, D);
+  // `positions` (L,) are the tokens' global positions. Returns (B, H, L, D).
+  at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                    const BlockPositions& positions, double scale);
+
+  // The two halves of Attend, for its autograd function. q (B, H, L, D) and kv = stack(k, v)
+  // (2, B, Hk, L, D), both contiguous float32.
+  virtual BlockOutput Forward(const at::Tensor& q, const at::Tensor& kv,
+                              const BlockPositions& positions, double scale) = 0;
+  // Given Forward's out/lse and dout (B, H, L, D): (dq (B, H, L, D), dkv (2, B, Hk, L, D)).
+  virtual std::pair<at::Tensor, at::Tensor> Backward(const at::Tensor& q, const at::Tensor& kv,
+                                                     const at::Tensor& out, const at::Tensor& lse,
+                                                     const at::Tensor& dout,
+                                                     const BlockPositions& positions,
+                                                     double scale) = 0;
+
   AttentionStats& stats() { return stats_; }
 
  protected:
@@ -28,14 +51,24 @@ class AttentionKernel {
 class LocalAttentionKernel : public AttentionKernel {
  public:
   explicit LocalAttentionKernel(AttentionTiling tiling = {}) : tiling_(tiling) {}
-  at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                    const BlockPositions& positions, double scale) override {
-    return LocalCausalAttention(q, k, v, positions, scale, tiling_, &stats_);
-  }
+
+  BlockOutput Forward(const at::Tensor& q, const at::Tensor& kv, const BlockPositions& positions,
+                      double scale) override;
+  std::pair<at::Tensor, at::Tensor> Backward(const at::Tensor& q, const at::Tensor& kv,
+                                             const at::Tensor& out, const at::Tensor& lse,
+                                             const at::Tensor& dout,
+                                             const BlockPositions& positions,
+                                             double scale) override;
 
  private:
   AttentionTiling tiling_;
 };
+
+// Local causal attention with autograd on a fresh LocalAttentionKernel (tests and references):
+// q (B, H, L, D), k, v (B, Hk, L, D).
+at::Tensor LocalCausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const BlockPositions& positions, double scale,
+                                const AttentionTiling& tiling);
 
 }  // namespace ringtrain
 

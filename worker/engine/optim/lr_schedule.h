@@ -10,7 +10,8 @@
 #define RINGTRAIN_WORKER_ENGINE_OPTIM_LR_SCHEDULE_H_
 
 #include <cstdint>
-#include <string>
+
+#include "common/config/choices.h"
 
 namespace ringtrain {
 
@@ -19,7 +20,7 @@ struct LrScheduleOptions {
   int64_t total_steps = 1;
   int64_t warmup_steps = 0;
   double decay_ratio = 0.0;
-  std::string decay_type = "linear";  // "linear" | "cosine"
+  DecayType decay_type = DecayType::kLinear;
   double min_lr_factor = 0.0;
 };
 

@@ -159,9 +159,9 @@ void Communicator::Wait(const c10::intrusive_ptr<c10d::Work>& work) {
   const auto start = Clock::now();
   try {
     work->wait(timeout_);
-  } catch (...) {
+  } catch (const std::exception& e) {
     stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    throw;
+    throw CommError(e.what());
   }
   stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -197,7 +197,7 @@ std::vector<std::vector<double>> Communicator::AllGatherDoubles(const std::vecto
   std::vector<at::Tensor> inputs = {mine};
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int64_t r = 0; r < mesh_.world; ++r) outputs[0].push_back(torch::empty_like(mine));
-  Wait(world_->allgather(outputs, inputs));
+  Wait(CommCall("all-gather of per-rank figures", [&] { return world_->allgather(outputs, inputs); }));
   std::vector<std::vector<double>> result;
   for (const auto& gathered : outputs[0]) {
     const at::Tensor t = gathered.cpu();

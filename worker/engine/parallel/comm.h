@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -23,6 +24,27 @@
 #include "worker/engine/parallel/mesh.h"
 
 namespace ringtrain {
+
+// A collective or transfer that failed: a lost peer, a closed connection, a timeout. The trainer
+// reports these as UNAVAILABLE (the job may be retried elsewhere); any other exception out of the
+// engine is a bug (INTERNAL).
+class CommError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Runs `f` (issuing c10d work or waiting on it); whatever it throws becomes a CommError that starts
+// with `what` ("all-reduce of gradients failed: ...").
+template <typename F>
+auto CommCall(const std::string& what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommError(what + " failed: " + e.what());
+  }
+}
 
 struct RendezvousOptions {
   std::string master_addr = "127.0.0.1";
@@ -66,7 +88,7 @@ class Communicator {
   const c10::Device& device() const { return device_; }
   CommStats& stats() { return stats_; }
 
-  // Waits for `work`, counting the time as communication wait. Throws what the work threw.
+  // Waits for `work`, counting the time as communication wait. Throws CommError when it failed.
   void Wait(const c10::intrusive_ptr<c10d::Work>& work);
 
   // After a failed collective: which ranks stopped beating (checked over ~2.5 s), as a sentence
@@ -74,6 +96,7 @@ class Communicator {
   std::string DiagnoseFailure();
 
   // Gathers `values` (same length on every rank) from all ranks to every rank: (world, n) doubles.
+  // Throws CommError.
   std::vector<std::vector<double>> AllGatherDoubles(const std::vector<double>& values);
 
  private:

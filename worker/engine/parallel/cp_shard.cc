@@ -7,7 +7,7 @@
 namespace ringtrain {
 
 ShardedBatch CpShard(const at::Tensor& inputs, const at::Tensor& labels, int64_t cp,
-                     int64_t cp_rank, const std::string& load_balancer) {
+                     int64_t cp_rank, LoadBalancer load_balancer) {
   const int64_t seq_len = inputs.size(1);
   ShardedBatch shard;
   shard.positions.positions = ShardPositions(seq_len, cp, cp_rank, load_balancer);

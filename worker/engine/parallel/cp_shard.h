@@ -4,10 +4,9 @@
 #ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_CP_SHARD_H_
 #define RINGTRAIN_WORKER_ENGINE_PARALLEL_CP_SHARD_H_
 
-#include <string>
-
 #include <ATen/Tensor.h>
 
+#include "common/config/choices.h"
 #include "worker/engine/kernels/tiled_attention.h"
 
 namespace ringtrain {
@@ -20,7 +19,7 @@ struct ShardedBatch {
 
 // inputs, labels (B, L) → this CP rank's shard (ShardPositions order). cp = 1 is the identity.
 ShardedBatch CpShard(const at::Tensor& inputs, const at::Tensor& labels, int64_t cp,
-                     int64_t cp_rank, const std::string& load_balancer);
+                     int64_t cp_rank, LoadBalancer load_balancer);
 
 }  // namespace ringtrain
 

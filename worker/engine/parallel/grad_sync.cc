@@ -25,7 +25,8 @@ void AllReduceGradients(Communicator& comm, const std::vector<at::Tensor>& param
     for (const auto& g : bucket) views.push_back(g.reshape({-1}));
     flats.push_back({torch::cat(views)});
     comm.stats().bytes_sent += flats.back()[0].nbytes();
-    works.push_back(comm.world().allreduce(flats.back()));
+    works.push_back(
+        CommCall("all-reduce of gradients", [&] { return comm.world().allreduce(flats.back()); }));
   }
   for (size_t b = 0; b < buckets.size(); ++b) {
     comm.Wait(works[b]);
@@ -39,7 +40,7 @@ void AllReduceGradients(Communicator& comm, const std::vector<at::Tensor>& param
 
 double AllReduceSum(Communicator& comm, double value) {
   std::vector<at::Tensor> t = {torch::tensor({value}, torch::kFloat64).to(comm.device())};
-  comm.Wait(comm.world().allreduce(t));
+  comm.Wait(CommCall("all-reduce of the loss", [&] { return comm.world().allreduce(t); }));
   return t[0].item<double>();
 }
 

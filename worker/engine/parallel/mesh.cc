@@ -21,15 +21,15 @@ std::string Mesh::Describe() const {
                          cp_rank(), cp);
 }
 
-int64_t ShardChunkLength(int64_t seq_len, int64_t cp, const std::string& load_balancer) {
-  return load_balancer == "headtail" ? seq_len / (2 * cp) : seq_len / cp;
+int64_t ShardChunkLength(int64_t seq_len, int64_t cp, LoadBalancer load_balancer) {
+  return load_balancer == LoadBalancer::kHeadTail ? seq_len / (2 * cp) : seq_len / cp;
 }
 
 std::vector<int64_t> ShardPositions(int64_t seq_len, int64_t cp, int64_t cp_rank,
-                                    const std::string& load_balancer) {
+                                    LoadBalancer load_balancer) {
   const int64_t chunk = ShardChunkLength(seq_len, cp, load_balancer);
   std::vector<int64_t> chunks = {cp_rank};
-  if (load_balancer == "headtail") chunks.push_back(2 * cp - 1 - cp_rank);
+  if (load_balancer == LoadBalancer::kHeadTail) chunks.push_back(2 * cp - 1 - cp_rank);
   std::vector<int64_t> positions;
   for (int64_t c : chunks) {
     for (int64_t i = 0; i < chunk; ++i) positions.push_back(c * chunk + i);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common/config/choices.h"
+
 namespace ringtrain {
 
 struct Mesh {
@@ -30,10 +32,10 @@ struct Mesh {
 //   none:     cp chunks of L/cp; rank r holds chunk r
 // Requires L divisible by 2·cp (headtail) or cp (none) — the config validation checks it.
 std::vector<int64_t> ShardPositions(int64_t seq_len, int64_t cp, int64_t cp_rank,
-                                    const std::string& load_balancer);
+                                    LoadBalancer load_balancer);
 
 // Length of the contiguous position runs (chunks) a shard is made of.
-int64_t ShardChunkLength(int64_t seq_len, int64_t cp, const std::string& load_balancer);
+int64_t ShardChunkLength(int64_t seq_len, int64_t cp, LoadBalancer load_balancer);
 
 }  // namespace ringtrain
 

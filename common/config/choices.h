@@ -1,0 +1,86 @@
+// The config's closed choices as enums. job_config.cc parses each TOML spelling once; everything
+// downstream (the engine, the trainer, the coordinator) switches on the enum and never compares
+// strings. Torch-free and TOML-free, so the engine's libraries can include it.
+#ifndef RINGTRAIN_COMMON_CONFIG_CHOICES_H_
+#define RINGTRAIN_COMMON_CONFIG_CHOICES_H_
+
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace ringtrain {
+
+enum class JobMode { kTrain, kEval };                      // job.mode
+enum class DatasetKind { kSynthetic, kText, kBin };        // training.dataset, validation.dataset
+enum class TokenDtype { kUint16, kUint32 };                // training.token_dtype (bin only)
+enum class SamplerKind { kSequential, kRandom };           // training.sampler
+enum class OptimizerName { kAdamW };                       // optimizer.name
+enum class DecayType { kLinear, kCosine };                 // lr_scheduler.decay_type
+enum class LoadBalancer { kHeadTail, kNone };              // parallelism.context_parallel_load_balancer
+enum class RotateMethod { kAllToAll, kAllGather };         // parallelism.context_parallel_rotate_method
+
+// The config-file spellings of a choice, in enum order.
+template <class E>
+struct ChoiceSpelling;
+template <>
+struct ChoiceSpelling<JobMode> {
+  static constexpr std::array<const char*, 2> kNames = {"train", "eval"};
+};
+template <>
+struct ChoiceSpelling<DatasetKind> {
+  static constexpr std::array<const char*, 3> kNames = {"synthetic", "text", "bin"};
+};
+template <>
+struct ChoiceSpelling<TokenDtype> {
+  static constexpr std::array<const char*, 2> kNames = {"uint16", "uint32"};
+};
+template <>
+struct ChoiceSpelling<SamplerKind> {
+  static constexpr std::array<const char*, 2> kNames = {"sequential", "random"};
+};
+template <>
+struct ChoiceSpelling<OptimizerName> {
+  static constexpr std::array<const char*, 1> kNames = {"AdamW"};
+};
+template <>
+struct ChoiceSpelling<DecayType> {
+  static constexpr std::array<const char*, 2> kNames = {"linear", "cosine"};
+};
+template <>
+struct ChoiceSpelling<LoadBalancer> {
+  static constexpr std::array<const char*, 2> kNames = {"headtail", "none"};
+};
+template <>
+struct ChoiceSpelling<RotateMethod> {
+  static constexpr std::array<const char*, 2> kNames = {"alltoall", "allgather"};
+};
+
+// "headtail" for LoadBalancer::kHeadTail: the spelling a config file uses, for logs and messages.
+template <class E>
+const char* ChoiceName(E value) {
+  return ChoiceSpelling<E>::kNames[static_cast<size_t>(value)];
+}
+
+// Every spelling of E, in enum order (for "must be one of" messages).
+template <class E>
+std::vector<std::string> ChoiceNames() {
+  return {ChoiceSpelling<E>::kNames.begin(), ChoiceSpelling<E>::kNames.end()};
+}
+
+// The enum value spelled `text` exactly (case-sensitive, as TOML keys are), or nullopt.
+template <class E>
+std::optional<E> ParseChoice(absl::string_view text) {
+  const auto& names = ChoiceSpelling<E>::kNames;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (text == names[i]) return static_cast<E>(i);
+  }
+  return std::nullopt;
+}
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_COMMON_CONFIG_CHOICES_H_

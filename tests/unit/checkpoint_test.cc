@@ -1,0 +1,122 @@
+// Checkpoint folders: a saved step loads back bitwise (model, optimizer, train state, RNG state),
+// only complete step-N folders count, keep_latest_k prunes the oldest, and model weights load by
+// name with every mismatch listed and the model left unchanged.
+#include "worker/engine/checkpoint/checkpoint.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/integration/test_util.h"
+
+namespace ringtrain {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+Checkpoint MakeCheckpoint(int64_t step) {
+  torch::manual_seed(step);
+  Checkpoint c;
+  c.model = {{"tok_embeddings.weight", torch::randn({4, 3})}, {"norm.weight", torch::randn({3})}};
+  c.optimizer = {{"step", torch::tensor({step})},
+                 {"exp_avg.norm.weight", torch::randn({3})}};
+  c.train_state.step = step;
+  c.train_state.global_sample = step * 8;
+  c.train_state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
+  return c;
+}
+
+void ExpectSameDict(const StateDict& a, const StateDict& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+}
+
+TEST(CheckpointFolderTest, SaveThenLoadIsBitwise) {
+  testing::TempDir dir;
+  CheckpointFolder folder(dir / "ckpt", /*keep_latest_k=*/0);
+  const Checkpoint saved = MakeCheckpoint(5);
+  ASSERT_TRUE(folder.Save(saved, "[job]\nmode = \"train\"\n").ok());
+  const auto latest = folder.LatestStep();
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  ASSERT_EQ(*latest, std::optional<int64_t>(5));
+  const auto loaded = folder.Load(5);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ExpectSameDict(loaded->model, saved.model);
+  ExpectSameDict(loaded->optimizer, saved.optimizer);
+  EXPECT_EQ(loaded->train_state.step, 5);
+  EXPECT_EQ(loaded->train_state.global_sample, 40);
+  EXPECT_TRUE(torch::equal(loaded->train_state.rng_state, saved.train_state.rng_state));
+  EXPECT_TRUE(fs::exists(folder.StepPath(5) + "/config.toml"));
+}
+
+TEST(CheckpointFolderTest, OnlyCompleteStepsCountAndOldOnesArePruned) {
+  testing::TempDir dir;
+  CheckpointFolder empty(dir / "none", 0);
+  const auto nothing = empty.LatestStep();
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_FALSE(nothing->has_value());
+
+  CheckpointFolder folder(dir / "ckpt", /*keep_latest_k=*/2);
+  for (int64_t step : {1, 2, 3}) ASSERT_TRUE(folder.Save(MakeCheckpoint(step), "").ok());
+  EXPECT_FALSE(fs::exists(folder.StepPath(1)));
+  EXPECT_TRUE(fs::exists(folder.StepPath(2)));
+  EXPECT_TRUE(fs::exists(folder.StepPath(3)));
+  // A newer folder without train_state.json (an interrupted copy) and a leftover temporary are
+  // not checkpoints.
+  fs::create_directories(folder.StepPath(9));
+  fs::create_directories(dir / "ckpt/.tmp-step-10-1");
+  const auto latest = folder.LatestStep();
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(*latest, std::optional<int64_t>(3));
+}
+
+TEST(CheckpointFolderTest, CorruptTrainStateIsDataLoss) {
+  testing::TempDir dir;
+  CheckpointFolder folder(dir / "ckpt", 0);
+  ASSERT_TRUE(folder.Save(MakeCheckpoint(4), "").ok());
+  std::ofstream(folder.StepPath(4) + "/train_state.json") << "{\"step\": ";
+  const auto loaded = folder.Load(4);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("train_state.json"));
+}
+
+struct TinyImpl : torch::nn::Module {
+  TinyImpl() {
+    w = register_parameter("w", torch::ones({2, 3}));
+    b = register_parameter("b", torch::zeros({3}));
+  }
+  at::Tensor w, b;
+};
+
+TEST(ModelWeightsTest, LoadsByNameAndListsEveryMismatch) {
+  TinyImpl model;
+  const StateDict dict = ModelStateDict(model);
+  ASSERT_EQ(dict.size(), 2u);
+  EXPECT_EQ(dict[0].first, "w");
+  EXPECT_EQ(dict[1].first, "b");
+
+  const StateDict good = {{"b", torch::full({3}, 2.0)}, {"w", torch::full({2, 3}, 3.0, torch::kBFloat16)}};
+  ASSERT_TRUE(LoadModelWeights(model, good, "good.pt").ok());
+  EXPECT_TRUE(torch::equal(model.w, torch::full({2, 3}, 3.0)));  // converted from bfloat16
+  EXPECT_TRUE(torch::equal(model.b, torch::full({3}, 2.0)));
+
+  const StateDict bad = {{"w", torch::zeros({3, 2})}, {"extra", torch::zeros({1})}};
+  const absl::Status status = LoadModelWeights(model, bad, "bad.pt");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(status.message());
+  EXPECT_THAT(message, HasSubstr("'bad.pt'"));
+  EXPECT_THAT(message, HasSubstr("missing: b"));
+  EXPECT_THAT(message, HasSubstr("unexpected: extra"));
+  EXPECT_THAT(message, HasSubstr("wrong shape: w"));
+  EXPECT_TRUE(torch::equal(model.w, torch::full({2, 3}, 3.0))) << "the model must be unchanged";
+}
+
+}  // namespace
+}  // namespace ringtrain

@@ -1,0 +1,46 @@
+// Ranks as threads of one test process: each thread gets its own Communicator (Gloo groups) over one
+// shared HashStore, so collectives run for real without processes or ports. For the unit tests.
+#ifndef RINGTRAIN_TESTS_UNIT_THREAD_WORLD_H_
+#define RINGTRAIN_TESTS_UNIT_THREAD_WORLD_H_
+
+#include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "worker/engine/parallel/comm.h"
+#include "worker/engine/parallel/mesh.h"
+
+namespace ringtrain {
+
+// Runs body(rank, comm) on `world` threads with mesh (world, dp, cp = world / dp); an exception in
+// a rank fails the test naming the rank. Returns when every rank is done.
+inline void RunOnThreads(int64_t world, int64_t dp,
+                         const std::function<void(int64_t, Communicator&)>& body) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        torch::set_num_threads(1);
+        const Mesh mesh{r, world, dp, world / dp};
+        auto comm = Communicator::CreateWithStore(mesh, store, std::chrono::seconds(30), false);
+        body(r, *comm);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int64_t r = 0; r < world; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_TESTS_UNIT_THREAD_WORLD_H_

@@ -1,0 +1,76 @@
+#include "worker/engine/model/attention_kernel.h"
+
+#include <torch/torch.h>
+
+namespace ringtrain {
+namespace {
+
+// What one Attend call's backward needs besides the saved tensors, held by the autograd context
+// as a capsule (an intrusive_ptr), never as a pointer cast to an integer.
+struct AttentionCall : torch::CustomClassHolder {
+  AttentionCall(std::shared_ptr<AttentionKernel> k, BlockPositions p, double s)
+      : kernel(std::move(k)), positions(std::move(p)), scale(s) {}
+  std::shared_ptr<AttentionKernel> kernel;
+  BlockPositions positions;
+  double scale;
+};
+
+class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
+                            const at::Tensor& k, const at::Tensor& v,
+                            c10::intrusive_ptr<AttentionCall> call) {
+    const at::Tensor qc = q.contiguous();
+    const at::Tensor kv = torch::stack({k, v}).contiguous();  // (2, B, Hk, L, D)
+    BlockOutput result = call->kernel->Forward(qc, kv, call->positions, call->scale);
+    ctx->save_for_backward({qc, kv, result.out, result.lse});
+    ctx->saved_data["call"] = c10::IValue::make_capsule(std::move(call));
+    return result.out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto call =
+        c10::static_intrusive_pointer_cast<AttentionCall>(ctx->saved_data["call"].toCapsule());
+    const auto saved = ctx->get_saved_variables();
+    auto [dq, dkv] = call->kernel->Backward(saved[0], saved[1], saved[2], saved[3],
+                                            grad_outputs[0].contiguous(), call->positions,
+                                            call->scale);
+    return {dq, dkv[0], dkv[1], at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor AttentionKernel::Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const BlockPositions& positions, double scale) {
+  return AttentionFunction::apply(
+      q, k, v, c10::make_intrusive<AttentionCall>(shared_from_this(), positions, scale));
+}
+
+BlockOutput LocalAttentionKernel::Forward(const at::Tensor& q, const at::Tensor& kv,
+                                          const BlockPositions& positions, double scale) {
+  AttentionComputeTimer timer(stats_);
+  BlockOutput result = AttentionBlockForward(q, kv[0], kv[1], positions, positions,
+                                             MaskKind::kCausal, scale, tiling_);
+  stats_.scores_computed += result.scores_computed;
+  return result;
+}
+
+std::pair<at::Tensor, at::Tensor> LocalAttentionKernel::Backward(
+    const at::Tensor& q, const at::Tensor& kv, const at::Tensor& out, const at::Tensor& lse,
+    const at::Tensor& dout, const BlockPositions& positions, double scale) {
+  AttentionComputeTimer timer(stats_);
+  BlockGrads grads = AttentionBlockBackward(q, kv[0], kv[1], dout, AttentionDelta(dout, out), lse,
+                                            positions, positions, MaskKind::kCausal, scale,
+                                            tiling_);
+  return {grads.dq, torch::stack({grads.dk, grads.dv})};
+}
+
+at::Tensor LocalCausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const BlockPositions& positions, double scale,
+                                const AttentionTiling& tiling) {
+  return std::make_shared<LocalAttentionKernel>(tiling)->Attend(q, k, v, positions, scale);
+}
+
+}  // namespace ringtrain

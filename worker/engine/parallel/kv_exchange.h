@@ -1,0 +1,58 @@
+// How ring attention's K/V blocks reach every rank of the CP group, and how each block's dK/dV
+// gets back to the rank that owns it: the two rotate methods as two strategies behind one loop.
+//
+// A pass (forward or backward) visits cp steps; at step s this rank holds the block of cp rank
+// RingSource(s) = (cp_rank − s) mod cp. The loop is, for each step:
+//   Prefetch(s) → compute with Block(s) → [backward: AddBlockGrad(s, dkv)] → Advance(s)
+// and, after a backward pass, FinishGrads() gives this rank's own block's summed gradient.
+//
+//   alltoall   the block moves to the next rank each step (async send/recv, issued before the
+//              step's compute so the two overlap); in backward, each block's dK/dV accumulator
+//              travels with it and arrives home after the last step.
+//   allgather  one all-gather of every block up front; in backward the per-block gradients are
+//              reduce-scattered with one all-to-all and summed in ring order.
+// Both sum a block's gradient in the same order (the owner's contribution first, then ring order),
+// so the two methods agree bitwise.
+//
+// Blocks are (2, B, Hk, Lc, D): K and V stacked. Failures throw CommError naming the peer.
+#ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_KV_EXCHANGE_H_
+#define RINGTRAIN_WORKER_ENGINE_PARALLEL_KV_EXCHANGE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include <ATen/Tensor.h>
+
+#include "common/config/choices.h"
+#include "worker/engine/parallel/comm.h"
+
+namespace ringtrain {
+
+// The cp rank whose block `cp_rank` holds at ring step `step`.
+inline int64_t RingSource(int64_t cp_rank, int64_t cp, int64_t step) {
+  return ((cp_rank - step) % cp + cp) % cp;
+}
+
+class KvExchange {
+ public:
+  virtual ~KvExchange() = default;
+  // Starts a pass from this rank's own block `kv`; forgets the previous pass.
+  virtual void Begin(const at::Tensor& kv) = 0;
+  // Before step `step`'s compute: starts what the next step needs.
+  virtual void Prefetch(int64_t step) = 0;
+  // The block held at `step`; valid until Advance(step).
+  virtual const at::Tensor& Block(int64_t step) = 0;
+  // After step `step`'s compute: waits until the next step's block is here.
+  virtual void Advance(int64_t step) = 0;
+  // Backward: this rank's contribution dkv to the gradient of the block held at `step`.
+  virtual void AddBlockGrad(int64_t step, const at::Tensor& dkv) = 0;
+  // Backward, after the last step: the gradient of this rank's own block, summed over the group.
+  virtual at::Tensor FinishGrads() = 0;
+};
+
+// `comm` must outlive the exchange; its CP group carries the blocks.
+std::unique_ptr<KvExchange> MakeKvExchange(RotateMethod method, Communicator* comm);
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_ENGINE_PARALLEL_KV_EXCHANGE_H_

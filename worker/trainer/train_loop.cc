@@ -1,0 +1,208 @@
+// The step loop (job.mode = train) and the evaluation (job.mode = eval). One training step reads
+// top to bottom as
+//   next batch → cp_shard → forward → loss → backward → grad sync → clip → finite check →
+//   optimizer step → report → maybe save
+// with each stage a named function below. Dimension letters: B local batch, L sequence length,
+// Lc = L / cp the local length, V vocabulary.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "worker/engine/optim/clip.h"
+#include "worker/engine/parallel/cp_shard.h"
+#include "worker/engine/parallel/grad_sync.h"
+#include "worker/trainer/trainer_state.h"
+
+namespace ringtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using trainer_internal::Guarded;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// This dp rank's batch of `batch_index` (0-based): (B, L) inputs and labels, on the host.
+TokenBatch NextBatch(const Trainer::State& s, int64_t batch_index) {
+  return s.sampler->BatchForStep(batch_index, s.mesh.dp_rank());
+}
+
+at::Tensor ToTensor(const std::vector<int64_t>& values, int64_t batch, int64_t length) {
+  return torch::tensor(values, torch::kInt64).view({batch, length});
+}
+
+// cp_shard, the one place a batch is split: inputs, labels and positions together, (B, Lc) each,
+// then moved to the rank's device.
+ShardedBatch Shard(const Trainer::State& s, const TokenBatch& batch) {
+  const at::Tensor inputs = ToTensor(batch.inputs, batch.batch, batch.seq_len);
+  const at::Tensor labels = ToTensor(batch.labels, batch.batch, batch.seq_len);
+  ShardedBatch shard = CpShard(inputs, labels, s.mesh.cp, s.mesh.cp_rank(),
+                               s.config.parallelism.context_parallel_load_balancer);
+  shard.inputs = shard.inputs.to(s.device);
+  shard.labels = shard.labels.to(s.device);
+  return shard;
+}
+
+// Sum of token cross-entropies: logits (B, Lc, V), labels (B, Lc).
+at::Tensor LossSum(const at::Tensor& logits, const at::Tensor& labels) {
+  return torch::nn::functional::cross_entropy(
+      logits.flatten(0, 1), labels.flatten(),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+}
+
+// This rank's part of the global token-mean loss: divided by the GLOBAL token count, so that
+// summing over the ranks gives the mean over every token of the step.
+at::Tensor ForwardLoss(Trainer::State& s, const ShardedBatch& shard, int64_t global_tokens) {
+  const at::Tensor logits = s.model->forward(shard.inputs, shard.positions);  // (B, Lc, V)
+  return LossSum(logits, shard.labels) / double(global_tokens);
+}
+
+void Backward(Trainer::State& s, const at::Tensor& loss) {
+  s.model->zero_grad();
+  loss.backward();
+}
+
+// Sums the loss and the gradients over the world; returns the global loss.
+double SyncLossAndGradients(Trainer::State& s, const at::Tensor& loss) {
+  double global_loss = loss.item<double>();
+  if (s.comm) {
+    global_loss = AllReduceSum(*s.comm, global_loss);
+    AllReduceGradients(*s.comm, s.params);
+  }
+  return global_loss;
+}
+
+// Every rank holds the same global loss and norm, so all stop together, before the update.
+absl::Status CheckFinite(int64_t step, const StepReport& report) {
+  if (std::isfinite(report.loss) && std::isfinite(report.grad_norm)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "step %d: loss is %f and gradient norm %f; stopping before the optimizer step (the "
+      "weights are those after step %d). HINT: lower optimizer.lr or training.max_norm",
+      step, report.loss, report.grad_norm, step - 1));
+}
+
+// The step proper, from the batch to the optimizer update; fills loss and grad_norm.
+absl::Status RunStep(Trainer::State& s, int64_t step, StepReport* report) {
+  const ShardedBatch shard = Shard(s, NextBatch(s, step - 1));
+  const at::Tensor loss = ForwardLoss(s, shard, report->tokens);
+  Backward(s, loss);
+  report->loss = SyncLossAndGradients(s, loss);
+  report->grad_norm = ClipGradNorm(s.params, s.config.training.max_norm);
+  RT_RETURN_IF_ERROR(CheckFinite(step, *report));
+  s.optimizer->Step(report->lr);
+  return absl::OkStatus();
+}
+
+// Every rank's figures of the step, gathered to every rank, in rank order.
+std::vector<RankFigures> GatherRankFigures(Trainer::State& s) {
+  const AttentionStats& a = s.attention->stats();
+  const CommStats c = s.comm ? s.comm->stats() : CommStats{};
+  const RankFigures mine{a.compute_seconds, a.compute_cpu_seconds, c.wait_seconds,
+                         c.bytes_sent,      PeakMemoryBytes(),     c.ring_wait_seconds};
+  if (!s.comm) return {mine};
+  std::vector<RankFigures> ranks;
+  for (const auto& row : s.comm->AllGatherDoubles(mine.ToDoubles())) {
+    ranks.push_back(RankFigures::FromDoubles(row));
+  }
+  return ranks;
+}
+
+// The step's JSONL record (rank 0, or every rank when asked) and, every log_freq steps, its line.
+absl::Status Report(Trainer::State& s, const StepReport& report) {
+  std::vector<RankFigures> ranks;
+  RT_RETURN_IF_ERROR(Guarded(s, "gathering per-rank figures", [&]() -> absl::Status {
+    ranks = GatherRankFigures(s);
+    return absl::OkStatus();
+  }));
+  if (s.rank.rank == 0 || s.every_rank_writes_jsonl) {
+    RT_RETURN_IF_ERROR(s.jsonl.Write(StepReportJson(report, RankFiguresJson(ranks))));
+  }
+  const int64_t step = report.step;
+  if (s.rank.rank == 0 &&
+      (step % s.config.metrics.log_freq == 0 || step == report.total_steps || step == 1)) {
+    RT_LOG(Info) << StepReportLine(report);
+  }
+  return absl::OkStatus();
+}
+
+// Every checkpoint.interval steps and after the last: parameters and optimizer state are
+// replicated, so rank 0 writes the one copy.
+absl::Status MaybeSave(Trainer::State& s, int64_t step) {
+  const CheckpointSection& c = s.config.checkpoint;
+  const bool due = s.checkpoints && (step % c.interval == 0 || step == s.config.training.steps);
+  if (!due || s.rank.rank != 0) return absl::OkStatus();
+  Checkpoint ckpt{ModelStateDict(*s.model), s.optimizer->StateDict(), s.train_state};
+  ckpt.train_state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
+  RT_RETURN_IF_ERROR(s.checkpoints->Save(ckpt, JobConfigToToml(s.config)));
+  RT_LOG(Info) << "saved checkpoint " << s.checkpoints->StepPath(step);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Trainer::Train() {
+  State& s = *state_;
+  const int64_t total_steps = s.config.training.steps;
+  const int64_t global_tokens = s.sampler->global_batch() * s.config.training.seq_len;
+  const auto run_start = Clock::now();
+  if (s.train_state.step >= total_steps) {
+    RT_LOG(Info) << "nothing to do: the checkpoint is at step " << s.train_state.step << " of "
+                 << total_steps;
+    return absl::OkStatus();
+  }
+  for (int64_t step = s.train_state.step + 1; step <= total_steps; ++step) {
+    const auto step_start = Clock::now();
+    StepReport report;
+    report.step = step;
+    report.total_steps = total_steps;
+    report.lr = s.schedule->LrAt(step);
+    report.tokens = global_tokens;
+    s.attention->stats().Reset();
+    if (s.comm) s.comm->stats().Reset();
+
+    RT_RETURN_IF_ERROR(Guarded(s, absl::StrCat("step ", step),
+                               [&] { return RunStep(s, step, &report); }));
+    s.train_state.step = step;
+    s.train_state.global_sample = step * s.sampler->global_batch();
+
+    report.step_seconds = SecondsSince(step_start);
+    report.elapsed_seconds = SecondsSince(run_start);
+    report.tokens_per_second = double(global_tokens) / report.step_seconds;
+    report.peak_memory_bytes = PeakMemoryBytes();
+    RT_RETURN_IF_ERROR(Report(s, report));
+    RT_RETURN_IF_ERROR(MaybeSave(s, step));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Evaluate() {
+  State& s = *state_;
+  const JobConfig& c = s.config;
+  double loss_sum = 0;
+  int64_t tokens = 0;
+  RT_RETURN_IF_ERROR(Guarded(s, "evaluation", [&]() -> absl::Status {
+    torch::NoGradGuard no_grad;
+    for (int64_t batch_index = 0; batch_index < c.validation.steps; ++batch_index) {
+      const ShardedBatch shard = Shard(s, NextBatch(s, batch_index));
+      loss_sum += LossSum(s.model->forward(shard.inputs, shard.positions), shard.labels)
+                      .item<double>();
+      tokens += s.sampler->global_batch() * c.training.seq_len;
+    }
+    if (s.comm) loss_sum = AllReduceSum(*s.comm, loss_sum);
+    return absl::OkStatus();
+  }));
+  const double mean = loss_sum / double(tokens);
+  if (s.rank.rank == 0) {
+    RT_LOG(Info) << absl::StrFormat("validation loss %.6f over %d tokens (%d batches)", mean,
+                                    tokens, c.validation.steps);
+  }
+  return s.jsonl.Write(JsonRecord().Add("validation_loss", mean).Add("tokens", tokens).str());
+}
+
+}  // namespace ringtrain
