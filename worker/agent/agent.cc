@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <system_error>
 #include <thread>
@@ -127,17 +128,14 @@ Agent::Agent(AgentOptions options, std::string device_kind)
       device_kind_(std::move(device_kind)),
       channel_(MakeChannel(options_)),
       stub_(v1::WorkerService::NewStub(channel_)),
-      metrics_(std::make_shared<AgentMetrics>()) {}
+      metrics_(std::make_shared<AgentMetrics>()),
+      outbox_(options_.max_buffered),
+      rank_(&outbox_, metrics_.get(), [this] { WakeWriter(); }) {}
 
 Agent::~Agent() {
   Shutdown();
   if (force_stop_thread_.joinable()) force_stop_thread_.join();
-  std::unique_ptr<RankSupervisor> last;
-  {
-    absl::MutexLock lock(&mu_);
-    last = std::move(supervisor_);
-  }
-  last.reset();  // outside mu_: its on_exit takes mu_
+  rank_.Release();  // outside mu_: the rank's on_exit wakes the writer, which takes mu_
 }
 
 std::string Agent::worker_id() {
@@ -162,8 +160,10 @@ void Agent::Shutdown() {
   if (stop_requested_) return;
   stop_requested_ = true;
   stop_deadline_ = Clock::now() + options_.cancel_grace + kShutdownDrain;
-  RT_LOG(Info) << "shutting down" << (rank_active_ ? ": cancelling the running trainer" : "");
-  if (rank_active_) supervisor_->Cancel(options_.cancel_grace);
+  writer_wakeup_ = true;  // it may close once no rank runs
+  const bool rank_active = rank_.active();
+  RT_LOG(Info) << "shutting down" << (rank_active ? ": cancelling the running trainer" : "");
+  if (rank_active) rank_.Cancel(options_.cancel_grace);
   if (call_context_ != nullptr && !writer_running_) call_context_->TryCancel();
   if (running_) force_stop_thread_ = std::thread([this] { ForceStopLoop(); });
 }
@@ -230,11 +230,8 @@ absl::Status Agent::Run() {
       continue;  // the coordinator is up: register again now
     } else {
       std::string trainer;
-      {
-        absl::MutexLock lock(&mu_);
-        if (rank_active_) {
-          trainer = absl::StrCat("; job ", rank_job_id_, " rank ", rank_, " keeps running");
-        }
+      if (const RankSlot::Info rank = rank_.info(); rank.active) {
+        trainer = absl::StrCat("; job ", rank.job_id, " rank ", rank.rank, " keeps running");
       }
       RT_LOG(Warning) << (opened ? "session ended: " : "") << FromGrpcStatus(ended, where).message()
                       << trainer << " (reconnecting in " << Seconds(delay) << " s)";
@@ -242,14 +239,12 @@ absl::Status Agent::Run() {
     SleepUnlessStopped(delay);
   }
 
-  std::unique_ptr<RankSupervisor> last;
+  rank_.AwaitEnd(absl::FromChrono(options_.cancel_grace) + absl::Seconds(5));
   {
     absl::MutexLock lock(&mu_);
-    if (rank_active_) AwaitRankEnd(absl::FromChrono(options_.cancel_grace) + absl::Seconds(5));
-    last = std::move(supervisor_);
     running_ = false;
   }
-  last.reset();  // outside mu_: its on_exit takes mu_
+  rank_.Release();  // outside mu_: the rank's on_exit wakes the writer, which takes mu_
   RT_LOG(Info) << "worker agent stopped";
   return result;
 }
@@ -265,9 +260,10 @@ absl::Status Agent::Register() {
     request.set_previous_worker_id(previous_worker_id_);
     // The last rank, running or ended while the coordinator was away, is asked back: its job
     // may still need its records and its exit (a finished job just declines).
-    if (!previous_worker_id_.empty() && !rank_job_id_.empty()) {
-      request.set_running_job_id(rank_job_id_);
-      request.set_running_rank(rank_);
+    const RankSlot::Info last = rank_.info();
+    if (!previous_worker_id_.empty() && !last.job_id.empty()) {
+      request.set_running_job_id(last.job_id);
+      request.set_running_rank(last.rank);
     }
   }
   v1::RegisterResponse response;
@@ -291,7 +287,7 @@ absl::Status Agent::Register() {
     // Back after a coordinator restart: keep the rank and the buffered reports only if the
     // coordinator took the rank back; otherwise nobody would collect them.
     orphan_pending_ = !response.rank_adopted();
-    if (response.rank_adopted()) ResendRecordsLocked();
+    if (response.rank_adopted()) rank_.ResendRecords();
     RT_LOG(Info) << "registered again as " << worker_id_ << " (was " << previous_worker_id_
                  << ")"
                  << (request.running_job_id().empty() ? ""
@@ -342,6 +338,7 @@ grpc::Status Agent::RunSession(bool* opened) {
       if (message.has_welcome()) {
         absl::MutexLock lock(&mu_);
         welcomed_ = true;  // the coordinator took the Hello: the outbox may go now
+        writer_wakeup_ = true;
       } else if (message.has_assignment()) {
         HandleAssignment(message.assignment());
       } else if (message.has_cancel()) {
@@ -353,6 +350,7 @@ grpc::Status Agent::RunSession(bool* opened) {
     {
       absl::MutexLock lock(&mu_);
       session_over_ = true;
+      writer_wakeup_ = true;
       // A Write stuck on flow control never returns by itself: cancelling the call fails it.
       if (!mu_.AwaitWithTimeout(absl::Condition(this, &Agent::WriterStopped), kWriterStopWait)) {
         context.TryCancel();
@@ -368,7 +366,21 @@ grpc::Status Agent::RunSession(bool* opened) {
 }
 
 bool Agent::WriterHasWork() const {
-  return session_over_ || (welcomed_ && !outbox_.empty()) || (stop_requested_ && !rank_active_);
+  return session_over_ || (welcomed_ && !outbox_.empty()) || (stop_requested_ && !rank_.active());
+}
+
+void Agent::AwaitWriterWork(Clock::time_point deadline) {
+  for (;;) {
+    writer_wakeup_ = false;  // before looking, so a change after the look wakes the wait below
+    if (WriterHasWork() || Clock::now() >= deadline) return;
+    mu_.AwaitWithTimeout(absl::Condition(&writer_wakeup_),
+                         absl::FromChrono(deadline - Clock::now()));
+  }
+}
+
+void Agent::WakeWriter() {
+  absl::MutexLock lock(&mu_);
+  writer_wakeup_ = true;
 }
 
 void Agent::WriterLoop(Stream* stream, grpc::ClientContext* context,
@@ -380,17 +392,20 @@ void Agent::WriterLoop(Stream* stream, grpc::ClientContext* context,
     bool close = false;
     {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(this, &Agent::WriterHasWork),
-                           absl::FromChrono(next_heartbeat - Clock::now()));
+      AwaitWriterWork(next_heartbeat);
       const Clock::time_point now = Clock::now();
       if (session_over_) break;
+      // Whether the rank has ended is read before the outbox: a rank's RankExit is queued before
+      // it counts as ended, so an ended rank's exit is found below rather than left behind.
+      const bool may_close = stop_requested_ && (!rank_.active() || now >= stop_deadline_);
+      std::optional<v1::AgentMessage> queued;
       if (now >= next_heartbeat) {
         message.mutable_heartbeat();
         next_heartbeat = now + interval;
-      } else if (welcomed_ && !outbox_.empty()) {
-        message = outbox_.front();
+      } else if (welcomed_ && (queued = outbox_.Front())) {
+        message = *std::move(queued);
         from_outbox = true;
-      } else if (stop_requested_ && (!rank_active_ || now >= stop_deadline_)) {
+      } else if (may_close) {
         close = true;
       } else {
         continue;
@@ -407,25 +422,15 @@ void Agent::WriterLoop(Stream* stream, grpc::ClientContext* context,
     }
     if (!stream->Write(message)) break;  // the call is over; the reader sees it too
     if (message.has_heartbeat()) metrics_->HeartbeatSent();
-    if (from_outbox) {
-      absl::MutexLock lock(&mu_);
-      outbox_.pop_front();
-    }
+    if (from_outbox) outbox_.PopFront();
   }
   absl::MutexLock lock(&mu_);
   writer_running_ = false;
 }
 
-void Agent::Enqueue(uint64_t epoch, v1::AgentMessage message) {
-  if (epoch != epoch_) return;  // from a registration given up: no one would collect it
-  if (message.has_rank_report() && outbox_.size() >= options_.max_buffered) {
-    if (dropped_reports_++ % 10000 == 0) {
-      RT_LOG(Warning) << "outbox full (" << outbox_.size() << " messages): dropped "
-                      << dropped_reports_ << " rank reports so far";
-    }
-    return;
-  }
-  outbox_.push_back(std::move(message));
+void Agent::QueueLocked(v1::AgentMessage message) {
+  outbox_.Push(std::move(message));
+  writer_wakeup_ = true;
 }
 
 }  // namespace ringtrain

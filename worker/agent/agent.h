@@ -1,6 +1,7 @@
 // The worker agent: registers with the coordinator, keeps one WorkerService.Session open (and
-// reopens it when it breaks), runs one ringtrain-trainer at a time through RankSupervisor for the
-// assignments that arrive on it, and relays what the trainer reports. No LibTorch.
+// reopens it when it breaks), runs one ringtrain-trainer at a time (RankSlot, rank_slot.h) for the
+// assignments that arrive on it, and relays what the trainer reports through its Outbox
+// (outbox.h). No LibTorch.
 #ifndef RINGTRAIN_WORKER_AGENT_AGENT_H_
 #define RINGTRAIN_WORKER_AGENT_AGENT_H_
 
@@ -8,9 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 
@@ -22,6 +21,8 @@
 #include "absl/time/time.h"
 #include "ringtrain/v1/worker_service.grpc.pb.h"
 #include "worker/agent/agent_metrics.h"
+#include "worker/agent/outbox.h"
+#include "worker/agent/rank_slot.h"
 #include "worker/agent/rank_supervisor.h"
 
 namespace ringtrain {
@@ -41,7 +42,8 @@ struct AgentOptions {
   std::chrono::milliseconds max_backoff{5000};
   // SIGTERM-to-SIGKILL grace for Cancel, shutdown and orphaned ranks.
   std::chrono::milliseconds cancel_grace{2000};
-  // RankReports kept while disconnected; more are dropped (RankStarted/RankExit never are).
+  // Messages the outbox keeps while disconnected: once it holds this many, RankReports are
+  // dropped (RankStarted/RankExit never are).
   size_t max_buffered = 100000;
 };
 
@@ -90,25 +92,23 @@ class Agent {
   grpc::Status RunSession(bool* opened);
   // The only thread that writes to `stream` after Hello: heartbeats and the outbox, in order.
   void WriterLoop(Stream* stream, grpc::ClientContext* context, std::chrono::milliseconds interval);
+  // Waits until WriterHasWork() or `deadline`. The writer's work also lies in outbox_ and rank_,
+  // which have locks of their own, so a Condition cannot read it: whatever may give the writer
+  // work sets writer_wakeup_ afterwards (WakeWriter), and the writer clears it before it looks.
+  void AwaitWriterWork(Clock::time_point deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WriterHasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WakeWriter() ABSL_LOCKS_EXCLUDED(mu_);
 
   void HandleAssignment(const v1::Assignment& assignment);
   void HandleCancel(const v1::Cancel& cancel);
-  // Starts the trainer and queues RankStarted (mu_ held, so its records queue after that).
-  absl::Status StartRank(const RankLaunch& launch, const std::string& job_id, uint64_t epoch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // When a re-registration did not get the rank adopted: cancels the running rank (its messages
-  // are dropped), waits for it to end.
+  // When a re-registration did not get the rank adopted: drops the outbox (and with its epoch
+  // whatever the rank still sends), cancels the running rank and waits for it to end.
   void OrphanRank();
+  // Whether Register asked for OrphanRank (and clears the request).
   bool TakeOrphanPending();
-  // After the rank was re-adopted: queues every step record in its metrics.jsonl ahead of the
-  // outbox, and its exit again if it has ended, because what was written while the old
-  // coordinator shut down may never have been read.
-  void ResendRecordsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // whether Register asked for OrphanRank (and clears the request)
-  // Waits (mu_ held) until the rank has ended or `timeout` has passed.
-  void AwaitRankEnd(absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Queues `message` if it belongs to the current registration (`epoch`).
-  void Enqueue(uint64_t epoch, v1::AgentMessage message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `message` in the outbox's current epoch and wakes the writer.
+  void QueueLocked(v1::AgentMessage message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sleeps `delay` unless Shutdown() comes first; returns false then.
   bool SleepUnlessStopped(std::chrono::milliseconds delay);
   bool StopRequested();
@@ -116,9 +116,7 @@ class Agent {
   // stop_deadline_ (a Write stuck on a coordinator that stopped reading).
   void ForceStopLoop();
   bool RunReturned() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !running_; }
-  bool WriterHasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool WriterStopped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !writer_running_; }
-  bool RankIdle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !rank_active_; }
 
   const AgentOptions options_;
   const std::string device_kind_;
@@ -126,6 +124,10 @@ class Agent {
   const std::unique_ptr<v1::WorkerService::Stub> stub_;
   const std::shared_ptr<AgentMetrics> metrics_;
 
+  // What the coordinator has yet to hear, kept across sessions (its own lock).
+  Outbox outbox_;
+
+  // The session: lock order mu_, then rank_'s, then outbox_'s.
   absl::Mutex mu_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;  // inside Run()
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
@@ -136,8 +138,6 @@ class Agent {
   std::string previous_worker_id_ ABSL_GUARDED_BY(mu_);
   bool orphan_pending_ ABSL_GUARDED_BY(mu_) = false;
   std::chrono::milliseconds heartbeat_interval_ ABSL_GUARDED_BY(mu_){1000};
-  // Bumped when a registration is given up: messages of older epochs are dropped.
-  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // The Register or Session call in flight. Shutdown() cancels it unless the writer is running
   // (the writer then closes the stream itself, after the last RankExit).
   grpc::ClientContext* call_context_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -146,17 +146,10 @@ class Agent {
   // The coordinator sent Welcome on this session: until then only heartbeats are written, so
   // nothing queued is lost in a stream the coordinator refuses (NOT_FOUND after its restart).
   bool welcomed_ ABSL_GUARDED_BY(mu_) = false;
-  // Messages not yet written, oldest first; the writer pops the front after a successful Write.
-  std::deque<v1::AgentMessage> outbox_ ABSL_GUARDED_BY(mu_);
-  uint64_t dropped_reports_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writer_wakeup_ ABSL_GUARDED_BY(mu_) = false;  // see AwaitWriterWork
 
-  // The current or last trainer. Destroyed only outside mu_ and outside its own callbacks.
-  std::unique_ptr<RankSupervisor> supervisor_ ABSL_GUARDED_BY(mu_);
-  bool rank_active_ ABSL_GUARDED_BY(mu_) = false;  // started, on_exit not yet called
-  std::string rank_job_id_ ABSL_GUARDED_BY(mu_);
-  int rank_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string rank_dir_ ABSL_GUARDED_BY(mu_);  // the running rank's work dir
-  std::optional<v1::AgentMessage> last_exit_ ABSL_GUARDED_BY(mu_);  // the last rank's RankExit
+  // The current or last trainer (its own lock); it tells the writer when it queues or ends.
+  RankSlot rank_;
 
   std::thread force_stop_thread_;  // joined by the destructor
 };

@@ -10,8 +10,8 @@
 #include <string>
 #include <thread>
 
-#include "common/log.h"
 #include "common/executable_path.h"
+#include "common/log.h"
 #include "common/metrics/metrics_server.h"
 #include "worker/agent/agent.h"
 
@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);  // prints help, or the error
     return code == 0 ? 0 : kExitUsage;
   }
-  options.trainer_path = trainer.empty() ? ringtrain::BesideThisExecutable("ringtrain-trainer") : trainer;
+  options.trainer_path =
+      trainer.empty() ? ringtrain::BesideThisExecutable("ringtrain-trainer") : trainer;
 
   absl::StatusOr<std::unique_ptr<ringtrain::Agent>> agent = ringtrain::Agent::Create(options);
   if (!agent.ok()) {

@@ -113,8 +113,9 @@ std::vector<prometheus::MetricFamily> AgentMetrics::Collect() const {
   single(GaugeFamily("ringtrain_worker_heartbeat_age_seconds",
                      "Seconds since the agent last sent a heartbeat to the coordinator."),
          false, age);
-  single(GaugeFamily("ringtrain_worker_connected", "1 while the session with the coordinator is up."),
-         false, connected_ ? 1 : 0);
+  single(
+      GaugeFamily("ringtrain_worker_connected", "1 while the session with the coordinator is up."),
+      false, connected_ ? 1 : 0);
   single(GaugeFamily("ringtrain_worker_busy", "1 while a trainer runs."), false, busy_ ? 1 : 0);
 
   if (!has_job_) return families;

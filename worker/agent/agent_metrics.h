@@ -11,7 +11,7 @@
 //   ringtrain_trainer_bytes_sent_total{job_id,rank}              counters
 //   ringtrain_worker_trainer_starts_total                      counter
 //   ringtrain_worker_trainer_exits_total{outcome="ok|failed"}  counter
-//   ringtrain_worker_heartbeat_age_seconds                     gauge   since the last heartbeat sent
+//   ringtrain_worker_heartbeat_age_seconds                     gauge   since the last heartbeat
 //   ringtrain_worker_connected, ringtrain_worker_busy          gauges  0 or 1
 #ifndef RINGTRAIN_WORKER_AGENT_AGENT_METRICS_H_
 #define RINGTRAIN_WORKER_AGENT_AGENT_METRICS_H_
