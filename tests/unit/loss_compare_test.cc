@@ -52,7 +52,7 @@ StepLosses Series(std::vector<double> losses) {
 Tolerance Equal() { return {Tolerance::Mode::kAssertEqual, 0, 0}; }
 Tolerance Close(double rtol, double atol) { return {Tolerance::Mode::kClose, rtol, atol}; }
 
-// --- ReadStepLosses -------------------------------------------------------------------------------
+// --- ReadStepLosses ------------------------------------------------------------------------------
 
 TEST(ReadStepLossesTest, ReadsLossesExactlyAndIgnoresOtherFields) {
   JsonlFile file(
@@ -110,7 +110,7 @@ TEST(ReadStepLossesTest, LastStepSkipsAPartialLine) {
   EXPECT_EQ(LastStepInFile(file.path()), 2);
 }
 
-// --- CheckSteps and CompareLosses -----------------------------------------------------------------
+// --- CheckSteps and CompareLosses ----------------------------------------------------------------
 
 TEST(CheckStepsTest, RequiresExactlyStepsOneToN) {
   EXPECT_TRUE(CheckSteps(Series({3, 2, 1}), 3, "baseline").ok());
@@ -241,7 +241,7 @@ TEST(ReportJsonTest, SummaryPiecesHoldTheVerdictStatisticsStepsAndSides) {
   EXPECT_FALSE(service.contains("nproc"));
 }
 
-// --- Run arguments --------------------------------------------------------------------------------
+// --- Run arguments -------------------------------------------------------------------------------
 
 TEST(SplitOptionsTest, SplitsOnAnyWhitespace) {
   EXPECT_THAT(SplitOptions("  --a.b=1\t--c.d=x \n --e.f=2 "),
@@ -266,7 +266,7 @@ TEST(BuildRunArgsTest, AppendsDeterminismOverridesAfterUserOptions) {
                           "--checkpoint.enable=false", "--training.seed=7"));
 }
 
-// --- Flags ----------------------------------------------------------------------------------------
+// --- Flags ---------------------------------------------------------------------------------------
 
 // Parses `ringctl loss-compare ARGS...`; on a CLI11 error returns it in *error.
 LossCompareFlags Parse(std::vector<std::string> args, std::string* error = nullptr) {
