@@ -1,9 +1,6 @@
 #include "client/cluster_up.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,9 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,6 +25,7 @@
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
 #include "common/executable_path.h"
+#include "common/subprocess.h"
 
 namespace ringtrain {
 namespace fs = std::filesystem;
@@ -39,8 +39,7 @@ struct Child {
   std::string name;  // "coordinator", "worker-0", ...
   std::vector<std::string> argv;
   std::string log_path;
-  pid_t pid = -1;
-  bool running = false;
+  Subprocess process{};  // none until Start
   int exit_status = -1;  // once reaped: the exit code, or 128 + signal
 };
 
@@ -62,68 +61,34 @@ std::string LogTail(const std::string& path) {
   return out;
 }
 
-// Starts `child` with stdin from /dev/null, stdout and stderr into its log, in its own process
-// group (so a terminal's Ctrl-C reaches only ringctl), with `mask` as its signal mask and SIGTERM
-// should ringctl die without stopping it. Only async-signal-safe calls between fork and exec:
-// gRPC's threads may exist.
-absl::Status Start(Child* child, const sigset_t& mask) {
-  std::vector<char*> argv;
-  for (std::string& arg : child->argv) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  const int log = open(child->log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (log < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot write ", child->log_path, ": ", std::strerror(errno)));
-  }
-  const std::string exec_error = absl::StrCat("ringctl up: cannot execute ", child->argv[0], "\n");
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(log);
-    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  }
-  if (pid == 0) {
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(1);  // ringctl died before prctl took effect
-    const int null = open("/dev/null", O_RDONLY);
-    dup2(null, STDIN_FILENO);
-    dup2(log, STDOUT_FILENO);
-    dup2(log, STDERR_FILENO);
-    // Default dispositions: a shell may have had ringctl ignore SIGINT (a background job), and an
-    // ignored signal stays ignored across exec.
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    sigprocmask(SIG_SETMASK, &mask, nullptr);
-    execv(argv[0], argv.data());
-    const ssize_t ignored = write(STDERR_FILENO, exec_error.data(), exec_error.size());
-    (void)ignored;
-    _exit(127);
-  }
-  setpgid(pid, pid);  // also here, so a signal sent right away finds the group
-  close(log);
-  child->pid = pid;
-  child->running = true;
+// Starts `child` as a Subprocess (its own process group, so a terminal's Ctrl-C reaches only
+// ringctl; stdin from /dev/null; default signal state) with stdout and stderr into its log, and
+// SIGTERM should ringctl die without stopping it.
+absl::Status Start(Child* child) {
+  SpawnOptions spawn;
+  spawn.argv = child->argv;
+  spawn.stdout_to = Redirect::ToFile(child->log_path);
+  spawn.stderr_to = Redirect::ToStdout();
+  spawn.parent_death_signal = SIGTERM;
+  spawn.exec_error_prefix = absl::StrCat("ringctl up: cannot execute ", child->argv[0], ": ");
+  absl::StatusOr<Subprocess> process = Subprocess::Start(spawn);
+  if (!process.ok()) return process.status();
+  child->process = *std::move(process);
   return absl::OkStatus();
 }
 
 // Reaps `child` if it has exited; true if it is still running.
 bool Poll(Child* child) {
-  if (!child->running) return false;
-  int status = 0;
-  const pid_t done = waitpid(child->pid, &status, WNOHANG);
-  if (done == child->pid) {
-    child->running = false;
-    child->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  return child->running;
+  if (!child->process.running()) return false;
+  if (std::optional<int> code = child->process.Poll()) child->exit_status = *code;
+  return child->process.running();
 }
 
 // SIGTERM to each running child's process group, up to kGrace for all of them to exit, then
 // SIGKILL for the rest; every child is reaped on return.
 void Stop(std::vector<Child*> children) {
   for (Child* child : children) {
-    if (Poll(child)) kill(-child->pid, SIGTERM);
+    if (Poll(child)) child->process.Signal(SIGTERM);
   }
   const auto deadline = std::chrono::steady_clock::now() + kGrace;
   for (;;) {
@@ -137,12 +102,8 @@ void Stop(std::vector<Child*> children) {
     if (!Poll(child)) continue;
     std::cerr << "ringctl up: " << child->name << " did not stop within " << kGrace.count()
               << " s; killing it" << std::endl;
-    kill(-child->pid, SIGKILL);
-    int status = 0;
-    while (waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    child->running = false;
-    child->exit_status = 128 + SIGKILL;
+    child->process.Signal(SIGKILL);
+    child->exit_status = child->process.Wait().value_or(128 + SIGKILL);
   }
 }
 
@@ -163,7 +124,7 @@ class Cluster {
   // The first child found dead that had not been reported yet, as an error with its log tail.
   absl::Status CheckAlive() {
     for (Child& child : children_) {
-      if (child.pid < 0 || Poll(&child) || reported_.count(child.name)) continue;
+      if (child.process.pid() < 0 || Poll(&child) || reported_.count(child.name)) continue;
       reported_.insert(child.name);
       return absl::AbortedError(absl::StrCat(child.name, " exited (",
                                              DescribeExit(child.exit_status), "); the end of ",
@@ -260,13 +221,14 @@ int RunUp(const UpFlags& flags) {
   Cluster cluster(std::move(children));
 
   // Take SIGINT/SIGTERM/SIGCHLD synchronously (sigtimedwait) from here on; threads started later
-  // (gRPC's) inherit the mask, so no thread is interrupted by them.
-  sigset_t signals, old_mask;
+  // (gRPC's) inherit the mask, so no thread is interrupted by them. The children start with an
+  // empty mask (Subprocess).
+  sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &signals, &old_mask);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
   int stop_signal = 0;
   // Start-up checks, before every poll: a stop request, a dead child.
   auto check = [&]() -> absl::Status {
@@ -294,7 +256,7 @@ int RunUp(const UpFlags& flags) {
   }
   std::cout << "starting the coordinator on " << flags.listen
             << " (log: " << cluster.coordinator().log_path << ")" << std::endl;
-  if (absl::Status s = Start(&cluster.coordinator(), old_mask); !s.ok()) return fail(s);
+  if (absl::Status s = Start(&cluster.coordinator()); !s.ok()) return fail(s);
   // Zero idle workers: returns as soon as the coordinator answers.
   absl::StatusOr<std::vector<v1::Worker>> ready =
       WaitForIdleWorkers(client, 0, std::chrono::seconds(30), check);
@@ -308,7 +270,7 @@ int RunUp(const UpFlags& flags) {
   std::cout << "starting " << flags.workers << " worker" << (flags.workers == 1 ? "" : "s")
             << std::endl;
   for (size_t i = 1; i < cluster.children().size(); ++i) {
-    if (absl::Status s = Start(&cluster.children()[i], old_mask); !s.ok()) return fail(s);
+    if (absl::Status s = Start(&cluster.children()[i]); !s.ok()) return fail(s);
   }
   ready = WaitForIdleWorkers(
       client, flags.workers,
@@ -328,7 +290,7 @@ int RunUp(const UpFlags& flags) {
     }
     const absl::Status alive = cluster.CheckAlive();
     if (alive.ok()) continue;
-    if (!cluster.coordinator().running) return fail(alive);
+    if (!cluster.coordinator().process.running()) return fail(alive);
     // A worker died: the cluster goes on without it (the coordinator marks it LOST).
     std::cerr << "ringctl up: " << absl::StripTrailingAsciiWhitespace(alive.message()) << std::endl;
   }

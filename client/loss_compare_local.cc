@@ -2,7 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/executable_path.h"
+#include "common/subprocess.h"
 
 namespace ringtrain {
 namespace fs = std::filesystem;
@@ -45,22 +46,23 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 absl::StatusOr<std::string> RunLogged(LossCompareSide* side, int steps) {
   std::ofstream log(side->log_path, std::ios::binary | std::ios::trunc);
   if (!log) return absl::FailedPreconditionError("cannot write " + side->log_path);
-  std::vector<char*> argv;
-  for (std::string& arg : side->argv) argv.push_back(arg.data());
-  argv.push_back(nullptr);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(std::strerror(errno));
   const auto start = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  if (pid == 0) {
-    dup2(fds[1], STDOUT_FILENO);  // the duplicates lose O_CLOEXEC
-    dup2(fds[1], STDERR_FILENO);
-    execv(argv[0], argv.data());
-    dprintf(STDERR_FILENO, "ringctl: cannot execute %s: %s\n", argv[0], std::strerror(errno));
-    _exit(127);
+  SpawnOptions spawn;
+  spawn.argv = side->argv;
+  spawn.stdout_to = Redirect::ToFd(fds[1]);
+  spawn.stderr_to = Redirect::ToStdout();
+  // The run has a process group of its own, so a Ctrl-C reaches ringctl alone: the run stops by
+  // this SIGTERM when ringctl dies (the launcher then stops its ranks).
+  spawn.parent_death_signal = SIGTERM;
+  spawn.exec_error_prefix = absl::StrCat("ringctl: cannot execute ", side->argv.at(0), ": ");
+  absl::StatusOr<Subprocess> run = Subprocess::Start(spawn);
+  close(fds[1]);  // EOF comes once the run's copies close
+  if (!run.ok()) {
+    close(fds[0]);
+    return run.status();
   }
-  close(fds[1]);
   const bool tty = isatty(STDOUT_FILENO);
   std::string tail;
   double last_shown = 0;
@@ -86,10 +88,7 @@ absl::StatusOr<std::string> RunLogged(LossCompareSide* side, int steps) {
     }
   }
   close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  side->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  side->exit_code = run->Wait().value_or(-1);
   side->seconds = SecondsSince(start);
   if (tty) std::printf("\r%60s\r", "");
   return tail;

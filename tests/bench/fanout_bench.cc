@@ -6,13 +6,10 @@
 // reader, and measures the time from the first report to the moment every fast watcher has every
 // step. Prints events/s delivered, the agent's report rate, and the slow watcher's outcome.
 //   fanout_bench [--watchers 50] [--steps 5000] [--bin-dir build/bin]
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -50,6 +47,14 @@ std::chrono::system_clock::time_point In(int seconds) {
   return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
 }
 
+// The coordinator's ringtrain_coordinator_watchers gauge, read from its /metrics; -1 if unread.
+int OpenWatchers(const std::string& metrics_address) {
+  const std::string page = ringtrain::testing::HttpGet(metrics_address, "/metrics");
+  const std::string name = "\nringtrain_coordinator_watchers ";
+  const size_t at = page.find(name);
+  return at == std::string::npos ? -1 : std::atoi(page.c_str() + at + name.size());
+}
+
 int Fail(const std::string& what) {
   std::fprintf(stderr, "fanout_bench: %s\n", what.c_str());
   return 1;
@@ -68,8 +73,10 @@ int main(int argc, char** argv) {
   }
   ringtrain::testing::TempDir dir;
   const std::string address = "127.0.0.1:" + std::to_string(ringtrain::testing::FreePort());
-  const pid_t coordinator = ringtrain::testing::StartCommand(
-      {bin_dir + "/ringtrain-coordinator", "--listen", address, "--db", dir / "bench.db"},
+  const std::string metrics = "127.0.0.1:" + std::to_string(ringtrain::testing::FreePort());
+  ringtrain::Subprocess coordinator = ringtrain::testing::StartCommand(
+      {bin_dir + "/ringtrain-coordinator", "--listen", address, "--db", dir / "bench.db",
+       "--metrics-address", metrics},
       dir / "coordinator.log");
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   if (!channel->WaitForConnected(In(10))) return Fail("coordinator did not start");
@@ -136,7 +143,12 @@ int main(int argc, char** argv) {
       reader->Finish();
     });
   }
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // let every watcher subscribe
+  // The clock starts once every watcher has subscribed, as the coordinator counts them.
+  if (!ringtrain::testing::WaitFor([&] { return OpenWatchers(metrics) >= watchers; }, 30)) {
+    std::fprintf(stderr,
+                 "fanout_bench: %d of %d watchers subscribed after 30 s; measuring anyway\n",
+                 OpenWatchers(metrics), watchers);
+  }
 
   start = Clock::now();
   v1::AgentMessage started;
@@ -175,7 +187,6 @@ int main(int argc, char** argv) {
   std::printf("  slow watcher: got %lld of %d steps, done after %.2f s (caught up from the store)\n",
               static_cast<long long>(received[0]), steps, finished_at[0]);
   session_context.TryCancel();
-  kill(coordinator, SIGTERM);
-  ringtrain::testing::WaitCommand(coordinator, 10);
+  coordinator.Stop(std::chrono::seconds(10));
   return complete && received[0] == steps ? 0 : 1;
 }

@@ -1,11 +1,6 @@
 #include "tests/e2e/local_cluster.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -24,10 +19,12 @@ std::chrono::system_clock::time_point In(double seconds) {
          std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-void Stop(pid_t pid) {
-  if (pid <= 0) return;
-  kill(pid, SIGTERM);
-  if (WaitCommand(pid, 10) == -1) ADD_FAILURE() << "pid " << pid << " ignored SIGTERM for 10 s";
+void Stop(Subprocess& process) {
+  if (!process.running()) return;
+  process.Signal(SIGTERM);
+  if (WaitCommand(process, 10) == -1) {
+    ADD_FAILURE() << "pid " << process.pid() << " ignored SIGTERM for 10 s";
+  }
 }
 
 }  // namespace
@@ -58,7 +55,7 @@ LocalCluster::LocalCluster(int workers, std::vector<std::string> coordinator_fla
 }
 
 LocalCluster::~LocalCluster() {
-  for (pid_t pid : workers_) Stop(pid);
+  for (Subprocess& worker : workers_) Stop(worker);
   Stop(coordinator_);
 }
 
@@ -181,38 +178,6 @@ std::string LocalCluster::Logs() const {
     out << "==== " << entry.path().filename().string() << "\n" << text << "\n";
   }
   return out.str();
-}
-
-std::string HttpGet(const std::string& host_port, const std::string& path) {
-  const size_t colon = host_port.rfind(':');
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(host_port.substr(colon + 1))));
-  inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr);
-  timeval timeout{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string request =
-      "GET " + path + " HTTP/1.0\r\nHost: " + host_port + "\r\nConnection: close\r\n\r\n";
-  if (send(fd, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return "";
-  }
-  std::string response;
-  char buffer[65536];
-  ssize_t n;
-  while ((n = recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, n);
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  if (response.compare(0, 12, "HTTP/1.1 200") != 0 && response.compare(0, 12, "HTTP/1.0 200") != 0) {
-    return "";
-  }
-  return body == std::string::npos ? "" : response.substr(body + 4);
 }
 
 std::string RawField(const std::string& json_line, const std::string& key) {

@@ -1,6 +1,7 @@
 // A real local cluster for end-to-end tests: ringtrain-coordinator and N ringtrain-worker
 // processes on 127.0.0.1 (ports picked free), a JobService stub with deadlines, and waits on job
 // and worker states. Everything is stopped (SIGTERM, then SIGKILL) when the object dies.
+// (HttpGet, for the /metrics pages, is in tests/integration/test_util.h.)
 #ifndef RINGTRAIN_TESTS_E2E_LOCAL_CLUSTER_H_
 #define RINGTRAIN_TESTS_E2E_LOCAL_CLUSTER_H_
 
@@ -63,14 +64,11 @@ class LocalCluster {
   std::string coordinator_metrics_;
   std::vector<std::string> worker_metrics_;
   std::vector<std::string> coordinator_flags_;
-  pid_t coordinator_ = -1;
+  Subprocess coordinator_;
   int coordinator_starts_ = 0;
-  std::vector<pid_t> workers_;
+  std::vector<Subprocess> workers_;
   std::unique_ptr<v1::JobService::Stub> stub_;
 };
-
-// The body of http://host_port/path (HTTP/1.0 GET); "" when it cannot be fetched.
-std::string HttpGet(const std::string& host_port, const std::string& path);
 
 // Raw JSON text of `key` in a flat JSON object line (so doubles compare bitwise).
 std::string RawField(const std::string& json_line, const std::string& key);

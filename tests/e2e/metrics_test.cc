@@ -132,7 +132,7 @@ TEST(MetricsTest, PrometheusScrapesAClusterWhileItTrains) {
   CommandResult check = RunCommand({"/usr/bin/promtool", "check", "config",
                                     cluster.dir() / "prometheus.yml"});
   ASSERT_EQ(check.exit_code, 0) << check.output;
-  const pid_t server = StartCommand(
+  Subprocess server = StartCommand(
       {"/usr/bin/prometheus", "--config.file=" + (cluster.dir() / "prometheus.yml"),
        "--storage.tsdb.path=" + (cluster.dir() / "tsdb"), "--web.listen-address=" + prometheus,
        "--enable-feature=extra-scrape-metrics"},
@@ -237,15 +237,23 @@ TEST(MetricsTest, PrometheusScrapesAClusterWhileItTrains) {
     }
   }
   ASSERT_FALSE(std::isnan(streamed));
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // a scrape after the last step
-  auto loss = Query(prometheus, "ringtrain_trainer_loss{rank=\"0\",job_id=\"" + job.job_id() + "\"}");
+  // Until Prometheus has scraped the worker after the last step, it holds an earlier loss.
+  const std::string loss_query =
+      "ringtrain_trainer_loss{rank=\"0\",job_id=\"" + job.job_id() + "\"}";
+  std::vector<std::pair<std::map<std::string, std::string>, double>> loss;
+  WaitFor(
+      [&] {
+        loss = Query(prometheus, loss_query);
+        return loss.size() == 1 &&
+               std::abs(loss[0].second - streamed) <= std::abs(streamed) * 1e-15;
+      },
+      30);
   ASSERT_EQ(loss.size(), 1u);
   // prometheus-cpp writes 16 significant digits, so equal to within one part in 1e15.
   EXPECT_NEAR(loss[0].second, streamed, std::abs(streamed) * 1e-15);
   std::printf("last loss: streamed %.17g, Prometheus %.17g\n", streamed, loss[0].second);
 
-  kill(server, SIGTERM);
-  WaitCommand(server, 10);
+  server.Stop(std::chrono::seconds(10));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -26,6 +27,7 @@ namespace ringtrain {
 namespace {
 
 using ::ringtrain::testing::TempDir;
+using ::ringtrain::testing::WaitFor;
 using Clock = std::chrono::steady_clock;
 using ServerStream = grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::AgentMessage>;
 
@@ -149,16 +151,6 @@ class FakeCoordinator final : public v1::WorkerService::Service {
   ServerStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
-// Polls `done` every 10 ms for up to `seconds`.
-bool Eventually(const std::function<bool()>& done, double seconds = 10) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
-  while (Clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
-
 // One line per message, for readable comparisons.
 std::string Describe(const v1::AgentMessage& m) {
   if (m.has_rank_started()) {
@@ -253,10 +245,19 @@ class AgentTest : public ::testing::Test {
   // Starts the agent and waits until its session with `c` is open.
   void Connect(FakeCoordinator& c) {
     StartAgent();
-    ASSERT_TRUE(Eventually([&] { return !c.hellos().empty(); })) << "no Hello";
+    ASSERT_TRUE(WaitFor([&] { return !c.hellos().empty(); })) << "no Hello";
   }
   std::string RankDir(const std::string& job_id, int rank) {
     return dir_ / absl::StrCat("work/", job_id, "/rank-", rank);
+  }
+  // The agent's ringtrain_worker_connected gauge: whether its session is up.
+  bool Connected() {
+    for (const prometheus::MetricFamily& f : agent_->metrics()->Collect()) {
+      if (f.name == "ringtrain_worker_connected") {
+        return !f.metric.empty() && f.metric[0].gauge.value == 1;
+      }
+    }
+    return false;
   }
 
   TempDir dir_;
@@ -292,7 +293,7 @@ TEST_F(AgentTest, RegistersSaysHelloAndHeartbeats) {
   EXPECT_EQ(r[0].device(), "cpu");
   EXPECT_EQ(r[0].host_label(), "test-host");
   EXPECT_EQ(r[0].address(), "127.0.0.1");
-  EXPECT_TRUE(Eventually([&] { return coordinator_->heartbeats() >= 5; }, 3));  // every 100 ms
+  EXPECT_TRUE(WaitFor([&] { return coordinator_->heartbeats() >= 5; }, 3));  // every 100 ms
 }
 
 TEST_F(AgentTest, AssignmentRunsTrainerAndRelaysReportsThenExitInOrder) {
@@ -301,7 +302,7 @@ TEST_F(AgentTest, AssignmentRunsTrainerAndRelaysReportsThenExitInOrder) {
   assign.mutable_assignment()->add_overrides("training.steps=3");
   assign.mutable_assignment()->add_overrides("model.dim=64");
   ASSERT_TRUE(coordinator_->Send(assign));
-  ASSERT_TRUE(Eventually([&] { return coordinator_->ExitOf("job-1") != nullptr; }));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("job-1") != nullptr; }));
 
   std::vector<std::string> got;
   for (const v1::AgentMessage& m : coordinator_->messages()) got.push_back(Describe(m));
@@ -324,7 +325,7 @@ TEST_F(AgentTest, AssignmentRunsTrainerAndRelaysReportsThenExitInOrder) {
 TEST_F(AgentTest, OnlyRankZeroRelaysRecordsButEveryRankExportsThem) {
   Connect(*coordinator_);
   ASSERT_TRUE(coordinator_->Send(Assign("job-1", "steps = 3\nexit = 0\n", 1, 2)));
-  ASSERT_TRUE(Eventually([&] { return coordinator_->ExitOf("job-1") != nullptr; }));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("job-1") != nullptr; }));
   std::vector<std::string> got;
   for (const v1::AgentMessage& m : coordinator_->messages()) got.push_back(Describe(m));
   // Every rank's record holds the same global figures: only rank 0's go upstream.
@@ -343,11 +344,11 @@ TEST_F(AgentTest, OnlyRankZeroRelaysRecordsButEveryRankExportsThem) {
 TEST_F(AgentTest, CancelStopsTheTrainerWithSigterm) {
   Connect(*coordinator_);
   ASSERT_TRUE(coordinator_->Send(Assign("long", kLongRun)));
-  ASSERT_TRUE(Eventually([&] { return coordinator_->messages().size() >= 2; }));  // started, step 1
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->messages().size() >= 2; }));  // started, step 1
   const auto cancelled = Clock::now();
   ASSERT_TRUE(coordinator_->Send(CancelJob("other-job")));  // not ours: ignored
   ASSERT_TRUE(coordinator_->Send(CancelJob("long")));
-  ASSERT_TRUE(Eventually([&] { return coordinator_->ExitOf("long") != nullptr; }, 5));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("long") != nullptr; }, 5));
   EXPECT_LT(Clock::now() - cancelled, std::chrono::seconds(3));
   const std::unique_ptr<v1::RankExit> exit = coordinator_->ExitOf("long");
   EXPECT_EQ(exit->signal(), SIGTERM);
@@ -357,18 +358,18 @@ TEST_F(AgentTest, CancelStopsTheTrainerWithSigterm) {
 TEST_F(AgentTest, AssignmentWhileBusyIsRefusedWith125AndBadJobIdWith127) {
   Connect(*coordinator_);
   ASSERT_TRUE(coordinator_->Send(Assign("job-a", kLongRun)));
-  ASSERT_TRUE(Eventually([&] { return coordinator_->Started("job-a"); }));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->Started("job-a"); }));
   ASSERT_TRUE(coordinator_->Send(Assign("job-b", "steps = 1\n", 0, 2)));
-  ASSERT_TRUE(Eventually([&] { return coordinator_->ExitOf("job-b") != nullptr; }));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("job-b") != nullptr; }));
   std::unique_ptr<v1::RankExit> busy = coordinator_->ExitOf("job-b");
   EXPECT_EQ(busy->exit_status(), 125);
   EXPECT_EQ(busy->stderr_tail(), "agent c1-1 is busy with job job-a rank 0");
   EXPECT_EQ(coordinator_->ExitOf("job-a"), nullptr);  // still running
 
   ASSERT_TRUE(coordinator_->Send(CancelJob("job-a")));
-  ASSERT_TRUE(Eventually([&] { return coordinator_->ExitOf("job-a") != nullptr; }, 5));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("job-a") != nullptr; }, 5));
   ASSERT_TRUE(coordinator_->Send(Assign("../escape", "steps = 1\n")));
-  ASSERT_TRUE(Eventually([&] { return coordinator_->ExitOf("../escape") != nullptr; }));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("../escape") != nullptr; }));
   std::unique_ptr<v1::RankExit> bad = coordinator_->ExitOf("../escape");
   EXPECT_EQ(bad->exit_status(), 127);
   EXPECT_TRUE(absl::StrContains(bad->stderr_tail(), "cannot name a folder")) << bad->stderr_tail();
@@ -377,31 +378,38 @@ TEST_F(AgentTest, AssignmentWhileBusyIsRefusedWith125AndBadJobIdWith127) {
 TEST_F(AgentTest, ReRegistersWhenARestartedCoordinatorDoesNotKnowIt) {
   Connect(*coordinator_);
   ASSERT_TRUE(coordinator_->Send(Assign("orphan", kLongRun)));
-  ASSERT_TRUE(Eventually([&] { return coordinator_->Started("orphan"); }));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->Started("orphan"); }));
   const int trainer_pid = coordinator_->messages()[0].rank_started().pid();
   coordinator_.reset();  // gone; the agent keeps its trainer and retries
 
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(WaitFor([&] { return !Connected(); })) << "the agent did not see the session end";
   EXPECT_EQ(kill(trainer_pid, 0), 0) << "the trainer should outlive the session";
   FakeCoordinator restarted(port_, "c2");
-  ASSERT_TRUE(Eventually([&] { return !restarted.hellos().empty(); }, 10));
+  ASSERT_TRUE(WaitFor([&] { return !restarted.hellos().empty(); }, 10));
   EXPECT_GE(restarted.not_found(), 1);  // Hello with c1-1 first
   EXPECT_EQ(restarted.hellos(), std::vector<std::string>{"c2-1"});
   EXPECT_EQ(agent_->worker_id(), "c2-1");
   EXPECT_NE(kill(trainer_pid, 0), 0) << "the orphaned trainer should have been cancelled";
   // The orphan's RankStarted/RankExit belong to the old registration: none reaches c2.
-  EXPECT_TRUE(Eventually([&] { return restarted.heartbeats() >= 3; }, 3));
+  EXPECT_TRUE(WaitFor([&] { return restarted.heartbeats() >= 3; }, 3));
   EXPECT_TRUE(restarted.messages().empty());
 }
 
 TEST_F(AgentTest, KeepsTheTrainerAcrossABrokenSessionAndFlushesWhatItBuffered) {
   Connect(*coordinator_);
   ASSERT_TRUE(coordinator_->Send(Assign("steady", "steps = 12\npause = 0.2\n")));
-  ASSERT_TRUE(Eventually([&] { return coordinator_->messages().size() >= 3; }));  // + 2 steps
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->messages().size() >= 3; }));  // + 2 steps
+  const size_t relayed = coordinator_->messages().size() - 1;  // step records, as of now
   coordinator_.reset();
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // ~4 records buffered meanwhile
+  // The trainer goes on while the session is down: wait until it has written 4 records more than
+  // the first coordinator got, which the agent buffers meanwhile.
+  ASSERT_TRUE(WaitFor([&] {
+    const std::string jsonl = testing::ReadFile(RankDir("steady", 0) + "/metrics.jsonl");
+    return !Connected() &&
+           static_cast<size_t>(std::count(jsonl.begin(), jsonl.end(), '\n')) >= relayed + 4;
+  }));
   FakeCoordinator back(port_, "c1b", {"c1-1"});  // knows the agent: the network broke, no restart
-  ASSERT_TRUE(Eventually([&] { return back.ExitOf("steady") != nullptr; }, 10));
+  ASSERT_TRUE(WaitFor([&] { return back.ExitOf("steady") != nullptr; }, 10));
   EXPECT_EQ(back.hellos(), std::vector<std::string>{"c1-1"});
   EXPECT_TRUE(back.registrations().empty());
   std::vector<int> steps;
@@ -419,10 +427,10 @@ TEST_F(AgentTest, KeepsTheTrainerAcrossABrokenSessionAndFlushesWhatItBuffered) {
 TEST_F(AgentTest, ShutdownWhileDisconnectedStopsTheTrainerAndReturns) {
   Connect(*coordinator_);
   ASSERT_TRUE(coordinator_->Send(Assign("alone", kLongRun)));
-  ASSERT_TRUE(Eventually([&] { return coordinator_->Started("alone"); }));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->Started("alone"); }));
   const int trainer_pid = coordinator_->messages()[0].rank_started().pid();
   coordinator_.reset();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(WaitFor([&] { return !Connected(); })) << "the agent did not see the session end";
   const auto stopped = Clock::now();
   agent_->Shutdown();
   run_thread_.join();
@@ -434,12 +442,12 @@ TEST_F(AgentTest, ShutdownWhileDisconnectedStopsTheTrainerAndReturns) {
 // The binary: flags reach Register and the trainer; SIGTERM cancels the trainer, reports its exit
 // and ends the agent with status 0.
 TEST_F(AgentTest, BinaryRegistersWithItsFlagsAndStopsCleanlyOnSigterm) {
-  const pid_t pid = testing::StartCommand(
+  Subprocess worker = testing::StartCommand(
       {testing::BinDir() + "/ringtrain-worker", "--coordinator", Options().coordinator, "--device",
        "cuda:3", "--host-label", "bin-host", "--advertise-address", "10.1.2.3", "--work-dir",
        dir_ / "work", "--trainer", trainer_},
       dir_ / "worker.log");
-  ASSERT_TRUE(Eventually([&] { return !coordinator_->hellos().empty(); }))
+  ASSERT_TRUE(WaitFor([&] { return !coordinator_->hellos().empty(); }))
       << testing::ReadFile(dir_ / "worker.log");
   const v1::RegisterRequest r = coordinator_->registrations().at(0);
   EXPECT_EQ(r.device_kind(), "cuda");
@@ -448,10 +456,10 @@ TEST_F(AgentTest, BinaryRegistersWithItsFlagsAndStopsCleanlyOnSigterm) {
   EXPECT_EQ(r.address(), "10.1.2.3");
 
   ASSERT_TRUE(coordinator_->Send(Assign("sig", kLongRun)));
-  ASSERT_TRUE(Eventually([&] { return coordinator_->messages().size() >= 2; }));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->messages().size() >= 2; }));
   const int trainer_pid = coordinator_->messages()[0].rank_started().pid();
-  kill(pid, SIGTERM);
-  EXPECT_EQ(testing::WaitCommand(pid, 8), 0) << testing::ReadFile(dir_ / "worker.log");
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(testing::WaitCommand(worker, 8), 0) << testing::ReadFile(dir_ / "worker.log");
   EXPECT_NE(kill(trainer_pid, 0), 0);
   const std::unique_ptr<v1::RankExit> exit = coordinator_->ExitOf("sig");
   ASSERT_NE(exit, nullptr) << "the RankExit should be sent before the stream closes";

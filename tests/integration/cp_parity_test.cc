@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tests/integration/test_util.h"
@@ -118,19 +117,13 @@ std::vector<std::string> LongCpRun(const std::string& jsonl) {
 }
 
 bool WaitForSteps(const std::string& jsonl, size_t steps, double timeout_seconds) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(timeout_seconds * 1e3));
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ReadJsonl(jsonl).size() >= steps) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
+  return WaitFor([&] { return ReadJsonl(jsonl).size() >= steps; }, timeout_seconds);
 }
 
 TEST(CpFailureTest, SurvivorNamesTheLostPeerWithinTheTimeout) {
   TempDir dir;
   const int port = FreePort();
-  std::vector<pid_t> ranks;
+  std::vector<Subprocess> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.push_back(StartCommand(
         LongCpRun(dir / "m.jsonl"), dir / ("rank" + std::to_string(r) + ".log"), "",
@@ -139,7 +132,7 @@ TEST(CpFailureTest, SurvivorNamesTheLostPeerWithinTheTimeout) {
   }
   ASSERT_TRUE(WaitForSteps(dir / "m.jsonl", 3, 120)) << ReadFile(dir / "rank0.log");
   const auto killed_at = std::chrono::steady_clock::now();
-  kill(ranks[1], SIGKILL);
+  ranks[1].Signal(SIGKILL);
   EXPECT_EQ(WaitCommand(ranks[1], 10), 128 + SIGKILL);
   const int code = WaitCommand(ranks[0], 10 + 5);  // comm.timeout_seconds plus a few seconds
   const double seconds =
@@ -155,11 +148,11 @@ TEST(CpFailureTest, LauncherExitsNonZeroWhenARankIsKilled) {
   std::vector<std::string> argv = {BinDir() + "/ringtrain-run", "--nproc", "2"};
   const auto run = LongCpRun(dir / "m.jsonl");
   argv.insert(argv.end(), run.begin() + 1, run.end());
-  const pid_t launcher = StartCommand(argv, dir / "run.log");
+  Subprocess launcher = StartCommand(argv, dir / "run.log");
   ASSERT_TRUE(WaitForSteps(dir / "m.jsonl", 3, 120)) << ReadFile(dir / "run.log");
   // The launcher's children are the ranks; kill rank 1 (the second child).
-  const std::string children = ReadFile("/proc/" + std::to_string(launcher) + "/task/" +
-                                        std::to_string(launcher) + "/children");
+  const std::string pid = std::to_string(launcher.pid());
+  const std::string children = ReadFile("/proc/" + pid + "/task/" + pid + "/children");
   std::vector<int> pids;
   for (size_t pos = 0; pos < children.size();) {
     const size_t end = children.find(' ', pos);
@@ -167,7 +160,7 @@ TEST(CpFailureTest, LauncherExitsNonZeroWhenARankIsKilled) {
     pos = end == std::string::npos ? children.size() : end + 1;
   }
   ASSERT_EQ(pids.size(), 2u) << children;
-  kill(pids[1], SIGKILL);
+  kill(pids[1], SIGKILL);  // a rank: the launcher's child, not one of ours
   const int code = WaitCommand(launcher, 10 + 10);
   EXPECT_NE(code, 0);
   EXPECT_NE(code, -1) << "ringtrain-run hung";

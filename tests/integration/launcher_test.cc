@@ -1,22 +1,20 @@
-// ringtrain-run: argument parsing, the environment and arguments each rank gets, output relaying,
-// and taking a job down (a failing rank, a rank that ignores SIGTERM, Ctrl-C, a missing trainer).
+// ringtrain-run as a process: its usage errors, the environment and arguments each rank gets,
+// output relaying, and taking a job down (a failing rank, a rank that ignores SIGTERM, Ctrl-C, a
+// missing trainer). Argument parsing and the port pick alone: tests/unit/launch_*_test.cc.
 // Most tests launch a fake trainer, a /bin/sh script written into a TempDir, so that they test the
 // launcher alone and run in seconds; one runs the real trainer for one rank.
 #include <signal.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "tests/integration/test_util.h"
-#include "worker/launcher/launcher.h"
 
 namespace ringtrain::testing {
 namespace {
@@ -54,30 +52,21 @@ std::vector<std::string> RankLines(const std::string& output, int rank) {
   return lines;
 }
 
-// A process counts as gone once it is dead, even if nobody has reaped it yet (a rank's orphaned
-// child is reparented to a PID 1 that may never wait for it).
-bool IsRunning(pid_t pid) {
-  if (kill(pid, 0) != 0) return false;
-  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  const size_t paren = stat.rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
-}
-
 // Waits (up to 20 s) until `dir` holds files name.0 .. name.(count-1); returns the pids in them.
 std::vector<pid_t> WaitForPids(const TempDir& dir, const std::string& name, int count) {
-  const auto deadline = Clock::now() + std::chrono::seconds(20);
   std::vector<pid_t> pids;
-  while (Clock::now() < deadline) {
-    pids.clear();
-    for (int r = 0; r < count; ++r) {
-      const std::string text = ReadFile(dir / (name + "." + std::to_string(r)));
-      if (text.empty() || text.back() != '\n') break;
-      pids.push_back(std::stoi(text));
-    }
-    if (static_cast<int>(pids.size()) == count) return pids;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ADD_FAILURE() << "the ranks did not all write " << name << ".* within 20 s";
+  const bool all = WaitFor(
+      [&] {
+        pids.clear();
+        for (int r = 0; r < count; ++r) {
+          const std::string text = ReadFile(dir / (name + "." + std::to_string(r)));
+          if (text.empty() || text.back() != '\n') return false;
+          pids.push_back(std::stoi(text));
+        }
+        return true;
+      },
+      20);
+  if (!all) ADD_FAILURE() << "the ranks did not all write " << name << ".* within 20 s";
   return pids;
 }
 
@@ -105,82 +94,10 @@ std::string WaitForPidFilesThenExit(const TempDir& dir, const std::string& count
 void ExpectAllGone(const std::vector<pid_t>& pids) {
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   for (pid_t pid : pids) {
-    while (IsRunning(pid) && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    WaitFor([&] { return !IsRunning(pid); }, std::max(0.0, left));
     EXPECT_FALSE(IsRunning(pid)) << "process " << pid << " survived";
   }
-}
-
-TEST(ParseLaunchArgsTest, FlagsBeforeConfigAndEverythingAfterItVerbatim) {
-  const auto o = ParseLaunchArgs({"--nproc", "4", "--master-addr=10.0.0.2", "--master-port",
-                                  "29500", "--threads-per-rank=2", "--trainer", "/opt/t",
-                                  "--grace-seconds", "0.5", "job.toml", "--training.steps=10",
-                                  "--nproc=9", "loose"});
-  ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_FALSE(o->help);
-  EXPECT_EQ(o->nproc, 4);
-  EXPECT_EQ(o->master_addr, "10.0.0.2");
-  EXPECT_EQ(o->master_port, 29500);
-  EXPECT_EQ(o->threads_per_rank, 2);
-  EXPECT_EQ(o->trainer, "/opt/t");
-  EXPECT_DOUBLE_EQ(o->grace_seconds, 0.5);
-  EXPECT_EQ(o->config, "job.toml");
-  EXPECT_EQ(o->trainer_args,
-            (std::vector<std::string>{"--training.steps=10", "--nproc=9", "loose"}));
-}
-
-TEST(ParseLaunchArgsTest, Defaults) {
-  const auto o = ParseLaunchArgs({"--nproc=2", "job.toml"});
-  ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->nproc, 2);
-  EXPECT_EQ(o->master_addr, "127.0.0.1");
-  EXPECT_EQ(o->master_port, 0);
-  EXPECT_EQ(o->threads_per_rank, 1);
-  EXPECT_EQ(o->trainer, "");
-  EXPECT_DOUBLE_EQ(o->grace_seconds, 5);
-  EXPECT_TRUE(o->trainer_args.empty());
-  EXPECT_TRUE(ParseLaunchArgs({"--help"})->help);
-  EXPECT_TRUE(ParseLaunchArgs({"--nproc", "2", "-h"})->help);
-}
-
-TEST(ParseLaunchArgsTest, RejectsBadCommandLinesWithMessagesNamingTheProblem) {
-  struct Case {
-    std::vector<std::string> args;
-    std::string message_part;
-  };
-  const Case cases[] = {
-      {{"job.toml"}, "--nproc is required"},
-      {{"--nproc", "2"}, "missing CONFIG.toml"},
-      {{"--nproc", "0", "job.toml"},
-       "--nproc: '0' is not valid; expected a whole number in 1..256"},
-      {{"--nproc=two", "job.toml"}, "--nproc: 'two'"},
-      {{"--nproc"}, "--nproc needs a value"},
-      {{"--nproc", "2", "--master-port", "70000", "job.toml"}, "--master-port: '70000'"},
-      {{"--nproc", "2", "--threads-per-rank=0", "job.toml"}, "--threads-per-rank: '0'"},
-      {{"--nproc", "2", "--grace-seconds=-1", "job.toml"}, "--grace-seconds: '-1'"},
-      {{"--nproc", "2", "--trainer=", "job.toml"}, "--trainer needs a non-empty value"},
-      {{"--nproc", "2", "--master-addr", "", "job.toml"}, "--master-addr needs a non-empty value"},
-      {{"--nnodes", "2", "job.toml"}, "unknown flag '--nnodes'; launcher flags are --nproc"},
-      {{"--nproc", "2", "--training.steps=3", "job.toml"},
-       "unknown flag '--training.steps'; config overrides go after CONFIG.toml"},
-  };
-  for (const Case& c : cases) {
-    const auto o = ParseLaunchArgs(c.args);
-    ASSERT_FALSE(o.ok()) << c.message_part;
-    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(o.status().message().find(c.message_part), std::string::npos) << o.status();
-  }
-}
-
-TEST(PickFreePortTest, BindsOnThisMachineAndNamesAForeignAddress) {
-  const auto port = PickFreePort("127.0.0.1");
-  ASSERT_TRUE(port.ok()) << port.status();
-  EXPECT_GT(*port, 0);
-  EXPECT_LE(*port, 65535);
-  const auto foreign = PickFreePort("192.0.2.1");  // TEST-NET-1: never an address of this machine
-  ASSERT_FALSE(foreign.ok());
-  EXPECT_NE(foreign.status().message().find("'192.0.2.1'"), std::string::npos) << foreign.status();
 }
 
 TEST(LauncherTest, BadCommandLineExitsTwoWithUsage) {
@@ -247,9 +164,9 @@ TEST(LauncherTest, LinesArePrefixedByRankOnTheStreamTheyCameFrom) {
                                           "echo \"out one\"\n"
                                           "echo \"err one\" >&2\n"
                                           "printf 'out partial'\n");
-  const pid_t pid = StartCommand({Launcher(), "--nproc", "2", "--trainer", trainer, "job.toml"},
-                                 dir / "stdout", dir / "stderr");
-  ASSERT_EQ(WaitCommand(pid), 0) << ReadFile(dir / "stderr");
+  Subprocess launcher = StartCommand({Launcher(), "--nproc", "2", "--trainer", trainer, "job.toml"},
+                                     dir / "stdout", dir / "stderr");
+  ASSERT_EQ(WaitCommand(launcher), 0) << ReadFile(dir / "stderr");
   const std::string out = ReadFile(dir / "stdout"), err = ReadFile(dir / "stderr");
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(RankLines(out, rank), (std::vector<std::string>{"out one", "out partial"})) << out;
@@ -321,11 +238,11 @@ void ExpectSignalStopsAllRanks(int signo, const std::string& name, int exit_code
   TempDir dir;
   const std::string trainer = WriteScript(dir, "trainer.sh", RecordPidsAndSleep(dir));
   const auto start = Clock::now();
-  const pid_t launcher = StartCommand(
+  Subprocess launcher = StartCommand(
       {Launcher(), "--nproc", "2", "--trainer", trainer, "job.toml"}, dir / "output");
   const std::vector<pid_t> shells = WaitForPids(dir, "pid", 2);
   const std::vector<pid_t> children = WaitForPids(dir, "child", 2);
-  kill(launcher, signo);
+  launcher.Signal(signo);  // its process group holds the launcher alone: the ranks have their own
   EXPECT_EQ(WaitCommand(launcher), exit_code) << ReadFile(dir / "output");
   EXPECT_LT(SecondsSince(start), 20);
   EXPECT_NE(ReadFile(dir / "output").find("ringtrain-run: got " + name + "; stopping all ranks"),

@@ -85,19 +85,18 @@ class RankSupervisorTest : public ::testing::Test {
   std::string Work(const std::string& name) { return dir_ / ("work/" + name); }
   // Waits until `path` exists (the script has reached a point), up to 5 s.
   bool WaitFile(const std::string& path) {
-    for (int i = 0; i < 500; ++i) {
-      if (access(path.c_str(), F_OK) == 0) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
+    return testing::WaitFor([&] { return access(path.c_str(), F_OK) == 0; }, 5);
+  }
+  // The pid the script wrote into `path`, once the whole line is there (up to 5 s); -1 if not.
+  pid_t WaitPid(const std::string& path) {
+    std::string text;
+    const bool written = testing::WaitFor(
+        [&] { return !(text = testing::ReadFile(path)).empty() && text.back() == '\n'; }, 5);
+    return written ? std::stoi(text) : -1;
   }
   // Whether `pid` is gone, polling up to 2 s.
   bool Gone(pid_t pid) {
-    for (int i = 0; i < 200; ++i) {
-      if (kill(pid, 0) != 0) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
+    return testing::WaitFor([&] { return kill(pid, 0) != 0; }, 2);
   }
 
   TempDir dir_;
@@ -123,7 +122,7 @@ TEST_F(RankSupervisorTest, PartialLineWaitsForItsNewline) {
   auto sup = RankSupervisor::Start(Script(R"(
 printf '{"step":1' >> "$m"
 touch "$m.half"
-sleep 0.6
+while [ ! -e "$m.go" ]; do sleep 0.02; done
 printf '}\n{"step":' >> "$m"
 sleep 0.3
 printf '2}\n{"never":' >> "$m"
@@ -131,8 +130,11 @@ printf '2}\n{"never":' >> "$m"
                                    collector_.Callbacks());
   ASSERT_TRUE(sup.ok()) << sup.status();
   ASSERT_TRUE(WaitFile(Work("metrics.jsonl.half")));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // three polls
+  // The script waits for metrics.jsonl.go, so the half line stays half for as long as this takes:
+  // three polls of the supervisor, which must deliver nothing meanwhile.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_TRUE(collector_.records().empty());
+  testing::WriteFile(Work("metrics.jsonl.go"), "");
   ASSERT_TRUE(collector_.WaitExit(absl::Seconds(10)).has_value());
   EXPECT_EQ(collector_.records(),
             (std::vector<std::string>{"{\"step\":1}", "{\"step\":2}"}));  // the tail never ends
@@ -203,9 +205,8 @@ wait
 )"),
                                    collector_.Callbacks());
   ASSERT_TRUE(sup.ok()) << sup.status();
-  ASSERT_TRUE(WaitFile(Work("metrics.jsonl.child")));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the pid is written out
-  pid_t child = std::stoi(testing::ReadFile(Work("metrics.jsonl.child")));
+  const pid_t child = WaitPid(Work("metrics.jsonl.child"));
+  ASSERT_GT(child, 0);
   Clock::time_point start = Clock::now();
   (*sup)->Cancel(std::chrono::milliseconds(5000));
   (*sup)->Cancel(std::chrono::milliseconds(5000));  // twice: harmless
@@ -226,9 +227,8 @@ wait
 )"),
                                    collector_.Callbacks());
   ASSERT_TRUE(sup.ok()) << sup.status();
-  ASSERT_TRUE(WaitFile(Work("metrics.jsonl.child")));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  pid_t child = std::stoi(testing::ReadFile(Work("metrics.jsonl.child")));
+  const pid_t child = WaitPid(Work("metrics.jsonl.child"));
+  ASSERT_GT(child, 0);
   Clock::time_point start = Clock::now();
   (*sup)->Cancel(std::chrono::milliseconds(400));
   std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(10));

@@ -15,7 +15,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ringtrain/v1/job_service.grpc.pb.h"
@@ -482,25 +481,19 @@ class RingctlUpTest : public RingctlServiceTest {
   void SetUp() override { address_ = "127.0.0.1:" + std::to_string(FreePort()); }
 
   // Starts `ringctl up`, then the fake service once the stand-in coordinator runs.
-  pid_t StartUp(int workers) {
-    const pid_t pid =
+  Subprocess StartUp(int workers) {
+    Subprocess up =
         StartCommand({BinDir() + "/ringctl", "up", "--workers", std::to_string(workers), "--listen",
                       address_, "--bin-dir", bin_, "--dir", cluster_},
                      out_);
-    for (int i = 0; i < 200 && !Has(ReadFile(bin_ + "/calls.txt"), "ringtrain-coordinator"); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    WaitFor([&] { return Has(ReadFile(bin_ + "/calls.txt"), "ringtrain-coordinator"); });
     StartServer();
-    return pid;
+    return up;
   }
 
   // Waits up to 20 s for `text` in ringctl's output (or in the file at `path`).
   bool WaitForOutput(const std::string& text, const std::string& path = "") {
-    for (int i = 0; i < 200; ++i) {
-      if (Has(ReadFile(path.empty() ? out_ : path), text)) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
+    return WaitFor([&] { return Has(ReadFile(path.empty() ? out_ : path), text); }, 20);
   }
 
   // Every process a stand-in started has been stopped and reaped.
@@ -520,7 +513,7 @@ class RingctlUpTest : public RingctlServiceTest {
 
 TEST_F(RingctlUpTest, StartsTheClusterAndStopsItOnSigterm) {
   WriteFakes("exec sleep 600", "exec sleep 600");
-  const pid_t up = StartUp(1);
+  Subprocess up = StartUp(1);
   ASSERT_TRUE(WaitForOutput("cluster up: coordinator at " + address_ + ", 1 worker"))
       << ReadFile(out_);
   ASSERT_TRUE(
@@ -534,7 +527,7 @@ TEST_F(RingctlUpTest, StartsTheClusterAndStopsItOnSigterm) {
                              cluster_ + "/worker-0 --threads 1"))
       << calls;
   EXPECT_TRUE(std::filesystem::exists(cluster_ + "/logs/worker-0.log"));
-  kill(up, SIGTERM);
+  up.Signal(SIGTERM);
   EXPECT_EQ(WaitCommand(up, 20), 0) << ReadFile(out_);
   EXPECT_TRUE(Has(ReadFile(out_), "cluster stopped")) << ReadFile(out_);
   ExpectAllStopped();
@@ -542,7 +535,7 @@ TEST_F(RingctlUpTest, StartsTheClusterAndStopsItOnSigterm) {
 
 TEST_F(RingctlUpTest, AWorkerDyingDuringStartUpFailsWithItsLog) {
   WriteFakes("exec sleep 600", "echo 'cannot register: boom' >&2; exit 4");
-  const pid_t up = StartUp(2);  // the fake lists one idle worker: it waits, and sees the deaths
+  Subprocess up = StartUp(2);  // the fake lists one idle worker: it waits, and sees the deaths
   EXPECT_EQ(WaitCommand(up, 30), 1) << ReadFile(out_);
   const std::string output = ReadFile(out_);
   EXPECT_TRUE(Has(output, "exited (exit status 4)")) << output;
@@ -552,7 +545,7 @@ TEST_F(RingctlUpTest, AWorkerDyingDuringStartUpFailsWithItsLog) {
 
 TEST_F(RingctlUpTest, TheCoordinatorDyingStopsTheCluster) {
   WriteFakes("sleep 2; echo 'fatal: disk full' >&2; exit 5", "exec sleep 600");
-  const pid_t up = StartUp(1);
+  Subprocess up = StartUp(1);
   EXPECT_EQ(WaitCommand(up, 30), 1) << ReadFile(out_);
   const std::string output = ReadFile(out_);
   EXPECT_TRUE(Has(output, "cluster up:")) << output;

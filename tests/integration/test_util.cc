@@ -1,24 +1,24 @@
 #include "tests/integration/test_util.h"
 
-#include <fcntl.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
+#include <sys/time.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <thread>
-
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
+#include <utility>
 
 namespace ringtrain::testing {
 
@@ -50,68 +50,68 @@ TempDir::~TempDir() {
 
 CommandResult RunCommand(const std::vector<std::string>& argv) {
   int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pipe_fds[1], STDOUT_FILENO);
-    dup2(pipe_fds[1], STDERR_FILENO);
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  SpawnOptions options;
+  options.argv = argv;
+  options.stdout_to = Redirect::ToFd(pipe_fds[1]);
+  options.stderr_to = Redirect::ToStdout();
+  options.parent_death_signal = SIGTERM;
+  absl::StatusOr<Subprocess> child = Subprocess::Start(options);
+  close(pipe_fds[1]);  // EOF comes once the child's copies close
+  if (!child.ok()) {
     close(pipe_fds[0]);
-    close(pipe_fds[1]);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
+    throw std::runtime_error(std::string(child.status().message()));
   }
-  close(pipe_fds[1]);
   CommandResult result;
   char buffer[4096];
   ssize_t n;
-  while ((n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0) result.output.append(buffer, n);
+  while ((n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) result.output.append(buffer, n);
+  }
   close(pipe_fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.exit_code = *child->Wait();
   return result;
 }
 
-pid_t StartCommand(const std::vector<std::string>& argv, const std::string& out_path,
-                   const std::string& err_path, const std::vector<std::string>& env) {
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err =
-        err_path.empty() ? out : open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0 || err < 0) _exit(127);
-    dup2(out, STDOUT_FILENO);
-    dup2(err, STDERR_FILENO);
-    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  return pid;
+Subprocess StartCommand(const std::vector<std::string>& argv, const std::string& out_path,
+                        const std::string& err_path, const std::vector<std::string>& env) {
+  SpawnOptions options;
+  options.argv = argv;
+  options.env = env;
+  options.stdout_to = Redirect::ToFile(out_path);
+  options.stderr_to = err_path.empty() ? Redirect::ToStdout() : Redirect::ToFile(err_path);
+  options.parent_death_signal = SIGTERM;
+  absl::StatusOr<Subprocess> child = Subprocess::Start(options);
+  if (!child.ok()) throw std::runtime_error(std::string(child.status().message()));
+  return *std::move(child);
 }
 
-int WaitCommand(pid_t pid, double timeout_seconds) {
+int WaitCommand(Subprocess& child, double timeout_seconds) {
+  if (timeout_seconds < 0) return child.Wait().value_or(-1);
+  const std::optional<int> code =
+      child.Wait(std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
+  if (code) return *code;
+  child.Signal(SIGKILL);
+  child.Wait();
+  return -1;
+}
+
+bool WaitFor(const std::function<bool()>& done, double timeout_seconds) {
   const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(int64_t(timeout_seconds * 1000));
-  int status = 0;
-  for (;;) {
-    const pid_t done = waitpid(pid, &status, timeout_seconds < 0 ? 0 : WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) throw std::runtime_error("waitpid failed");
-    if (timeout_seconds >= 0 && std::chrono::steady_clock::now() >= deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    if (timeout_seconds >= 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return done();
+}
+
+bool IsRunning(pid_t pid) {
+  if (kill(pid, 0) != 0) return false;
+  // The state is the field after the command name, which is in parentheses and may hold spaces.
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
 }
 
 int FreePort() {
@@ -125,6 +125,39 @@ int FreePort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   close(fd);
   return ntohs(addr.sin_port);
+}
+
+std::string HttpGet(const std::string& host_port, const std::string& path) {
+  const size_t colon = host_port.rfind(':');
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(host_port.substr(colon + 1))));
+  inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr);
+  timeval timeout{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string request =
+      "GET " + path + " HTTP/1.0\r\nHost: " + host_port + "\r\nConnection: close\r\n\r\n";
+  if (send(fd, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return "";
+  }
+  std::string response;
+  char buffer[65536];
+  ssize_t n;
+  while ((n = recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, n);
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (response.compare(0, 12, "HTTP/1.1 200") != 0 &&
+      response.compare(0, 12, "HTTP/1.0 200") != 0) {
+    return "";
+  }
+  return body == std::string::npos ? "" : response.substr(body + 4);
 }
 
 std::vector<std::map<std::string, std::string>> ReadJsonl(const std::string& path) {

@@ -5,9 +5,12 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "common/subprocess.h"
 
 namespace ringtrain::testing {
 
@@ -18,7 +21,8 @@ std::string ConfigPath(const std::string& name);  // SourceDir()/configs/name
 // the parity reference and every Python helper run on it.
 std::string PythonPath();
 
-// A fresh folder under $TMPDIR, removed with its contents when the object dies.
+// A fresh folder under $TMPDIR (default /tmp), removed with its contents when the object dies.
+// Every test that needs a scratch folder makes it with this.
 class TempDir {
  public:
   TempDir();
@@ -35,20 +39,34 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs argv (argv[0] is a path) with output captured; blocks until it ends.
+// Runs argv (argv[0] is a path) with output captured; blocks until it ends. Like every command
+// here it runs as a Subprocess: its own process group, stdin from /dev/null.
 CommandResult RunCommand(const std::vector<std::string>& argv);
 
 // Starts argv in the background with stdout written to out_path and stderr to err_path (or to
-// out_path too when err_path is empty), `env` ("NAME=value") added to this process's environment;
-// returns its pid. Reap it with WaitCommand.
-pid_t StartCommand(const std::vector<std::string>& argv, const std::string& out_path,
-                   const std::string& err_path = "", const std::vector<std::string>& env = {});
-// Waits for `pid` to end: its exit status, or 128 + signal. With timeout_seconds >= 0, a child
-// still running then is SIGKILLed and reaped, and the result is -1.
-int WaitCommand(pid_t pid, double timeout_seconds = -1);
+// out_path too when err_path is empty), `env` ("NAME=value") added to this process's environment.
+// Throws std::runtime_error when it cannot start (a failing exec is exit status 127). The child
+// gets SIGTERM should the test process die, and SIGKILL (with its group) should the returned
+// object be destroyed while it runs, so that a failed assertion leaves nothing running.
+Subprocess StartCommand(const std::vector<std::string>& argv, const std::string& out_path,
+                        const std::string& err_path = "", const std::vector<std::string>& env = {});
+// Waits for `child` to end: its exit status, or 128 + signal. With timeout_seconds >= 0, a child
+// still running then is SIGKILLed (with its group) and reaped, and the result is -1.
+int WaitCommand(Subprocess& child, double timeout_seconds = -1);
+
+// Polls `done` every 10 ms until it holds or `timeout_seconds` have passed; returns its last value
+// (so a condition that comes true at the deadline still counts).
+bool WaitFor(const std::function<bool()>& done, double timeout_seconds = 10);
+
+// Whether `pid` is alive: it exists and is not a zombie (a dead process nobody has reaped yet, as
+// an orphan reparented to a PID 1 that never waits may stay).
+bool IsRunning(pid_t pid);
 
 // A free TCP port on 127.0.0.1 (bound and released).
 int FreePort();
+
+// The body of http://host_port/path (HTTP/1.0 GET, 10 s timeout); "" when it cannot be fetched.
+std::string HttpGet(const std::string& host_port, const std::string& path);
 
 // Parses a JSONL file into one map per line, each value kept as its raw JSON text, so floats can be
 // compared bitwise ("loss" → "6.7041950225830078").

@@ -10,15 +10,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/string_view.h"
-
-extern char** environ;
 
 namespace ringtrain {
 namespace {
@@ -44,40 +42,20 @@ void WriteAll(int fd, const char* data, size_t size) {
   }
 }
 
-// The inherited environment with the rendezvous variables of the launch set.
-std::vector<std::string> ChildEnv(const RankLaunch& launch) {
-  std::vector<std::pair<std::string, std::string>> ours = {
-      {"RANK", std::to_string(launch.rank)},
-      {"WORLD_SIZE", std::to_string(launch.world_size)},
-      {"MASTER_ADDR", launch.master_addr},
-      {"MASTER_PORT", std::to_string(launch.master_port)},
-      {"OMP_NUM_THREADS", std::to_string(launch.threads)},
-      {"MKL_NUM_THREADS", std::to_string(launch.threads)},
+// The rendezvous variables of the launch: they replace inherited ones of the same names.
+std::vector<std::string> ChildVariables(const RankLaunch& launch) {
+  std::vector<std::string> env = {
+      "RANK=" + std::to_string(launch.rank),
+      "WORLD_SIZE=" + std::to_string(launch.world_size),
+      "MASTER_ADDR=" + launch.master_addr,
+      "MASTER_PORT=" + std::to_string(launch.master_port),
+      "OMP_NUM_THREADS=" + std::to_string(launch.threads),
+      "MKL_NUM_THREADS=" + std::to_string(launch.threads),
       // Every rank writes its own <work_dir>/metrics.jsonl, so every agent sees its rank's figures.
-      {"RINGTRAIN_JSONL_EVERY_RANK", "1"},
+      "RINGTRAIN_JSONL_EVERY_RANK=1",
   };
-  if (!launch.host_address.empty()) ours.emplace_back("RINGTRAIN_HOST_ADDRESS", launch.host_address);
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    absl::string_view entry(*e);
-    bool replaced = false;
-    for (const auto& [name, value] : ours) {
-      if (entry.size() > name.size() && entry.substr(0, name.size()) == name &&
-          entry[name.size()] == '=') {
-        replaced = true;
-      }
-    }
-    if (!replaced) env.emplace_back(entry);
-  }
-  for (const auto& [name, value] : ours) env.push_back(name + "=" + value);
+  if (!launch.host_address.empty()) env.push_back("RINGTRAIN_HOST_ADDRESS=" + launch.host_address);
   return env;
-}
-
-std::vector<char*> CStrings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (std::string& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
 }
 
 absl::Status CheckLaunch(const RankLaunch& launch) {
@@ -104,29 +82,6 @@ absl::Status CheckLaunch(const RankLaunch& launch) {
   return absl::OkStatus();
 }
 
-// In the forked child; only async-signal-safe calls until exec (the agent is multi-threaded).
-[[noreturn]] void ExecChild(int log_fd, int stderr_write_fd, char** argv, char** envp,
-                            const char* exec_error, size_t exec_error_len) {
-  setpgid(0, 0);
-  // Dispositions set to "ignore" and the signal mask survive exec: give the trainer the defaults.
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGQUIT}) sigaction(sig, &dfl, nullptr);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-
-  int devnull = open("/dev/null", O_RDONLY);
-  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-  dup2(log_fd, STDOUT_FILENO);
-  dup2(stderr_write_fd, STDERR_FILENO);  // dup2 clears FD_CLOEXEC on the new descriptor
-  execve(argv[0], argv, envp);
-  ssize_t ignored = write(STDERR_FILENO, exec_error, exec_error_len);
-  (void)ignored;
-  _exit(127);
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const RankLaunch& launch,
@@ -146,16 +101,6 @@ absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const Rank
         absl::StrCat("cannot remove stale '", metrics_path, "': ", ErrnoText()));
   }
 
-  std::vector<std::string> args = {launch.trainer_path, launch.config_path};
-  args.insert(args.end(), launch.overrides.begin(), launch.overrides.end());
-  args.push_back("--metrics.jsonl=" + metrics_path);
-  args.push_back("--device=" + launch.device);
-  std::vector<std::string> env = ChildEnv(launch);
-  std::vector<char*> argv = CStrings(args);
-  std::vector<char*> envp = CStrings(env);
-  const std::string exec_error =
-      absl::StrCat("rank_supervisor: cannot exec '", launch.trainer_path, "'\n");
-
   int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) {
     return absl::InternalError(absl::StrCat("cannot open '", log_path, "': ", ErrnoText()));
@@ -166,22 +111,30 @@ absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const Rank
     close(log_fd);
     return absl::InternalError("cannot create the stderr pipe: " + why);
   }
-  pid_t pid = fork();
-  if (pid < 0) {
-    std::string why = ErrnoText();
+  SpawnOptions spawn;
+  spawn.argv = {launch.trainer_path, launch.config_path};
+  spawn.argv.insert(spawn.argv.end(), launch.overrides.begin(), launch.overrides.end());
+  spawn.argv.push_back("--metrics.jsonl=" + metrics_path);
+  spawn.argv.push_back("--device=" + launch.device);
+  spawn.env = ChildVariables(launch);
+  spawn.stdout_to = Redirect::ToFd(log_fd);
+  spawn.stderr_to = Redirect::ToFd(pipe_fds[1]);  // copied to rank.log by StderrLoop
+  // The trainer's stragglers go with it, before its group id could be reused.
+  spawn.kill_group_on_exit = true;
+  spawn.exec_error_prefix =
+      absl::StrCat("rank_supervisor: cannot exec '", launch.trainer_path, "': ");
+  absl::StatusOr<Subprocess> process = Subprocess::Start(spawn);
+  close(pipe_fds[1]);
+  if (!process.ok()) {
     close(log_fd);
     close(pipe_fds[0]);
-    close(pipe_fds[1]);
-    return absl::InternalError("fork failed: " + why);
+    return absl::InternalError(
+        absl::StrCat("cannot start '", launch.trainer_path, "': ", process.status().message()));
   }
-  if (pid == 0) {
-    ExecChild(log_fd, pipe_fds[1], argv.data(), envp.data(), exec_error.data(), exec_error.size());
-  }
-  setpgid(pid, pid);  // also here, so that Cancel right after Start reaches the group
-  close(pipe_fds[1]);
 
   std::unique_ptr<RankSupervisor> supervisor(
-      new RankSupervisor(std::move(callbacks), metrics_path, log_fd, pipe_fds[0], pid));
+      new RankSupervisor(std::move(callbacks), metrics_path, log_fd, pipe_fds[0],
+                         *std::move(process)));
   RankSupervisor* self = supervisor.get();
   self->stderr_thread_ = std::thread([self] { self->StderrLoop(); });
   self->monitor_thread_ = std::thread([self] { self->MonitorLoop(); });
@@ -189,12 +142,13 @@ absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const Rank
 }
 
 RankSupervisor::RankSupervisor(Callbacks callbacks, std::string metrics_path, int log_fd,
-                               int stderr_fd, pid_t pid)
+                               int stderr_fd, Subprocess process)
     : callbacks_(std::move(callbacks)),
       metrics_path_(std::move(metrics_path)),
       log_fd_(log_fd),
       stderr_fd_(stderr_fd),
-      pid_(pid) {}
+      pid_(process.pid()),
+      process_(std::move(process)) {}
 
 RankSupervisor::~RankSupervisor() {
   Cancel(kDestructorGrace);
@@ -205,9 +159,9 @@ RankSupervisor::~RankSupervisor() {
 
 void RankSupervisor::Cancel(std::chrono::milliseconds grace) {
   absl::MutexLock lock(&mu_);
-  if (reaped_) return;
+  if (!process_.running()) return;
   if (!term_sent_) {
-    kill(-pid_, SIGTERM);
+    process_.Signal(SIGTERM);
     term_sent_ = true;
   }
   Clock::time_point deadline = Clock::now() + grace;
@@ -215,23 +169,18 @@ void RankSupervisor::Cancel(std::chrono::milliseconds grace) {
 }
 
 void RankSupervisor::MonitorLoop() {
-  int wait_status = 0;
-  bool status_known = false;  // false when someone else reaped it (SIGCHLD set to SIG_IGN)
+  std::optional<int> wait_status;  // nullopt when someone else reaped it (SIGCHLD set to SIG_IGN)
   for (;;) {
     bool exited = false;
     {
       absl::MutexLock lock(&mu_);
-      pid_t r = waitpid(pid_, &wait_status, WNOHANG);
-      if (r == pid_ || (r < 0 && errno == ECHILD)) {
+      // Poll also sends SIGKILL to what the trainer left in its group (kill_group_on_exit).
+      if (process_.Poll()) {
         exited = true;
-        status_known = r == pid_;
-        // The trainer is gone; stragglers in its group (children it left behind) go too, before
-        // reaped_ forbids further signals. The group id stays valid while it has members.
-        kill(-pid_, SIGKILL);
-        reaped_ = true;
+        wait_status = process_.wait_status();
         stderr_drain_deadline_ = Clock::now() + kStderrDrain;
       } else if (kill_deadline_ && Clock::now() >= *kill_deadline_) {
-        kill(-pid_, SIGKILL);
+        process_.Signal(SIGKILL);
         kill_deadline_.reset();
       }
     }
@@ -243,8 +192,8 @@ void RankSupervisor::MonitorLoop() {
   stderr_thread_.join();
 
   RankExit exit;
-  if (status_known && WIFEXITED(wait_status)) exit.exit_status = WEXITSTATUS(wait_status);
-  if (status_known && WIFSIGNALED(wait_status)) exit.signal = WTERMSIG(wait_status);
+  if (wait_status && WIFEXITED(*wait_status)) exit.exit_status = WEXITSTATUS(*wait_status);
+  if (wait_status && WIFSIGNALED(*wait_status)) exit.signal = WTERMSIG(*wait_status);
   exit.stderr_tail = StderrTail();
   if (callbacks_.on_exit) callbacks_.on_exit(exit);
 }

@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/subprocess.h"
 
 namespace ringtrain {
 
@@ -63,6 +64,8 @@ class RankSupervisor {
   // naming the path, when trainer_path does not exist or is not executable (checked before fork,
   // so no callback runs); INTERNAL when the work dir, log, pipe or fork fails. An exec that fails
   // after all is reported through on_exit with exit_status 127 and the reason in stderr_tail.
+  // The trainer starts as a Subprocess (common/subprocess.h), so with a clean signal state; what
+  // it leaves behind in its process group is killed as soon as it is reaped.
   static absl::StatusOr<std::unique_ptr<RankSupervisor>> Start(const RankLaunch& launch,
                                                                Callbacks callbacks);
 
@@ -85,7 +88,7 @@ class RankSupervisor {
   using Clock = std::chrono::steady_clock;
 
   RankSupervisor(Callbacks callbacks, std::string metrics_path, int log_fd, int stderr_fd,
-                 pid_t pid);
+                 Subprocess process);
 
   void MonitorLoop();  // reaps, tails metrics.jsonl, enforces the kill deadline, calls on_exit
   void StderrLoop();   // copies the stderr pipe to rank.log and keeps the tail
@@ -98,14 +101,14 @@ class RankSupervisor {
   const std::string metrics_path_;
   const int log_fd_;     // rank.log, O_APPEND; closed by the destructor
   const int stderr_fd_;  // read end of the child's stderr pipe; closed by StderrLoop
-  const pid_t pid_;
+  const pid_t pid_;  // process_.pid(), readable without the lock
 
   // Monitor thread only.
   int metrics_fd_ = -1;
   std::string metrics_pending_;  // bytes read that do not yet end a line
 
   absl::Mutex mu_;
-  bool reaped_ ABSL_GUARDED_BY(mu_) = false;  // no signal may be sent once true (pid reuse)
+  Subprocess process_ ABSL_GUARDED_BY(mu_);  // sends no signal once reaped (pid reuse)
   bool term_sent_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<Clock::time_point> kill_deadline_ ABSL_GUARDED_BY(mu_);
   std::optional<Clock::time_point> stderr_drain_deadline_ ABSL_GUARDED_BY(mu_);

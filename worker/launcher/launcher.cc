@@ -1,53 +1,30 @@
 #include "worker/launcher/launcher.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/executable_path.h"
-
-extern char** environ;
+#include "worker/launcher/launch_port.h"
 
 namespace ringtrain {
 
 namespace {
 
-constexpr int kMaxRanks = 256;  // two pipes each must fit the default limit of 1024 open files
 constexpr size_t kMaxLineBytes = 64 << 10;  // a longer line without '\n' is cut here
-constexpr const char* kFlags[] = {"--nproc",   "--master-addr",      "--master-port",
-                                  "--trainer", "--threads-per-rank", "--grace-seconds"};
-// Variables the launcher sets for every rank, replacing inherited ones.
-constexpr const char* kRankVariables[] = {"RANK",        "LOCAL_RANK",      "WORLD_SIZE",
-                                          "MASTER_ADDR", "MASTER_PORT",     "OMP_NUM_THREADS",
-                                          "MKL_NUM_THREADS"};
-
-absl::Status ParseInt(const std::string& flag, const std::string& value, int lo, int hi,
-                      int* out) {
-  if (!absl::SimpleAtoi(value, out) || *out < lo || *out > hi) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": '", value,
-                                                   "' is not valid; expected a whole number in ",
-                                                   lo, "..", hi));
-  }
-  return absl::OkStatus();
-}
 
 // The signal handler's only job: wake the poll loop. Run() owns the pipe.
 int g_signal_write_fd = -1;
@@ -115,170 +92,16 @@ absl::StatusOr<std::string> DefaultTrainerPath() {
   return path;
 }
 
-// The inherited environment with the rendezvous variables of `rank` set.
-std::vector<std::string> RankEnvironment(int rank, const LaunchOptions& o, int port) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    const std::string name = entry.substr(0, entry.find('='));
-    bool replaced = false;
-    for (const char* v : kRankVariables) replaced = replaced || name == v;
-    if (!replaced) env.push_back(entry);
-  }
+// The rendezvous variables of `rank`: they replace inherited ones of the same names.
+std::vector<std::string> RankVariables(int rank, const LaunchOptions& o, int port) {
   const std::string threads = std::to_string(o.threads_per_rank);
-  for (const std::string& v :
-       {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
-        "WORLD_SIZE=" + std::to_string(o.nproc), "MASTER_ADDR=" + o.master_addr,
-        "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=" + threads,
-        "MKL_NUM_THREADS=" + threads}) {
-    env.push_back(v);
-  }
-  return env;
-}
-
-std::vector<char*> CStrings(const std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
-
-void MoveFd(int from, int to) {
-  if (from == to) {
-    fcntl(to, F_SETFD, 0);  // keep it across exec
-  } else {
-    dup2(from, to);
-  }
-}
-
-// In the forked child: its own process group, default signal handling, the pipes as stdout and
-// stderr, /dev/null as stdin (a background process group reading the terminal would stop), then
-// exec. Between fork and exec only async-signal-safe calls (the launcher is single-threaded, so
-// strerror is safe too).
-[[noreturn]] void ExecRank(char* const* argv, char* const* envp, int out_fd, int err_fd,
-                           pid_t launcher, const std::string& exec_error) {
-  // Signals are blocked (see Spawn) until the launcher's handlers, which write to the launcher's
-  // signal pipe, are replaced by the defaults.
-  setpgid(0, 0);
-  for (int signo : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) signal(signo, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  // A launcher killed by SIGKILL cannot stop its ranks; the kernel does it instead.
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (getppid() != launcher) _exit(128 + SIGTERM);
-  const int null_fd = open("/dev/null", O_RDONLY);
-  if (null_fd >= 0) MoveFd(null_fd, STDIN_FILENO);
-  MoveFd(out_fd, STDOUT_FILENO);
-  MoveFd(err_fd, STDERR_FILENO);
-  execve(argv[0], argv, envp);
-  const std::string message = exec_error + std::strerror(errno) + "\n";
-  [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, message.data(), message.size());
-  _exit(127);
+  return {"RANK=" + std::to_string(rank),        "LOCAL_RANK=" + std::to_string(rank),
+          "WORLD_SIZE=" + std::to_string(o.nproc), "MASTER_ADDR=" + o.master_addr,
+          "MASTER_PORT=" + std::to_string(port),  "OMP_NUM_THREADS=" + threads,
+          "MKL_NUM_THREADS=" + threads};
 }
 
 }  // namespace
-
-absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args) {
-  LaunchOptions o;
-  bool have_nproc = false;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "-h" || arg == "--help") {
-      o.help = true;
-      return o;
-    }
-    if (arg.size() < 2 || arg[0] != '-') break;  // CONFIG
-    const size_t eq = arg.find('=');
-    const std::string flag = arg.substr(0, eq);
-    bool known = false;
-    for (const char* f : kFlags) known = known || flag == f;
-    if (!known) {
-      const bool looks_like_override = flag.find('.') != std::string::npos;
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag '", flag, "'",
-          looks_like_override ? "; config overrides go after CONFIG.toml"
-                              : "; launcher flags are --nproc, --master-addr, --master-port, "
-                                "--threads-per-rank, --trainer, --grace-seconds"));
-    }
-    std::string value;
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-    }
-    if (flag == "--nproc") {
-      if (absl::Status s = ParseInt(flag, value, 1, kMaxRanks, &o.nproc); !s.ok()) return s;
-      have_nproc = true;
-    } else if (flag == "--master-port") {
-      if (absl::Status s = ParseInt(flag, value, 0, 65535, &o.master_port); !s.ok()) return s;
-    } else if (flag == "--threads-per-rank") {
-      if (absl::Status s = ParseInt(flag, value, 1, 1024, &o.threads_per_rank); !s.ok()) return s;
-    } else if (flag == "--grace-seconds") {
-      if (!absl::SimpleAtod(value, &o.grace_seconds) || !std::isfinite(o.grace_seconds) ||
-          o.grace_seconds < 0 || o.grace_seconds > 3600) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--grace-seconds: '", value, "' is not valid; expected seconds in 0..3600"));
-      }
-    } else if (value.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, " needs a non-empty value"));
-    } else if (flag == "--master-addr") {
-      o.master_addr = value;
-    } else {
-      o.trainer = value;
-    }
-  }
-  if (i == args.size()) {
-    return absl::InvalidArgumentError("missing CONFIG.toml (the trainer's job config)");
-  }
-  if (!have_nproc) {
-    return absl::InvalidArgumentError("--nproc is required: how many ranks to start (1..256)");
-  }
-  o.config = args[i];
-  o.trainer_args.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-  return o;
-}
-
-absl::StatusOr<int> PickFreePort(const std::string& addr) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (const int rc = getaddrinfo(addr.c_str(), "0", &hints, &found); rc != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--master-addr '", addr, "' does not resolve: ", gai_strerror(rc)));
-  }
-  std::string error = "no address";
-  int port = -1;
-  for (addrinfo* a = found; a != nullptr && port < 0; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) {
-      error = std::strerror(errno);
-      continue;
-    }
-    sockaddr_storage bound{};
-    socklen_t length = sizeof(bound);
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) == 0) {
-      port = bound.ss_family == AF_INET6
-                 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                 : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-    } else {
-      error = std::strerror(errno);
-    }
-    close(fd);
-  }
-  freeaddrinfo(found);
-  if (port < 0) {
-    return absl::UnavailableError(absl::StrCat("cannot bind a TCP port on --master-addr '", addr,
-                                               "': ", error,
-                                               "; use an address of this machine"));
-  }
-  return port;
-}
 
 Launcher::Launcher(LaunchOptions options) : options_(std::move(options)) {}
 
@@ -316,7 +139,7 @@ int Launcher::Run() {
   Say(absl::StrCat("starting ", options_.nproc, options_.nproc == 1 ? " rank of " : " ranks of ",
                    trainer, " (MASTER_ADDR=", options_.master_addr, " MASTER_PORT=", port, ")"));
   for (int r = 0; r < options_.nproc; ++r) {
-    const absl::Status started = Spawn(r, trainer, RankEnvironment(r, options_, port));
+    const absl::Status started = Spawn(r, trainer, port);
     if (!started.ok()) {
       StopRanks(absl::StrCat("cannot start rank ", r, ": ", started.message(),
                              r > 0 ? "; stopping the other ranks" : ""),
@@ -338,8 +161,10 @@ int Launcher::Run() {
   return exit_code_;
 }
 
-absl::Status Launcher::Spawn(int rank, const std::string& trainer,
-                             const std::vector<std::string>& env) {
+// Each rank in its own process group (so that StopRanks reaches the rank's own children too),
+// its stdout and stderr into pipes the launcher relays, and SIGTERM should the launcher die
+// without stopping it (a SIGKILLed launcher cannot).
+absl::Status Launcher::Spawn(int rank, const std::string& trainer, int port) {
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(std::strerror(errno));
   if (pipe2(err, O_CLOEXEC) != 0) {
@@ -348,31 +173,26 @@ absl::Status Launcher::Spawn(int rank, const std::string& trainer,
     close(out[1]);
     return absl::InternalError(std::strerror(saved));
   }
-  std::vector<std::string> args = {trainer, options_.config};
-  args.insert(args.end(), options_.trainer_args.begin(), options_.trainer_args.end());
-  const std::vector<char*> argv = CStrings(args), envp = CStrings(env);
-  const std::string exec_error =
-      absl::StrCat("ringtrain-run: cannot execute trainer '", trainer, "': ");
-  const pid_t launcher = getpid();
-  sigset_t all, saved;
-  sigfillset(&all);
-  sigprocmask(SIG_SETMASK, &all, &saved);
-  const pid_t pid = fork();
-  if (pid == 0) ExecRank(argv.data(), envp.data(), out[1], err[1], launcher, exec_error);
-  const int fork_errno = errno;
-  sigprocmask(SIG_SETMASK, &saved, nullptr);
+  SpawnOptions spawn;
+  spawn.argv = {trainer, options_.config};
+  spawn.argv.insert(spawn.argv.end(), options_.trainer_args.begin(), options_.trainer_args.end());
+  spawn.env = RankVariables(rank, options_, port);
+  spawn.stdout_to = Redirect::ToFd(out[1]);
+  spawn.stderr_to = Redirect::ToFd(err[1]);
+  spawn.parent_death_signal = SIGTERM;
+  spawn.exec_error_prefix = absl::StrCat("ringtrain-run: cannot execute trainer '", trainer, "': ");
+  absl::StatusOr<Subprocess> process = Subprocess::Start(spawn);
   close(out[1]);
   close(err[1]);
-  if (pid < 0) {
+  if (!process.ok()) {
     close(out[0]);
     close(err[0]);
-    return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(fork_errno)));
+    return process.status();
   }
-  setpgid(pid, pid);  // the child does it too; whichever runs first wins, before any kill(-pid)
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
   Rank& r = ranks_.emplace_back();
-  r.pid = pid;
+  r.process = *std::move(process);
   r.out = Stream{out[0], STDOUT_FILENO, {}};
   r.err = Stream{err[0], STDERR_FILENO, {}};
   return absl::OkStatus();
@@ -402,10 +222,7 @@ void Launcher::Supervise() {
       exit_code_ = exit_code_ == 0 ? 1 : exit_code_;
       stopping_ = true;
       KillRemaining();
-      for (Rank& r : ranks_) {
-        if (!r.reaped) waitpid(r.pid, nullptr, 0);
-        r.reaped = true;
-      }
+      for (Rank& r : ranks_) r.process.Wait();
       return;
     }
     for (size_t i = 1; i < fds.size(); ++i) {
@@ -429,7 +246,7 @@ void Launcher::Supervise() {
     if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
       std::vector<int> left;
       for (size_t r = 0; r < ranks_.size(); ++r) {
-        if (!ranks_[r].reaped) left.push_back(static_cast<int>(r));
+        if (ranks_[r].process.running()) left.push_back(static_cast<int>(r));
       }
       Say(absl::StrFormat("rank%s %s still running %g s after SIGTERM; sending SIGKILL",
                           left.size() == 1 ? "" : "s", absl::StrJoin(left, ", "),
@@ -451,23 +268,18 @@ void Launcher::OnSignal(int signo) {
 void Launcher::ReapExited() {
   for (size_t r = 0; r < ranks_.size(); ++r) {
     Rank& rank = ranks_[r];
-    if (rank.reaped) continue;
-    int status = 0;
-    pid_t done;
-    while ((done = waitpid(rank.pid, &status, WNOHANG)) < 0 && errno == EINTR) {
-    }
-    if (done == 0) continue;
-    rank.reaped = true;
-    if (done < 0) continue;  // ECHILD: not ours to wait for any more
+    if (!rank.process.running() || !rank.process.Poll()) continue;
+    const std::optional<int> status = rank.process.wait_status();
+    if (!status) continue;  // reaped by someone else: nothing to report
     // Its last lines (often the reason it failed) come before the launcher's verdict.
     Pump(static_cast<int>(r), rank.out, /*drain=*/true);
     Pump(static_cast<int>(r), rank.err, /*drain=*/true);
-    if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || stopping_) continue;
+    if ((WIFEXITED(*status) && WEXITSTATUS(*status) == 0) || stopping_) continue;
     std::string message = absl::StrCat("rank ", r, " ");
-    if (WIFEXITED(status)) {
-      absl::StrAppend(&message, "exited with status ", WEXITSTATUS(status));
+    if (WIFEXITED(*status)) {
+      absl::StrAppend(&message, "exited with status ", WEXITSTATUS(*status));
     } else {
-      absl::StrAppend(&message, "was killed by signal ", SignalName(WTERMSIG(status)));
+      absl::StrAppend(&message, "was killed by signal ", SignalName(WTERMSIG(*status)));
     }
     if (!AllReaped()) absl::StrAppend(&message, "; stopping the other ranks");
     StopRanks(message, 1);
@@ -481,17 +293,13 @@ void Launcher::StopRanks(const std::string& why, int exit_code) {
   exit_code_ = exit_code;
   kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(options_.grace_seconds));
-  for (const Rank& r : ranks_) {
-    // The whole process group, so that a rank's own children stop too.
-    if (!r.reaped && kill(-r.pid, SIGTERM) != 0) kill(r.pid, SIGTERM);
-  }
+  // Each rank's whole process group, so that its own children stop too.
+  for (Rank& r : ranks_) r.process.Signal(SIGTERM);
 }
 
 void Launcher::KillRemaining() {
   killed_ = true;
-  for (const Rank& r : ranks_) {
-    if (!r.reaped && kill(-r.pid, SIGKILL) != 0) kill(r.pid, SIGKILL);
-  }
+  for (Rank& r : ranks_) r.process.Signal(SIGKILL);
 }
 
 bool Launcher::Pump(int rank, Stream& s, bool drain) {
@@ -538,7 +346,7 @@ void Launcher::Say(const std::string& message) {
 
 bool Launcher::AllReaped() const {
   for (const Rank& r : ranks_) {
-    if (!r.reaped) return false;
+    if (r.process.running()) return false;
   }
   return true;
 }

@@ -5,36 +5,15 @@
 #ifndef RINGTRAIN_WORKER_LAUNCHER_LAUNCHER_H_
 #define RINGTRAIN_WORKER_LAUNCHER_LAUNCHER_H_
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "absl/status/status.h"
+#include "common/subprocess.h"
+#include "worker/launcher/launch_args.h"
 
 namespace ringtrain {
-
-struct LaunchOptions {
-  bool help = false;  // --help: print the usage and exit 0; nothing else is filled in
-  int nproc = 0;      // ranks to start, >= 1
-  std::string master_addr = "127.0.0.1";
-  int master_port = 0;  // 0: pick a free TCP port on master_addr
-  int threads_per_rank = 1;  // OMP_NUM_THREADS and MKL_NUM_THREADS of every rank
-  std::string trainer;       // empty: ringtrain-trainer beside the launcher's own executable
-  double grace_seconds = 5;  // between SIGTERM and SIGKILL when stopping ranks
-  std::string config;        // CONFIG.toml, passed to every rank first
-  std::vector<std::string> trainer_args;  // everything after CONFIG, passed on verbatim
-};
-
-// Parses the arguments after the program name. Launcher flags (`--flag value` or `--flag=value`)
-// come before CONFIG; everything after CONFIG belongs to the trainer. Errors are INVALID_ARGUMENT
-// and name the flag, the value and what would be accepted.
-absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args);
-
-// Binds a TCP socket to port 0 on `addr`, reads back the port the kernel chose and closes it.
-// The port is free now, not reserved: rank 0's TCPStore binds it a moment later.
-absl::StatusOr<int> PickFreePort(const std::string& addr);
 
 // Runs one job. Not thread-safe, and at most one Launcher may Run at a time in a process: Run
 // installs handlers for SIGINT, SIGTERM and SIGCHLD (restored when it returns) and ignores SIGPIPE
@@ -61,12 +40,11 @@ class Launcher {
     std::string pending;
   };
   struct Rank {
-    pid_t pid = -1;  // also its process-group id
-    bool reaped = false;
+    Subprocess process;  // in its own process group, which StopRanks signals as a whole
     Stream out, err;
   };
 
-  absl::Status Spawn(int rank, const std::string& trainer, const std::vector<std::string>& env);
+  absl::Status Spawn(int rank, const std::string& trainer, int port);
   void Supervise();
   void OnSignal(int signo);
   void ReapExited();
