@@ -14,16 +14,17 @@
 namespace ringtrain {
 namespace {
 
-// Rank r's parameters: shapes (3, 5), (7,), (2, 2, 2), with gradients seeded by r; the second has
-// no gradient on odd ranks.
+// Rank r's parameters: shapes (3, 5), (7,), (2, 2, 2), with gradients seeded by r (a generator of
+// their own: the ranks are threads, and torch's default generator is shared); the second has no
+// gradient on odd ranks.
 std::vector<at::Tensor> RankParams(int64_t rank) {
-  torch::manual_seed(100 + rank);
+  at::Generator generator = at::detail::createCPUGenerator(100 + rank);
   std::vector<at::Tensor> params = {torch::zeros({3, 5}).requires_grad_(),
                                     torch::zeros({7}).requires_grad_(),
                                     torch::zeros({2, 2, 2}).requires_grad_()};
   for (size_t i = 0; i < params.size(); ++i) {
     if (i == 1 && rank % 2 == 1) continue;
-    params[i].mutable_grad() = torch::randn(params[i].sizes());
+    params[i].mutable_grad() = torch::randn(params[i].sizes(), generator);
   }
   return params;
 }
