@@ -15,6 +15,9 @@ std::string DeviceSpec::ToString() const {
   return index < 0 ? "cuda" : absl::StrCat("cuda:", index);
 }
 
+// LibTorch's device index is 8 bits wide.
+constexpr int kMaxCudaIndex = 127;
+
 absl::StatusOr<DeviceSpec> ParseDevice(absl::string_view text) {
   if (text == "cpu") return DeviceSpec{DeviceType::kCpu, -1};
   if (text == "cuda") return DeviceSpec{DeviceType::kCuda, -1};
@@ -23,7 +26,7 @@ absl::StatusOr<DeviceSpec> ParseDevice(absl::string_view text) {
   // Digits only: SimpleAtoi would also take "+1" and " 1".
   if (absl::ConsumePrefix(&index_text, "cuda:") && !index_text.empty() &&
       std::all_of(index_text.begin(), index_text.end(), absl::ascii_isdigit) &&
-      index_text.size() <= 5 && absl::SimpleAtoi(index_text, &index)) {
+      index_text.size() <= 3 && absl::SimpleAtoi(index_text, &index) && index <= kMaxCudaIndex) {
     return DeviceSpec{DeviceType::kCuda, index};
   }
   return absl::InvalidArgumentError(

@@ -178,6 +178,7 @@ void AssignChoice(absl::string_view text, const ChoicePtr& choice, const std::st
                   InvalidChoices* invalid) {
   if (choice.optional && text.empty()) {
     choice.set(-1);
+    invalid->erase(key);
     return;
   }
   for (size_t i = 0; i < choice.names.size(); ++i) {

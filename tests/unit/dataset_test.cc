@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tests/integration/test_util.h"
 #include "gtest/gtest.h"
 
 namespace ringtrain {
@@ -35,28 +36,16 @@ namespace fs = std::filesystem;
 // 1.75 bits in nats: the entropy of (1/2, 1/4, 1/8, 1/8).
 constexpr double kFourSuccessorEntropy = 1.2130075659799042;
 
-// A mkdtemp folder, removed with everything in it on destruction.
-class TempDir {
+// The shared scratch folder (tests/integration/test_util.h), plus writing files into it.
+class TempDir : public testing::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "dataset_test.XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
   // Writes `bytes` to `relative` (creating folders) and returns the full path.
   std::string Write(const std::string& relative, const std::string& bytes) const {
-    const fs::path p = fs::path(path_) / relative;
+    const fs::path p = fs::path(path()) / relative;
     fs::create_directories(p.parent_path());
     std::ofstream(p, std::ios::binary) << bytes;
     return p.string();
   }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
 };
 
 // Little-endian bytes of `tokens`, `width` bytes each.

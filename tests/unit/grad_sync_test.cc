@@ -89,12 +89,14 @@ TEST(CommCallTest, FailuresBecomeCommErrorsNamingTheCall) {
   } catch (const CommError& e) {
     EXPECT_EQ(std::string(e.what()), "all-reduce of gradients failed: peer closed");
   }
-  // An error that already is a CommError keeps its message.
+  // A failed wait (already a CommError) still gets the name of the call around it: the peer.
   try {
-    CommCall("outer", []() -> int { throw CommError("inner"); });
+    CommCall("ring attention: receive of K/V from cp rank 1",
+             []() -> int { throw CommError("Connection closed by peer"); });
     FAIL() << "no exception";
   } catch (const CommError& e) {
-    EXPECT_EQ(std::string(e.what()), "inner");
+    EXPECT_EQ(std::string(e.what()),
+              "ring attention: receive of K/V from cp rank 1 failed: Connection closed by peer");
   }
 }
 

@@ -321,6 +321,18 @@ TEST(OverrideTest, EachTypeParses) {
   EXPECT_EQ(config->comm.timeout_seconds, 30.0);
 }
 
+TEST(OverrideTest, AChoiceOverrideReplacesAMisspeltFileValue) {
+  // The file's misspelling is reported only when nothing later fixes it.
+  absl::StatusOr<JobConfig> config =
+      Parse("[training]\nsampler = \"shuffle\"\n[validation]\ndataset = \"txt\"\n",
+            {"--training.sampler=random", "--validation.dataset="});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->training.sampler, SamplerKind::kRandom);
+  EXPECT_FALSE(config->validation.dataset.has_value());
+  const std::string message = ParseError("[training]\nsampler = \"random\"\n", {"--training.sampler=shuffle"});
+  EXPECT_THAT(message, HasSubstr("training.sampler = \"shuffle\": must be one of"));
+}
+
 TEST(OverrideTest, StringValueKeepsInnerTextAndSpaces) {
   absl::StatusOr<JobConfig> config = Parse("", {"--metrics.jsonl=\"my run.jsonl\"", "--checkpoint.folder= a b "});
   ASSERT_TRUE(config.ok()) << config.status();

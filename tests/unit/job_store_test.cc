@@ -12,6 +12,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "tests/integration/test_util.h"
 
 namespace ringtrain {
 namespace {
@@ -40,21 +41,7 @@ StepEvent Event(const std::string& job_id, int64_t step, double loss) {
           3e-4,   1234.5, 0.25, "{\"step\":" + std::to_string(step) + "}"};
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "job_store_test.XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 TEST(JobStoreTest, CreateGetList) {
   auto store = OpenOrDie(":memory:");

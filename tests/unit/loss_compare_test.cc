@@ -18,6 +18,7 @@
 #include "client/jsonl.h"
 #include "client/loss_compare_command.h"
 #include "gmock/gmock.h"
+#include "tests/integration/test_util.h"
 #include "gtest/gtest.h"
 
 namespace ringtrain {
@@ -29,18 +30,14 @@ using ::testing::HasSubstr;
 // A JSONL file in a fresh temporary folder, removed at the end of the test.
 class JsonlFile {
  public:
-  explicit JsonlFile(const std::string& content) {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base ? base : "/tmp") + "/loss-compare-test-XXXXXX";
-    dir_ = mkdtemp(pattern.data());
-    path_ = dir_ + "/metrics.jsonl";
+  explicit JsonlFile(const std::string& content) : path_(dir_ / "metrics.jsonl") {
     std::ofstream(path_) << content;
   }
-  ~JsonlFile() { std::filesystem::remove_all(dir_); }
   const std::string& path() const { return path_; }
 
  private:
-  std::string dir_, path_;
+  testing::TempDir dir_;
+  std::string path_;
 };
 
 StepLosses Series(std::vector<double> losses) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/integration/svg_check.h"
 #include "tests/integration/test_util.h"
 
 namespace ringtrain::testing {
@@ -24,48 +25,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 bool Has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
-}
-
-// xmllint's path, from $PATH; "" when it is not installed.
-std::string Xmllint() {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path ? path : "/usr/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const std::string candidate = dir + "/xmllint";
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
-// Checks `file` with `xmllint --noout` and returns how many elements have the class "loss-point"
-// (and, in `*nan`, how many also have "nan"); -1 when xmllint rejects it.
-int CountPoints(const std::string& file, int* nan = nullptr) {
-  const std::string xmllint = Xmllint();
-  EXPECT_FALSE(xmllint.empty()) << "xmllint not found: install libxml2-utils (scripts/setup.sh)";
-  if (xmllint.empty()) return -1;
-  const CommandResult lint = RunCommand({xmllint, "--noout", file});
-  EXPECT_EQ(lint.exit_code, 0) << "xmllint rejects " << file << ":\n" << lint.output;
-  if (lint.exit_code != 0) return -1;
-  auto count = [&](const std::string& cls) {
-    const CommandResult r = RunCommand(
-        {xmllint, "--xpath",
-         "count(//*[contains(concat(' ', normalize-space(@class), ' '), ' " + cls + " ')])", file});
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    return std::atoi(r.output.c_str());
-  };
-  if (nan) *nan = count("nan");
-  return count("loss-point");
-}
-
-// Every coordinate attribute holds plain numbers (no "nan", "inf", "e+308").
-void ExpectFiniteCoordinates(const std::string& svg) {
-  static const std::regex kAttribute(
-      R"re(\s(cx|cy|x|y|x1|y1|x2|y2|r|points|d|width|height)="([^"]*)")re");
-  static const std::regex kNumbers(R"([-0-9., ML%]*)");
-  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), kAttribute);
-       it != std::sregex_iterator(); ++it) {
-    EXPECT_TRUE(std::regex_match((*it)[2].str(), kNumbers)) << (*it)[0].str();
-  }
 }
 
 // RenderLossSvg alone: the SVG of `series` written to DIR/name.svg, checked by xmllint; returns the

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tests/integration/test_util.h"
 #include "gtest/gtest.h"
 
 namespace ringtrain {
@@ -22,13 +23,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A mkdtemp folder holding one bin file of tokens 0 … n−1 (uint32), removed on destruction.
+// A scratch folder holding one bin file of tokens 0 … n−1 (uint32), removed on destruction.
 class CountingBin {
  public:
   explicit CountingBin(int64_t n) {
-    std::string tmpl = (fs::temp_directory_path() / "sampler_test.XXXXXX").string();
-    dir_ = mkdtemp(tmpl.data());
-    const std::string path = dir_ + "/count.bin";
+    const std::string path = dir_ / "count.bin";
     {
       std::ofstream out(path, std::ios::binary);
       for (uint32_t t = 0; t < static_cast<uint32_t>(n); ++t) {
@@ -46,15 +45,11 @@ class CountingBin {
     EXPECT_TRUE(d.ok()) << d.status();
     if (d.ok()) dataset_ = std::move(*d);
   }
-  ~CountingBin() {
-    dataset_.reset();
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+  ~CountingBin() { dataset_.reset(); }  // unmapped before the folder goes
   const TokenDataset* dataset() const { return dataset_.get(); }
 
  private:
-  std::string dir_;
+  testing::TempDir dir_;
   std::unique_ptr<TokenDataset> dataset_;
 };
 

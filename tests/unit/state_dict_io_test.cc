@@ -24,6 +24,7 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/serialize.h>
 
+#include "tests/integration/test_util.h"
 #include "worker/engine/serialize/pickle_reader.h"
 
 namespace ringtrain {
@@ -194,16 +195,14 @@ void WriteBytes(const std::string& path, absl::string_view bytes) {
 class StateDictIoTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char pattern[] = "/tmp/state_dict_io_test.XXXXXX";
-    const char* made = mkdtemp(pattern);
-    dir_ = new std::string(made != nullptr ? made : "");
+    scratch_ = new testing::TempDir();
+    dir_ = new std::string(scratch_->path());
   }
   static void TearDownTestSuite() {
-    if (!dir_->empty()) fs::remove_all(*dir_);
     delete dir_;
+    delete scratch_;
   }
   void SetUp() override {
-    ASSERT_FALSE(dir_->empty()) << "mkdtemp failed under /tmp";
     ASSERT_TRUE(PythonTorchProblem().empty()) << PythonTorchProblem();
   }
 
@@ -235,9 +234,11 @@ class StateDictIoTest : public ::testing::Test {
     }
   }
 
-  static std::string* dir_;
+  static testing::TempDir* scratch_;  // the suite's scratch folder
+  static std::string* dir_;           // its path
 };
 
+testing::TempDir* StateDictIoTest::scratch_ = nullptr;
 std::string* StateDictIoTest::dir_ = nullptr;
 
 TEST_F(StateDictIoTest, ReadsModelStateDictOrderedDict) { ExpectMatchesPython("ordered"); }

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/config/device.h"
 #include "common/grpc/client_util.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -88,14 +89,14 @@ absl::Status CheckTrainer(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::string> DeviceKind(absl::string_view device) {
-  if (device == "cpu") return std::string("cpu");
-  const absl::string_view index = device.substr(std::min<size_t>(device.size(), 5));
-  if (absl::StartsWith(device, "cuda:") && !index.empty() && index.size() <= 3 &&
-      std::all_of(index.begin(), index.end(), [](char c) { return absl::ascii_isdigit(c); })) {
-    return std::string("cuda");
+  // The trainer's own parser, so the agent accepts exactly what its trainers will; an agent names
+  // its CUDA device (cuda:N), it never means "whichever is current".
+  const absl::StatusOr<DeviceSpec> spec = ParseDevice(device);
+  if (!spec.ok() || (spec->type == DeviceType::kCuda && spec->index < 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device '", device, "' is not valid; expected cpu or cuda:N (e.g. cuda:0)"));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--device '", device, "' is not valid; expected cpu or cuda:N (e.g. cuda:0)"));
+  return std::string(spec->type == DeviceType::kCpu ? "cpu" : "cuda");
 }
 
 absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {

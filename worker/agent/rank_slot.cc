@@ -108,6 +108,8 @@ absl::Status RankSlot::Start(const RankLaunch& launch, const std::string& job_id
 bool RankSlot::Cancel(std::chrono::milliseconds grace, absl::string_view job_id) {
   absl::MutexLock lock(&mu_);
   if (!active_ || (!job_id.empty() && job_id != job_id_)) return false;
+  // Released (orphaned, or left running after AwaitEnd timed out): nothing here to signal.
+  if (supervisor_ == nullptr) return false;
   supervisor_->Cancel(grace);
   return true;
 }

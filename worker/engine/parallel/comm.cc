@@ -159,6 +159,9 @@ void Communicator::Wait(const c10::intrusive_ptr<c10d::Work>& work) {
   const auto start = Clock::now();
   try {
     work->wait(timeout_);
+  } catch (const c10::Error& e) {
+    stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    throw CommError(e.what_without_backtrace());
   } catch (const std::exception& e) {
     stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     throw CommError(e.what());

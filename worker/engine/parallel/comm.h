@@ -34,13 +34,14 @@ class CommError : public std::runtime_error {
 };
 
 // Runs `f` (issuing c10d work or waiting on it); whatever it throws becomes a CommError that starts
-// with `what` ("all-reduce of gradients failed: ...").
+// with `what` ("ring attention: receive of K/V from cp rank 1 failed: ..."), LibTorch's backtrace
+// left out.
 template <typename F>
 auto CommCall(const std::string& what, F&& f) -> decltype(f()) {
   try {
     return f();
-  } catch (const CommError&) {
-    throw;
+  } catch (const c10::Error& e) {
+    throw CommError(what + " failed: " + e.what_without_backtrace());
   } catch (const std::exception& e) {
     throw CommError(what + " failed: " + e.what());
   }

@@ -71,7 +71,13 @@ class AllToAllExchange : public KvExchange, RingGroup {
 
   const at::Tensor& Block(int64_t) override { return current_; }
 
-  void Advance(int64_t) override {
+  void Advance(int64_t step) override {
+    if (step + 1 == cp_) {
+      // The pass is over: hold no block until the next one (a forward pass ends here).
+      current_ = at::Tensor();
+      send_buf_.clear();
+      recv_buf_.clear();
+    }
     if (!send_) return;
     WithPeer("receive of K/V from", prev_, [&] { WaitOverlapped(*comm_, recv_); return 0; });
     WithPeer("send of K/V to", next_, [&] { comm_->Wait(send_); return 0; });
@@ -139,7 +145,9 @@ class AllGatherExchange : public KvExchange, RingGroup {
   const at::Tensor& Block(int64_t step) override {
     return gathered_[RingSource(cp_rank_, cp_, step)];
   }
-  void Advance(int64_t) override {}
+  void Advance(int64_t step) override {
+    if (step + 1 == cp_) gathered_.clear();  // the pass is over: hold no block until the next one
+  }
 
   void AddBlockGrad(int64_t step, const at::Tensor& dkv) override {
     if (!dkv_all_.defined()) {
@@ -163,7 +171,7 @@ class AllGatherExchange : public KvExchange, RingGroup {
     // Sum in ring order (owner first, then r+1, r+2, …), the order the alltoall method uses.
     at::Tensor dkv = received[cp_rank_].clone();
     for (int64_t i = 1; i < cp_; ++i) dkv.add_(received[(cp_rank_ + i) % cp_]);
-    gathered_.clear();
+    dkv_all_ = at::Tensor();
     return dkv;
   }
 
