@@ -4,7 +4,8 @@
 #   Every .h/.cc directly in DIRS (relative to the source root) may include project headers only
 #   from the ALLOW prefixes ("worker/engine/model", "common/"); with NO_TORCH, also no LibTorch
 #   header (<torch/…>, <ATen/…>, <c10/…>, <caffe2/…>). Third-party headers ("absl/…", <…>) are
-#   always allowed. Checked by cmake/check_includes.cmake before TARGET builds, on every build.
+#   always allowed. Checked by cmake/check_includes.cmake before TARGET builds, and again
+#   whenever one of the files changes.
 #
 # ringtrain_check_engine_links(ENGINE lib... USERS target... TEST_DIR dir)
 #   Fails the configure when a target other than USERS, the ENGINE libraries themselves and the
