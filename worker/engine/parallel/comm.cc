@@ -132,7 +132,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     auto comm = std::unique_ptr<Communicator>(
         new Communicator(mesh, store, options.timeout, options.device));
 #ifdef RINGTRAIN_WITH_CUDA
-    if (options.device.is_cuda()) RT_LOG(Info) << "collectives: NCCL " << NcclVersion();
+    if (options.device.is_cuda()) {
+      RT_LOG(Info) << "collectives: NCCL " << NcclVersion();
+    }
 #endif
     comm->BuildGroups();
     comm->StartHeartbeat();
