@@ -11,16 +11,11 @@
 #include "common/config/job_config.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "coordinator/admission.h"
 #include "coordinator/proto_convert.h"
 
 namespace ringtrain {
 namespace {
-
-absl::Status CheckDeviceKind(const std::string& kind) {
-  if (kind == "cpu" || kind == "cuda") return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("device_kind \"", kind, "\" is not a kind of worker; use cpu or cuda"));
-}
 
 // What the scheduler needs to know of a stored job.
 PendingJob PendingJobOf(const JobRecord& job) {
@@ -105,25 +100,7 @@ void Cluster::Stop() {
 }
 
 absl::StatusOr<JobRecord> Cluster::Submit(const v1::SubmitJobRequest& request) {
-  const std::string device_kind = request.device_kind().empty() ? "cpu" : request.device_kind();
-  RT_RETURN_IF_ERROR(CheckDeviceKind(device_kind));
-  std::vector<std::string> overrides(request.overrides().begin(), request.overrides().end());
-  absl::StatusOr<JobConfig> config = ParseJobConfig(request.config_toml(), overrides, "job config");
-  if (!config.ok()) return config.status();
-  const int64_t dp = std::max<int64_t>(config->parallelism.data_parallel_replicate_degree, 1);
-  const int64_t cp = config->parallelism.context_parallel_degree;
-  RT_RETURN_IF_ERROR(ValidateMesh(*config, dp * cp));
-
-  JobRecord job;
-  job.name = request.name();
-  job.config_toml = request.config_toml();
-  job.overrides = overrides;
-  job.world_size = static_cast<int>(dp * cp);
-  job.dp = static_cast<int>(dp);
-  job.cp = static_cast<int>(cp);
-  job.device_kind = device_kind;
-  job.total_steps = config->job.mode == JobMode::kEval ? 0 : config->training.steps;
-
+  RT_ASSIGN_OR_RETURN(JobRecord job, AdmitSubmitRequest(request));
   absl::MutexLock lock(&mu_);
   std::vector<WorkerInfo> registered;
   for (const auto& [id, worker] : workers_) {
@@ -139,7 +116,7 @@ absl::StatusOr<JobRecord> Cluster::Submit(const v1::SubmitJobRequest& request) {
   queue_.push_back(stored.job_id);
   pending_[stored.job_id] = PendingJobOf(stored);
   RT_LOG(Info) << "submitted " << stored.job_id << " (world " << stored.world_size << " = dp "
-               << stored.dp << " x cp " << stored.cp << ", " << device_kind << ")";
+               << stored.dp << " x cp " << stored.cp << ", " << stored.device_kind << ")";
   ScheduleLocked();
   return store_->GetJob(stored.job_id);
 }
