@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/config/config_paths.h"
 #include "common/config/job_config.h"
 #include "common/status_macros.h"
 
@@ -22,6 +23,7 @@ absl::StatusOr<JobRecord> AdmitSubmitRequest(const v1::SubmitJobRequest& request
   std::vector<std::string> overrides(request.overrides().begin(), request.overrides().end());
   absl::StatusOr<JobConfig> config = ParseJobConfig(request.config_toml(), overrides, "job config");
   if (!config.ok()) return config.status();
+  RT_RETURN_IF_ERROR(CheckConfigPaths(*config));
   const int64_t dp = std::max<int64_t>(config->parallelism.data_parallel_replicate_degree, 1);
   const int64_t cp = config->parallelism.context_parallel_degree;
   RT_RETURN_IF_ERROR(ValidateMesh(*config, dp * cp));

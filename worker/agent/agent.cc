@@ -21,6 +21,7 @@
 #include "common/grpc/client_util.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "worker/agent/job_paths.h"
 
 namespace ringtrain {
 namespace {
@@ -121,6 +122,12 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   }
   options.work_dir = work_dir.lexically_normal().string();
   if (options.work_dir.size() > 1 && options.work_dir.back() == '/') options.work_dir.pop_back();
+  if (!options.data_root.empty()) {
+    RT_ASSIGN_OR_RETURN(options.data_root, CanonicalRoot("--data-root", options.data_root, false));
+  }
+  if (options.checkpoint_root.empty()) options.checkpoint_root = options.work_dir + "/checkpoints";
+  RT_ASSIGN_OR_RETURN(options.checkpoint_root,
+                      CanonicalRoot("--checkpoint-root", options.checkpoint_root, true));
   return std::unique_ptr<Agent>(new Agent(std::move(options), std::move(kind)));
 }
 

@@ -33,6 +33,9 @@ struct AgentOptions {
   std::string host_label;                       // display only
   std::string advertise_address = "127.0.0.1";  // rendezvous host other ranks reach us at
   std::string work_dir = "ringtrain-worker";    // created; <job_id>/rank-<rank>/ below it
+  // Where jobs' paths may lead (job_paths.h). Create() makes both absolute and canonical.
+  std::string data_root;        // datasets, initial weights (read-only); empty = jobs may not name files
+  std::string checkpoint_root;  // created; <job_id>/ per job; empty = <work_dir>/checkpoints
   int threads = 1;                              // OMP threads per trainer
   std::string trainer_path;                     // an executable file
 
@@ -56,7 +59,8 @@ absl::StatusOr<std::string> DeviceKind(absl::string_view device);
 class Agent {
  public:
   // Checks the options (device, threads, trainer executable), makes work_dir absolute and creates
-  // it. INVALID_ARGUMENT or FAILED_PRECONDITION naming the flag and what would work.
+  // it; makes data_root (must exist) and checkpoint_root (created) absolute and canonical.
+  // INVALID_ARGUMENT or FAILED_PRECONDITION naming the flag and what would work.
   static absl::StatusOr<std::unique_ptr<Agent>> Create(AgentOptions options);
 
   Agent(const Agent&) = delete;

@@ -59,6 +59,12 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", options.work_dir,
                  "Folder for each rank's config, log and metrics (created)")
       ->capture_default_str();
+  // Where a job's paths may lead (worker/agent/job_paths.h).
+  app.add_option("--data-root", options.data_root,
+                 "Folder of datasets and initial weights jobs may read (none: jobs may not name "
+                 "files)");
+  app.add_option("--checkpoint-root", options.checkpoint_root,
+                 "Folder of the jobs' checkpoints, one <job_id>/ each (default <work-dir>/checkpoints)");
   app.add_option("--threads", options.threads, "OMP threads per trainer")->capture_default_str();
   app.add_option("--trainer", trainer,
                  "ringtrain-trainer to run (default: the one beside this executable)");

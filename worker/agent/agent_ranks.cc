@@ -12,7 +12,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/config/job_config.h"
 #include "common/status_macros.h"
+#include "worker/agent/job_paths.h"
 
 namespace ringtrain {
 namespace {
@@ -32,10 +34,21 @@ absl::Status CheckJobId(const std::string& job_id) {
       "job id '", job_id, "' cannot name a folder; expected letters, digits, '-', '_' or '.'"));
 }
 
+// The job's paths resolved under this agent's roots (job_paths.h), as overrides that follow the
+// job's own, so the trainer opens only what was checked. Nothing is read or written before.
+absl::StatusOr<std::vector<std::string>> ConfinedPaths(const AgentOptions& options,
+                                                       const v1::Assignment& a) {
+  const std::vector<std::string> overrides(a.overrides().begin(), a.overrides().end());
+  absl::StatusOr<JobConfig> config = ParseJobConfig(a.config_toml(), overrides, "of the assignment");
+  if (!config.ok()) return config.status();
+  return ResolveJobPaths(*config, JobRoots{options.data_root, options.checkpoint_root}, a.job_id());
+}
+
 // Writes the assignment's config to <work_dir>/<job_id>/rank-<rank>/config.toml and describes the
 // trainer to start for it.
 absl::StatusOr<RankLaunch> PrepareLaunch(const AgentOptions& options, const v1::Assignment& a) {
   RT_RETURN_IF_ERROR(CheckJobId(a.job_id()));
+  RT_ASSIGN_OR_RETURN(std::vector<std::string> confined, ConfinedPaths(options, a));
   RankLaunch launch;
   launch.work_dir = absl::StrCat(options.work_dir, "/", a.job_id(), "/rank-", a.rank());
   std::error_code ec;
@@ -55,6 +68,7 @@ absl::StatusOr<RankLaunch> PrepareLaunch(const AgentOptions& options, const v1::
   for (const std::string& o : a.overrides()) {
     launch.overrides.push_back(absl::StartsWith(o, "--") ? o : "--" + o);
   }
+  launch.overrides.insert(launch.overrides.end(), confined.begin(), confined.end());
   launch.rank = a.rank();
   launch.world_size = a.world_size();
   launch.master_addr = a.master_addr();

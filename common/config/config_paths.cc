@@ -1,0 +1,83 @@
+#include "common/config/config_paths.h"
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace ringtrain {
+namespace {
+
+bool IsControl(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u < 0x20 || u == 0x7f;
+}
+
+// Whether the relative path's ".." components ever climb above its first folder.
+bool ClimbsOut(absl::string_view relative) {
+  int depth = 0;
+  for (absl::string_view part : absl::StrSplit(relative, '/')) {
+    if (part.empty() || part == ".") continue;
+    depth += part == ".." ? -1 : 1;
+    if (depth < 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<ConfigPath> ConfigPaths(const JobConfig& config) {
+  std::vector<ConfigPath> paths;
+  const auto add = [&](const char* key, const std::string& value, PathRoot root) {
+    if (!value.empty()) paths.push_back({key, value, root});
+  };
+  const bool eval = config.job.mode == JobMode::kEval;
+  if (!eval && config.training.dataset != DatasetKind::kSynthetic) {
+    add("training.dataset_path", config.training.dataset_path, PathRoot::kData);
+  }
+  if (eval && config.validation.dataset.value_or(config.training.dataset) != DatasetKind::kSynthetic) {
+    if (config.validation.dataset_path.empty()) {
+      add("training.dataset_path", config.training.dataset_path, PathRoot::kData);
+    } else {
+      add("validation.dataset_path", config.validation.dataset_path, PathRoot::kData);
+    }
+  }
+  add("checkpoint.initial_load_path", config.checkpoint.initial_load_path, PathRoot::kData);
+  if (!eval && config.checkpoint.enable) {
+    add("checkpoint.folder", config.checkpoint.folder, PathRoot::kCheckpoint);
+  }
+  return paths;
+}
+
+absl::Status CheckPathText(absl::string_view key, absl::string_view value) {
+  const std::string shown = absl::StrCat(key, " = \"", absl::CHexEscape(value), "\"");
+  if (value.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(shown, ": a path must not be empty"));
+  }
+  for (char c : value) {
+    if (IsControl(c)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(shown, ": a path must not contain NUL or other control characters"));
+    }
+  }
+  if (value.front() != '/' && ClimbsOut(value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        shown, ": '..' climbs out of the folder the path is resolved in (the worker's data root, or "
+               "the job's checkpoint folder); give a path inside it"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckConfigPaths(const JobConfig& config) {
+  std::vector<std::string> problems;
+  for (const ConfigPath& path : ConfigPaths(config)) {
+    if (absl::Status s = CheckPathText(path.key, path.value); !s.ok()) {
+      problems.emplace_back(s.message());
+    }
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("invalid paths in the job config:\n  ", absl::StrJoin(problems, "\n  ")));
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,49 @@
+// The config keys that name files, and the checks a path value can pass without knowing where it
+// will be read. Workers confine every such path under their roots (worker/agent/job_paths.h): data
+// (datasets, initial weights; read-only) or the job's own checkpoint folder. The coordinator runs
+// CheckConfigPaths at submit time, so what it can tell is refused before a job is queued.
+#ifndef RINGTRAIN_COMMON_CONFIG_CONFIG_PATHS_H_
+#define RINGTRAIN_COMMON_CONFIG_CONFIG_PATHS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "common/config/job_config.h"
+
+namespace ringtrain {
+
+enum class PathRoot {
+  kData,        // read: datasets and initial weights (the worker's --data-root)
+  kCheckpoint,  // written and read: the job's own folder under the worker's --checkpoint-root
+};
+
+struct ConfigPath {
+  std::string key;    // "training.dataset_path"
+  std::string value;  // as configured, never empty
+  PathRoot root;
+};
+
+// The path keys the trainer will open for `config`, with their values; keys left empty or unused by
+// the job (a synthetic dataset's path, a disabled checkpoint's folder, the training dataset in eval
+// mode when validation names its own) are left out:
+//   training.dataset_path        train mode, text/bin dataset                           kData
+//   validation.dataset_path      eval mode, text/bin validation data (empty: the training path)
+//   checkpoint.initial_load_path when set                                              kData
+//   checkpoint.folder            train mode with checkpoint.enable                     kCheckpoint
+// metrics.jsonl is not among them: the agent always sets it to a file of its own.
+std::vector<ConfigPath> ConfigPaths(const JobConfig& config);
+
+// `value` for `key` as text: not empty, no NUL or other control characters, and when relative, no
+// ".." that climbs above where it starts ("a/../b" is fine, "../b" and "a/../../b" are not).
+// Absolute paths pass: only a worker knows its roots. INVALID_ARGUMENT naming the key, the value
+// (escaped) and what would work.
+absl::Status CheckPathText(absl::string_view key, absl::string_view value);
+
+// CheckPathText for every path of ConfigPaths(config); the error lists every problem.
+absl::Status CheckConfigPaths(const JobConfig& config);
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_COMMON_CONFIG_CONFIG_PATHS_H_

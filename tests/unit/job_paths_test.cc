@@ -1,0 +1,165 @@
+// Path confinement: the root-free checks the coordinator makes at submit (config_paths.h) and the
+// worker's resolution under its roots (worker/agent/job_paths.h), on a real folder tree with
+// symlinks.
+#include "worker/agent/job_paths.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "common/config/config_paths.h"
+#include "tests/integration/test_util.h"
+
+namespace ringtrain {
+namespace {
+
+namespace fs = std::filesystem;
+using ::ringtrain::testing::TempDir;
+
+JobConfig Config(const std::vector<std::string>& overrides) {
+  absl::StatusOr<JobConfig> config = ParseJobConfig("", overrides, "test");
+  EXPECT_TRUE(config.ok()) << config.status();
+  return config.ok() ? *config : JobConfig{};
+}
+
+TEST(ConfigPathsTest, ListsOnlyThePathsTheJobUses) {
+  EXPECT_TRUE(ConfigPaths(Config({"training.dataset_path=unused.txt"})).empty());  // synthetic
+  const auto paths = ConfigPaths(Config({"training.dataset=text", "training.dataset_path=a.txt",
+                                         "checkpoint.enable=true", "checkpoint.folder=ck",
+                                         "checkpoint.initial_load_path=w.pt",
+                                         "validation.dataset_path=v.txt"}));
+  ASSERT_EQ(paths.size(), 3u);
+  EXPECT_EQ(paths[0].key, "training.dataset_path");
+  EXPECT_EQ(paths[1].key, "checkpoint.initial_load_path");
+  EXPECT_EQ(paths[2].key, "checkpoint.folder");
+  EXPECT_EQ(paths[2].root, PathRoot::kCheckpoint);
+  const auto eval = ConfigPaths(Config({"job.mode=eval", "training.dataset=text",
+                                        "training.dataset_path=a.txt", "validation.dataset_path=v.txt",
+                                        "checkpoint.enable=true"}));
+  ASSERT_EQ(eval.size(), 1u);
+  EXPECT_EQ(eval[0].key, "validation.dataset_path");
+}
+
+TEST(ConfigPathsTest, RefusesWhatCanBeToldWithoutRoots) {
+  EXPECT_TRUE(CheckPathText("k", "a/../b").ok());
+  EXPECT_TRUE(CheckPathText("k", "./a/b/..").ok());
+  EXPECT_TRUE(CheckPathText("k", "/srv/data/x").ok());  // only a worker knows its roots
+  for (const std::string bad : {"../x", "a/../../x", "..", "a/b/../../../c"}) {
+    const absl::Status s = CheckPathText("training.dataset_path", bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StrContains(s.message(), "training.dataset_path")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "'..' climbs out")) << s;
+  }
+  const absl::Status control = CheckPathText("checkpoint.folder", std::string("a\x1b[2Jb\0c", 8));
+  EXPECT_EQ(control.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(control.message(), "control characters")) << control;
+  EXPECT_FALSE(absl::StrContains(control.message(), "\x1b")) << "the value is shown escaped";
+
+  const absl::Status all = CheckConfigPaths(Config({"training.dataset=bin", "training.dataset_path=../a",
+                                                    "checkpoint.enable=true",
+                                                    "checkpoint.folder=x/../../y"}));
+  EXPECT_TRUE(absl::StrContains(all.message(), "training.dataset_path")) << all;
+  EXPECT_TRUE(absl::StrContains(all.message(), "checkpoint.folder")) << all;
+}
+
+class JobPathsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = *CanonicalRoot("--data-root", dir_ / "data", /*create=*/true);
+    outside_ = dir_ / "outside";
+    fs::create_directories(data_ + "/sub");
+    fs::create_directories(outside_);
+    std::ofstream(data_ + "/sub/a.txt") << "inside";
+    std::ofstream(outside_ + "/secret.txt") << "TOPSECRET";
+    fs::create_symlink(outside_ + "/secret.txt", data_ + "/leak.txt");
+    fs::create_symlink(outside_, data_ + "/leakdir");
+    fs::create_symlink(data_ + "/sub", data_ + "/alias");
+    fs::create_symlink(data_ + "/nowhere", data_ + "/dangling");
+  }
+
+  absl::StatusOr<std::string> Data(const std::string& value) {
+    return ResolveUnderRoot("training.dataset_path", value, data_, "--data-root");
+  }
+
+  TempDir dir_;
+  std::string data_;
+  std::string outside_;
+};
+
+TEST_F(JobPathsTest, RelativeAndAbsoluteInsideTheRootResolve) {
+  EXPECT_EQ(*Data("sub/a.txt"), data_ + "/sub/a.txt");
+  EXPECT_EQ(*Data("./sub/../sub/a.txt"), data_ + "/sub/a.txt");
+  EXPECT_EQ(*Data(data_ + "/sub/a.txt"), data_ + "/sub/a.txt");
+  EXPECT_EQ(*Data("alias/a.txt"), data_ + "/sub/a.txt");  // a symlink that stays inside
+  EXPECT_EQ(*Data("sub/not-yet/x"), data_ + "/sub/not-yet/x");
+  EXPECT_EQ(*Data("sub/"), data_ + "/sub");
+}
+
+TEST_F(JobPathsTest, EscapesAreRefusedNamingKeyValueAndRoot) {
+  for (const std::string& bad : {outside_ + "/secret.txt", std::string("../outside/secret.txt"),
+                                data_ + "/../outside/secret.txt", std::string("leak.txt"),
+                                std::string("leakdir/secret.txt"), std::string("leakdir/new/file"),
+                                std::string("dangling"), std::string("/")}) {
+    const absl::StatusOr<std::string> r = Data(bad);
+    ASSERT_FALSE(r.ok()) << bad << " resolved to " << *r;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "training.dataset_path = \"" + bad + "\""))
+        << r.status();
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "--data-root " + data_)) << r.status();
+    EXPECT_FALSE(absl::StrContains(r.status().message(), "TOPSECRET")) << "no file contents";
+  }
+}
+
+TEST_F(JobPathsTest, NoDataRootRefusesEveryFileNamingTheFlag) {
+  const absl::StatusOr<std::string> r =
+      ResolveUnderRoot("checkpoint.initial_load_path", "w.pt", "", "--data-root");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "checkpoint.initial_load_path")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "start ringtrain-worker with --data-root"))
+      << r.status();
+}
+
+TEST_F(JobPathsTest, CheckpointFoldersArePerJob) {
+  const std::string ckpt = *CanonicalRoot("--checkpoint-root", dir_ / "ckpt", true);
+  const JobRoots roots{data_, ckpt};
+  const JobConfig config = Config({"training.dataset=text", "training.dataset_path=sub/a.txt",
+                                   "checkpoint.enable=true", "checkpoint.folder=outputs/ck"});
+  const auto a = ResolveJobPaths(config, roots, "job-000001");
+  const auto b = ResolveJobPaths(config, roots, "job-000002");
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(*a, (std::vector<std::string>{"--training.dataset_path=" + data_ + "/sub/a.txt",
+                                          "--checkpoint.folder=" + ckpt + "/job-000001/outputs/ck"}));
+  EXPECT_EQ((*b)[1], "--checkpoint.folder=" + ckpt + "/job-000002/outputs/ck");
+  EXPECT_TRUE(fs::is_directory(ckpt + "/job-000001"));
+  EXPECT_FALSE(fs::exists(ckpt + "/job-000001/outputs")) << "the trainer creates the folder";
+
+  // Another job's folder, or the data root, is not this job's.
+  for (const std::string& bad : {ckpt + "/job-000002/outputs/ck", data_ + "/ck"}) {
+    const auto r = ResolveJobPaths(
+        Config({"checkpoint.enable=true", "checkpoint.folder=" + bad}), roots, "job-000001");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "checkpoint.folder")) << r.status();
+    EXPECT_TRUE(absl::StrContains(r.status().message(), ckpt + "/job-000001")) << r.status();
+  }
+  // The first refused path stops everything: no job folder is made for it.
+  const auto refused = ResolveJobPaths(
+      Config({"training.dataset=text", "training.dataset_path=leak.txt", "checkpoint.enable=true"}),
+      roots, "job-000003");
+  EXPECT_FALSE(refused.ok());
+  EXPECT_FALSE(fs::exists(ckpt + "/job-000003"));
+}
+
+TEST_F(JobPathsTest, RootsMustExistOrBeCreatable) {
+  EXPECT_EQ(CanonicalRoot("--data-root", dir_ / "missing", false).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CanonicalRoot("--data-root", data_ + "/sub/a.txt", false).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*CanonicalRoot("--data-root", data_ + "/alias", false), data_ + "/sub");
+}
+
+}  // namespace
+}  // namespace ringtrain
