@@ -224,9 +224,10 @@ absl::StatusOr<std::unique_ptr<TokenDataset>> OpenBinDataset(const DatasetSpec& 
   for (int64_t i = 0; i < n; ++i) {
     const int64_t token = dataset->TokenAt(i);
     if (token >= spec.vocab_size) {
+      // Where, not what: an error never carries bytes of the file (it may not be the user's).
       return absl::InvalidArgumentError(absl::StrCat(
-          "bin ", spec.path, ": token ", token, " at token offset ", i, " (byte offset ",
-          i * token_bytes, ") is >= vocab_size ", spec.vocab_size,
+          "bin ", spec.path, ": the token at token offset ", i, " (byte offset ", i * token_bytes,
+          ") is >= vocab_size ", spec.vocab_size,
           "\nHINT: maybe token_dtype is wrong (it is \"", ChoiceName(spec.token_dtype),
           "\"), or the file was tokenised for a different vocabulary"));
     }

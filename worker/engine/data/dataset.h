@@ -40,7 +40,8 @@ class TokenDataset {
 
 // Opens or generates the dataset. Errors name the path and what was wrong: NOT_FOUND for a missing
 // file, INVALID_ARGUMENT for a file whose size is not a multiple of the token size, a token id
-// >= vocab_size (with its offset), an empty dataset, or a text/bin kind without a path.
+// >= vocab_size (with its offset), an empty dataset, or a text/bin kind without a path. No error
+// carries bytes of the file (a token's value included).
 absl::StatusOr<std::unique_ptr<TokenDataset>> OpenDataset(const DatasetSpec& spec);
 
 }  // namespace ringtrain

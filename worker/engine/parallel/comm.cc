@@ -5,7 +5,13 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +45,45 @@ std::string GlooHostAddress() {
 }
 
 std::string HeartbeatKey(int64_t rank) { return absl::StrCat("heartbeat/", rank); }
+
+// A socket listening on host:port for rank 0's store to take over (TCPStoreOptions::masterListenFd):
+// left to itself the store would listen on every interface, and the rendezvous should be reachable
+// only where the other ranks are told to find it. Throws std::runtime_error naming the address.
+int ListenOnMasterAddress(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    throw std::runtime_error(
+        absl::StrCat("cannot resolve the rendezvous host ", host, ": ", gai_strerror(rc)));
+  }
+  std::string why = "no address";
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+      why = std::strerror(errno);
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(found);
+  if (fd < 0) {
+    throw std::runtime_error(absl::StrCat(
+        "rank 0 cannot listen on ", host, ":", port, " for the rendezvous: ", why,
+        " (MASTER_ADDR must be an address of this machine: the agent's --advertise-address)"));
+  }
+  return fd;
+}
 
 }  // namespace
 
@@ -128,6 +173,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     store_options.numWorkers = static_cast<size_t>(mesh.world);
     store_options.waitWorkers = true;
     store_options.timeout = options.timeout;
+    // The store takes the socket over (and closes it) whether it is the libuv backend or not.
+    if (mesh.rank == 0) {
+      store_options.masterListenFd = ListenOnMasterAddress(options.master_addr, options.master_port);
+    }
     auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
     auto comm = std::unique_ptr<Communicator>(
         new Communicator(mesh, store, options.timeout, options.device));

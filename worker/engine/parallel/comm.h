@@ -48,6 +48,8 @@ auto CommCall(const std::string& what, F&& f) -> decltype(f()) {
 }
 
 struct RendezvousOptions {
+  // Rank 0 serves the store on this address only (not every interface), so it must be an address
+  // of rank 0's machine: the agent's --advertise-address.
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   std::chrono::milliseconds timeout{60000};
@@ -67,8 +69,10 @@ struct CommStats {
 
 class Communicator {
  public:
-  // Connects to (rank 0: serves) the store at master_addr:master_port, waits for all ranks, and
-  // builds the groups. UNAVAILABLE naming the address when the rendezvous fails or times out.
+  // Connects to (rank 0: serves, listening on master_addr alone) the store at
+  // master_addr:master_port, waits for all ranks, and builds the groups; each Gloo group listens on
+  // $RINGTRAIN_HOST_ADDRESS (loopback when unset), never a wildcard. UNAVAILABLE naming the address
+  // when the rendezvous fails or times out, or rank 0 cannot listen there.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(const Mesh& mesh,
                                                               const RendezvousOptions& options);
   // Single-process variant for tests: ranks are threads sharing `store` (e.g. a HashStore).
