@@ -29,8 +29,10 @@ void Stop(Subprocess& process) {
 
 }  // namespace
 
-LocalCluster::LocalCluster(int workers, std::vector<std::string> coordinator_flags)
+LocalCluster::LocalCluster(int workers, std::vector<std::string> coordinator_flags,
+                           std::vector<std::string> worker_flags)
     : coordinator_flags_(std::move(coordinator_flags)) {
+  std::filesystem::create_directories(data_root());
   address_ = "127.0.0.1:" + std::to_string(FreePort());
   // Rendezvous ports of this cluster's jobs: a block of 100 chosen by pid, so tests running side by
   // side rarely probe the same ports (the coordinator also skips ports in use).
@@ -45,11 +47,12 @@ LocalCluster::LocalCluster(int workers, std::vector<std::string> coordinator_fla
   for (int i = 0; i < workers; ++i) {
     const std::string name = "worker-" + std::to_string(i);
     worker_metrics_.push_back("127.0.0.1:" + std::to_string(FreePort()));
-    workers_.push_back(StartCommand(
-        {BinDir() + "/ringtrain-worker", "--coordinator", address_, "--work-dir", dir_ / name,
-         "--threads", "1", "--host-label", "local", "--advertise-address", "127.0.0.1",
-         "--metrics-address", worker_metrics_.back()},
-        dir_ / (name + ".log")));
+    std::vector<std::string> argv = {
+        BinDir() + "/ringtrain-worker", "--coordinator", address_, "--work-dir", work_dir(i),
+        "--threads", "1", "--host-label", "local", "--advertise-address", "127.0.0.1",
+        "--metrics-address", worker_metrics_.back(), "--data-root", data_root()};
+    argv.insert(argv.end(), worker_flags.begin(), worker_flags.end());
+    workers_.push_back(StartCommand(argv, dir_ / (name + ".log")));
   }
   if (!WaitForIdleWorkers(workers, 30)) ADD_FAILURE() << "workers did not register\n" << Logs();
 }

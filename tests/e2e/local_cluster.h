@@ -19,8 +19,11 @@ namespace ringtrain::testing {
 
 class LocalCluster {
  public:
-  // Starts the coordinator and `workers` agents, and waits until every agent is IDLE.
-  explicit LocalCluster(int workers, std::vector<std::string> coordinator_flags = {});
+  // Starts the coordinator and `workers` agents, and waits until every agent is IDLE. Every agent
+  // gets --work-dir <dir>/worker-<i> (so its checkpoints go to <dir>/worker-<i>/checkpoints/<job>/)
+  // and --data-root data_root(), then `worker_flags`.
+  explicit LocalCluster(int workers, std::vector<std::string> coordinator_flags = {},
+                        std::vector<std::string> worker_flags = {});
   ~LocalCluster();
 
   const std::string& address() const { return address_; }
@@ -28,6 +31,10 @@ class LocalCluster {
   const std::string& coordinator_metrics() const { return coordinator_metrics_; }
   const std::vector<std::string>& worker_metrics() const { return worker_metrics_; }
   const TempDir& dir() const { return dir_; }
+  // <dir>/data, created empty: the agents' --data-root, where a test puts the files its jobs read.
+  std::string data_root() const { return dir_ / "data"; }
+  // Agent i's --work-dir.
+  std::string work_dir(int worker) const { return dir_ / ("worker-" + std::to_string(worker)); }
   v1::JobService::Stub& stub() { return *stub_; }
 
   // Stops the coordinator (SIGTERM) and starts it again on the same address and database.

@@ -112,7 +112,8 @@ bool CanBind(const std::string& address) {
 Subprocess StartRank(const TempDir& dir, int rank, int port) {
   const std::string name = "rank" + std::to_string(rank);
   return StartCommand({BinDir() + "/ringtrain-trainer", ConfigPath("debug_model.toml"),
-                       "--training.steps=100000", "--metrics.jsonl=" + (dir / (name + ".jsonl"))},
+                       "--training.steps=100000", "--training.seq_len=32",
+                       "--training.local_batch_size=2", "--metrics.jsonl=" + (dir / (name + ".jsonl"))},
                       dir / (name + ".log"), "",
                       {"RANK=" + std::to_string(rank), "WORLD_SIZE=2", std::string("MASTER_ADDR=") + kAddress,
                        "MASTER_PORT=" + std::to_string(port),
@@ -144,7 +145,9 @@ TEST(RendezvousBindTest, StoreAndGlooListenOnTheAdvertisedAddressOnly) {
   for (const auto* listeners : {&listeners0, &listeners1}) {
     for (const Listener& l : *listeners) {
       EXPECT_EQ(l.address, kAddress) << "a rendezvous socket listens on " << Describe(*listeners);
-      if (l.port != port) EXPECT_FALSE(Connects("127.0.0.1", l.port)) << "Gloo port " << l.port;
+      if (l.port != port) {
+        EXPECT_FALSE(Connects("127.0.0.1", l.port)) << "Gloo port " << l.port;
+      }
     }
   }
   rank1.Signal(SIGTERM);

@@ -1,0 +1,175 @@
+// Confined paths end to end: a real coordinator, two real agents (--data-root <dir>/data, the
+// checkpoint root under each --work-dir) and real trainers. What the coordinator can tell is refused
+// at submit; what needs the worker's roots fails the job at the worker, naming the key and the root,
+// before the file is opened — and no error carries bytes of a file.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "tests/e2e/local_cluster.h"
+
+namespace ringtrain::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kSecret[] = "TOPSECRET-4c1d";
+
+bool IsFinal(const v1::Job& job) {
+  return job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_FAILED ||
+         job.state() == v1::JOB_STATE_CANCELLED;
+}
+
+// A one-rank job of a few short steps on the debug model, plus `extra`.
+std::vector<std::string> Small(std::vector<std::string> extra) {
+  std::vector<std::string> o = {"parallelism.data_parallel_replicate_degree=1",
+                                "parallelism.context_parallel_degree=1", "training.steps=3",
+                                "training.seq_len=32", "training.local_batch_size=2",
+                                "lr_scheduler.warmup_steps=1", "metrics.log_freq=1000"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  return o;
+}
+
+grpc::Status SubmitStatus(LocalCluster& cluster, const std::vector<std::string>& overrides) {
+  v1::SubmitJobRequest request;
+  request.set_config_toml(ReadFile(ConfigPath("debug_model.toml")));
+  for (const std::string& o : overrides) request.add_overrides(o);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::Job job;
+  return cluster.stub().SubmitJob(&context, request, &job);
+}
+
+v1::Job RunToEnd(LocalCluster& cluster, const std::vector<std::string>& overrides) {
+  const v1::Job job = cluster.Submit(ConfigPath("debug_model.toml"), overrides);
+  EXPECT_TRUE(cluster.WaitForJob(job.job_id(), IsFinal, 120, "the job's end")) << cluster.Logs();
+  return cluster.Get(job.job_id());
+}
+
+// The text a user sees of a failed job.
+std::string ErrorText(const v1::Job& job) {
+  return job.error().message() + "\n" + job.error().stderr_tail();
+}
+
+class PathsTest : public ::testing::Test {
+ protected:
+  PathsTest() : cluster_(2) {
+    outside_ = cluster_.dir() / "outside";
+    fs::create_directories(outside_);
+    WriteFile(outside_ + "/secret.txt", std::string(kSecret) + "\n");
+    const std::string data = cluster_.data_root();
+    fs::create_directories(data + "/corpus");
+    std::string text;
+    while (text.size() < 20000) text += "the quick brown fox jumps over the lazy dog. ";
+    WriteFile(data + "/corpus/fox.txt", text);
+    fs::create_symlink(data + "/corpus", data + "/alias");            // stays inside
+    fs::create_symlink(outside_ + "/secret.txt", data + "/leak.txt");  // leads out
+    fs::create_symlink(outside_, data + "/leakdir");
+  }
+
+  LocalCluster cluster_;
+  std::string outside_;
+};
+
+TEST_F(PathsTest, ClimbingOutOrControlCharactersAreRefusedAtSubmit) {
+  const grpc::Status climb =
+      SubmitStatus(cluster_, Small({"training.dataset=text", "training.dataset_path=../outside/secret.txt"}));
+  EXPECT_EQ(climb.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(climb.error_message(), HasSubstr("training.dataset_path = \"../outside/secret.txt\""));
+  EXPECT_THAT(climb.error_message(), HasSubstr("'..' climbs out"));
+
+  const grpc::Status folder = SubmitStatus(
+      cluster_, Small({"checkpoint.enable=true", "checkpoint.folder=a/../../../elsewhere"}));
+  EXPECT_EQ(folder.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(folder.error_message(), HasSubstr("checkpoint.folder"));
+
+  const grpc::Status control = SubmitStatus(
+      cluster_, Small({"checkpoint.initial_load_path=w\x1b[2J.pt"}));
+  EXPECT_EQ(control.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(control.error_message(), HasSubstr("checkpoint.initial_load_path"));
+  EXPECT_THAT(control.error_message(), Not(HasSubstr("\x1b"))) << "shown escaped";
+
+  // ringctl says the same, plainly.
+  const CommandResult cli = RunCommand(
+      {BinDir() + "/ringctl", "submit", ConfigPath("debug_model.toml"), "--coordinator",
+       cluster_.address(), "--training.dataset=text", "--training.dataset_path=../../etc/passwd"});
+  EXPECT_NE(cli.exit_code, 0);
+  EXPECT_THAT(cli.output, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(cli.output, HasSubstr("training.dataset_path"));
+  EXPECT_EQ(cluster_.Workers().size(), 2u);
+}
+
+TEST_F(PathsTest, TheWorkerRefusesPathsOutOfItsRootsAndNeverEchoesFiles) {
+  struct Case {
+    std::string what;
+    std::vector<std::string> overrides;
+    std::string key;
+    std::string root;
+  };
+  const std::string data_flag = "--data-root " + cluster_.data_root();
+  const std::vector<Case> cases = {
+      {"absolute, outside", {"training.dataset=text", "training.dataset_path=" + outside_ + "/secret.txt"},
+       "training.dataset_path", data_flag},
+      {"symlink to a file outside", {"training.dataset=text", "training.dataset_path=leak.txt"},
+       "training.dataset_path", data_flag},
+      {"symlink to a folder outside", {"checkpoint.initial_load_path=leakdir/secret.txt"},
+       "checkpoint.initial_load_path", data_flag},
+      {"absolute checkpoint folder outside",
+       {"checkpoint.enable=true", "checkpoint.folder=" + outside_ + "/ckpt"}, "checkpoint.folder",
+       "--checkpoint-root"},
+  };
+  for (const Case& c : cases) {
+    const v1::Job job = RunToEnd(cluster_, Small(c.overrides));
+    EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED) << c.what;
+    const std::string error = ErrorText(job);
+    EXPECT_THAT(error, HasSubstr(c.key)) << c.what;
+    EXPECT_THAT(error, HasSubstr(c.root)) << c.what;
+    EXPECT_THAT(error, Not(HasSubstr(kSecret))) << c.what;
+    EXPECT_EQ(job.last_step(), 0) << c.what;
+    // Refused before a trainer ran: no trainer log mentions the job's files.
+    for (int w = 0; w < 2; ++w) {
+      const std::string log = cluster_.work_dir(w) + "/" + job.job_id() + "/rank-0/rank.log";
+      if (fs::exists(log)) ADD_FAILURE() << c.what << ": a trainer started: " << ReadFile(log);
+    }
+  }
+  EXPECT_FALSE(fs::exists(outside_ + "/ckpt")) << "created outside the checkpoint root";
+
+  // A dataset inside the root whose bytes are not tokens of this vocabulary: the error says where,
+  // never what ("ZZ" is token 23130 as uint16).
+  WriteFile(cluster_.data_root() + "/zz.bin", std::string(4096, 'Z'));
+  const v1::Job bin = RunToEnd(cluster_, Small({"training.dataset=bin", "training.dataset_path=zz.bin"}));
+  EXPECT_EQ(bin.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(ErrorText(bin), HasSubstr("token offset 0"));
+  EXPECT_THAT(ErrorText(bin), HasSubstr("zz.bin"));
+  EXPECT_THAT(ErrorText(bin), Not(HasSubstr("23130")));
+  EXPECT_THAT(ErrorText(bin), Not(HasSubstr("ZZ")));
+}
+
+TEST_F(PathsTest, JobsReadUnderTheDataRootAndCheckpointIntoTheirOwnFolders) {
+  const std::vector<std::string> overrides =
+      Small({"training.dataset=text", "training.dataset_path=alias/fox.txt", "model.vocab_size=512",
+             "checkpoint.enable=true", "checkpoint.folder=outputs/ck"});
+  const v1::Job a = RunToEnd(cluster_, overrides);
+  const v1::Job b = RunToEnd(cluster_, overrides);
+  for (const v1::Job* job : {&a, &b}) {
+    ASSERT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << ErrorText(*job) << cluster_.Logs();
+    EXPECT_EQ(job->last_step(), 3);
+    int found = 0;
+    for (int w = 0; w < 2; ++w) {
+      found += fs::is_directory(cluster_.work_dir(w) + "/checkpoints/" + job->job_id() +
+                                "/outputs/ck/step-3");
+    }
+    EXPECT_EQ(found, 1) << job->job_id() << "'s checkpoint is in its own folder, once";
+  }
+  EXPECT_FALSE(fs::exists("outputs/ck")) << "nothing written relative to the agent's cwd";
+}
+
+}  // namespace
+}  // namespace ringtrain::testing
