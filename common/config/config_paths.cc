@@ -62,8 +62,8 @@ absl::Status CheckPathText(absl::string_view key, absl::string_view value) {
   }
   if (value.front() != '/' && ClimbsOut(value)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        shown, ": '..' climbs out of the folder the path is resolved in (the worker's data root, or "
-               "the job's checkpoint folder); give a path inside it"));
+        shown, ": '..' climbs out of the folder it is resolved in (the worker's data root, or the "
+               "job's checkpoint folder); give a path that stays inside it"));
   }
   return absl::OkStatus();
 }

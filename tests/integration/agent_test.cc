@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <set>
@@ -168,17 +169,17 @@ std::string Describe(const v1::AgentMessage& m) {
 }
 
 // The fake trainer: records its arguments and rendezvous environment beside metrics.jsonl, then
-// writes `steps` records (sleeping `pause` s after each) and exits with `exit` (all from the
-// config, which is its first argument).
+// writes `steps` records (sleeping `pause` s after each) and exits with `exit` (all from comment
+// lines "# steps = N" of the config, its first argument: the agent parses the config as a job's).
 constexpr char kFakeTrainer[] = R"(#!/bin/sh
 m=""
 for a in "$@"; do case "$a" in --metrics.jsonl=*) m="${a#--metrics.jsonl=}";; esac; done
 d=$(dirname "$m")
 printf '%s\n' "$@" > "$d/args.txt"
 echo "RANK=$RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT OMP_NUM_THREADS=$OMP_NUM_THREADS" > "$d/env.txt"
-steps=$(sed -n 's/^steps = //p' "$1")
-pause=$(sed -n 's/^pause = //p' "$1")
-code=$(sed -n 's/^exit = //p' "$1")
+steps=$(sed -n 's/^# steps = //p' "$1")
+pause=$(sed -n 's/^# pause = //p' "$1")
+code=$(sed -n 's/^# exit = //p' "$1")
 i=1
 while [ "$i" -le "${steps:-0}" ]; do
   echo "{\"step\":$i}" >> "$m"
@@ -210,7 +211,7 @@ v1::CoordinatorMessage CancelJob(const std::string& job_id) {
   return message;
 }
 
-constexpr char kLongRun[] = "steps = 1\npause = 30\n";
+constexpr char kLongRun[] = "# steps = 1\n# pause = 30\n";
 
 class AgentTest : public ::testing::Test {
  protected:
@@ -298,7 +299,7 @@ TEST_F(AgentTest, RegistersSaysHelloAndHeartbeats) {
 
 TEST_F(AgentTest, AssignmentRunsTrainerAndRelaysReportsThenExitInOrder) {
   Connect(*coordinator_);
-  v1::CoordinatorMessage assign = Assign("job-1", "steps = 3\nexit = 3\n", 0, 2);
+  v1::CoordinatorMessage assign = Assign("job-1", "# steps = 3\n# exit = 3\n", 0, 2);
   assign.mutable_assignment()->add_overrides("training.steps=3");
   assign.mutable_assignment()->add_overrides("model.dim=64");
   ASSERT_TRUE(coordinator_->Send(assign));
@@ -314,7 +315,7 @@ TEST_F(AgentTest, AssignmentRunsTrainerAndRelaysReportsThenExitInOrder) {
   EXPECT_TRUE(absl::StrContains(coordinator_->ExitOf("job-1")->stderr_tail(), "fake trainer done"));
 
   const std::string rank_dir = RankDir("job-1", 0);
-  EXPECT_EQ(testing::ReadFile(rank_dir + "/config.toml"), "steps = 3\nexit = 3\n");
+  EXPECT_EQ(testing::ReadFile(rank_dir + "/config.toml"), "# steps = 3\n# exit = 3\n");
   EXPECT_EQ(testing::ReadFile(rank_dir + "/env.txt"),
             "RANK=0 WORLD_SIZE=2 MASTER_ADDR=10.0.0.5 MASTER_PORT=29555 OMP_NUM_THREADS=2\n");
   EXPECT_EQ(testing::ReadFile(rank_dir + "/args.txt"),
@@ -324,7 +325,7 @@ TEST_F(AgentTest, AssignmentRunsTrainerAndRelaysReportsThenExitInOrder) {
 
 TEST_F(AgentTest, OnlyRankZeroRelaysRecordsButEveryRankExportsThem) {
   Connect(*coordinator_);
-  ASSERT_TRUE(coordinator_->Send(Assign("job-1", "steps = 3\nexit = 0\n", 1, 2)));
+  ASSERT_TRUE(coordinator_->Send(Assign("job-1", "# steps = 3\n# exit = 0\n", 1, 2)));
   ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("job-1") != nullptr; }));
   std::vector<std::string> got;
   for (const v1::AgentMessage& m : coordinator_->messages()) got.push_back(Describe(m));
@@ -359,7 +360,7 @@ TEST_F(AgentTest, AssignmentWhileBusyIsRefusedWith125AndBadJobIdWith127) {
   Connect(*coordinator_);
   ASSERT_TRUE(coordinator_->Send(Assign("job-a", kLongRun)));
   ASSERT_TRUE(WaitFor([&] { return coordinator_->Started("job-a"); }));
-  ASSERT_TRUE(coordinator_->Send(Assign("job-b", "steps = 1\n", 0, 2)));
+  ASSERT_TRUE(coordinator_->Send(Assign("job-b", "# steps = 1\n", 0, 2)));
   ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("job-b") != nullptr; }));
   std::unique_ptr<v1::RankExit> busy = coordinator_->ExitOf("job-b");
   EXPECT_EQ(busy->exit_status(), 125);
@@ -368,11 +369,56 @@ TEST_F(AgentTest, AssignmentWhileBusyIsRefusedWith125AndBadJobIdWith127) {
 
   ASSERT_TRUE(coordinator_->Send(CancelJob("job-a")));
   ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("job-a") != nullptr; }, 5));
-  ASSERT_TRUE(coordinator_->Send(Assign("../escape", "steps = 1\n")));
+  ASSERT_TRUE(coordinator_->Send(Assign("../escape", "# steps = 1\n")));
   ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("../escape") != nullptr; }));
   std::unique_ptr<v1::RankExit> bad = coordinator_->ExitOf("../escape");
   EXPECT_EQ(bad->exit_status(), 127);
   EXPECT_TRUE(absl::StrContains(bad->stderr_tail(), "cannot name a folder")) << bad->stderr_tail();
+}
+
+// The coordinator's submit checks are not what confines a job: an assignment that reaches the
+// agent with a path out of its roots (or a config it cannot read) fails before any trainer starts.
+TEST_F(AgentTest, ResolvesJobPathsUnderItsRootsAndRefusesTheRestWith127) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir_ / "data");
+  testing::WriteFile(dir_ / "data/corpus.txt", "tokens");
+  testing::WriteFile(dir_ / "secret.txt", "TOPSECRET");
+  const std::string data = fs::canonical(dir_ / "data").string();
+  AgentOptions o = Options();
+  o.data_root = dir_ / "data";
+  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  agent_ = std::move(*agent);
+  run_thread_ = std::thread([this] { run_status_ = agent_->Run(); });
+  ASSERT_TRUE(WaitFor([&] { return !coordinator_->hellos().empty(); })) << "no Hello";
+
+  const std::string job = "# steps = 1\n[training]\ndataset = \"text\"\n";
+  ASSERT_TRUE(coordinator_->Send(Assign(
+      "paths-ok", job + "dataset_path = \"corpus.txt\"\n[checkpoint]\nenable = true\nfolder = \"ck\"\n")));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("paths-ok") != nullptr; }));
+  EXPECT_EQ(coordinator_->ExitOf("paths-ok")->exit_status(), 0);
+  const std::string work = fs::canonical(dir_ / "work").string();
+  const std::string args = testing::ReadFile(RankDir("paths-ok", 0) + "/args.txt");
+  EXPECT_TRUE(absl::StrContains(args, "--training.dataset_path=" + data + "/corpus.txt\n")) << args;
+  EXPECT_TRUE(absl::StrContains(args, "--checkpoint.folder=" + work + "/checkpoints/paths-ok/ck\n"))
+      << args;
+
+  const struct {
+    std::string job_id, config, expected;
+  } refused[] = {
+      {"climbs", job + "dataset_path = \"../secret.txt\"\n", "training.dataset_path = \"../secret.txt\""},
+      {"absolute", job + "dataset_path = \"" + (dir_ / "secret.txt") + "\"\n", "--data-root " + data},
+      {"unreadable", "steps = 1\n", "key 'steps' is not in a section"},
+  };
+  for (const auto& r : refused) {
+    ASSERT_TRUE(coordinator_->Send(Assign(r.job_id, r.config)));
+    ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf(r.job_id) != nullptr; })) << r.job_id;
+    const std::unique_ptr<v1::RankExit> exit = coordinator_->ExitOf(r.job_id);
+    EXPECT_EQ(exit->exit_status(), 127) << r.job_id;
+    EXPECT_TRUE(absl::StrContains(exit->stderr_tail(), r.expected)) << exit->stderr_tail();
+    EXPECT_FALSE(absl::StrContains(exit->stderr_tail(), "TOPSECRET"));
+    EXPECT_FALSE(fs::exists(RankDir(r.job_id, 0))) << r.job_id << ": nothing is made for a refused rank";
+  }
 }
 
 TEST_F(AgentTest, ReRegistersWhenARestartedCoordinatorDoesNotKnowIt) {
@@ -397,7 +443,7 @@ TEST_F(AgentTest, ReRegistersWhenARestartedCoordinatorDoesNotKnowIt) {
 
 TEST_F(AgentTest, KeepsTheTrainerAcrossABrokenSessionAndFlushesWhatItBuffered) {
   Connect(*coordinator_);
-  ASSERT_TRUE(coordinator_->Send(Assign("steady", "steps = 12\npause = 0.2\n")));
+  ASSERT_TRUE(coordinator_->Send(Assign("steady", "# steps = 12\n# pause = 0.2\n")));
   ASSERT_TRUE(WaitFor([&] { return coordinator_->messages().size() >= 3; }));  // + 2 steps
   const size_t relayed = coordinator_->messages().size() - 1;  // step records, as of now
   coordinator_.reset();
