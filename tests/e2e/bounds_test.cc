@@ -30,7 +30,16 @@ std::string Repeat(const std::string& part, int n, const std::string& separator 
 
 class BoundsTest : public ::testing::Test {
  protected:
-  BoundsTest() : cluster_(0, {"--worker-timeout", "600"}) {}
+  // No workers, but jobs are queued as if a pool of 16 could come (else FAILED_PRECONDITION).
+  BoundsTest() : cluster_(0, {"--worker-timeout", "600", "--pool-size-hint", "16"}) {
+    // With no workers to wait for, wait for the coordinator itself to answer.
+    v1::ListJobsResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(In(30));
+    context.set_wait_for_ready(true);
+    const grpc::Status s = cluster_.stub().ListJobs(&context, v1::ListJobsRequest(), &response);
+    EXPECT_TRUE(s.ok()) << "the coordinator did not come up: " << s.error_message() << "\n" << cluster_.Logs();
+  }
 
   grpc::Status Submit(const std::string& config, const std::vector<std::string>& overrides = {},
                       const std::string& name = "", v1::Job* job = nullptr) {
