@@ -42,6 +42,10 @@ class JobStore {
   absl::StatusOr<JobRecord> CreateJob(JobRecord job);
   absl::StatusOr<JobRecord> GetJob(const std::string& job_id);
   absl::StatusOr<std::vector<JobRecord>> ListJobs();  // submission order
+  // One page for ListJobs: at most `limit` jobs, newest first, submitted before the job
+  // `before_job_id` ("" = from the newest). NOT_FOUND when before_job_id names no job.
+  absl::StatusOr<std::vector<JobRecord>> ListJobsNewestFirst(const std::string& before_job_id,
+                                                             int64_t limit);
 
   // Replaces the mutable fields: name, config_toml, overrides, world_size, dp, cp, mesh,
   // wait_reason, error, total_steps, device_kind. State and times change only through

@@ -16,6 +16,7 @@
 #include "common/grpc/server_util.h"
 #include "common/log.h"
 #include "common/metrics/metrics_server.h"
+#include "coordinator/admission.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/cluster.h"
 #include "coordinator/event_hub.h"
@@ -101,6 +102,7 @@ int Run(const Flags& flags) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(ringtrain::kMaxReceiveMessageBytes);  // admission.h
   builder.RegisterService(&job_service);
   builder.RegisterService(&worker_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
