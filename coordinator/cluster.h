@@ -1,4 +1,5 @@
-// The coordinator's live state and its rules: the worker registry (heartbeats, lost workers), the
+// The coordinator's live state and its rules: the worker registry (session credentials, heartbeats,
+// lost and purged workers, which rank messages a worker may send), the
 // job queue and gang scheduling, each running job's ranks, and how a job ends. Every change that a
 // client can see is written to the JobStore first and then published on the EventHub, under one
 // lock, so the store's order is the order watchers see. No gRPC server types here: agents are
