@@ -185,6 +185,14 @@ TEST(IdentityTest, AFakeWorkerCannotSpeakForARealOneAndTheJobEndsWithItsRealLoss
   std::printf("forgeries refused in %.2f s, the job meanwhile at step %lld of %d\n",
               SecondsSince(forgeries_start), static_cast<long long>(running.last_step()), kSteps);
   EXPECT_FALSE(running.has_error()) << running.error().message();
+  // The real agent's session is the one it opened first: never replaced, never re-attached.
+  const std::string log = ReadFile(cluster.dir() / "coordinator-0.log");
+  size_t attached = 0;
+  for (size_t at = log.find(real + " session attached"); at != std::string::npos;
+       at = log.find(real + " session attached", at + 1)) {
+    ++attached;
+  }
+  EXPECT_EQ(attached, 1u) << log;
   for (const v1::Worker& w : cluster.Workers()) {
     if (w.worker_id() == real) {
       EXPECT_EQ(w.state(), v1::WORKER_STATE_BUSY);
