@@ -64,6 +64,11 @@ CREATE TABLE IF NOT EXISTS step_events (
   record_json       TEXT NOT NULL,
   PRIMARY KEY (job_id, step)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS workers (
+  worker_id          TEXT PRIMARY KEY,
+  credential_sha256  TEXT NOT NULL,
+  registered_unix_ms INTEGER NOT NULL
+) WITHOUT ROWID;
 )sql";
 
 constexpr const char* kJobColumns =
