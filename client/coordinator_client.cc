@@ -1,6 +1,7 @@
 #include "client/coordinator_client.h"
 
 #include <algorithm>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -64,12 +65,20 @@ absl::StatusOr<v1::Job> CoordinatorClient::GetJob(const std::string& job_id,
 }
 
 absl::StatusOr<std::vector<v1::Job>> CoordinatorClient::ListJobs(const CallOptions& options) {
-  grpc::ClientContext context;
-  Configure(&context, options);
-  v1::ListJobsResponse response;
-  const grpc::Status status = stub_->ListJobs(&context, v1::ListJobsRequest(), &response);
-  if (!status.ok()) return FromGrpcStatus(status, what_);
-  return std::vector<v1::Job>(response.jobs().begin(), response.jobs().end());
+  // Every page, each call with its own deadline; a token seen twice would loop forever.
+  std::vector<v1::Job> jobs;
+  v1::ListJobsRequest request;
+  std::set<std::string> tokens;
+  do {
+    grpc::ClientContext context;
+    Configure(&context, options);
+    v1::ListJobsResponse response;
+    const grpc::Status status = stub_->ListJobs(&context, request, &response);
+    if (!status.ok()) return FromGrpcStatus(status, what_);
+    for (v1::Job& job : *response.mutable_jobs()) jobs.push_back(std::move(job));
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty() && tokens.insert(request.page_token()).second);
+  return jobs;
 }
 
 absl::StatusOr<v1::Job> CoordinatorClient::CancelJob(const std::string& job_id,
@@ -85,12 +94,19 @@ absl::StatusOr<v1::Job> CoordinatorClient::CancelJob(const std::string& job_id,
 }
 
 absl::StatusOr<std::vector<v1::Worker>> CoordinatorClient::ListWorkers(const CallOptions& options) {
-  grpc::ClientContext context;
-  Configure(&context, options);
-  v1::ListWorkersResponse response;
-  const grpc::Status status = stub_->ListWorkers(&context, v1::ListWorkersRequest(), &response);
-  if (!status.ok()) return FromGrpcStatus(status, what_);
-  return std::vector<v1::Worker>(response.workers().begin(), response.workers().end());
+  std::vector<v1::Worker> workers;
+  v1::ListWorkersRequest request;
+  std::set<std::string> tokens;
+  do {
+    grpc::ClientContext context;
+    Configure(&context, options);
+    v1::ListWorkersResponse response;
+    const grpc::Status status = stub_->ListWorkers(&context, request, &response);
+    if (!status.ok()) return FromGrpcStatus(status, what_);
+    for (v1::Worker& worker : *response.mutable_workers()) workers.push_back(std::move(worker));
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty() && tokens.insert(request.page_token()).second);
+  return workers;
 }
 
 std::unique_ptr<JobEventStream> CoordinatorClient::WatchJob(const std::string& job_id,

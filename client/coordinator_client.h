@@ -60,9 +60,10 @@ class CoordinatorClient {
   absl::StatusOr<v1::Job> SubmitJob(const v1::SubmitJobRequest& request,
                                     const CallOptions& options = {});
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id, const CallOptions& options = {});
-  // Newest first.
+  // Every job, newest first: follows ListJobs' pages (one call each, each with options.timeout).
   absl::StatusOr<std::vector<v1::Job>> ListJobs(const CallOptions& options = {});
   absl::StatusOr<v1::Job> CancelJob(const std::string& job_id, const CallOptions& options = {});
+  // Every worker, by id: follows ListWorkers' pages like ListJobs.
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers(const CallOptions& options = {});
 
   // Opens WatchJob from `from_step` (0 = the whole history). The stream has no deadline — a job may

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/printable.h"
 
 namespace ringtrain {
 namespace {
@@ -98,7 +99,7 @@ bool IsTerminal(v1::JobState state) {
 
 std::string MeshSummary(const v1::Job& job) {
   return absl::StrCat("world ", job.world_size(), " = dp ", job.dp(), " × cp ", job.cp(), ", ",
-                      job.device_kind().empty() ? "cpu" : job.device_kind());
+                      job.device_kind().empty() ? "cpu" : EscapeForTerminal(job.device_kind()));
 }
 
 std::string FormatDuration(double seconds) {
@@ -131,7 +132,13 @@ std::string FormatRfc3339(const google::protobuf::Timestamp& time) {
 }
 
 std::string FormatTable(const std::vector<std::string>& header,
-                        const std::vector<std::vector<std::string>>& rows) {
+                        const std::vector<std::vector<std::string>>& raw_rows) {
+  // Every cell is one line of text that may come from the server: escaped before it is measured.
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& raw : raw_rows) {
+    std::vector<std::string>& row = rows.emplace_back();
+    for (const std::string& cell : raw) row.push_back(EscapeForTerminal(cell));
+  }
   std::vector<size_t> widths(header.size(), 0);
   for (size_t c = 0; c < header.size(); ++c) widths[c] = DisplayWidth(header[c]);
   for (const auto& row : rows) {
@@ -171,22 +178,24 @@ std::string FormatJobTable(const std::vector<v1::Job>& jobs, double now) {
 
 std::string FormatJobError(const v1::Job& job) {
   if (job.state() == v1::JOB_STATE_CANCELLED) {
-    return absl::StrCat(job.job_id(), " was cancelled",
-                        job.error().message().empty() ? "" : ": " + job.error().message(), "\n");
+    return absl::StrCat(EscapeForTerminal(job.job_id()), " was cancelled",
+                        job.error().message().empty() ? "" : ": " + EscapeForTerminal(job.error().message(), true),
+                        "\n");
   }
   if (job.state() != v1::JOB_STATE_FAILED) return "";
   const v1::JobError& error = job.error();
-  std::string out = absl::StrCat(
-      job.job_id(), " failed: ", error.message().empty() ? "(no message)" : error.message(), "\n");
+  std::string out =
+      absl::StrCat(EscapeForTerminal(job.job_id()), " failed: ",
+                   error.message().empty() ? "(no message)" : EscapeForTerminal(error.message(), true), "\n");
   if (NamesARank(error)) {
     absl::StrAppend(&out, "  rank ", error.rank(), " on worker ",
-                    error.worker_id().empty() ? "?" : error.worker_id(), " exited with status ",
+                    error.worker_id().empty() ? "?" : EscapeForTerminal(error.worker_id()), " exited with status ",
                     error.exit_status(), "\n");
   }
   if (!error.stderr_tail().empty()) {
     absl::StrAppend(&out, "  stderr tail:\n");
     for (absl::string_view line : absl::StrSplit(error.stderr_tail(), '\n', absl::SkipEmpty())) {
-      absl::StrAppend(&out, "    ", line, "\n");
+      absl::StrAppend(&out, "    ", EscapeForTerminal(line, true), "\n");
     }
   }
   return out;
@@ -194,9 +203,10 @@ std::string FormatJobError(const v1::Job& job) {
 
 std::string FormatJobDetail(const v1::Job& job, double now) {
   const bool named = !job.name().empty() && job.name() != job.job_id();
-  std::string out = absl::StrCat(job.job_id(), named ? "  " + job.name() : "", "\n");
+  std::string out = EscapeForTerminal(absl::StrCat(job.job_id(), named ? "  " + job.name() : "")) + "\n";
+  // Values may come from the server as anything: escaped (multi-line messages keep their lines).
   auto field = [&out](absl::string_view name, const std::string& value) {
-    absl::StrAppend(&out, absl::StrFormat("  %-12s ", name), value, "\n");
+    absl::StrAppend(&out, absl::StrFormat("  %-12s ", name), EscapeForTerminal(value, true), "\n");
   };
   field("state", JobStateName(job.state()));
   field("mesh", MeshSummary(job));
@@ -267,8 +277,8 @@ std::string StateChangeLine(const v1::StateChange& change) {
       change.from_state() == change.to_state()
           ? JobStateName(change.to_state())
           : absl::StrCat(JobStateName(change.from_state()), " → ", JobStateName(change.to_state()));
-  return absl::StrCat("[", FormatClock(change.time()), "] ", change.job_id(), " ", states,
-                      change.message().empty() ? "" : ": " + change.message());
+  return absl::StrCat("[", FormatClock(change.time()), "] ", EscapeForTerminal(change.job_id()), " ", states,
+                      change.message().empty() ? "" : ": " + EscapeForTerminal(change.message(), true));
 }
 
 std::string StateChangeJson(const v1::StateChange& change) {
@@ -328,7 +338,8 @@ std::string CommandErrorLine(absl::string_view command, const absl::Status& stat
   } else {
     absl::StrAppend(&line, status.message());
   }
-  return line;
+  // The message is the server's (or echoes what was sent): nothing in it reaches the terminal raw.
+  return EscapeForTerminal(line, /*keep_newlines=*/true);
 }
 
 }  // namespace ringtrain

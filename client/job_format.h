@@ -1,5 +1,7 @@
 // How ringctl shows jobs, workers and watch events: tables and lines for people, JSON for scripts.
 // Pure functions of the messages (and of `now`, in Unix seconds, for ages), so tests can pin them.
+// Every string from the server that reaches text output is passed through EscapeForTerminal
+// (common/printable.h): control characters print as \x1b, never raw. JSON escapes its own.
 #ifndef RINGTRAIN_CLIENT_JOB_FORMAT_H_
 #define RINGTRAIN_CLIENT_JOB_FORMAT_H_
 

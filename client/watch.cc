@@ -152,7 +152,7 @@ int RunWatch(CoordinatorClient& client, const std::string& job_id, int64_t from_
   options.from_step = from_step;
   const absl::StatusOr<v1::Job> job = FollowJob(client, job_id, options, &printer);
   if (!job.ok()) {
-    std::cerr << "ringctl watch: " << job.status().message() << std::endl;
+    std::cerr << CommandErrorLine("watch", job.status()) << std::endl;  // escaped
     return ExitCodeFor(job.status());
   }
   if (job->state() == v1::JOB_STATE_SUCCEEDED) {

@@ -1,29 +1,78 @@
 #include "coordinator/admission.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/config/config_limits.h"
 #include "common/config/config_paths.h"
 #include "common/config/job_config.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 
 namespace ringtrain {
+namespace {
+
+// `text` for an error message: at most 32 bytes, anything but printable ASCII as \xNN.
+std::string Echo(absl::string_view text) {
+  std::string out;
+  for (const char c : text.substr(0, 32)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f && c != '"' && c != '\\') {
+      out += c;
+    } else {
+      out += absl::StrFormat("\\x%02x", u);
+    }
+  }
+  if (text.size() > 32) out += "...";
+  return out;
+}
+
+}  // namespace
+
 absl::Status CheckDeviceKind(const std::string& kind) {
   if (kind == "cpu" || kind == "cuda") return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("device_kind \"", kind, "\" is not a kind of worker; use cpu or cuda"));
+      absl::StrCat("device_kind \"", Echo(kind), "\" is not a kind of worker; use cpu or cuda"));
+}
+
+absl::Status CheckJobName(absl::string_view name) {
+  if (name.size() > kMaxJobNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("name \"", Echo(name), "\" is ", name.size(),
+                                                   " bytes; at most ", kMaxJobNameBytes, " bytes are allowed"));
+  }
+  for (size_t i = 0; i < name.size();) {
+    const auto [cp, length] = DecodeUtf8(name, i);
+    if (length == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("name \"", Echo(name), "\": byte ", i,
+                                                     " is not valid UTF-8; job names are UTF-8 text"));
+    }
+    if (IsControl(cp)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "name \"%s\": byte %d is the control character U+%04X; job names must be printable (UTF-8 is "
+          "fine, control characters are not)",
+          Echo(name), i, cp));
+    }
+    i += length;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<JobRecord> AdmitSubmitRequest(const v1::SubmitJobRequest& request) {
+  std::vector<std::string> overrides(request.overrides().begin(), request.overrides().end());
+  // Sizes first, before any byte is parsed: config text, override count and length.
+  RT_RETURN_IF_ERROR(CheckConfigBounds(request.config_toml(), overrides, "job config"));
+  RT_RETURN_IF_ERROR(CheckJobName(request.name()));
   const std::string device_kind = request.device_kind().empty() ? "cpu" : request.device_kind();
   RT_RETURN_IF_ERROR(CheckDeviceKind(device_kind));
-  std::vector<std::string> overrides(request.overrides().begin(), request.overrides().end());
   absl::StatusOr<JobConfig> config = ParseJobConfig(request.config_toml(), overrides, "job config");
   if (!config.ok()) return config.status();
   RT_RETURN_IF_ERROR(CheckConfigPaths(*config));
+  // Both degrees are <= kMaxWorldSize once the config is valid, so the product cannot overflow.
   const int64_t dp = std::max<int64_t>(config->parallelism.data_parallel_replicate_degree, 1);
   const int64_t cp = config->parallelism.context_parallel_degree;
   RT_RETURN_IF_ERROR(ValidateMesh(*config, dp * cp));

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -13,9 +14,19 @@
 #include "common/status_macros.h"
 #include "coordinator/admission.h"
 #include "coordinator/proto_convert.h"
+#include "coordinator/worker_admission.h"
+#include "coordinator/worker_credential.h"
 
 namespace ringtrain {
 namespace {
+
+// The refusal reasons of Counts::refused_agent_messages_by_reason (each exported, 0 or not).
+constexpr const char* kRefusalReasons[] = {"bad_credential", "not_assigned", "bad_step"};
+
+// `id` for a log line: an agent's text may hold control characters; at most 64 bytes of it.
+std::string Printable(const std::string& id) {
+  return absl::CHexEscape(id.size() > 64 ? id.substr(0, 64) + "..." : id);
+}
 
 // What the scheduler needs to know of a stored job.
 PendingJob PendingJobOf(const JobRecord& job) {
@@ -49,18 +60,24 @@ Cluster::~Cluster() { Stop(); }
 
 absl::Status Cluster::Reconcile() {
   RT_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, store_->ListJobs());
+  RT_ASSIGN_OR_RETURN(std::vector<std::string> stored_workers, store_->WorkerIds());
   absl::MutexLock lock(&mu_);
-  const absl::Time deadline = options_.clock->Now() + options_.adopt_timeout;
+  const absl::Time now = options_.clock->Now();
+  const absl::Time deadline = now + options_.adopt_timeout;
+  // New worker ids must not collide with ids that agents coming back will ask for.
+  auto reserve = [this](const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    int64_t number = 0;
+    if (absl::StartsWith(id, "worker-") && absl::SimpleAtoi(id.substr(7), &number)) {
+      next_worker_number_ = std::max(next_worker_number_, number + 1);
+    }
+  };
+  for (const std::string& id : stored_workers) {
+    reserve(id);
+    absent_workers_[id] = now + options_.purge_lost_after;
+  }
   int adopting = 0;
   for (JobRecord& job : jobs) {
-    // New worker ids must not collide with ids that agents coming back will ask for.
-    for (const RankPlacement& p : job.mesh) {
-      int64_t number = 0;
-      if (absl::StartsWith(p.worker_id, "worker-") &&
-          absl::SimpleAtoi(p.worker_id.substr(7), &number)) {
-        next_worker_number_ = std::max(next_worker_number_, number + 1);
-      }
-    }
+    for (const RankPlacement& p : job.mesh) reserve(p.worker_id);
     if (job.state == JobState::kQueued) {
       queue_.push_back(job.job_id);
       pending_[job.job_id] = PendingJobOf(job);
@@ -162,23 +179,31 @@ std::vector<v1::Worker> Cluster::ListWorkers() {
 }
 
 absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest& request) {
+  RT_RETURN_IF_ERROR(CheckRegisterRequest(request));
   const std::string& kind = request.device_kind();
-  RT_RETURN_IF_ERROR(CheckDeviceKind(kind));
-  if (request.address().empty()) {
-    return absl::InvalidArgumentError("address is empty: give the host other ranks reach this "
-                                      "worker's trainers at (--advertise-address)");
-  }
+  RT_ASSIGN_OR_RETURN(const std::string credential, NewWorkerCredential());
+  const std::string digest = CredentialDigest(credential);
   absl::MutexLock lock(&mu_);
   const std::string& previous = request.previous_worker_id();
-  std::string id;
+  bool proven = false;  // an agent back after a restart keeps its name (the job meshes use it)
   if (!previous.empty() && workers_.count(previous) == 0) {
-    id = previous;  // an agent back after a restart keeps its name (the job meshes use it)
-  } else {
-    id = absl::StrCat("worker-", next_worker_number_++);
+    RT_ASSIGN_OR_RETURN(const std::string stored, store_->WorkerCredential(previous));
+    proven = CredentialMatches(request.previous_credential(), stored);
+    if (!proven && !stored.empty()) {
+      RefuseLocked(nullptr, previous, "bad_credential",
+                   absl::StrCat("a Register naming it as previous_worker_id carries ",
+                                request.previous_credential().empty() ? "no" : "a wrong",
+                                " credential; registered as a new worker instead"));
+    }
   }
+  const std::string id = proven ? previous : absl::StrCat("worker-", next_worker_number_++);
+  // Stored before the id is handed out: a restart right after still knows the credential.
+  RT_RETURN_IF_ERROR(store_->PutWorkerCredential(id, digest));
+  absent_workers_.erase(id);
   Worker& w = workers_[id];
   w.info = {id, kind, request.host_label(), request.address(), false};
   w.device = request.device();
+  w.credential_digest = digest;
   w.last_heartbeat = options_.clock->Now();
   const bool adopted = id == previous && !request.running_job_id().empty() &&
                        AdoptRankLocked(w, request.running_job_id(), request.running_rank());
@@ -191,17 +216,27 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
   response.set_worker_id(id);
   response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
   response.set_rank_adopted(adopted);
+  response.set_credential(credential);
   return response;
 }
 
-absl::Status Cluster::AttachSession(const std::string& worker_id, AgentChannel* channel) {
+absl::Status Cluster::AttachSession(const std::string& worker_id, const std::string& credential,
+                                    AgentChannel* channel) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown worker id \"", worker_id,
+    return absl::NotFoundError(absl::StrCat("unknown worker id \"", Printable(worker_id),
                                             "\" (the coordinator restarted?): register again"));
   }
   Worker& w = it->second;
+  if (!CredentialMatches(credential, w.credential_digest)) {
+    RefuseLocked(&w, worker_id, "bad_credential",
+                 absl::StrCat("a Hello with ", credential.empty() ? "no" : "a wrong",
+                              " credential; its session is left as it was"));
+    return absl::UnauthenticatedError(absl::StrCat(
+        "Hello for ", worker_id, " carries ", credential.empty() ? "no" : "a wrong",
+        " worker credential; send the credential Register returned for this id"));
+  }
   if (w.state == WorkerState::kLost) {
     return absl::NotFoundError(absl::StrCat(worker_id, " was declared lost; register again"));
   }
@@ -242,12 +277,79 @@ void Cluster::OnAgentMessage(const std::string& worker_id, const v1::AgentMessag
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return;
   Worker& w = it->second;
+  if (w.state == WorkerState::kLost) return;  // its session was closed; nothing more is taken
   w.last_heartbeat = options_.clock->Now();
+  // Which (job, rank) the message speaks for; only the worker running it may.
+  const std::string* job_id = nullptr;
+  int rank = 0;
+  switch (message.msg_case()) {
+    case v1::AgentMessage::kRankStarted:
+      job_id = &message.rank_started().job_id();
+      rank = message.rank_started().rank();
+      break;
+    case v1::AgentMessage::kRankReport:
+      job_id = &message.rank_report().job_id();
+      rank = message.rank_report().rank();
+      break;
+    case v1::AgentMessage::kRankExit:
+      job_id = &message.rank_exit().job_id();
+      rank = message.rank_exit().rank();
+      break;
+    default: return;  // Heartbeat (and a repeated Hello) only refresh last_heartbeat
+  }
+  if (!OwnsRank(w, *job_id, rank)) {
+    RefuseLocked(&w, worker_id, "not_assigned",
+                 absl::StrCat("a rank message for ", Printable(*job_id), " rank ", rank,
+                              ", which is not assigned to it (",
+                              w.state == WorkerState::kBusy
+                                  ? absl::StrCat("it runs ", w.job_id, " rank ", w.rank)
+                                  : std::string("it runs nothing"),
+                              ")"));
+    return;
+  }
   switch (message.msg_case()) {
     case v1::AgentMessage::kRankStarted: OnRankStartedLocked(w, message.rank_started()); break;
-    case v1::AgentMessage::kRankReport: OnRankReportLocked(message.rank_report()); break;
-    case v1::AgentMessage::kRankExit: OnRankExitLocked(w, message.rank_exit()); break;
-    default: break;  // Heartbeat (and a repeated Hello) only refresh last_heartbeat
+    case v1::AgentMessage::kRankReport: OnRankReportLocked(w, message.rank_report()); break;
+    default: OnRankExitLocked(w, message.rank_exit()); break;
+  }
+}
+
+bool Cluster::OwnsRank(const Worker& worker, const std::string& job_id, int rank) {
+  return worker.state == WorkerState::kBusy && worker.job_id == job_id && worker.rank == rank;
+}
+
+void Cluster::RefuseLocked(Worker* worker, const std::string& worker_id,
+                           const std::string& reason, const std::string& what) {
+  ++refused_[reason];
+  if (worker != nullptr && !worker->refusals_logged.insert(reason).second) return;
+  RT_LOG(Warning) << "refused for " << Printable(worker_id) << " (" << reason << "): " << what
+                  << (worker != nullptr ? "; more of this kind are counted, not logged" : "");
+}
+
+void Cluster::PurgeWorkersLocked(absl::Time now) {
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    const Worker& w = it->second;
+    if (w.state != WorkerState::kLost || !w.job_id.empty() ||
+        now - w.lost_at < options_.purge_lost_after) {
+      ++it;
+      continue;
+    }
+    RT_LOG(Info) << it->first << " purged: lost for "
+                 << absl::FormatDuration(absl::Trunc(now - w.lost_at, absl::Seconds(1)));
+    if (absl::Status s = store_->DeleteWorker(it->first); !s.ok()) {
+      RT_LOG(Error) << "job store: " << s;
+    }
+    it = workers_.erase(it);
+  }
+  for (auto it = absent_workers_.begin(); it != absent_workers_.end();) {
+    if (now < it->second) {
+      ++it;
+      continue;
+    }
+    if (absl::Status s = store_->DeleteWorker(it->first); !s.ok()) {
+      RT_LOG(Error) << "job store: " << s;
+    }
+    it = absent_workers_.erase(it);
   }
 }
 
@@ -264,6 +366,7 @@ void Cluster::Tick() {
                                            absl::Trunc(silent, absl::Milliseconds(100)))));
     }
   }
+  PurgeWorkersLocked(now);
   ScheduleLocked();
 }
 
@@ -289,6 +392,8 @@ Cluster::Counts Cluster::GetCounts() {
   }
   counts.finished_jobs_by_state = {{"succeeded", 0}, {"failed", 0}, {"cancelled", 0}};
   for (const auto& [state, n] : finished_jobs_) counts.finished_jobs_by_state[state] = n;
+  for (const char* reason : kRefusalReasons) counts.refused_agent_messages_by_reason[reason] = 0;
+  for (const auto& [reason, n] : refused_) counts.refused_agent_messages_by_reason[reason] = n;
   return counts;
 }
 

@@ -1,4 +1,5 @@
-// The coordinator's live state and its rules: the worker registry (heartbeats, lost workers), the
+// The coordinator's live state and its rules: the worker registry (session credentials, heartbeats,
+// lost and purged workers, which rank messages a worker may send), the
 // job queue and gang scheduling, each running job's ranks, and how a job ends. Every change that a
 // client can see is written to the JobStore first and then published on the EventHub, under one
 // lock, so the store's order is the order watchers see. No gRPC server types here: agents are
@@ -48,6 +49,10 @@ struct ClusterOptions {
   // After a restart, how long jobs that were running wait for every rank's agent to register
   // again (naming the rank it still runs) before they are failed.
   absl::Duration adopt_timeout = absl::Seconds(20);
+  // A LOST worker (it holds no job then) is dropped from the registry, ListWorkers and the
+  // store's credentials this long after it was lost; so are workers of an earlier coordinator
+  // that have not registered again this long after a restart.
+  absl::Duration purge_lost_after = absl::Minutes(10);
   // Where heartbeat ages and the adoption deadline are measured; must outlive the Cluster. Only
   // the background tick's period (Start) runs on real time.
   Clock* clock = Clock::Real();
@@ -75,21 +80,30 @@ class Cluster {
   std::vector<v1::Worker> ListWorkers();
 
   // WorkerService.
-  // A request with previous_worker_id gets that id back when no live worker holds it, and
-  // rank_adopted when its running rank belongs to a job waiting for its ranks after a restart.
+  // Every registration gets a fresh credential (RegisterResponse.credential), of which only the
+  // digest is kept, in memory and in the store. A request with previous_worker_id gets that id
+  // back only when no live worker holds it and previous_credential is the id's stored credential
+  // (otherwise it is registered as a new worker, and the refusal counted), and rank_adopted when
+  // its running rank belongs to a job waiting for its ranks after a restart. INVALID_ARGUMENT
+  // naming the field for a request CheckRegisterRequest (worker_admission.h) refuses.
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
   // Binds an agent's Session to its worker id (the stream's first message) and sends Welcome
-  // down it before anything else. NOT_FOUND when the
-  // coordinator does not know the id (it restarted): the agent registers again. A newer channel
-  // replaces an older one. `channel` must stay valid until DetachSession(worker_id, channel).
-  absl::Status AttachSession(const std::string& worker_id, AgentChannel* channel);
+  // down it before anything else. NOT_FOUND when the coordinator does not know the id (it
+  // restarted, or purged it): the agent registers again. UNAUTHENTICATED, with the worker's
+  // current session left as it was, when `credential` is not the id's. A newer channel replaces
+  // an older one. `channel` must stay valid until DetachSession(worker_id, channel).
+  absl::Status AttachSession(const std::string& worker_id, const std::string& credential,
+                             AgentChannel* channel);
   // The stream ended. The worker stays registered (not schedulable) until it reattaches or its
   // heartbeat times out. A stale channel is ignored.
   void DetachSession(const std::string& worker_id, AgentChannel* channel);
+  // A message of `worker_id`'s session. RankStarted, RankReport and RankExit are taken only for
+  // the (job, rank) assigned to that worker now; a step record only for a step 1..total_steps of
+  // the job. Anything else is dropped, logged once per worker and reason, and counted.
   void OnAgentMessage(const std::string& worker_id, const v1::AgentMessage& message);
 
-  // One tick of the background loop, callable from tests: expired adoptions, LOST workers, then
-  // scheduling.
+  // One tick of the background loop, callable from tests: expired adoptions, LOST workers, purged
+  // workers, then scheduling.
   void Tick();
 
   // What /metrics reports about the pool and the jobs (computed on demand).
@@ -104,6 +118,11 @@ class Cluster {
       double loss = 0;
     };
     std::vector<Progress> running;  // ASSIGNED or RUNNING jobs
+    // Refused agent messages since this process started, by reason: "bad_credential" (a Hello or
+    // a re-registration without the worker's credential), "not_assigned" (a rank message for a
+    // job and rank not assigned to the sender), "bad_step" (a step record outside the job's steps
+    // or not parseable).
+    std::map<std::string, int64_t> refused_agent_messages_by_reason;
   };
   Counts GetCounts();
 
@@ -117,6 +136,9 @@ class Cluster {
     int rank = -1;
     absl::Time last_heartbeat;
     AgentChannel* channel = nullptr;  // null while the session is down
+    std::string credential_digest;    // CredentialDigest of the credential Register gave
+    absl::Time lost_at;               // when it turned kLost (purged purge_lost_after later)
+    std::set<std::string> refusals_logged;  // reasons already logged for this worker
   };
   struct RunningJob {
     JobRecord record;
@@ -150,9 +172,16 @@ class Cluster {
   void FailJobLocked(const std::string& job_id, JobError error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CancelRanksLocked(const RunningJob& job, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `worker` runs `rank` of `job_id` now (the only rank whose messages it may send).
+  static bool OwnsRank(const Worker& worker, const std::string& job_id, int rank);
+  // Counts a refused message under `reason` and logs it, once per worker and reason (`worker`
+  // null: no registered worker to attribute it to; logged every time).
+  void RefuseLocked(Worker* worker, const std::string& worker_id, const std::string& reason,
+                    const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRankStartedLocked(Worker& worker, const v1::RankStarted& started)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnRankReportLocked(const v1::RankReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnRankReportLocked(Worker& worker, const v1::RankReport& report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRankExitLocked(Worker& worker, const v1::RankExit& exit)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoseWorkerLocked(Worker& worker, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -163,6 +192,8 @@ class Cluster {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails restarted jobs whose ranks did not all come back by their deadline.
   void ExpireAdoptionsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops workers lost (or, after a restart, absent) for purge_lost_after, here and in the store.
+  void PurgeWorkersLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   JobStore* const store_;
   EventHub* const hub_;
@@ -178,6 +209,10 @@ class Cluster {
   std::map<std::string, RunningJob> running_ ABSL_GUARDED_BY(mu_);
   int next_port_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> finished_jobs_ ABSL_GUARDED_BY(mu_);  // by final state name
+  std::map<std::string, int64_t> refused_ ABSL_GUARDED_BY(mu_);  // by reason, see Counts
+  // Workers the store knows from an earlier coordinator that have not registered again, and when
+  // their credentials are purged.
+  std::map<std::string, absl::Time> absent_workers_ ABSL_GUARDED_BY(mu_);
 
   absl::Notification stop_;
   std::thread ticker_;

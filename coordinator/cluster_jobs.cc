@@ -53,10 +53,17 @@ std::string DescribeExit(const v1::RankExit& exit) {
   return absl::StrCat("exited with status ", exit.exit_status());
 }
 
-// The trainer's step record → a StepEvent; nullopt for records that are not step reports.
-std::optional<StepEvent> ParseStepRecord(const std::string& job_id, const std::string& json) {
+// The trainer's step record → a StepEvent; nullopt for a JSON object without "step" (a record
+// that is not a step report, e.g. an eval's validation loss); INVALID_ARGUMENT for text that is
+// not a JSON object or whose "step" is not an integer.
+absl::StatusOr<std::optional<StepEvent>> ParseStepRecord(const std::string& job_id,
+                                                         const std::string& json) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) return std::nullopt;
+  if (!j.is_object()) return absl::InvalidArgumentError("a record that is not a JSON object");
+  if (!j.contains("step")) return std::nullopt;
+  if (!j["step"].is_number_integer()) {
+    return absl::InvalidArgumentError("a record whose \"step\" is not an integer");
+  }
   // A field the record lacks reads 0; a JSON null (how the trainer writes a NaN) reads NaN.
   auto number = [&](const char* key) {
     auto it = j.find(key);
@@ -225,7 +232,7 @@ void Cluster::MaybeMarkRunningLocked(const std::string& job_id, const RunningJob
   }
 }
 
-void Cluster::OnRankReportLocked(const v1::RankReport& report) {
+void Cluster::OnRankReportLocked(Worker& worker, const v1::RankReport& report) {
   if (report.rank() != 0) return;  // every rank's record holds the same global figures
   // A report that arrives after the job ended (a rank finishing a step while it was being
   // cancelled) is not part of the job's history: watchers have already seen its final state.
@@ -235,12 +242,24 @@ void Cluster::OnRankReportLocked(const v1::RankReport& report) {
                  << ": report after the job ended, not recorded";
     return;
   }
-  std::optional<StepEvent> event = ParseStepRecord(report.job_id(), report.record_json());
-  if (!event) {
-    RT_LOG(Warning) << report.job_id() << " rank " << report.rank()
-                    << ": a report without an integer \"step\" is ignored";
+  absl::StatusOr<std::optional<StepEvent>> parsed =
+      ParseStepRecord(report.job_id(), report.record_json());
+  if (!parsed.ok()) {
+    RefuseLocked(&worker, worker.info.worker_id, "bad_step",
+                 absl::StrCat(report.job_id(), " rank 0 sent ", parsed.status().message()));
     return;
   }
+  const std::optional<StepEvent>& event = *parsed;
+  if (!event) return;  // not a step report: nothing to store
+  const int64_t total = running->second.record.total_steps;
+  if (event->step < 1 || event->step > total) {
+    RefuseLocked(&worker, worker.info.worker_id, "bad_step",
+                 absl::StrCat(report.job_id(), " rank 0 sent a record for step ", event->step,
+                              ", outside the job's steps 1..", total));
+    return;
+  }
+  // The first record of a step is the one kept (the store ignores a second for the same step):
+  // a replay after a reconnect or a restart changes nothing.
   absl::StatusOr<bool> added = store_->AppendStepEvent(*event);
   if (!added.ok()) {
     RT_LOG(Error) << report.job_id() << " step " << event->step << ": " << added.status();
@@ -255,11 +274,10 @@ void Cluster::OnRankReportLocked(const v1::RankReport& report) {
 }
 
 void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {
-  if (worker.state == WorkerState::kBusy && worker.job_id == exit.job_id()) {
-    worker.state = WorkerState::kIdle;
-    worker.job_id.clear();
-    worker.rank = -1;
-  }
+  // OnAgentMessage has checked that the worker runs this rank: it is free again.
+  worker.state = WorkerState::kIdle;
+  worker.job_id.clear();
+  worker.rank = -1;
   auto it = running_.find(exit.job_id());
   if (it == running_.end()) return;
   RunningJob& job = it->second;
@@ -292,6 +310,7 @@ void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {
 
 void Cluster::LoseWorkerLocked(Worker& worker, const std::string& why) {
   worker.state = WorkerState::kLost;
+  worker.lost_at = options_.clock->Now();
   if (worker.channel != nullptr) {
     worker.channel->Close(absl::UnavailableError(absl::StrCat("declared lost: ", why)));
     worker.channel = nullptr;

@@ -62,6 +62,14 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
   auto watchers = GaugeFamily("ringtrain_coordinator_watchers", "Open WatchJob streams.");
   AddGauge(watchers, {}, hub_->WatcherCount());
   families.push_back(std::move(watchers));
+
+  auto refused = CounterFamily("ringtrain_coordinator_refused_agent_messages_total",
+                               "Agent messages refused (dropped) since the coordinator started: "
+                               "wrong credential, a rank not assigned to the sender, a bad step.");
+  for (const auto& [reason, n] : counts.refused_agent_messages_by_reason) {
+    AddCounter(refused, {{"reason", reason}}, static_cast<double>(n));
+  }
+  families.push_back(std::move(refused));
   return families;
 }
 

@@ -9,6 +9,8 @@
 //   ringtrain_coordinator_rpcs_total{method,code}      counter
 //   ringtrain_coordinator_events_fanned_out_total      counter events handed to watchers
 //   ringtrain_coordinator_watchers                     gauge   open WatchJob streams
+//   ringtrain_coordinator_refused_agent_messages_total{reason}  counter
+//                                  bad_credential|not_assigned|bad_step (see Cluster::Counts)
 #ifndef RINGTRAIN_COORDINATOR_COORDINATOR_METRICS_H_
 #define RINGTRAIN_COORDINATOR_COORDINATOR_METRICS_H_
 

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -62,6 +63,11 @@ CREATE TABLE IF NOT EXISTS step_events (
   step_seconds      REAL,
   record_json       TEXT NOT NULL,
   PRIMARY KEY (job_id, step)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS workers (
+  worker_id          TEXT PRIMARY KEY,
+  credential_sha256  TEXT NOT NULL,
+  registered_unix_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql";
 
@@ -267,6 +273,30 @@ absl::StatusOr<JobRecord> JobStore::GetJob(const std::string& job_id) {
 absl::StatusOr<std::vector<JobRecord>> JobStore::ListJobs() {
   absl::MutexLock lock(&mu_);
   Statement s(*db_, absl::StrCat("SELECT ", kJobColumns, " FROM jobs ORDER BY job_number"));
+  std::vector<JobRecord> jobs;
+  while (true) {
+    RT_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    RT_ASSIGN_OR_RETURN(JobRecord job, ReadJob(s));
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+absl::StatusOr<std::vector<JobRecord>> JobStore::ListJobsNewestFirst(const std::string& before_job_id,
+                                                                      int64_t limit) {
+  absl::MutexLock lock(&mu_);
+  int64_t before = std::numeric_limits<int64_t>::max();
+  if (!before_job_id.empty()) {
+    Statement find(*db_, "SELECT job_number FROM jobs WHERE job_id = ?");
+    find.Bind(1, before_job_id);
+    RT_ASSIGN_OR_RETURN(bool found, find.Step());
+    if (!found) return NotFound(before_job_id);
+    before = find.Int(0);
+  }
+  Statement s(*db_, absl::StrCat("SELECT ", kJobColumns,
+                                 " FROM jobs WHERE job_number < ? ORDER BY job_number DESC LIMIT ?"));
+  s.Bind(1, before).Bind(2, limit);
   std::vector<JobRecord> jobs;
   while (true) {
     RT_ASSIGN_OR_RETURN(bool row, s.Step());

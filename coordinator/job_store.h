@@ -1,5 +1,5 @@
-// The coordinator's durable job store: jobs, their state history and their step events, in one
-// SQLite file. A coordinator that restarts reopens the file and finds every job, its history and
+// The coordinator's durable job store: jobs, their state history and their step events (and the
+// registered workers' credential digests), in one SQLite file. A coordinator that restarts reopens the file and finds every job, its history and
 // the job counter again; agents then replay buffered step reports, which the store takes
 // idempotently (keyed by job and step). The records are job.h's plain structs (the service maps
 // them to protobuf); the SQL goes through sqlite_db.h. No gRPC, no LibTorch.
@@ -42,6 +42,10 @@ class JobStore {
   absl::StatusOr<JobRecord> CreateJob(JobRecord job);
   absl::StatusOr<JobRecord> GetJob(const std::string& job_id);
   absl::StatusOr<std::vector<JobRecord>> ListJobs();  // submission order
+  // One page for ListJobs: at most `limit` jobs, newest first, submitted before the job
+  // `before_job_id` ("" = from the newest). NOT_FOUND when before_job_id names no job.
+  absl::StatusOr<std::vector<JobRecord>> ListJobsNewestFirst(const std::string& before_job_id,
+                                                             int64_t limit);
 
   // Replaces the mutable fields: name, config_toml, overrides, world_size, dp, cp, mesh,
   // wait_reason, error, total_steps, device_kind. State and times change only through
@@ -67,6 +71,15 @@ class JobStore {
 
   // The number the next CreateJob will use (1 for a new store); persists across reopen.
   absl::StatusOr<int64_t> NextJobNumber();
+
+  // Registered workers' credentials, as digests (worker_credential.h), never the secret itself:
+  // what lets an agent that registers again after a restart prove it is the worker it names
+  // (job_store_workers.cc). Put replaces the digest of a known id.
+  absl::Status PutWorkerCredential(const std::string& worker_id, const std::string& digest);
+  // The stored digest, or "" when the id is unknown (never registered, or purged).
+  absl::StatusOr<std::string> WorkerCredential(const std::string& worker_id);
+  absl::Status DeleteWorker(const std::string& worker_id);  // OK when already absent
+  absl::StatusOr<std::vector<std::string>> WorkerIds();
 
  private:
   JobStore(std::unique_ptr<SqliteDb> db, std::string path, Clock* clock);

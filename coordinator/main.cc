@@ -16,6 +16,7 @@
 #include "common/grpc/server_util.h"
 #include "common/log.h"
 #include "common/metrics/metrics_server.h"
+#include "coordinator/admission.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/cluster.h"
 #include "coordinator/event_hub.h"
@@ -33,6 +34,7 @@ struct Flags {
   int64_t pool_size_hint = 0;
   std::string metrics_address = "127.0.0.1:9460";
   double adopt_timeout_seconds = 20;
+  double purge_lost_after_seconds = 600;
 };
 
 // SIGINT and SIGTERM: blocked in every thread, taken by sigwait in Run.
@@ -57,6 +59,7 @@ int Run(const Flags& flags) {
   options.heartbeat_interval = absl::Seconds(flags.heartbeat_interval_seconds);
   options.pool_size_hint = flags.pool_size_hint;
   options.adopt_timeout = absl::Seconds(flags.adopt_timeout_seconds);
+  options.purge_lost_after = absl::Seconds(flags.purge_lost_after_seconds);
   if (!ParsePortRange(flags.rendezvous_ports, &options.rendezvous_port_first,
                       &options.rendezvous_port_last)) {
     std::fprintf(stderr, "ringtrain-coordinator: --rendezvous-ports \"%s\" is not FIRST-LAST "
@@ -101,6 +104,7 @@ int Run(const Flags& flags) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(ringtrain::kMaxReceiveMessageBytes);  // admission.h
   builder.RegisterService(&job_service);
   builder.RegisterService(&worker_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -156,6 +160,11 @@ int main(int argc, char** argv) {
   app.add_option("--adopt-timeout", flags.adopt_timeout_seconds,
                  "after a restart, seconds a running job waits for its agents to come back")
       ->capture_default_str();
+  app.add_option("--purge-lost-after", flags.purge_lost_after_seconds,
+                 "seconds after which a lost worker is dropped from the pool, `ringctl workers` "
+                 "and the store (it must register again as a new worker)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--metrics-address", flags.metrics_address,
                  "HOST:PORT serving Prometheus /metrics")
       ->capture_default_str();

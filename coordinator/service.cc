@@ -1,8 +1,14 @@
 #include "coordinator/service.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "common/grpc/client_util.h"
+#include "coordinator/paging.h"
 #include "coordinator/proto_convert.h"
 #include "coordinator/session_reactor.h"
 #include "coordinator/watch_reactor.h"
@@ -44,14 +50,24 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* co
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
-                                                   const v1::ListJobsRequest* /*request*/,
+                                                   const v1::ListJobsRequest* request,
                                                    v1::ListJobsResponse* response) {
-  absl::StatusOr<std::vector<JobRecord>> jobs = store_->ListJobs();
-  if (jobs.ok()) {
-    std::reverse(jobs->begin(), jobs->end());  // newest first
-    for (const JobRecord& job : *jobs) *response->add_jobs() = ToProto(job);
+  // Newest first, paged (paging.h): one more row than the page can hold says whether one follows.
+  absl::StatusOr<int> page_size = PageSize(request->page_size());
+  if (!page_size.ok()) return FinishNow(context, rpcs_, "ListJobs", page_size.status());
+  absl::StatusOr<std::string> before = PageTokenId("jobs", request->page_token());
+  if (!before.ok()) return FinishNow(context, rpcs_, "ListJobs", before.status());
+  absl::StatusOr<std::vector<JobRecord>> jobs = store_->ListJobsNewestFirst(*before, *page_size + 1);
+  if (absl::IsNotFound(jobs.status())) {
+    jobs = absl::InvalidArgumentError(absl::StrCat("page_token names no job: ", jobs.status().message()));
   }
-  return FinishNow(context, rpcs_, "ListJobs", jobs.status());
+  if (!jobs.ok()) return FinishNow(context, rpcs_, "ListJobs", jobs.status());
+  std::vector<v1::Job> protos;
+  for (const JobRecord& job : *jobs) protos.push_back(ToProto(job));
+  const size_t n = PageLength(protos, static_cast<size_t>(*page_size));
+  for (size_t i = 0; i < n; ++i) *response->add_jobs() = std::move(protos[i]);
+  if (n < protos.size()) response->set_next_page_token(NextPageToken("jobs", (*jobs)[n - 1].job_id));
+  return FinishNow(context, rpcs_, "ListJobs", absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
@@ -86,9 +102,22 @@ grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
-                                                      const v1::ListWorkersRequest* /*request*/,
+                                                      const v1::ListWorkersRequest* request,
                                                       v1::ListWorkersResponse* response) {
-  for (v1::Worker& w : cluster_->ListWorkers()) *response->add_workers() = std::move(w);
+  // By worker id, paged (paging.h): the page starts after the previous page's last id.
+  absl::StatusOr<int> page_size = PageSize(request->page_size());
+  if (!page_size.ok()) return FinishNow(context, rpcs_, "ListWorkers", page_size.status());
+  absl::StatusOr<std::string> after = PageTokenId("workers", request->page_token());
+  if (!after.ok()) return FinishNow(context, rpcs_, "ListWorkers", after.status());
+  std::vector<v1::Worker> workers = cluster_->ListWorkers();
+  std::sort(workers.begin(), workers.end(),
+            [](const v1::Worker& a, const v1::Worker& b) { return a.worker_id() < b.worker_id(); });
+  const auto first = std::upper_bound(workers.begin(), workers.end(), *after,
+                                      [](const std::string& id, const v1::Worker& w) { return id < w.worker_id(); });
+  workers.erase(workers.begin(), after->empty() ? workers.begin() : first);
+  const size_t n = PageLength(workers, static_cast<size_t>(*page_size));
+  if (n < workers.size()) response->set_next_page_token(NextPageToken("workers", workers[n - 1].worker_id()));
+  for (size_t i = 0; i < n; ++i) *response->add_workers() = std::move(workers[i]);
   return FinishNow(context, rpcs_, "ListWorkers", absl::OkStatus());
 }
 

@@ -42,10 +42,12 @@ void SessionReactor::OnReadDone(bool ok) {
   }
   if (worker_id_.empty()) {
     if (!in_.has_hello() || in_.hello().worker_id().empty()) {
-      Close(absl::InvalidArgumentError("the first message of a Session must be Hello{worker_id}"));
+      Close(absl::InvalidArgumentError(
+          "the first message of a Session must be Hello{worker_id, credential}"));
       return;
     }
-    absl::Status attached = cluster_->AttachSession(in_.hello().worker_id(), this);
+    absl::Status attached =
+        cluster_->AttachSession(in_.hello().worker_id(), in_.hello().credential(), this);
     if (!attached.ok()) {
       Close(attached);
       return;

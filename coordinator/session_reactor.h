@@ -1,6 +1,7 @@
 // The server side of one agent's WorkerService.Session stream. Reads: Hello (binds the stream to a
-// worker id through Cluster::AttachSession), then heartbeats and rank messages, each handed to the
-// Cluster. Writes: the Cluster's assignments and cancels, queued and written one at a time.
+// worker id through Cluster::AttachSession, which checks the worker's credential; a refused Hello
+// ends only this stream), then heartbeats and rank messages, each handed to the Cluster as the
+// bound worker's (a later Hello naming another id changes nothing). Writes: the Cluster's assignments and cancels, queued and written one at a time.
 #ifndef RINGTRAIN_COORDINATOR_SESSION_REACTOR_H_
 #define RINGTRAIN_COORDINATOR_SESSION_REACTOR_H_
 

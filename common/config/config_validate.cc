@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/config/config_limits.h"
 
 namespace ringtrain {
 namespace config_internal {
@@ -102,6 +103,8 @@ std::string ClosestMatch(absl::string_view word, const std::vector<std::string>&
 
 namespace {
 
+constexpr int64_t kMaxTokenCount = int64_t{1} << 62;
+
 // "248 or 256": the multiples of `factor` either side of `value`, leaving out a non-positive one.
 std::string NearestMultiples(int64_t value, int64_t factor) {
   const int64_t below = value / factor * factor;
@@ -129,6 +132,9 @@ class Checker {
   }
   void NonNegative(absl::string_view key, double v) {
     if (!(v >= 0)) Add(absl::StrCat(key, " = ", FormatDouble(v), ": must be >= 0"));
+  }
+  void AtMost(absl::string_view key, int64_t v, int64_t most, absl::string_view note = "") {
+    if (v > most) Add(absl::StrCat(key, " = ", v, ": must be <= ", most, note));
   }
   void UnitInterval(absl::string_view key, double v, bool include_one) {
     if (v >= 0 && (include_one ? v <= 1 : v < 1)) return;
@@ -259,8 +265,40 @@ void CheckParallelism(const JobConfig& config, Checker& c) {
                        ": must be -1 (fill the world) or > 0"));
   }
   c.Positive("parallelism.context_parallel_degree", p.context_parallel_degree);
+  // The coordinator stores degrees and world sizes as 32-bit integers: 2^32 + 1 must not become 1.
+  c.AtMost("parallelism.data_parallel_replicate_degree", p.data_parallel_replicate_degree, kMaxWorldSize,
+           " (the largest world size)");
+  c.AtMost("parallelism.context_parallel_degree", p.context_parallel_degree, kMaxWorldSize,
+           " (the largest world size)");
+  const int64_t dp = p.data_parallel_replicate_degree;
+  const int64_t cp = p.context_parallel_degree;
+  if (dp > 0 && cp > 0 && dp <= kMaxWorldSize && cp <= kMaxWorldSize && dp * cp > kMaxWorldSize) {
+    c.Add(absl::StrCat("parallelism: data_parallel_replicate_degree (", dp, ") × context_parallel_degree (", cp,
+                       ") = ", dp * cp, " ranks; at most ", kMaxWorldSize, " are allowed"));
+  }
   c.Choice<LoadBalancer>("parallelism.context_parallel_load_balancer");
   c.Choice<RotateMethod>("parallelism.context_parallel_rotate_method");
+}
+
+// The trainer sizes its datasets as steps × dp × local_batch_size × seq_len tokens (int64): a product
+// that does not fit must be refused here, not wrap around there. dp = -1 is bounded by the world.
+void CheckTokenCount(const JobConfig& config, absl::string_view section, int64_t steps, int64_t batch,
+                     Checker& c) {
+  const int64_t seq_len = config.training.seq_len;
+  const int64_t cp = config.parallelism.context_parallel_degree;
+  int64_t dp = config.parallelism.data_parallel_replicate_degree;
+  if (steps <= 0 || batch <= 0 || seq_len <= 0 || cp <= 0 || cp > kMaxWorldSize || dp > kMaxWorldSize) return;
+  if (dp <= 0) dp = kMaxWorldSize / cp;
+  if (dp <= 0) return;
+  int64_t product = 0;
+  if (!__builtin_mul_overflow(steps, batch, &product) && !__builtin_mul_overflow(product, seq_len, &product) &&
+      !__builtin_mul_overflow(product, dp, &product) && product <= kMaxTokenCount) {
+    return;
+  }
+  c.Add(absl::StrCat(section, ".steps (", steps, ") × ", section, ".local_batch_size (", batch,
+                     ") × training.seq_len (", seq_len, ") × the data-parallel degree (",
+                     config.parallelism.data_parallel_replicate_degree > 0 ? "" : "up to ", dp,
+                     ") is more than 2^62 tokens; lower one of them"));
 }
 
 void CheckRest(const JobConfig& config, Checker& c) {
@@ -275,6 +313,8 @@ void CheckRest(const JobConfig& config, Checker& c) {
   c.Choice<DatasetKind>("validation.dataset", "must be empty (use the training dataset) or one of ");
   c.Positive("validation.steps", v.steps);
   c.Positive("validation.local_batch_size", v.local_batch_size);
+  CheckTokenCount(config, "training", config.training.steps, config.training.local_batch_size, c);
+  CheckTokenCount(config, "validation", v.steps, v.local_batch_size, c);
 
   c.Positive("comm.timeout_seconds", config.comm.timeout_seconds);
 }

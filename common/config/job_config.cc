@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/config/config_fields.h"
+#include "common/config/config_limits.h"
 #include "common/config/config_validate.h"
 
 namespace ringtrain {
@@ -234,8 +235,9 @@ void ApplyOverride(const std::string& arg, const std::vector<Section>& sections,
   }
 }
 
+// At most kMaxReportedProblems lines: 100,000 unknown keys must not become a 16 MB status.
 absl::Status ProblemsError(absl::string_view what, const std::vector<std::string>& problems) {
-  return absl::InvalidArgumentError(absl::StrCat(what, ":\n  ", absl::StrJoin(problems, "\n  ")));
+  return absl::InvalidArgumentError(JoinProblems(what, problems));
 }
 
 }  // namespace
@@ -243,6 +245,8 @@ absl::Status ProblemsError(absl::string_view what, const std::vector<std::string
 absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text, const std::vector<std::string>& overrides,
                                          const std::string& source_name) {
   const std::string what = absl::StrCat("invalid config ", source_name);
+  // Before toml++ sees the text: it recurses once per dotted-key component and bracket.
+  if (absl::Status bounds = CheckConfigBounds(toml_text, overrides, source_name); !bounds.ok()) return bounds;
   toml::table root;
   try {
     // toml++ reports malformed input by throwing; this is the edge where that becomes a Status.
@@ -296,6 +300,8 @@ absl::Status ValidateMesh(const JobConfig& config, int64_t world_size) {
   std::vector<std::string> problems;
   if (world_size <= 0) {
     problems.push_back(absl::StrCat("world size = ", world_size, ": must be > 0"));
+  } else if (world_size > kMaxWorldSize) {
+    problems.push_back(absl::StrCat("world size = ", world_size, ": at most ", kMaxWorldSize, " ranks are allowed"));
   } else if (cp <= 0) {
     problems.push_back(absl::StrCat("parallelism.context_parallel_degree = ", cp, ": must be > 0"));
   } else if (dp == -1) {

@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   auto session = workers->Session(&session_context);
   v1::AgentMessage hello;
   hello.mutable_hello()->set_worker_id(registered.worker_id());
+  hello.mutable_hello()->set_credential(registered.credential());
   session->Write(hello);
 
   std::string config = kConfig;

@@ -93,7 +93,8 @@ class ClusterTest : public ::testing::Test {
       auto response = cluster_->Register(request);
       EXPECT_TRUE(response.ok()) << response.status();
       const std::string id = response->worker_id();
-      EXPECT_TRUE(cluster_->AttachSession(id, &channels_[id]).ok());
+      credentials_[id] = response->credential();
+      EXPECT_TRUE(cluster_->AttachSession(id, credentials_[id], &channels_[id]).ok());
       ids.push_back(id);
     }
     return ids;
@@ -164,6 +165,7 @@ class ClusterTest : public ::testing::Test {
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<Cluster> cluster_;
   std::map<std::string, FakeChannel> channels_;
+  std::map<std::string, std::string> credentials_;  // by worker id, from Register
 };
 
 TEST_F(ClusterTest, JobRunsToSuccessAndFreesItsWorkers) {
@@ -310,7 +312,7 @@ TEST_F(ClusterTest, SilentWorkerIsLostAndItsJobFailsNamingIt) {
   EXPECT_TRUE(channels_[ranks[1]].closed.has_value());
   ASSERT_TRUE(channels_[ranks[0]].sent.back().has_cancel());
   // A lost worker must register again.
-  EXPECT_EQ(cluster_->AttachSession(ranks[1], &channels_[ranks[1]]).code(),
+  EXPECT_EQ(cluster_->AttachSession(ranks[1], credentials_[ranks[1]], &channels_[ranks[1]]).code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -348,7 +350,7 @@ TEST_F(ClusterTest, BadRequestsNameTheProblem) {
 
   auto indivisible = Submit(1, 3);  // seq_len 64 is not divisible by 2 x 3
   EXPECT_EQ(indivisible.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(cluster_->AttachSession("worker-77", nullptr).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cluster_->AttachSession("worker-77", "", nullptr).code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(store_->ListJobs()->empty());  // nothing half-stored
 }
 
@@ -402,13 +404,15 @@ TEST_F(ClusterTest, RunningJobIsReadoptedWhenItsAgentsComeBackAfterARestart) {
     request.set_host_label("h1");
     request.set_address("127.0.0.1");
     request.set_previous_worker_id(old_id);
+    request.set_previous_credential(credentials_[old_id]);
     request.set_running_job_id(job->job_id);
     request.set_running_rank(rank);
     auto response = cluster_->Register(request);
     ASSERT_TRUE(response.ok());
     EXPECT_EQ(response->worker_id(), old_id);
     EXPECT_TRUE(response->rank_adopted());
-    ASSERT_TRUE(cluster_->AttachSession(old_id, &channels_[old_id]).ok());
+    credentials_[old_id] = response->credential();
+    ASSERT_TRUE(cluster_->AttachSession(old_id, credentials_[old_id], &channels_[old_id]).ok());
   }
   // Reports buffered during the outage arrive (step 1 again: taken once), then the rest.
   for (int step = 1; step <= 4; ++step) Report(ranks[0], job->job_id, step, 4.0 - step / 2.0);
@@ -427,16 +431,18 @@ TEST_F(ClusterTest, RunningJobIsReadoptedWhenItsAgentsComeBackAfterARestart) {
   EXPECT_EQ(store_->StepEvents(job->job_id, 0, 0)->size(), 4u);
   EXPECT_EQ(IdleWorkers(), 2);
 
-  // An agent naming a job nobody waits for keeps its id but not its rank.
+  // An agent naming an id the coordinator never gave out gets a new id, and no rank.
   v1::RegisterRequest stale;
   stale.set_device_kind("cpu");
+  stale.set_device("cpu");
   stale.set_address("127.0.0.1");
   stale.set_previous_worker_id("worker-9");
+  stale.set_previous_credential("00");
   stale.set_running_job_id(job->job_id);
   stale.set_running_rank(0);
   auto response = cluster_->Register(stale);
   ASSERT_TRUE(response.ok());
-  EXPECT_EQ(response->worker_id(), "worker-9");
+  EXPECT_EQ(response->worker_id(), "worker-3");
   EXPECT_FALSE(response->rank_adopted());
 }
 

@@ -248,6 +248,28 @@ TEST(JobStoreTest, ReopenFindsEverything) {
   EXPECT_EQ(next->job_id, "job-000003");
 }
 
+TEST(JobStoreTest, WorkerCredentialsAreReplacedDeletedAndSurviveReopen) {
+  TempDir dir;
+  const std::string path = dir / "workers.db";
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(*store->WorkerCredential("worker-1"), "");
+    ASSERT_TRUE(store->PutWorkerCredential("worker-1", "digest-a").ok());
+    ASSERT_TRUE(store->PutWorkerCredential("worker-2", "digest-b").ok());
+    ASSERT_TRUE(store->PutWorkerCredential("worker-1", "digest-c").ok());  // re-registered
+    EXPECT_EQ(*store->WorkerCredential("worker-1"), "digest-c");
+  }
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->WorkerIds(), (std::vector<std::string>{"worker-1", "worker-2"}));
+  EXPECT_EQ(*store->WorkerCredential("worker-1"), "digest-c");
+  ASSERT_TRUE(store->DeleteWorker("worker-1").ok());
+  ASSERT_TRUE(store->DeleteWorker("worker-1").ok());  // already gone: still OK
+  EXPECT_EQ(*store->WorkerIds(), std::vector<std::string>{"worker-2"});
+  EXPECT_EQ(*store->WorkerCredential("worker-1"), "");
+}
+
 TEST(JobStoreTest, MissingDirectoryIsAClearError) {
   TempDir dir;
   const std::string path = dir.path() + "/no/such/dir/jobs.db";

@@ -226,9 +226,13 @@ absl::Status Agent::Run() {
     if (StopRequested()) break;
     if (Clock::now() - started >= kStableSession) backoff.Reset();
     const std::chrono::milliseconds delay = backoff.Next();
-    if (ended.error_code() == grpc::StatusCode::NOT_FOUND) {
-      RT_LOG(Warning) << where << " does not know worker " << worker_id() << " ("
-                      << ended.error_message()
+    if (ended.error_code() == grpc::StatusCode::NOT_FOUND ||
+        ended.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      RT_LOG(Warning) << where
+                      << (ended.error_code() == grpc::StatusCode::NOT_FOUND
+                              ? " does not know worker "
+                              : " refused the credential of worker ")
+                      << worker_id() << " (" << ended.error_message()
                       << "); registering again, asking for the same id and the rank back";
       {
         absl::MutexLock lock(&mu_);
@@ -266,6 +270,7 @@ absl::Status Agent::Register() {
   {
     absl::MutexLock lock(&mu_);
     request.set_previous_worker_id(previous_worker_id_);
+    if (!previous_worker_id_.empty()) request.set_previous_credential(credential_);
     // The last rank, running or ended while the coordinator was away, is asked back: its job
     // may still need its records and its exit (a finished job just declines).
     const RankSlot::Info last = rank_.info();
@@ -291,6 +296,7 @@ absl::Status Agent::Register() {
     return absl::UnavailableError(where + " answered Register without a worker id");
   }
   worker_id_ = response.worker_id();
+  credential_ = response.credential();
   if (!previous_worker_id_.empty()) {
     // Back after a coordinator restart: keep the rank and the buffered reports only if the
     // coordinator took the rank back; otherwise nobody would collect them.
@@ -327,6 +333,7 @@ grpc::Status Agent::RunSession(bool* opened) {
     session_over_ = false;
     welcomed_ = false;
     hello.mutable_hello()->set_worker_id(worker_id_);
+    hello.mutable_hello()->set_credential(credential_);
     interval = heartbeat_interval_;
   }
   std::unique_ptr<Stream> stream = stub_->Session(&context);

@@ -68,8 +68,9 @@ class Agent {
   ~Agent();
 
   // Registers, then serves sessions until Shutdown(): a broken session is reopened with backoff
-  // (same worker id; after NOT_FOUND the agent registers again asking for its id and running rank
-  // back, and stops the rank only if the coordinator does not adopt it), a coordinator that cannot
+  // (same worker id and credential; after NOT_FOUND or UNAUTHENTICATED the agent registers again
+  // asking for its id and running rank back, proving the id with its credential, and stops the
+  // rank only if the coordinator does not adopt it), a coordinator that cannot
   // be reached is retried forever. On Shutdown the running trainer is cancelled, its RankExit sent
   // if a session is up, the stream closed (WritesDone, then cancel) and OK returned. Returns an
   // error only when the coordinator rejects the registration as INVALID_ARGUMENT.
@@ -137,6 +138,9 @@ class Agent {
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   Clock::time_point stop_deadline_ ABSL_GUARDED_BY(mu_);  // close the stream by then regardless
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  // The session credential of worker_id_ (RegisterResponse.credential): sent in every Hello, and
+  // as previous_credential when registering again. In memory only, never logged.
+  std::string credential_ ABSL_GUARDED_BY(mu_);
   // Set after NOT_FOUND (the coordinator restarted): the next Register asks for this id and the
   // running rank back.
   std::string previous_worker_id_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,82 @@
+// AdmitSubmitRequest (coordinator/admission.h) on its own: the bounds it checks before parsing
+// (config size, override count and size, name), names with control characters or broken UTF-8,
+// and degrees that would overflow the 32-bit world size.
+#include "coordinator/admission.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/config/config_limits.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringtrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Refusal(const v1::SubmitJobRequest& request) {
+  const absl::StatusOr<JobRecord> job = AdmitSubmitRequest(request);
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument) << job.status();
+  return std::string(job.status().message());
+}
+
+TEST(AdmissionTest, AdmitsAPlainRequest) {
+  v1::SubmitJobRequest request;
+  request.set_name("ça va — 日本語 job");
+  request.add_overrides("parallelism.context_parallel_degree=2");
+  const absl::StatusOr<JobRecord> job = AdmitSubmitRequest(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->world_size, 2);
+  EXPECT_EQ(job->name, "ça va — 日本語 job");
+}
+
+TEST(AdmissionTest, RefusesOversizedConfigBeforeParsing) {
+  v1::SubmitJobRequest request;
+  request.set_config_toml(std::string(3900000, '#'));  // a comment: would parse fine
+  EXPECT_THAT(Refusal(request), HasSubstr("the config is 3900000 bytes; at most 262144 bytes (256 KiB)"));
+}
+
+TEST(AdmissionTest, RefusesTooManyOrTooLongOverrides) {
+  v1::SubmitJobRequest request;
+  for (int i = 0; i < 300; ++i) request.add_overrides("training.steps=1");
+  EXPECT_THAT(Refusal(request), HasSubstr("300 overrides; at most 256"));
+  v1::SubmitJobRequest one;
+  one.add_overrides("training.dataset_path=" + std::string(kMaxOverrideBytes, 'p'));
+  EXPECT_THAT(Refusal(one), HasSubstr("bytes; at most 4096 bytes"));
+}
+
+TEST(AdmissionTest, RefusesNamesThatDoNotPrint) {
+  v1::SubmitJobRequest request;
+  request.set_name("job\x1b]0;pwned\x07");
+  EXPECT_THAT(Refusal(request), HasSubstr("byte 3 is the control character U+001B; job names must be printable"));
+  request.set_name("tab\there");
+  EXPECT_THAT(Refusal(request), HasSubstr("U+0009"));
+  request.set_name("c1 \xc2\x9b control");  // U+009B, the C1 CSI
+  EXPECT_THAT(Refusal(request), HasSubstr("byte 3 is the control character U+009B"));
+  request.set_name("bad \xff utf8");
+  EXPECT_THAT(Refusal(request), HasSubstr("byte 4 is not valid UTF-8"));
+  request.set_name("overlong \xc0\xaf");
+  EXPECT_THAT(Refusal(request), HasSubstr("not valid UTF-8"));
+  request.set_name(std::string(kMaxJobNameBytes + 1, 'n'));
+  EXPECT_THAT(Refusal(request), HasSubstr("is 129 bytes; at most 128 bytes"));
+  request.set_name(std::string(kMaxJobNameBytes, 'n'));
+  EXPECT_TRUE(AdmitSubmitRequest(request).ok());
+}
+
+TEST(AdmissionTest, EchoesNoRawBytesOfABadDeviceKind) {
+  v1::SubmitJobRequest request;
+  request.set_device_kind("gpu\x1b[2J");
+  const std::string message = Refusal(request);
+  EXPECT_THAT(message, HasSubstr("device_kind \"gpu\\x1b[2J\" is not a kind of worker"));
+  EXPECT_EQ(message.find('\x1b'), std::string::npos);
+}
+
+TEST(AdmissionTest, RefusesDegreesThatWouldNarrow) {
+  v1::SubmitJobRequest request;
+  request.add_overrides("parallelism.data_parallel_replicate_degree=4294967297");
+  EXPECT_THAT(Refusal(request), HasSubstr("parallelism.data_parallel_replicate_degree = 4294967297: must be <= 16384"));
+}
+
+}  // namespace
+}  // namespace ringtrain

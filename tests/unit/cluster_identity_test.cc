@@ -1,0 +1,435 @@
+// Worker identity and message ownership, without gRPC: a Cluster over an SQLite job store with
+// fake agent channels, as in cluster_test.cc. A "fake" worker registers like any agent and then
+// tries to speak for ranks it does not run, to take over another worker's session, and to claim
+// another worker's id after a restart; each attempt must be refused, counted, and leave the real
+// job as it was. Also: the bounds on Register's fields and the purge of lost workers.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "coordinator/clock.h"
+#include "coordinator/cluster.h"
+#include "coordinator/event_hub.h"
+#include "coordinator/job_store.h"
+#include "coordinator/worker_credential.h"
+
+namespace ringtrain {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kConfig[] = R"(
+[model]
+dim = 64
+n_layers = 1
+n_heads = 4
+n_kv_heads = 2
+vocab_size = 64
+multiple_of = 32
+max_seq_len = 256
+[training]
+seq_len = 64
+local_batch_size = 2
+steps = 3
+[lr_scheduler]
+warmup_steps = 0
+)";
+
+class FakeChannel : public AgentChannel {
+ public:
+  void Send(const v1::CoordinatorMessage& message) override { sent.push_back(message); }
+  void Close(const absl::Status& status) override { closed = status; }
+  std::vector<v1::CoordinatorMessage> sent;
+  std::optional<absl::Status> closed;
+};
+
+v1::RegisterRequest CpuWorker() {
+  v1::RegisterRequest request;
+  request.set_device_kind("cpu");
+  request.set_device("cpu");
+  request.set_host_label("h1");
+  request.set_address("127.0.0.1");
+  return request;
+}
+
+class ClusterIdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  void Reopen() {
+    cluster_.reset();
+    store_.reset();
+    store_ = *JobStore::Open(db_path_, &clock_);
+    ClusterOptions options;
+    options.clock = &clock_;
+    options.worker_timeout = absl::Milliseconds(300);
+    options.adopt_timeout = absl::Seconds(5);
+    options.purge_lost_after = absl::Seconds(60);
+    options.rendezvous_port_first = 41200;
+    options.rendezvous_port_last = 41300;
+    auto cluster = Cluster::Create(store_.get(), &hub_, options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+  }
+
+  void TearDown() override {
+    cluster_.reset();
+    store_.reset();
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db_path_ + suffix);
+  }
+
+  // Registers and attaches one cpu worker; returns its id (its credential in credentials_).
+  std::string AddWorker() {
+    auto response = cluster_->Register(CpuWorker());
+    EXPECT_TRUE(response.ok()) << response.status();
+    const std::string id = response->worker_id();
+    credentials_[id] = response->credential();
+    EXPECT_TRUE(cluster_->AttachSession(id, credentials_[id], &channels_[id]).ok());
+    return id;
+  }
+
+  // A running 2-rank job on two real workers, plus an idle fake worker; ranks_ maps rank → worker.
+  std::string StartJobWithAFakeWorker() {
+    const std::string a = AddWorker(), b = AddWorker();
+    v1::SubmitJobRequest request;
+    request.set_config_toml(kConfig);
+    request.add_overrides("parallelism.context_parallel_degree=2");
+    auto job = cluster_->Submit(request);
+    EXPECT_TRUE(job.ok()) << job.status();
+    for (const auto& [id, channel] : channels_) {
+      for (const auto& m : channel.sent) {
+        if (m.has_assignment()) ranks_[m.assignment().rank()] = id;
+      }
+    }
+    fake_ = AddWorker();
+    Started(ranks_[0], job->job_id, 0);
+    Started(ranks_[1], job->job_id, 1);
+    EXPECT_EQ(StateOf(job->job_id), JobState::kRunning);
+    return job->job_id;
+  }
+
+  void Send(const std::string& worker_id, const v1::AgentMessage& m) {
+    cluster_->OnAgentMessage(worker_id, m);
+  }
+  void Started(const std::string& worker_id, const std::string& job_id, int rank) {
+    v1::AgentMessage m;
+    m.mutable_rank_started()->set_job_id(job_id);
+    m.mutable_rank_started()->set_rank(rank);
+    Send(worker_id, m);
+  }
+  void Report(const std::string& worker_id, const std::string& job_id, int rank,
+              const std::string& record) {
+    v1::AgentMessage m;
+    m.mutable_rank_report()->set_job_id(job_id);
+    m.mutable_rank_report()->set_rank(rank);
+    m.mutable_rank_report()->set_record_json(record);
+    Send(worker_id, m);
+  }
+  void Step(const std::string& worker_id, const std::string& job_id, int rank, int step,
+            double loss) {
+    Report(worker_id, job_id, rank,
+           "{\"step\": " + std::to_string(step) + ", \"loss\": " + std::to_string(loss) + "}");
+  }
+  void Exit(const std::string& worker_id, const std::string& job_id, int rank, int status) {
+    v1::AgentMessage m;
+    m.mutable_rank_exit()->set_job_id(job_id);
+    m.mutable_rank_exit()->set_rank(rank);
+    m.mutable_rank_exit()->set_exit_status(status);
+    Send(worker_id, m);
+  }
+
+  JobState StateOf(const std::string& job_id) { return store_->GetJob(job_id)->state; }
+  int64_t Refused(const std::string& reason) {
+    return cluster_->GetCounts().refused_agent_messages_by_reason[reason];
+  }
+  std::vector<double> StoredLosses(const std::string& job_id) {
+    std::vector<double> losses;
+    const std::vector<StepEvent> events = *store_->StepEvents(job_id, 0, 0);
+    for (const StepEvent& e : events) losses.push_back(e.loss);
+    return losses;
+  }
+  std::vector<std::string> ListedIds() {
+    std::vector<std::string> ids;
+    for (const v1::Worker& w : cluster_->ListWorkers()) ids.push_back(w.worker_id());
+    return ids;
+  }
+
+  const std::string db_path_ = (std::filesystem::temp_directory_path() /
+                                ("cluster_identity_test_" + std::to_string(::getpid()) + ".db"))
+                                   .string();
+  ManualClock clock_;
+  EventHub hub_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<Cluster> cluster_;
+  std::map<std::string, FakeChannel> channels_;
+  std::map<std::string, std::string> credentials_;
+  std::map<int, std::string> ranks_;
+  std::string fake_;
+};
+
+TEST(WorkerCredentialTest, RandomHexAndOnlyTheSameSecretMatchesItsDigest) {
+  auto a = NewWorkerCredential();
+  auto b = NewWorkerCredential();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->size(), 64u);
+  EXPECT_EQ(a->find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(*a, *b);
+  const std::string digest = CredentialDigest(*a);
+  EXPECT_EQ(digest.size(), 64u);
+  EXPECT_NE(digest, *a);
+  EXPECT_TRUE(CredentialMatches(*a, digest));
+  EXPECT_FALSE(CredentialMatches(*b, digest));
+  EXPECT_FALSE(CredentialMatches("", digest));
+  EXPECT_FALSE(CredentialMatches(*a, ""));
+  EXPECT_FALSE(CredentialMatches(*a, digest.substr(1)));
+  // SHA-256 of "abc", so the digest is the standard one and not something home-made.
+  EXPECT_EQ(CredentialDigest("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST_F(ClusterIdentityTest, RegisterGivesEachWorkerItsOwnCredentialAndStoresOnlyItsDigest) {
+  const std::string a = AddWorker(), b = AddWorker();
+  EXPECT_EQ(credentials_[a].size(), 64u);
+  EXPECT_NE(credentials_[a], credentials_[b]);
+  EXPECT_EQ(*store_->WorkerCredential(a), CredentialDigest(credentials_[a]));
+  EXPECT_EQ(*store_->WorkerCredential("worker-99"), "");
+  for (const v1::Worker& w : cluster_->ListWorkers()) {
+    EXPECT_THAT(w.DebugString(), Not(HasSubstr(credentials_[w.worker_id()])));
+  }
+}
+
+TEST_F(ClusterIdentityTest, HelloWithAnotherWorkersIdIsRefusedAndLeavesItsSessionAlone) {
+  const std::string real = AddWorker();
+  FakeChannel impostor;
+  for (const std::string& credential : {std::string(), std::string(64, '0'),
+                                        credentials_[AddWorker()]}) {
+    const absl::Status s = cluster_->AttachSession(real, credential, &impostor);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+    EXPECT_THAT(s.message(), HasSubstr(real));
+    EXPECT_THAT(s.message(), HasSubstr("credential"));
+  }
+  EXPECT_EQ(Refused("bad_credential"), 3);
+  EXPECT_TRUE(impostor.sent.empty());                 // no Welcome, no assignment
+  EXPECT_FALSE(channels_[real].closed.has_value());   // the real session was not replaced
+  // The real session still gets the work.
+  v1::SubmitJobRequest request;
+  request.set_config_toml(kConfig);
+  request.add_overrides("parallelism.context_parallel_degree=2");
+  ASSERT_TRUE(cluster_->Submit(request).ok());
+  ASSERT_FALSE(channels_[real].sent.empty());
+  EXPECT_TRUE(channels_[real].sent.back().has_assignment());
+  EXPECT_TRUE(impostor.sent.empty());
+  // The right credential on a second stream does replace the first (an agent reconnecting).
+  FakeChannel again;
+  EXPECT_TRUE(cluster_->AttachSession(real, credentials_[real], &again).ok());
+  EXPECT_TRUE(channels_[real].closed.has_value());
+}
+
+TEST_F(ClusterIdentityTest, RankMessagesFromAWorkerNotRunningTheRankAreRefused) {
+  const std::string job = StartJobWithAFakeWorker();
+  Step(ranks_[0], job, 0, 1, 4.0);
+  // The fake worker: steps and losses, a failing exit blaming rank 1, exits forging success.
+  Step(fake_, job, 0, 2, 0.001);
+  Step(fake_, job, 0, 1, 0.001);  // replacing a stored loss
+  Started(fake_, job, 0);
+  Exit(fake_, job, 1, 1);
+  Exit(fake_, job, 0, 0);
+  Exit(fake_, job, 1, 0);
+  // The worker of rank 1 speaking for rank 0, and for its own rank of another job.
+  Step(ranks_[1], job, 0, 2, 0.001);
+  Exit(ranks_[1], job, 0, 0);
+  Exit(ranks_[1], "job-999999", 1, 0);
+  EXPECT_EQ(Refused("not_assigned"), 9);
+  EXPECT_EQ(StateOf(job), JobState::kRunning);
+  EXPECT_FALSE(store_->GetJob(job)->error.has_value());
+  EXPECT_EQ(StoredLosses(job), std::vector<double>({4.0}));
+  EXPECT_EQ(store_->GetJob(job)->last_step, 1);
+
+  // The real ranks finish the job with their own figures.
+  Step(ranks_[0], job, 0, 2, 3.5);
+  Step(ranks_[0], job, 0, 3, 3.0);
+  Exit(ranks_[0], job, 0, 0);
+  Exit(ranks_[1], job, 1, 0);
+  EXPECT_EQ(StateOf(job), JobState::kSucceeded);
+  EXPECT_EQ(StoredLosses(job), std::vector<double>({4.0, 3.5, 3.0}));
+  EXPECT_EQ(Refused("not_assigned"), 9);
+  // Once free, a worker no longer speaks for its old rank.
+  Step(ranks_[0], job, 0, 3, 0.5);
+  EXPECT_EQ(Refused("not_assigned"), 10);
+}
+
+TEST_F(ClusterIdentityTest, StepRecordsOutsideTheJobOrUnparseableAreRefusedAndEachStepIsKeptOnce) {
+  const std::string job = StartJobWithAFakeWorker();
+  Step(ranks_[0], job, 0, 0, 1.0);   // before the first step
+  Step(ranks_[0], job, 0, 4, 1.0);   // past training.steps = 3
+  Step(ranks_[0], job, 0, -7, 1.0);
+  Report(ranks_[0], job, 0, "{\"step\": \"2\", \"loss\": 1}");
+  Report(ranks_[0], job, 0, "{\"step\": 1.5, \"loss\": 1}");
+  Report(ranks_[0], job, 0, "not json");
+  Report(ranks_[0], job, 0, "[1, 2]");
+  EXPECT_EQ(Refused("bad_step"), 7);
+  Report(ranks_[0], job, 0, "{\"validation_loss\": 2.5}");  // not a step record: ignored
+  EXPECT_EQ(Refused("bad_step"), 7);
+  EXPECT_TRUE(StoredLosses(job).empty());
+
+  Step(ranks_[0], job, 0, 1, 4.0);
+  Step(ranks_[0], job, 0, 1, 9.0);  // a second record for step 1 does not replace the first
+  EXPECT_EQ(StoredLosses(job), std::vector<double>({4.0}));
+  EXPECT_DOUBLE_EQ(store_->GetJob(job)->last_loss, 4.0);
+  // Rank 1's own records are not the job's history (rank 0's are): not stored, not refused.
+  Step(ranks_[1], job, 1, 2, 9.0);
+  EXPECT_EQ(StoredLosses(job), std::vector<double>({4.0}));
+  EXPECT_EQ(Refused("bad_step"), 7);
+  EXPECT_EQ(Refused("not_assigned"), 0);
+  EXPECT_EQ(StateOf(job), JobState::kRunning);
+}
+
+TEST_F(ClusterIdentityTest, AfterARestartOnlyTheCredentialGetsAnIdAndItsRankBack) {
+  const std::string job = StartJobWithAFakeWorker();
+  Step(ranks_[0], job, 0, 1, 4.0);
+  channels_.clear();
+  Reopen();
+  v1::RegisterRequest claim = CpuWorker();
+  claim.set_previous_worker_id(ranks_[0]);
+  claim.set_running_job_id(job);
+  claim.set_running_rank(0);
+  // The impostor: no credential, then a wrong one (the fake worker's own).
+  for (const std::string& credential : {std::string(), credentials_[fake_]}) {
+    claim.set_previous_credential(credential);
+    auto response = cluster_->Register(claim);
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_NE(response->worker_id(), ranks_[0]);
+    EXPECT_FALSE(response->rank_adopted());
+  }
+  EXPECT_EQ(Refused("bad_credential"), 2);
+  // An impostor's new id is not one an earlier mesh or registration used.
+  for (const std::string& id : ListedIds()) {
+    EXPECT_NE(id, ranks_[1]);
+    EXPECT_NE(id, fake_);
+  }
+  // The real agents.
+  for (const auto& [rank, id] : ranks_) {
+    claim.set_previous_worker_id(id);
+    claim.set_previous_credential(credentials_[id]);
+    claim.set_running_rank(rank);
+    auto response = cluster_->Register(claim);
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_EQ(response->worker_id(), id);
+    EXPECT_TRUE(response->rank_adopted());
+    // A new credential: the old one no longer opens a session.
+    EXPECT_NE(response->credential(), credentials_[id]);
+    EXPECT_EQ(cluster_->AttachSession(id, credentials_[id], &channels_[id]).code(),
+              absl::StatusCode::kUnauthenticated);
+    credentials_[id] = response->credential();
+    ASSERT_TRUE(cluster_->AttachSession(id, credentials_[id], &channels_[id]).ok());
+  }
+  Step(ranks_[0], job, 0, 2, 3.5);
+  Step(ranks_[0], job, 0, 3, 3.0);
+  Exit(ranks_[0], job, 0, 0);
+  Exit(ranks_[1], job, 1, 0);
+  EXPECT_EQ(StateOf(job), JobState::kSucceeded);
+  EXPECT_EQ(StoredLosses(job), std::vector<double>({4.0, 3.5, 3.0}));
+}
+
+TEST_F(ClusterIdentityTest, LostWorkersArePurgedAfterTheConfiguredTime) {
+  const std::string a = AddWorker();
+  const std::string b = AddWorker();
+  for (int i = 0; i < 4; ++i) {  // b keeps its heartbeat; a goes silent
+    clock_.Advance(absl::Milliseconds(100));
+    v1::AgentMessage beat;
+    beat.mutable_heartbeat();
+    Send(b, beat);
+  }
+  cluster_->Tick();
+  EXPECT_EQ(cluster_->GetCounts().workers_by_state["lost"], 1);
+  EXPECT_EQ(ListedIds(), (std::vector<std::string>{a, b}));
+  for (int i = 0; i < 59; ++i) {  // b stays alive; a is lost for just under the minute
+    clock_.Advance(absl::Seconds(1));
+    v1::AgentMessage beat;
+    beat.mutable_heartbeat();
+    Send(b, beat);
+    cluster_->Tick();
+  }
+  EXPECT_EQ(ListedIds(), (std::vector<std::string>{a, b}));
+  clock_.Advance(absl::Seconds(1));  // a: lost for 60 s
+  v1::AgentMessage beat;
+  beat.mutable_heartbeat();
+  Send(b, beat);
+  cluster_->Tick();
+  EXPECT_EQ(ListedIds(), std::vector<std::string>{b});
+  EXPECT_EQ(*store_->WorkerCredential(a), "");
+  EXPECT_NE(*store_->WorkerCredential(b), "");
+  EXPECT_EQ(cluster_->GetCounts().workers_by_state["lost"], 0);
+
+  // After a restart, a stored worker that never comes back is purged the same time later.
+  Reopen();
+  clock_.Advance(absl::Seconds(61));
+  cluster_->Tick();
+  EXPECT_EQ(*store_->WorkerCredential(b), "");
+  v1::RegisterRequest late = CpuWorker();
+  late.set_previous_worker_id(b);
+  late.set_previous_credential(credentials_[b]);
+  auto response = cluster_->Register(late);
+  ASSERT_TRUE(response.ok());
+  EXPECT_NE(response->worker_id(), b);
+}
+
+TEST_F(ClusterIdentityTest, RegisterFieldsAreBoundedAndPrintable) {
+  struct Case {
+    std::function<void(v1::RegisterRequest&)> edit;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& r) { r.set_device_kind(""); }, "device_kind"},
+      {[](auto& r) { r.set_device_kind("tpu"); }, "device_kind"},
+      {[](auto& r) { r.set_device_kind("cpu\x1b[2J"); }, "device_kind"},
+      {[](auto& r) { r.set_device(""); }, "device"},
+      {[](auto& r) { r.set_device("cuda:0"); }, "device"},  // kind cpu
+      {[](auto& r) { r.set_address(""); }, "address"},
+      {[](auto& r) { r.set_address(std::string(254, 'a')); }, "address"},
+      {[](auto& r) { r.set_address("10.0.0.1\n"); }, "address"},
+      {[](auto& r) { r.set_address("host name"); }, "address"},
+      {[](auto& r) { r.set_host_label(std::string(254, 'h')); }, "host_label"},
+      {[](auto& r) { r.set_host_label("evil\x1b]0;title\x07"); }, "host_label"},
+      {[](auto& r) { r.set_host_label("caf\xc3\xa9"); }, "host_label"},
+      {[](auto& r) { r.set_previous_worker_id("worker 1"); }, "previous_worker_id"},
+      {[](auto& r) { r.set_previous_credential(std::string(129, 'a')); }, "previous_credential"},
+      {[](auto& r) { r.set_running_job_id("job\r1"); }, "running_job_id"},
+      {[](auto& r) {
+         r.set_running_job_id("job-000001");
+         r.set_running_rank(-1);
+       },
+       "running_rank"},
+  };
+  for (const Case& c : cases) {
+    v1::RegisterRequest request = CpuWorker();
+    c.edit(request);
+    auto response = cluster_->Register(request);
+    EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_THAT(response.status().message(), HasSubstr(c.field));
+    for (char ch : std::string(response.status().message())) {
+      EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << c.field << ": the error echoes a raw byte";
+    }
+  }
+  EXPECT_TRUE(cluster_->ListWorkers().empty());
+  // What real agents send is accepted: a label with a space, a 253-byte host name, cuda:N.
+  v1::RegisterRequest ok = CpuWorker();
+  ok.set_host_label("rack 4 node 2");
+  ok.set_address(std::string(253, 'a'));
+  EXPECT_TRUE(cluster_->Register(ok).ok());
+  v1::RegisterRequest gpu = CpuWorker();
+  gpu.set_device_kind("cuda");
+  gpu.set_device("cuda:3");
+  EXPECT_TRUE(cluster_->Register(gpu).ok());
+}
+
+}  // namespace
+}  // namespace ringtrain

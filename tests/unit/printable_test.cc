@@ -1,0 +1,33 @@
+// EscapeForTerminal and DecodeUtf8 (common/printable.h): what ringctl prints of a server string.
+#include "common/printable.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace ringtrain {
+namespace {
+
+TEST(PrintableTest, EscapesControlCharactersAndBrokenUtf8) {
+  EXPECT_EQ(EscapeForTerminal("plain name"), "plain name");
+  EXPECT_EQ(EscapeForTerminal("日本語 ça"), "日本語 ça");
+  EXPECT_EQ(EscapeForTerminal("a\x1b[2Jb"), "a\\x1b[2Jb");
+  EXPECT_EQ(EscapeForTerminal("x\x07y\x7f"), "x\\x07y\\x7f");
+  EXPECT_EQ(EscapeForTerminal("csi \xc2\x9b"), "csi \\u009b");
+  EXPECT_EQ(EscapeForTerminal("raw \x9b byte"), "raw \\x9b byte");
+  EXPECT_EQ(EscapeForTerminal(std::string("nul\0x", 5)), "nul\\x00x");
+  EXPECT_EQ(EscapeForTerminal("two\nlines\r"), "two\\x0alines\\x0d");
+  EXPECT_EQ(EscapeForTerminal("two\nlines\tkept\r", /*keep_newlines=*/true), "two\nlines\tkept\\x0d");
+  EXPECT_EQ(EscapeForTerminal("cut \xe6\x97"), "cut \\xe6\\x97");
+}
+
+TEST(PrintableTest, DecodesUtf8) {
+  EXPECT_EQ(DecodeUtf8("é", 0), std::make_pair(uint32_t{0xe9}, size_t{2}));
+  EXPECT_EQ(DecodeUtf8("\xf0\x9f\x98\x80", 0), std::make_pair(uint32_t{0x1f600}, size_t{4}));
+  EXPECT_EQ(DecodeUtf8("\xed\xa0\x80", 0).second, 0u);  // a surrogate
+  EXPECT_EQ(DecodeUtf8("\xe0\x80\xaf", 0).second, 0u);  // overlong
+  EXPECT_EQ(DecodeUtf8("\xf4\x90\x80\x80", 0).second, 0u);  // past U+10FFFF
+}
+
+}  // namespace
+}  // namespace ringtrain
