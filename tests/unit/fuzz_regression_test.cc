@@ -31,6 +31,9 @@ const Target kTargets[] = {
     {"pickle", FuzzPickle},          {"state_dict", FuzzStateDict},
 };
 
+// Names the target in gtest's messages instead of dumping its bytes.
+void PrintTo(const Target& target, std::ostream* out) { *out << target.name; }
+
 fs::path FuzzDir() { return fs::path(testing::SourceDir()) / "fuzz"; }
 fs::path CorpusDir() { return FuzzDir() / "corpus"; }
 
