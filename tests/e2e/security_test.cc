@@ -150,8 +150,7 @@ TEST_F(SecurityTest, TlsWorksWithTheCaAndFailsClearlyWithoutIt) {
   EXPECT_THAT(plaintext.output, HasSubstr("give --tls-ca FILE or RINGTRAIN_TLS_CA"));
   const CommandResult unknown_ca = Ringctl({"--tls-ca", F("other-ca.crt")});
   EXPECT_EQ(unknown_ca.exit_code, kExitUnreachable) << unknown_ca.output;
-  EXPECT_THAT(unknown_ca.output, HasSubstr("TLS failed"));
-  EXPECT_THAT(unknown_ca.output, HasSubstr("certificate verify failed"));
+  EXPECT_THAT(unknown_ca.output, HasSubstr("TLS failed"));  // gRPC's own words vary by timing
 }
 
 TEST_F(SecurityTest, MutualTlsRefusesAClientWithoutACertificate) {
