@@ -106,7 +106,9 @@ int Run(const Flags& flags) {
   auto worker_auth = LoadTokens(flags.worker_token_file, "--worker-token-file",
                                 &ringtrain::TokenCheck::ForWorkerService);
   if (!worker_auth.ok()) return Refuse(worker_auth.status());
-  if (flags.insecure && !ringtrain::IsLoopbackListenAddress(flags.listen)) {
+  const bool fully_protected =
+      protection.tls && protection.client_tokens && protection.worker_tokens;
+  if (flags.insecure && !fully_protected && !ringtrain::IsLoopbackListenAddress(flags.listen)) {
     RT_LOG(Warning) << "--insecure: serving " << flags.listen << " to the network"
                     << (protection.tls ? "" : ", without TLS")
                     << (protection.client_tokens ? "" : ", without client tokens")
