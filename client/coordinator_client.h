@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/grpc/credentials.h"
 #include "ringtrain/v1/job_service.grpc.pb.h"
 
 namespace ringtrain {
@@ -33,7 +34,8 @@ struct CallOptions {
 class JobEventStream {
  public:
   JobEventStream(std::unique_ptr<grpc::ClientContext> context,
-                 std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader, std::string what);
+                 std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader, std::string what,
+                 bool tls = false);
 
   // Blocks for the next event; false when the stream has ended (then call Finish once).
   bool Next(v1::JobEvent* event);
@@ -47,13 +49,23 @@ class JobEventStream {
   std::unique_ptr<grpc::ClientContext> context_;
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader_;
   std::string what_;
+  bool tls_;
 };
 
-// Thread-safe (the gRPC stub is); connects lazily, on the first call.
+// The TLS and token every CoordinatorClient of this process uses unless given its own: ringctl's
+// main sets them once from --tls-ca/--tls-cert/--tls-key/--token-file (or RINGTRAIN_TLS_CA,
+// RINGTRAIN_TLS_CERT, RINGTRAIN_TLS_KEY, RINGTRAIN_TOKEN) after parsing its flags and before any
+// client exists (not thread-safe). Default: plaintext, no token.
+void SetProcessChannelSecurity(ChannelSecurity security);
+const ChannelSecurity& ProcessChannelSecurity();
+
+// Thread-safe (the gRPC stub is); connects lazily, on the first call. Every call carries the
+// token of `security`, if any; an unreachable coordinator's error says when TLS may be the cause.
 class CoordinatorClient {
  public:
   // `address` is host:port, e.g. "127.0.0.1:50051".
-  explicit CoordinatorClient(std::string address);
+  explicit CoordinatorClient(std::string address,
+                             ChannelSecurity security = ProcessChannelSecurity());
 
   const std::string& address() const { return address_; }
 
@@ -72,8 +84,12 @@ class CoordinatorClient {
   std::unique_ptr<JobEventStream> WatchJob(const std::string& job_id, int64_t from_step);
 
  private:
+  // The mapped error of a failed call, with a hint when TLS may be why it failed.
+  absl::Status Failed(const grpc::Status& status) const;
+
   std::string address_;
   std::string what_;  // "coordinator at ADDRESS", for error messages
+  bool tls_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::JobService::Stub> stub_;
 };

@@ -17,9 +17,12 @@ inline constexpr int kExitFailed = 1;
 inline constexpr int kExitUsage = 2;
 // The coordinator could not be reached, a watch stream broke for good, or a wait timed out.
 inline constexpr int kExitUnreachable = 3;
+// The coordinator refused the credentials: a missing or wrong token (UNAUTHENTICATED).
+inline constexpr int kExitUnauthenticated = 4;
 
 // The exit status for a failed coordinator call: UNAVAILABLE / DEADLINE_EXCEEDED →
-// kExitUnreachable, INVALID_ARGUMENT → kExitUsage, anything else → kExitFailed. OK → kExitOk.
+// kExitUnreachable, INVALID_ARGUMENT → kExitUsage, UNAUTHENTICATED → kExitUnauthenticated,
+// anything else → kExitFailed. OK → kExitOk.
 inline int ExitCodeFor(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kOk:
@@ -29,6 +32,8 @@ inline int ExitCodeFor(const absl::Status& status) {
       return kExitUnreachable;
     case absl::StatusCode::kInvalidArgument:
       return kExitUsage;
+    case absl::StatusCode::kUnauthenticated:
+      return kExitUnauthenticated;
     default:
       return kExitFailed;
   }

@@ -1,9 +1,13 @@
 // ringctl: the ringtrain command-line client. One subcommand per verb; each registers its flags on
 // the shared CLI11 app and says how to run once parsed. Never links LibTorch.
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <functional>
+#include <iostream>
+#include <string>
 #include <vector>
 
+#include "client/coordinator_client.h"
 #include "client/exit_codes.h"
 #include "client/loss_compare_command.h"
 #include "client/service_commands.h"
@@ -14,6 +18,51 @@ struct Subcommand {
   CLI::App* app;
   std::function<int()> run;  // returns the exit code
 };
+
+// How ringctl reaches a coordinator that serves TLS or wants a token: every subcommand takes them,
+// each with an environment variable that stands in for it (a token only from a file or the
+// environment, never from the command line, where `ps` would show it).
+struct CredentialFlags {
+  ringtrain::ClientTlsFiles tls;
+  std::string token_file;
+};
+
+void AddCredentialFlags(CLI::App* command, CredentialFlags* flags) {
+  command->add_option("--tls-ca", flags->tls.ca,
+                      "PEM CA that signed the coordinator's certificate (TLS)")
+      ->envname("RINGTRAIN_TLS_CA");
+  command->add_option("--tls-cert", flags->tls.cert,
+                      "PEM client certificate, for a coordinator that wants one (mutual TLS)")
+      ->envname("RINGTRAIN_TLS_CERT");
+  command->add_option("--tls-key", flags->tls.key, "PEM private key of --tls-cert")
+      ->envname("RINGTRAIN_TLS_KEY");
+  command->add_option("--token-file", flags->token_file,
+                      "File holding the client token (else $RINGTRAIN_TOKEN)");
+}
+
+// Installs the credentials for every CoordinatorClient; false (after printing why) when a file
+// cannot be used.
+bool InstallCredentials(const CredentialFlags& flags) {
+  std::string token;
+  if (!flags.token_file.empty()) {
+    absl::StatusOr<std::string> read = ringtrain::ReadSingleToken(flags.token_file, "--token-file");
+    if (!read.ok()) {
+      std::cerr << "ringctl: " << read.status().message() << std::endl;
+      return false;
+    }
+    token = *std::move(read);
+  } else if (const char* env = std::getenv("RINGTRAIN_TOKEN"); env != nullptr && *env != '\0') {
+    token = env;
+  }
+  absl::StatusOr<ringtrain::ChannelSecurity> security =
+      ringtrain::LoadChannelSecurity(flags.tls, std::move(token));
+  if (!security.ok()) {
+    std::cerr << "ringctl: " << security.status().message() << std::endl;
+    return false;
+  }
+  ringtrain::SetProcessChannelSecurity(*std::move(security));
+  return true;
+}
 
 }  // namespace
 
@@ -31,12 +80,16 @@ int main(int argc, char** argv) {
     subcommands.push_back({command.app, std::move(command.run)});
   }
 
+  CredentialFlags credentials;
+  for (const Subcommand& subcommand : subcommands) AddCredentialFlags(subcommand.app, &credentials);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help, or the error with a hint
     return code == 0 ? 0 : ringtrain::kExitUsage;
   }
+  if (!InstallCredentials(credentials)) return ringtrain::kExitUsage;
   for (const Subcommand& subcommand : subcommands) {
     if (subcommand.app->parsed()) return subcommand.run();
   }

@@ -13,10 +13,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/grpc/credentials.h"
 #include "common/grpc/server_util.h"
 #include "common/log.h"
 #include "common/metrics/metrics_server.h"
 #include "coordinator/admission.h"
+#include "coordinator/auth.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/cluster.h"
 #include "coordinator/event_hub.h"
@@ -35,7 +37,26 @@ struct Flags {
   std::string metrics_address = "127.0.0.1:9460";
   double adopt_timeout_seconds = 20;
   double purge_lost_after_seconds = 600;
+  ringtrain::ServerTlsFiles tls;
+  std::string client_token_file;
+  std::string worker_token_file;
+  bool insecure = false;
 };
+
+// The token check of one service: open without a file, else the file's tokens.
+absl::StatusOr<ringtrain::TokenCheck> LoadTokens(
+    const std::string& path, const char* flag,
+    ringtrain::TokenCheck (*make)(std::vector<std::string>)) {
+  if (path.empty()) return ringtrain::TokenCheck::Open();
+  absl::StatusOr<std::vector<std::string>> tokens = ringtrain::ReadTokenFile(path, flag);
+  if (!tokens.ok()) return tokens.status();
+  return make(*std::move(tokens));
+}
+
+int Refuse(const absl::Status& status) {
+  std::fprintf(stderr, "ringtrain-coordinator: %s\n", std::string(status.message()).c_str());
+  return 2;
+}
 
 // SIGINT and SIGTERM: blocked in every thread, taken by sigwait in Run.
 sigset_t StopSignals() {
@@ -73,6 +94,31 @@ int Run(const Flags& flags) {
                  flags.worker_timeout_seconds, flags.heartbeat_interval_seconds);
     return 2;
   }
+  // Credentials before anything is opened: a bad file or an unprotected address ends the start.
+  const ringtrain::ListenProtection protection{
+      !flags.tls.cert.empty(), !flags.client_token_file.empty(),
+      !flags.worker_token_file.empty(), flags.insecure};
+  if (absl::Status s = ringtrain::CheckListenProtection(flags.listen, protection); !s.ok()) {
+    return Refuse(s);
+  }
+  auto server_credentials = ringtrain::ServerCredentialsFromFiles(flags.tls);
+  if (!server_credentials.ok()) return Refuse(server_credentials.status());
+  auto job_auth = LoadTokens(flags.client_token_file, "--client-token-file",
+                             &ringtrain::TokenCheck::ForJobService);
+  if (!job_auth.ok()) return Refuse(job_auth.status());
+  auto worker_auth = LoadTokens(flags.worker_token_file, "--worker-token-file",
+                                &ringtrain::TokenCheck::ForWorkerService);
+  if (!worker_auth.ok()) return Refuse(worker_auth.status());
+  const bool fully_protected =
+      protection.tls && protection.client_tokens && protection.worker_tokens;
+  if (flags.insecure && !fully_protected && !ringtrain::IsLoopbackListenAddress(flags.listen)) {
+    RT_LOG(Warning) << "--insecure: serving " << flags.listen << " to the network"
+                    << (protection.tls ? "" : ", without TLS")
+                    << (protection.client_tokens ? "" : ", without client tokens")
+                    << (protection.worker_tokens ? "" : ", without join tokens")
+                    << ": anyone who reaches it can do what those would have stopped";
+  }
+
   const std::filesystem::path db_dir = std::filesystem::path(flags.db).parent_path();
   if (!db_dir.empty()) std::filesystem::create_directories(db_dir);
 
@@ -97,13 +143,17 @@ int Run(const Flags& flags) {
     return 1;
   }
   (*metrics_server)->Register(metrics);
-  ringtrain::JobServiceImpl job_service(cluster->get(), store->get(), &hub, metrics.get());
-  ringtrain::WorkerServiceImpl worker_service(cluster->get(), metrics.get());
+  ringtrain::JobServiceImpl job_service(cluster->get(), store->get(), &hub, metrics.get(),
+                                        *std::move(job_auth));
+  ringtrain::WorkerServiceImpl worker_service(cluster->get(), metrics.get(),
+                                              *std::move(worker_auth));
 
+  const bool job_service_open = flags.client_token_file.empty();
+  const bool worker_service_open = flags.worker_token_file.empty();
   ringtrain::EnableStandardServices();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(flags.listen, *server_credentials, &port);
   builder.SetMaxReceiveMessageSize(ringtrain::kMaxReceiveMessageBytes);  // admission.h
   builder.RegisterService(&job_service);
   builder.RegisterService(&worker_service);
@@ -114,9 +164,12 @@ int Run(const Flags& flags) {
     return 1;
   }
   (*cluster)->Start();
-  RT_LOG(Info) << "coordinator listening on " << flags.listen << " (port " << port
-               << "), job store " << flags.db << ", metrics at http://"
-               << (*metrics_server)->address() << "/metrics";
+  RT_LOG(Info) << "coordinator listening on " << flags.listen << " (port " << port << ", "
+               << (protection.tls ? (flags.tls.client_ca.empty() ? "TLS" : "mutual TLS")
+                                  : "plaintext")
+               << ", client tokens " << (job_service_open ? "off" : "on") << ", join tokens "
+               << (worker_service_open ? "off" : "on") << "), job store " << flags.db
+               << ", metrics at http://" << (*metrics_server)->address() << "/metrics";
 
   const sigset_t stop_signals = StopSignals();
   int signal_number = 0;
@@ -168,6 +221,17 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-address", flags.metrics_address,
                  "HOST:PORT serving Prometheus /metrics")
       ->capture_default_str();
+  app.add_option("--tls-cert", flags.tls.cert,
+                 "PEM certificate chain to serve gRPC over TLS (with --tls-key)");
+  app.add_option("--tls-key", flags.tls.key, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", flags.tls.client_ca,
+                 "PEM CA: clients and agents must present a certificate it signed (mutual TLS)");
+  app.add_option("--client-token-file", flags.client_token_file,
+                 "tokens JobService accepts (ringctl's), one per line; unset: JobService is open");
+  app.add_option("--worker-token-file", flags.worker_token_file,
+                 "join tokens WorkerService accepts (the agents'), one per line; unset: open");
+  app.add_flag("--insecure", flags.insecure,
+               "listen on a non-loopback address without TLS and both token files");
   CLI11_PARSE(app, argc, argv);
   return Run(flags);
 }

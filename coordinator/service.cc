@@ -34,6 +34,9 @@ absl::Status CheckJobId(const std::string& job_id) {
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
                                                     const v1::SubmitJobRequest* request,
                                                     v1::Job* job) {
+  if (absl::Status a = auth_.Check(context); !a.ok()) {
+    return FinishNow(context, rpcs_, "SubmitJob", a);
+  }
   absl::StatusOr<JobRecord> record = cluster_->Submit(*request);
   if (record.ok()) *job = ToProto(*record);
   return FinishNow(context, rpcs_, "SubmitJob", record.status());
@@ -41,6 +44,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* context,
                                                  const v1::GetJobRequest* request, v1::Job* job) {
+  if (absl::Status a = auth_.Check(context); !a.ok()) {
+    return FinishNow(context, rpcs_, "GetJob", a);
+  }
   if (absl::Status s = CheckJobId(request->job_id()); !s.ok()) {
     return FinishNow(context, rpcs_, "GetJob", s);
   }
@@ -52,6 +58,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,
                                                    const v1::ListJobsRequest* request,
                                                    v1::ListJobsResponse* response) {
+  if (absl::Status a = auth_.Check(context); !a.ok()) {
+    return FinishNow(context, rpcs_, "ListJobs", a);
+  }
   // Newest first, paged (paging.h): one more row than the page can hold says whether one follows.
   absl::StatusOr<int> page_size = PageSize(request->page_size());
   if (!page_size.ok()) return FinishNow(context, rpcs_, "ListJobs", page_size.status());
@@ -73,6 +82,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::CancelJobRequest* request,
                                                     v1::Job* job) {
+  if (absl::Status a = auth_.Check(context); !a.ok()) {
+    return FinishNow(context, rpcs_, "CancelJob", a);
+  }
   if (absl::Status s = CheckJobId(request->job_id()); !s.ok()) {
     return FinishNow(context, rpcs_, "CancelJob", s);
   }
@@ -82,7 +94,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext*
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(
-    grpc::CallbackServerContext* /*context*/, const v1::WatchJobRequest* request) {
+    grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) {
+  if (absl::Status a = auth_.Check(context); !a.ok()) {
+    return RefuseStream<v1::JobEvent>(rpcs_, "WatchJob", a);
+  }
   absl::Status status = CheckJobId(request->job_id());
   if (status.ok() && request->from_step() < 0) {
     status = absl::InvalidArgumentError("from_step must be >= 0");
@@ -104,6 +119,9 @@ grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(
 grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
                                                       const v1::ListWorkersRequest* request,
                                                       v1::ListWorkersResponse* response) {
+  if (absl::Status a = auth_.Check(context); !a.ok()) {
+    return FinishNow(context, rpcs_, "ListWorkers", a);
+  }
   // By worker id, paged (paging.h): the page starts after the previous page's last id.
   absl::StatusOr<int> page_size = PageSize(request->page_size());
   if (!page_size.ok()) return FinishNow(context, rpcs_, "ListWorkers", page_size.status());
@@ -124,13 +142,19 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
                                                       const v1::RegisterRequest* request,
                                                       v1::RegisterResponse* response) {
+  if (absl::Status a = auth_.Check(context); !a.ok()) {
+    return FinishNow(context, rpcs_, "Register", a);
+  }
   absl::StatusOr<v1::RegisterResponse> registered = cluster_->Register(*request);
   if (registered.ok()) *response = *registered;
   return FinishNow(context, rpcs_, "Register", registered.status());
 }
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* WorkerServiceImpl::Session(
-    grpc::CallbackServerContext* /*context*/) {
+    grpc::CallbackServerContext* context) {
+  if (absl::Status a = auth_.Check(context); !a.ok()) {
+    return RefuseBidiStream<v1::AgentMessage, v1::CoordinatorMessage>(rpcs_, "Session", a);
+  }
   return new SessionReactor(cluster_, rpcs_);
 }
 

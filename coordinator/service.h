@@ -4,6 +4,7 @@
 #ifndef RINGTRAIN_COORDINATOR_SERVICE_H_
 #define RINGTRAIN_COORDINATOR_SERVICE_H_
 
+#include "coordinator/auth.h"
 #include "coordinator/cluster.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/event_hub.h"
@@ -16,8 +17,10 @@ namespace ringtrain {
 // Every pointer must outlive the server the service is registered on.
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
-  JobServiceImpl(Cluster* cluster, JobStore* store, EventHub* hub, RpcCounter* rpcs)
-      : cluster_(cluster), store_(store), hub_(hub), rpcs_(rpcs) {}
+  // `auth` is checked first by every call (auth.h; open by default).
+  JobServiceImpl(Cluster* cluster, JobStore* store, EventHub* hub, RpcCounter* rpcs,
+                 TokenCheck auth = TokenCheck::Open())
+      : cluster_(cluster), store_(store), hub_(hub), rpcs_(rpcs), auth_(std::move(auth)) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
                                       const v1::SubmitJobRequest* request, v1::Job* job) override;
@@ -39,11 +42,14 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   JobStore* const store_;
   EventHub* const hub_;
   RpcCounter* const rpcs_;
+  const TokenCheck auth_;
 };
 
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  WorkerServiceImpl(Cluster* cluster, RpcCounter* rpcs) : cluster_(cluster), rpcs_(rpcs) {}
+  // `auth` is checked first by Register and Session (auth.h; open by default).
+  WorkerServiceImpl(Cluster* cluster, RpcCounter* rpcs, TokenCheck auth = TokenCheck::Open())
+      : cluster_(cluster), rpcs_(rpcs), auth_(std::move(auth)) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::RegisterRequest* request,
@@ -54,6 +60,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  private:
   Cluster* const cluster_;
   RpcCounter* const rpcs_;
+  const TokenCheck auth_;
 };
 
 }  // namespace ringtrain

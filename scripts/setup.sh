@@ -22,6 +22,7 @@ PACKAGES=(
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libxml2-utils
   libgloo-dev   # only Gloo's headers, which c10d's ProcessGroupGloo.hpp includes and the wheel lacks
+  clang libclang-rt-14-dev   # the fuzz build (scripts/fuzz.sh): libFuzzer and the sanitizers
 )
 
 as_root() {

@@ -5,6 +5,8 @@
 # runs here) — and runs every CTest test (GoogleTest) of the CPU build, in parallel where safe
 # (cuda_build_test reads the CUDA trainer with readelf/ldd). `--quick` skips the slowest tests.
 # BUILD_DIR (default build) and CUDA_BUILD_DIR (default build-cuda) choose the two build folders.
+# Then a short run of every fuzz target (scripts/fuzz.sh in FUZZ_BUILD_DIR, default build-fuzz;
+# FUZZ_SECONDS each, default 5): a finding fails the suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -27,3 +29,6 @@ ctest_args=(--output-on-failure --timeout 900 -j "$(nproc)")
 if [ "$quick" = 1 ]; then ctest_args+=(-LE slow); fi
 # One intra-op thread per test process: tests run side by side on the machine's cores.
 OMP_NUM_THREADS=1 ctest "${ctest_args[@]}"
+cd - >/dev/null
+echo "test: a short run of every fuzz target (scripts/fuzz.sh --seconds ${FUZZ_SECONDS:-5})"
+scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-5}"

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -108,7 +109,8 @@ constexpr int64_t kMaxTokenCount = int64_t{1} << 62;
 // "248 or 256": the multiples of `factor` either side of `value`, leaving out a non-positive one.
 std::string NearestMultiples(int64_t value, int64_t factor) {
   const int64_t below = value / factor * factor;
-  const int64_t above = below + factor;
+  int64_t above = 0;
+  if (__builtin_add_overflow(below, factor, &above)) return absl::StrCat(below);
   return below > 0 ? absl::StrCat(below, " or ", above) : absl::StrCat(above);
 }
 
@@ -328,6 +330,14 @@ void CheckSeqLenSharding(const JobConfig& config, std::vector<std::string>* prob
   if (seq_len <= 0 || cp <= 0) return;
   // Head-tail balancing gives each rank one chunk from each end of the sequence: 2·cp chunks.
   const bool headtail = balancer == LoadBalancer::kHeadTail;
+  // 2·cp would overflow: no seq_len has that many chunks.
+  if (headtail && cp > std::numeric_limits<int64_t>::max() / 2) {
+    problems->push_back(absl::StrCat("training.seq_len = ", seq_len, " cannot be split into 2 × ",
+                                     "parallelism.context_parallel_degree = 2 × ", cp,
+                                     " chunks (more than 2^63; context_parallel_load_balancer = ",
+                                     Quote(ChoiceName(balancer)), ")"));
+    return;
+  }
   const int64_t factor = headtail ? 2 * cp : cp;
   if (seq_len % factor == 0) return;
   problems->push_back(absl::StrCat(

@@ -168,6 +168,28 @@ absl::string_view Unquoted(absl::string_view t) {
   return t;
 }
 
+// Whether `s` is UTF-8 as TOML requires (no overlong forms, surrogates or code points past
+// U+10FFFF). A TOML file is checked by toml++; an override is not, and a string that is not UTF-8
+// would be accepted but could never be written back (JobConfigToToml, beside every checkpoint).
+bool IsUtf8(absl::string_view s) {
+  constexpr uint32_t kSmallest[] = {0, 0x80, 0x800, 0x10000};  // by continuation bytes
+  for (size_t i = 0; i < s.size();) {
+    const auto lead = static_cast<unsigned char>(s[i]);
+    const size_t more = lead < 0x80 ? 0 : (lead >> 5) == 0x6 ? 1 : (lead >> 4) == 0xe ? 2
+                                         : (lead >> 3) == 0x1e ? 3 : 4;
+    if (more == 4 || s.size() - i - 1 < more) return false;
+    uint32_t code = more == 0 ? lead : lead & (0x3f >> more);
+    for (size_t k = 1; k <= more; ++k) {
+      const auto next = static_cast<unsigned char>(s[i + k]);
+      if ((next >> 6) != 0x2) return false;
+      code = (code << 6) | (next & 0x3f);
+    }
+    if (code < kSmallest[more] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return false;
+    i += more + 1;
+  }
+  return true;
+}
+
 const char* AssignText(absl::string_view text, const FieldPtr& ptr, const std::string& key,
                        InvalidChoices* invalid) {
   return std::visit(
@@ -194,6 +216,7 @@ const char* AssignText(absl::string_view text, const FieldPtr& ptr, const std::s
                    return nullptr;
                  },
                  [&](std::string* p) -> const char* {
+                   if (!IsUtf8(text)) return "expected UTF-8 text";
                    *p = std::string(Unquoted(text));
                    return nullptr;
                  },

@@ -5,7 +5,9 @@
 // not a trainer, is the bottleneck), opens W WatchJob streams, one of them a deliberately slow
 // reader, and measures the time from the first report to the moment every fast watcher has every
 // step. Prints events/s delivered, the agent's report rate, and the slow watcher's outcome.
-//   fanout_bench [--watchers 50] [--steps 5000] [--bin-dir build/bin]
+// With --tls it runs twice, plaintext and then TLS with both token files (a CA and a certificate
+// made with openssl in a temporary folder), and prints the TLS/plaintext ratios.
+//   fanout_bench [--watchers 50] [--steps 5000] [--bin-dir build/bin] [--tls]
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +19,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/grpc/credentials.h"
 #include "ringtrain/v1/job_service.grpc.pb.h"
 #include "ringtrain/v1/worker_service.grpc.pb.h"
 #include "tests/integration/test_util.h"
@@ -60,28 +63,96 @@ int Fail(const std::string& what) {
   return 1;
 }
 
+// A CA, a server certificate for 127.0.0.1 and two token files in `dir`; false if openssl failed.
+bool MakeCredentials(const ringtrain::testing::TempDir& dir) {
+  ringtrain::testing::WriteFile(dir / "san.cnf", "subjectAltName=IP:127.0.0.1\n");
+  ringtrain::testing::WriteFile(dir / "client-token", "bench-client\n");
+  ringtrain::testing::WriteFile(dir / "join-token", "bench-join\n");
+  const std::vector<std::vector<std::string>> commands = {
+      {"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=bench-ca",
+       "-keyout", dir / "ca.key", "-out", dir / "ca.crt"},
+      {"req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=bench", "-keyout",
+       dir / "server.key", "-out", dir / "server.csr"},
+      {"x509", "-req", "-in", dir / "server.csr", "-CA", dir / "ca.crt", "-CAkey", dir / "ca.key",
+       "-CAcreateserial", "-days", "1", "-extfile", dir / "san.cnf", "-out", dir / "server.crt"}};
+  for (const std::vector<std::string>& args : commands) {
+    std::vector<std::string> argv = {"/usr/bin/openssl"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const ringtrain::testing::CommandResult r = ringtrain::testing::RunCommand(argv);
+    if (r.exit_code != 0) {
+      std::fprintf(stderr, "fanout_bench: openssl failed: %s\n", r.output.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+struct Figures {
+  double reports_per_second = 0;
+  double events_per_second = 0;
+  bool ok = false;
+};
+
+Figures Run(const std::string& bin_dir, int watchers, int steps, bool tls);
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int watchers = 50;
   int steps = 5000;
+  bool tls = false;
   std::string bin_dir = ringtrain::testing::BinDir();
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--tls")) tls = true;
+    if (i + 1 >= argc) continue;
     if (!std::strcmp(argv[i], "--watchers")) watchers = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--bin-dir")) bin_dir = argv[i + 1];
   }
+  const Figures plain = Run(bin_dir, watchers, steps, false);
+  if (!tls) return plain.ok ? 0 : 1;
+  const Figures secure = Run(bin_dir, watchers, steps, true);
+  std::printf("fanout_bench: TLS + tokens / plaintext: reports/s %.2f, events/s fanned out %.2f\n",
+              secure.reports_per_second / plain.reports_per_second,
+              secure.events_per_second / plain.events_per_second);
+  return plain.ok && secure.ok ? 0 : 1;
+}
+
+namespace {
+
+Figures Run(const std::string& bin_dir, int watchers, int steps, bool tls) {
+  Figures figures;
   ringtrain::testing::TempDir dir;
   const std::string address = "127.0.0.1:" + std::to_string(ringtrain::testing::FreePort());
   const std::string metrics = "127.0.0.1:" + std::to_string(ringtrain::testing::FreePort());
-  ringtrain::Subprocess coordinator = ringtrain::testing::StartCommand(
-      {bin_dir + "/ringtrain-coordinator", "--listen", address, "--db", dir / "bench.db",
-       "--metrics-address", metrics},
-      dir / "coordinator.log");
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(In(10))) return Fail("coordinator did not start");
-  auto workers = v1::WorkerService::NewStub(channel);
-  auto jobs = v1::JobService::NewStub(channel);
+  std::vector<std::string> argv = {bin_dir + "/ringtrain-coordinator", "--listen", address,
+                                   "--db", dir / "bench.db", "--metrics-address", metrics};
+  ringtrain::ChannelSecurity client, agent;
+  if (tls) {
+    if (!MakeCredentials(dir)) return figures;
+    argv.insert(argv.end(), {"--tls-cert", dir / "server.crt", "--tls-key", dir / "server.key",
+                             "--client-token-file", dir / "client-token", "--worker-token-file",
+                             dir / "join-token"});
+    auto c = ringtrain::LoadChannelSecurity({dir / "ca.crt", "", ""}, "bench-client");
+    auto a = ringtrain::LoadChannelSecurity({dir / "ca.crt", "", ""}, "bench-join");
+    if (!c.ok() || !a.ok()) {
+      Fail("credentials: " + std::string((c.ok() ? a.status() : c.status()).message()));
+      return figures;
+    }
+    client = *c;
+    agent = *a;
+  }
+  ringtrain::Subprocess coordinator =
+      ringtrain::testing::StartCommand(argv, dir / "coordinator.log");
+  // One channel per role, as in a real cluster (the agent and ringctl are different processes).
+  auto job_channel = ringtrain::MakeChannel(address, client, grpc::ChannelArguments());
+  auto worker_channel = ringtrain::MakeChannel(address, agent, grpc::ChannelArguments());
+  if (!job_channel->WaitForConnected(In(10)) || !worker_channel->WaitForConnected(In(10))) {
+    Fail("coordinator did not start");
+    return figures;
+  }
+  auto workers = v1::WorkerService::NewStub(worker_channel);
+  auto jobs = v1::JobService::NewStub(job_channel);
 
   // The scripted agent.
   v1::RegisterRequest reg;
@@ -93,7 +164,10 @@ int main(int argc, char** argv) {
   {
     grpc::ClientContext context;
     context.set_deadline(In(5));
-    if (!workers->Register(&context, reg, &registered).ok()) return Fail("register failed");
+    if (!workers->Register(&context, reg, &registered).ok()) {
+      Fail("register failed");
+      return figures;
+    }
   }
   grpc::ClientContext session_context;
   auto session = workers->Session(&session_context);
@@ -111,12 +185,18 @@ int main(int argc, char** argv) {
     grpc::ClientContext context;
     context.set_deadline(In(5));
     grpc::Status s = jobs->SubmitJob(&context, submit, &job);
-    if (!s.ok()) return Fail("submit: " + s.error_message());
+    if (!s.ok()) {
+      Fail("submit: " + s.error_message());
+      return figures;
+    }
   }
   v1::CoordinatorMessage assignment;  // after the session's Welcome
   while (session->Read(&assignment) && assignment.has_welcome()) {
   }
-  if (!assignment.has_assignment()) return Fail("no assignment");
+  if (!assignment.has_assignment()) {
+    Fail("no assignment");
+    return figures;
+  }
 
   // Watchers: index 0 is slow (5 ms per event); the others read as fast as they can.
   std::atomic<int> fast_done{0};
@@ -177,8 +257,8 @@ int main(int argc, char** argv) {
     fast_events += received[w];
     complete = complete && received[w] == steps;
   }
-  std::printf("fanout_bench: %d watchers (1 slow reader at 5 ms/event), %d step events\n",
-              watchers, steps);
+  std::printf("fanout_bench (%s): %d watchers (1 slow reader at 5 ms/event), %d step events\n",
+              tls ? "TLS + tokens" : "plaintext", watchers, steps);
   std::printf("  agent -> coordinator: %d reports in %.2f s (%.0f reports/s, each stored in SQLite)\n",
               steps, report_seconds, steps / report_seconds);
   std::printf("  fast watchers: %lld events in %.2f s = %.0f events/s fanned out; every fast "
@@ -189,5 +269,10 @@ int main(int argc, char** argv) {
               static_cast<long long>(received[0]), steps, finished_at[0]);
   session_context.TryCancel();
   coordinator.Stop(std::chrono::seconds(10));
-  return complete && received[0] == steps ? 0 : 1;
+  figures.reports_per_second = steps / report_seconds;
+  figures.events_per_second = fast_events / fast_last;
+  figures.ok = complete && received[0] == steps;
+  return figures;
 }
+
+}  // namespace

@@ -89,18 +89,28 @@ TEST_P(DeployManifestsTest, ServiceTargetPortsNameContainerPortsOfTheSelectedPod
 }
 
 TEST_P(DeployManifestsTest, ProbesPointAtTheHealthAndMetricsPorts) {
-  // Coordinator: grpc.health.v1 on its gRPC port, i.e. the port of --listen.
+  // Coordinator: its gRPC port (the port of --listen) serves TLS, which the kubelet's gRPC probe
+  // cannot speak: startup and readiness connect to it, liveness reads /metrics.
   const auto args = EffectiveArgs(*coordinator_container_);
   const auto listen = FlagValue(args, "--listen");
   ASSERT_TRUE(listen.has_value());
   const int grpc_port = PortOf(*listen);
   EXPECT_EQ(ResolvePort(*coordinator_container_, "grpc"), grpc_port);
-  for (const char* probe : {"startupProbe", "readinessProbe", "livenessProbe"}) {
+  for (const char* probe : {"startupProbe", "readinessProbe"}) {
     SCOPED_TRACE(std::string("coordinator ") + probe);
     ASSERT_TRUE(coordinator_container_->contains(probe));
     const json& p = (*coordinator_container_)[probe];
-    ASSERT_TRUE(p.contains("grpc")) << p;
-    EXPECT_EQ(p["grpc"]["port"], grpc_port);
+    ASSERT_TRUE(p.contains("tcpSocket")) << p;
+    EXPECT_EQ(ResolvePort(*coordinator_container_, p["tcpSocket"]["port"]), grpc_port);
+  }
+  {
+    ASSERT_TRUE(coordinator_container_->contains("livenessProbe"));
+    const json& p = (*coordinator_container_)["livenessProbe"];
+    ASSERT_TRUE(p.contains("httpGet")) << p;
+    EXPECT_EQ(p["httpGet"]["path"], "/metrics");
+    const auto metrics = FlagValue(args, "--metrics-address");
+    ASSERT_TRUE(metrics.has_value());
+    EXPECT_EQ(ResolvePort(*coordinator_container_, p["httpGet"]["port"]), PortOf(*metrics));
   }
   // Worker: no gRPC server; its /metrics endpoint is the health check.
   const auto metrics = FlagValue(EffectiveArgs(*worker_container_), "--metrics-address");
@@ -212,7 +222,7 @@ TEST_P(DeployManifestsTest, PodsRunAsNonRootWithReadOnlyRootAndNoCapabilities) {
 }
 
 // With a read-only root, every path a binary writes must be a volume.
-TEST_P(DeployManifestsTest, WrittenPathsAreVolumesAndSecretsAreOptional) {
+TEST_P(DeployManifestsTest, WrittenPathsAreVolumesAndSecretsAreRequired) {
   auto volume_at = [](const json& workload, const json& container,
                       const std::string& path) -> const json* {
     for (const json& m : container["volumeMounts"]) {
@@ -240,15 +250,59 @@ TEST_P(DeployManifestsTest, WrittenPathsAreVolumesAndSecretsAreOptional) {
     const json* tmp = volume_at(*workload, *container, "/tmp");
     ASSERT_NE(tmp, nullptr);
     EXPECT_TRUE(tmp->contains("emptyDir"));
-    // The Secrets are referenced, not shipped: optional, so pods start without them.
+    // The Secrets are referenced, not shipped, and required: the coordinator listens on the pod's
+    // address, which it refuses to do without TLS and both token files.
     for (const std::string path : {"/etc/ringtrain/tls", "/etc/ringtrain/tokens"}) {
       const json* secret = volume_at(*workload, *container, path);
       ASSERT_NE(secret, nullptr) << path;
       ASSERT_TRUE(secret->contains("secret")) << path;
-      EXPECT_EQ((*secret)["secret"].value("optional", false), true) << path;
+      EXPECT_EQ((*secret)["secret"].value("optional", true), false) << path;
     }
   }
   EXPECT_TRUE(ObjectsOfKind(objects(), "Secret").empty()) << "no Secret is shipped";
+}
+
+// Every credential flag names a key of a mounted Secret; a worker is given only what it uses.
+TEST_P(DeployManifestsTest, CredentialFlagsNameFilesOfTheMountedSecrets) {
+  // The file `path` as the container sees it: a key of the Secret mounted above it (all keys,
+  // or only those its volume projects with `items`).
+  auto secret_key_at = [](const json& workload, const json& container,
+                          const std::string& path) -> std::string {
+    for (const json& m : container["volumeMounts"]) {
+      const std::string mount = m["mountPath"];
+      if (path.rfind(mount + "/", 0) != 0) continue;
+      for (const json& v : workload["spec"]["template"]["spec"]["volumes"]) {
+        if (v["name"] != m["name"] || !v.contains("secret")) continue;
+        const std::string key = path.substr(mount.size() + 1);
+        const std::string secret = v["secret"]["secretName"];
+        if (!v["secret"].contains("items")) return secret + "/" + key;
+        for (const json& item : v["secret"]["items"]) {
+          if (item["path"] == key) return secret + "/" + item["key"].get<std::string>();
+        }
+      }
+    }
+    return "";
+  };
+  const auto coordinator_args = EffectiveArgs(*coordinator_container_);
+  const std::vector<std::pair<std::string, std::string>> coordinator_files = {
+      {"--tls-cert", "ringtrain-tls/tls.crt"},
+      {"--tls-key", "ringtrain-tls/tls.key"},
+      {"--client-token-file", "ringtrain-tokens/client-token"},
+      {"--worker-token-file", "ringtrain-tokens/join-token"}};
+  for (const auto& [flag, key] : coordinator_files) {
+    const std::string path = FlagValue(coordinator_args, flag).value_or("");
+    EXPECT_EQ(secret_key_at(*coordinator_, *coordinator_container_, path), key) << flag;
+  }
+  const auto worker_args = EffectiveArgs(*worker_container_);
+  const std::vector<std::pair<std::string, std::string>> worker_files = {
+      {"--tls-ca", "ringtrain-tls/ca.crt"}, {"--join-token-file", "ringtrain-tokens/join-token"}};
+  for (const auto& [flag, key] : worker_files) {
+    const std::string path = FlagValue(worker_args, flag).value_or("");
+    EXPECT_EQ(secret_key_at(*worker_, *worker_container_, path), key) << flag;
+  }
+  // No server key and no client token in a worker pod.
+  EXPECT_EQ(secret_key_at(*worker_, *worker_container_, "/etc/ringtrain/tls/tls.key"), "");
+  EXPECT_EQ(secret_key_at(*worker_, *worker_container_, "/etc/ringtrain/tokens/client-token"), "");
 }
 
 // The ConfigMap holds configs/ exactly, and deploy/k8s/base/configs (kustomize may only read

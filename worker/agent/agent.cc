@@ -68,7 +68,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const AgentOptions& options) {
               static_cast<int>(options.initial_backoff.count()));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options.initial_backoff.count()));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options.max_backoff.count()));
-  return grpc::CreateCustomChannel(options.coordinator, grpc::InsecureChannelCredentials(), args);
+  return ringtrain::MakeChannel(options.coordinator, options.security, args);
 }
 
 // The trainer must be an executable file; the error says how to get one.
@@ -206,7 +206,8 @@ absl::Status Agent::Run() {
   while (!StopRequested()) {
     if (worker_id().empty()) {
       const absl::Status registered = Register();
-      if (registered.code() == absl::StatusCode::kInvalidArgument) {
+      if (registered.code() == absl::StatusCode::kInvalidArgument ||
+          registered.code() == absl::StatusCode::kUnauthenticated) {
         result = registered;  // the coordinator refuses this agent: retrying will not help
         Shutdown();
         break;

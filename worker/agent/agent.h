@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/grpc/credentials.h"
 #include "ringtrain/v1/worker_service.grpc.pb.h"
 #include "worker/agent/agent_metrics.h"
 #include "worker/agent/outbox.h"
@@ -38,6 +39,7 @@ struct AgentOptions {
   std::string checkpoint_root;  // created; <job_id>/ per job; empty = <work_dir>/checkpoints
   int threads = 1;                              // OMP threads per trainer
   std::string trainer_path;                     // an executable file
+  ChannelSecurity security;                     // TLS and join token (default: plaintext, none)
 
   std::chrono::milliseconds register_timeout{5000};
   // Reconnect delays: initial, doubled after each failure up to max, each +-20% jitter.

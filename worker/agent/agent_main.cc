@@ -11,14 +11,15 @@
 #include <thread>
 
 #include "common/executable_path.h"
+#include "common/grpc/credentials.h"
 #include "common/log.h"
 #include "common/metrics/metrics_server.h"
 #include "worker/agent/agent.h"
 
 namespace {
 
-constexpr int kExitError = 1;  // the coordinator refused this agent
-constexpr int kExitUsage = 2;  // bad flags, no trainer, work dir not writable
+constexpr int kExitError = 1;  // the coordinator refused this agent (a bad request or join token)
+constexpr int kExitUsage = 2;  // bad flags or credential files, no trainer, work dir not writable
 constexpr char kDefaultMetricsAddress[] = "127.0.0.1:9470";
 constexpr int kDefaultMetricsPortScan = 100;
 
@@ -72,12 +73,37 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-address", metrics_address,
                  "HOST:PORT serving Prometheus /metrics (default: the first free port of "
                  "127.0.0.1:9470-9569)");
+  ringtrain::ClientTlsFiles tls;
+  app.add_option("--tls-ca", tls.ca, "PEM CA that signed the coordinator's certificate (TLS)");
+  app.add_option("--tls-cert", tls.cert,
+                 "PEM certificate this agent presents (mutual TLS), with --tls-key");
+  app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
+  std::string join_token_file;
+  app.add_option("--join-token-file", join_token_file,
+                 "File holding the join token the coordinator's --worker-token-file lists");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help, or the error
     return code == 0 ? 0 : kExitUsage;
   }
+  std::string join_token;
+  if (!join_token_file.empty()) {
+    absl::StatusOr<std::string> token =
+        ringtrain::ReadSingleToken(join_token_file, "--join-token-file");
+    if (!token.ok()) {
+      std::cerr << "ringtrain-worker: " << token.status().message() << "\n";
+      return kExitUsage;
+    }
+    join_token = *std::move(token);
+  }
+  absl::StatusOr<ringtrain::ChannelSecurity> security =
+      ringtrain::LoadChannelSecurity(tls, std::move(join_token));
+  if (!security.ok()) {
+    std::cerr << "ringtrain-worker: " << security.status().message() << "\n";
+    return kExitUsage;
+  }
+  options.security = *std::move(security);
   options.trainer_path =
       trainer.empty() ? ringtrain::BesideThisExecutable("ringtrain-trainer") : trainer;
 

@@ -56,7 +56,10 @@ void AgentMetrics::TrainerRecord(const std::string& json_line) {
   auto ranks = record.find("ranks");
   if (ranks != record.end() && ranks->is_array()) {
     for (const nlohmann::json& mine : *ranks) {
-      if (!mine.is_object() || mine.value("rank", -1) != rank_) continue;
+      // Not mine.value("rank", -1): it throws when "rank" is there but not a number.
+      if (!mine.is_object()) continue;
+      const auto rank = mine.find("rank");
+      if (rank == mine.end() || !rank->is_number_integer() || rank->get<int64_t>() != rank_) continue;
       // Per-step figures accumulate into counters; skip a missing one rather than poison them.
       auto add = [&](double* total, const char* key) {
         const double v = Number(mine, key);

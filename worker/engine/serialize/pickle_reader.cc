@@ -72,6 +72,11 @@ constexpr KnownGlobal kKnownGlobals[] = {
 // Geometry beyond this is corruption, not a tensor anyone saved.
 constexpr size_t kMaxDims = 64;
 
+// How much larger than their storages the copies of a dict's views may be, all together. Only views
+// that repeat elements (stride 0, as expand() makes) grow when copied, and a 2 KB file can claim
+// terabytes that way; an allocation the machine can just make would then fill its memory.
+constexpr uint64_t kMaxViewGrowthBytes = uint64_t{1} << 30;
+
 struct Value;
 using ValuePtr = std::shared_ptr<Value>;
 
@@ -603,12 +608,22 @@ absl::StatusOr<StateDict> Unpickler::ToStateDict(const Value& top) const {
   }
   // A tensor may keep its record's memory only when it is the sole, exact, dense user of it;
   // otherwise in-place updates to one entry would show through another.
+  uint64_t growth = 0;
   for (auto& [name, tensor] : out) {
     const bool owns = uses[tensor.storage().unsafeGetStorageImpl()] == 1 &&
                       tensor.is_contiguous() && tensor.storage_offset() == 0 &&
                       tensor.storage().nbytes() ==
                           static_cast<size_t>(tensor.numel()) * tensor.element_size();
     if (owns) continue;
+    const uint64_t copy_bytes = static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
+    const uint64_t stored_bytes = tensor.storage().nbytes();
+    if (copy_bytes > stored_bytes) growth += copy_bytes - stored_bytes;
+    if (growth > kMaxViewGrowthBytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot materialize '", absl::CHexEscape(name), "' (", tensor.numel(),
+          " elements): views that repeat their storage's elements (stride 0) may add at most ",
+          kMaxViewGrowthBytes >> 20, " MiB to a state dict when copied"));
+    }
     try {
       tensor = tensor.clone(at::MemoryFormat::Contiguous);
     } catch (const c10::Error& e) {

@@ -32,6 +32,8 @@ using StorageLoader = std::function<absl::StatusOr<StorageRecord>(const std::str
 //     shorter than its tensors need, or tensor geometry outside its storage.
 //   INVALID_ARGUMENT: well-formed but unsupported content — an unknown opcode or global, a
 //     top-level object that is not a dict, a non-string key or a non-tensor value.
+//   RESOURCE_EXHAUSTED: out of memory, or views repeating elements (stride 0) whose copies would
+//     add more than 1 GiB.
 // Tensors come back contiguous, on CPU, each owning its memory (views of one storage are copied
 // apart), with requires_grad false. Never throws for bad input.
 absl::StatusOr<StateDict> UnpickleStateDict(absl::string_view pickle,

@@ -21,7 +21,7 @@ using StateDict = std::vector<std::pair<std::string, at::Tensor>>;  // in file o
 // corrupt file (each record read is checked against the zip's CRC-32, which LibTorch skips);
 // INVALID_ARGUMENT when the pickle holds something other than a dict of tensors (naming what was
 // found) or the file is in the legacy non-zip format; RESOURCE_EXHAUSTED when a tensor does not fit
-// in memory. Tensors come back contiguous, on CPU, in their stored dtype, with requires_grad false,
+// in memory, or when copying views that repeat elements (stride 0) would add more than 1 GiB. Tensors come back contiguous, on CPU, in their stored dtype, with requires_grad false,
 // each owning its memory (views of one storage are copied apart).
 absl::StatusOr<StateDict> ReadStateDict(const std::string& path);
 
