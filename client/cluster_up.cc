@@ -175,6 +175,9 @@ CLI::App* AddUpCommand(CLI::App& app, UpFlags* flags) {
   cmd->add_option("--threads", flags->threads, "Threads per trainer")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--data-root", flags->data_root,
+                  "Every worker's --data-root: the folder job dataset and weight paths resolve under "
+                  "(default: none, jobs that name a file are refused)");
   cmd->add_option("--bin-dir", flags->bin_dir,
                   "Where ringtrain-coordinator and ringtrain-worker are (default: beside ringctl)");
   return cmd;
@@ -203,6 +206,7 @@ int RunUp(const UpFlags& flags) {
     std::cerr << "ringctl up: " << absl::StrJoin(problems, "\nringctl up: ") << std::endl;
     return kExitUsage;
   }
+  const fs::path data_root = flags.data_root.empty() ? fs::path() : fs::absolute(flags.data_root);
   const std::string address = LocalConnectAddress(flags.listen);
   std::vector<Child> children;
   children.push_back({"coordinator",
@@ -212,11 +216,15 @@ int RunUp(const UpFlags& flags) {
   for (int i = 0; i < flags.workers; ++i) {
     const std::string name = absl::StrCat("worker-", i);
     fs::create_directories(dir / name, error);
-    children.push_back({name,
-                        {(bin_dir / "ringtrain-worker").string(), "--coordinator", address,
-                         "--host-label", "local", "--advertise-address", "127.0.0.1", "--work-dir",
-                         (dir / name).string(), "--threads", std::to_string(flags.threads)},
-                        (dir / "logs" / (name + ".log")).string()});
+    std::vector<std::string> argv = {(bin_dir / "ringtrain-worker").string(), "--coordinator",
+                                     address, "--host-label", "local", "--advertise-address",
+                                     "127.0.0.1", "--work-dir", (dir / name).string(), "--threads",
+                                     std::to_string(flags.threads)};
+    if (!data_root.empty()) {
+      argv.push_back("--data-root");
+      argv.push_back(data_root.string());
+    }
+    children.push_back({name, std::move(argv), (dir / "logs" / (name + ".log")).string()});
   }
   Cluster cluster(std::move(children));
 
@@ -245,7 +253,9 @@ int RunUp(const UpFlags& flags) {
     return status.code() == absl::StatusCode::kDeadlineExceeded ? kExitUnreachable : kExitFailed;
   };
 
-  CoordinatorClient client(address);
+  // The local coordinator listens in plaintext without tokens, whatever RINGTRAIN_TLS_CA or
+  // RINGTRAIN_TOKEN say for remote ones.
+  CoordinatorClient client(address, ChannelSecurity());
   // A coordinator already answering there would take our workers and hide our own one's failure.
   CallOptions probe;
   probe.timeout = std::chrono::seconds(1);
