@@ -156,6 +156,18 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s) {
   return job;
 }
 
+// Every remaining row of `s` (selecting kJobColumns), in order.
+absl::StatusOr<std::vector<JobRecord>> ReadJobs(Statement& s) {
+  std::vector<JobRecord> jobs;
+  while (true) {
+    RT_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    RT_ASSIGN_OR_RETURN(JobRecord job, ReadJob(s));
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
 absl::Status NotFound(const std::string& job_id) {
   return absl::NotFoundError(absl::StrCat("no job '", job_id, "' in the job store"));
 }
@@ -273,14 +285,7 @@ absl::StatusOr<JobRecord> JobStore::GetJob(const std::string& job_id) {
 absl::StatusOr<std::vector<JobRecord>> JobStore::ListJobs() {
   absl::MutexLock lock(&mu_);
   Statement s(*db_, absl::StrCat("SELECT ", kJobColumns, " FROM jobs ORDER BY job_number"));
-  std::vector<JobRecord> jobs;
-  while (true) {
-    RT_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    RT_ASSIGN_OR_RETURN(JobRecord job, ReadJob(s));
-    jobs.push_back(std::move(job));
-  }
-  return jobs;
+  return ReadJobs(s);
 }
 
 absl::StatusOr<std::vector<JobRecord>> JobStore::ListJobsNewestFirst(const std::string& before_job_id,
@@ -297,14 +302,7 @@ absl::StatusOr<std::vector<JobRecord>> JobStore::ListJobsNewestFirst(const std::
   Statement s(*db_, absl::StrCat("SELECT ", kJobColumns,
                                  " FROM jobs WHERE job_number < ? ORDER BY job_number DESC LIMIT ?"));
   s.Bind(1, before).Bind(2, limit);
-  std::vector<JobRecord> jobs;
-  while (true) {
-    RT_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    RT_ASSIGN_OR_RETURN(JobRecord job, ReadJob(s));
-    jobs.push_back(std::move(job));
-  }
-  return jobs;
+  return ReadJobs(s);
 }
 
 absl::Status JobStore::UpdateJob(const JobRecord& job) {

@@ -18,6 +18,7 @@
 #include "coordinator/cluster.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_store.h"
+#include "tests/unit/cluster_test_util.h"
 #include "coordinator/worker_credential.h"
 
 namespace ringtrain {
@@ -25,31 +26,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-constexpr char kConfig[] = R"(
-[model]
-dim = 64
-n_layers = 1
-n_heads = 4
-n_kv_heads = 2
-vocab_size = 64
-multiple_of = 32
-max_seq_len = 256
-[training]
-seq_len = 64
-local_batch_size = 2
-steps = 3
-[lr_scheduler]
-warmup_steps = 0
-)";
-
-class FakeChannel : public AgentChannel {
- public:
-  void Send(const v1::CoordinatorMessage& message) override { sent.push_back(message); }
-  void Close(const absl::Status& status) override { closed = status; }
-  std::vector<v1::CoordinatorMessage> sent;
-  std::optional<absl::Status> closed;
-};
 
 v1::RegisterRequest CpuWorker() {
   v1::RegisterRequest request;
@@ -100,7 +76,7 @@ class ClusterIdentityTest : public ::testing::Test {
   std::string StartJobWithAFakeWorker() {
     const std::string a = AddWorker(), b = AddWorker();
     v1::SubmitJobRequest request;
-    request.set_config_toml(kConfig);
+    request.set_config_toml(kTinyJobConfig);
     request.add_overrides("parallelism.context_parallel_degree=2");
     auto job = cluster_->Submit(request);
     EXPECT_TRUE(job.ok()) << job.status();
@@ -221,7 +197,7 @@ TEST_F(ClusterIdentityTest, HelloWithAnotherWorkersIdIsRefusedAndLeavesItsSessio
   EXPECT_FALSE(channels_[real].closed.has_value());   // the real session was not replaced
   // The real session still gets the work.
   v1::SubmitJobRequest request;
-  request.set_config_toml(kConfig);
+  request.set_config_toml(kTinyJobConfig);
   request.add_overrides("parallelism.context_parallel_degree=2");
   ASSERT_TRUE(cluster_->Submit(request).ok());
   ASSERT_FALSE(channels_[real].sent.empty());

@@ -16,37 +16,12 @@
 #include "coordinator/clock.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_store.h"
+#include "tests/unit/cluster_test_util.h"
 
 namespace ringtrain {
 namespace {
 
 using ::testing::HasSubstr;
-
-constexpr char kConfig[] = R"(
-[model]
-dim = 64
-n_layers = 1
-n_heads = 4
-n_kv_heads = 2
-vocab_size = 64
-multiple_of = 32
-max_seq_len = 256
-[training]
-seq_len = 64
-local_batch_size = 2
-steps = 3
-[lr_scheduler]
-warmup_steps = 0
-)";
-
-// Records every message the coordinator sends to one agent.
-class FakeChannel : public AgentChannel {
- public:
-  void Send(const v1::CoordinatorMessage& message) override { sent.push_back(message); }
-  void Close(const absl::Status& status) override { closed = status; }
-  std::vector<v1::CoordinatorMessage> sent;
-  std::optional<absl::Status> closed;
-};
 
 class EventLog : public JobEventSink {
  public:
@@ -102,7 +77,7 @@ class ClusterTest : public ::testing::Test {
 
   absl::StatusOr<JobRecord> Submit(int dp, int cp, int steps = 3) {
     v1::SubmitJobRequest request;
-    request.set_config_toml(kConfig);
+    request.set_config_toml(kTinyJobConfig);
     request.add_overrides("parallelism.data_parallel_replicate_degree=" + std::to_string(dp));
     request.add_overrides("parallelism.context_parallel_degree=" + std::to_string(cp));
     request.add_overrides("training.steps=" + std::to_string(steps));
@@ -183,7 +158,7 @@ TEST_F(ClusterTest, JobRunsToSuccessAndFreesItsWorkers) {
   EXPECT_EQ(a.world_size(), 2);
   EXPECT_EQ(a.master_addr(), "127.0.0.1");
   EXPECT_GE(a.master_port(), 41000);
-  EXPECT_EQ(a.config_toml(), kConfig);
+  EXPECT_EQ(a.config_toml(), kTinyJobConfig);
   EXPECT_EQ(IdleWorkers(), 0);
 
   Started(ranks[0], job->job_id, 0);
@@ -335,7 +310,7 @@ TEST_F(ClusterTest, BadRequestsNameTheProblem) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
 
   v1::SubmitJobRequest bad_key;
-  bad_key.set_config_toml(kConfig);
+  bad_key.set_config_toml(kTinyJobConfig);
   bad_key.add_overrides("training.steps=-4");
   EXPECT_THAT(cluster_->Submit(bad_key).status().message(), HasSubstr("training.steps"));
 
@@ -344,7 +319,7 @@ TEST_F(ClusterTest, BadRequestsNameTheProblem) {
   EXPECT_THAT(too_big.status().message(), HasSubstr("needs 4 cpu workers but the pool has 2"));
 
   v1::SubmitJobRequest gpu;
-  gpu.set_config_toml(kConfig);
+  gpu.set_config_toml(kTinyJobConfig);
   gpu.set_device_kind("tpu");
   EXPECT_THAT(cluster_->Submit(gpu).status().message(), HasSubstr("\"tpu\""));
 
