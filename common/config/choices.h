@@ -22,6 +22,9 @@ enum class OptimizerName { kAdamW };                       // optimizer.name
 enum class DecayType { kLinear, kCosine };                 // lr_scheduler.decay_type
 enum class LoadBalancer { kHeadTail, kNone };              // parallelism.context_parallel_load_balancer
 enum class RotateMethod { kAllToAll, kAllGather };         // parallelism.context_parallel_rotate_method
+enum class MixedPrecision { kFloat32, kBFloat16 };         // training.mixed_precision_param
+enum class CommBackend { kAuto, kNccl, kGloo };            // comm.backend
+enum class AttentionKernelKind { kAuto, kFused, kTiled };  // training.attention_kernel
 
 // The config-file spellings of a choice, in enum order.
 template <class E>
@@ -57,6 +60,18 @@ struct ChoiceSpelling<LoadBalancer> {
 template <>
 struct ChoiceSpelling<RotateMethod> {
   static constexpr std::array<const char*, 2> kNames = {"alltoall", "allgather"};
+};
+template <>
+struct ChoiceSpelling<MixedPrecision> {
+  static constexpr std::array<const char*, 2> kNames = {"float32", "bfloat16"};
+};
+template <>
+struct ChoiceSpelling<CommBackend> {
+  static constexpr std::array<const char*, 3> kNames = {"auto", "nccl", "gloo"};
+};
+template <>
+struct ChoiceSpelling<AttentionKernelKind> {
+  static constexpr std::array<const char*, 3> kNames = {"auto", "fused", "tiled"};
 };
 
 // "headtail" for LoadBalancer::kHeadTail: the spelling a config file uses, for logs and messages.

@@ -19,7 +19,9 @@ std::vector<Section> Sections(JobConfig& c) {
        {{"seq_len", &c.training.seq_len}, {"local_batch_size", &c.training.local_batch_size},
         {"steps", &c.training.steps}, {"seed", &c.training.seed}, {"max_norm", &c.training.max_norm},
         {"dataset", Choice(&c.training.dataset)}, {"dataset_path", &c.training.dataset_path},
-        {"token_dtype", Choice(&c.training.token_dtype)}, {"sampler", Choice(&c.training.sampler)}}},
+        {"token_dtype", Choice(&c.training.token_dtype)}, {"sampler", Choice(&c.training.sampler)},
+        {"mixed_precision_param", Choice(&c.training.mixed_precision_param)},
+        {"attention_kernel", Choice(&c.training.attention_kernel)}}},
       {"optimizer",
        {{"name", Choice(&c.optimizer.name)}, {"lr", &c.optimizer.lr}, {"beta1", &c.optimizer.beta1},
         {"beta2", &c.optimizer.beta2}, {"eps", &c.optimizer.eps},
@@ -40,7 +42,7 @@ std::vector<Section> Sections(JobConfig& c) {
       {"validation",
        {{"dataset", Choice(&c.validation.dataset)}, {"dataset_path", &c.validation.dataset_path},
         {"steps", &c.validation.steps}, {"local_batch_size", &c.validation.local_batch_size}}},
-      {"comm", {{"timeout_seconds", &c.comm.timeout_seconds}}},
+      {"comm", {{"timeout_seconds", &c.comm.timeout_seconds}, {"backend", Choice(&c.comm.backend)}}},
   };
 }
 

@@ -231,6 +231,8 @@ void CheckTraining(const JobConfig& config, Checker& c) {
   }
   c.Choice<TokenDtype>("training.token_dtype");
   c.Choice<SamplerKind>("training.sampler");
+  c.Choice<MixedPrecision>("training.mixed_precision_param");
+  c.Choice<AttentionKernelKind>("training.attention_kernel");
 }
 
 void CheckOptimizer(const OptimizerSection& o, Checker& c) {
@@ -319,6 +321,7 @@ void CheckRest(const JobConfig& config, Checker& c) {
   CheckTokenCount(config, "validation", v.steps, v.local_batch_size, c);
 
   c.Positive("comm.timeout_seconds", config.comm.timeout_seconds);
+  c.Choice<CommBackend>("comm.backend");
 }
 
 }  // namespace

@@ -44,6 +44,13 @@ struct TrainingSection {
   std::string dataset_path;           // required for text and bin
   TokenDtype token_dtype = TokenDtype::kUint16;  // bin only
   SamplerKind sampler = SamplerKind::kSequential;
+  // The compute dtype (torchtitan's name). bfloat16: weights are cast to bf16 for the forward and
+  // backward, AdamW keeps and updates float32 master weights, gradients arrive in float32; softmax
+  // statistics, log-sum-exp merges, RMSNorm and the loss stay float32.
+  MixedPrecision mixed_precision_param = MixedPrecision::kFloat32;
+  // The attention block kernel: auto = fused SDPA kernels on CUDA, the tiled kernel on the CPU;
+  // fused on the CPU runs PyTorch's CPU flash kernel (worker/engine/kernels/block_kernel.h).
+  AttentionKernelKind attention_kernel = AttentionKernelKind::kAuto;
 };
 
 struct OptimizerSection {
@@ -91,6 +98,9 @@ struct ValidationSection {
 
 struct CommSection {
   double timeout_seconds = 60.0;  // bounds every collective
+  // auto: NCCL for CUDA ranks, Gloo for CPU ranks. gloo on CUDA ranks moves the device tensors
+  // through host memory (several ranks on one GPU, which NCCL refuses). nccl needs CUDA ranks.
+  CommBackend backend = CommBackend::kAuto;
 };
 
 struct JobConfig {

@@ -248,7 +248,7 @@ TEST(ParseJobConfigTest, UnknownKeyListsValidKeysAndSuggests) {
 
 TEST(ParseJobConfigTest, UnknownKeyFarFromAnyKeyHasNoSuggestion) {
   const std::string message = ParseError("[comm]\nbandwidth = 10\n");
-  EXPECT_THAT(message, HasSubstr("unknown key comm.bandwidth (valid keys in [comm]: timeout_seconds)"));
+  EXPECT_THAT(message, HasSubstr("unknown key comm.bandwidth (valid keys in [comm]: timeout_seconds, backend)"));
   EXPECT_THAT(message, Not(HasSubstr("did you mean")));
 }
 

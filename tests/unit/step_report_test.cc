@@ -17,6 +17,7 @@ namespace ringtrain {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(JsonRecordTest, FloatsRoundTripExactly) {
   for (const double v : {0.1, 1.0 / 3.0, 6.02214076e23, -2.5e-300, 4.9406564584124654e-324}) {
@@ -61,11 +62,11 @@ TEST(StepReportTest, JsonHasTheContractFieldsInOrder) {
   std::vector<std::string> keys;
   for (const auto& item : j.items()) keys.push_back(item.key());
   // nlohmann sorts keys; the order on the wire is checked through find() positions instead.
-  EXPECT_EQ(j.size(), 9u);
+  EXPECT_EQ(j.size(), 10u);
   size_t last = 0;
   for (const char* key : {"\"step\"", "\"loss\"", "\"grad_norm\"", "\"lr\"", "\"tokens_per_second\"",
                           "\"step_seconds\"", "\"tokens\"", "\"peak_memory_bytes\"",
-                          "\"elapsed_seconds\""}) {
+                          "\"device_memory_peak_bytes\"", "\"elapsed_seconds\""}) {
     const size_t at = text.find(key);
     ASSERT_NE(at, std::string::npos) << key;
     EXPECT_GE(at, last) << key;
@@ -77,7 +78,7 @@ TEST(StepReportTest, JsonHasTheContractFieldsInOrder) {
 }
 
 TEST(StepReportTest, RankFiguresRoundTripThroughDoublesAndJson) {
-  const RankFigures a{0.5, 0.25, 0.125, 1 << 20, 7 << 20, 0.0625};
+  const RankFigures a{0.5, 0.25, 0.125, 1 << 20, 7 << 20, 0.0625, int64_t(5) << 30};
   const RankFigures b = RankFigures::FromDoubles(a.ToDoubles());
   EXPECT_EQ(b.attention_seconds, a.attention_seconds);
   EXPECT_EQ(b.attention_cpu_seconds, a.attention_cpu_seconds);
@@ -85,6 +86,7 @@ TEST(StepReportTest, RankFiguresRoundTripThroughDoublesAndJson) {
   EXPECT_EQ(b.bytes_sent, a.bytes_sent);
   EXPECT_EQ(b.peak_memory_bytes, a.peak_memory_bytes);
   EXPECT_EQ(b.ring_wait_seconds, a.ring_wait_seconds);
+  EXPECT_EQ(b.device_memory_peak_bytes, a.device_memory_peak_bytes);
 
   const nlohmann::json j =
       nlohmann::json::parse(StepReportJson(SampleReport(), RankFiguresJson({a, b})));
@@ -94,7 +96,8 @@ TEST(StepReportTest, RankFiguresRoundTripThroughDoublesAndJson) {
   EXPECT_TRUE(j["ranks"][0]["bytes_sent"].is_number_integer());
   EXPECT_TRUE(j["ranks"][0]["peak_memory_bytes"].is_number_integer());
   EXPECT_EQ(j["ranks"][0]["ring_wait_seconds"], 0.0625);
-  EXPECT_EQ(j["ranks"][0].size(), 7u);
+  EXPECT_EQ(j["ranks"][0]["device_memory_peak_bytes"], int64_t(5) << 30);
+  EXPECT_EQ(j["ranks"][0].size(), 8u);
 }
 
 TEST(StepReportTest, LineShowsStepOfTotalAndFigures) {
@@ -102,6 +105,10 @@ TEST(StepReportTest, LineShowsStepOfTotalAndFigures) {
   EXPECT_THAT(line, HasSubstr("step  3/10"));
   EXPECT_THAT(line, HasSubstr("loss  5.25000"));
   EXPECT_THAT(line, HasSubstr("mem     3 MiB"));
+  EXPECT_THAT(line, Not(HasSubstr("device")));  // CPU ranks have no device memory
+  StepReport cuda = SampleReport();
+  cuda.device_memory_peak_bytes = int64_t(1536) << 20;
+  EXPECT_THAT(StepReportLine(cuda), HasSubstr("device  1536 MiB"));
 }
 
 std::string Slurp(const std::string& path) {

@@ -77,17 +77,23 @@ std::string StepReportJson(const StepReport& r, const std::string& ranks_json) {
       .Add("step_seconds", r.step_seconds)
       .Add("tokens", r.tokens)
       .Add("peak_memory_bytes", r.peak_memory_bytes)
+      .Add("device_memory_peak_bytes", r.device_memory_peak_bytes)
       .Add("elapsed_seconds", r.elapsed_seconds);
   if (!ranks_json.empty()) record.AddRaw("ranks", ranks_json);
   return record.str();
 }
 
 std::string StepReportLine(const StepReport& r) {
-  return absl::StrFormat(
+  std::string line = absl::StrFormat(
       "step %*d/%d  loss %8.5f  grad_norm %8.4f  lr %.3e  tok/s %8.0f  step %6.3fs  mem %5.0f MiB",
       static_cast<int>(absl::StrCat(r.total_steps).size()), r.step, r.total_steps, r.loss,
       r.grad_norm, r.lr, r.tokens_per_second, r.step_seconds,
       double(r.peak_memory_bytes) / (1024.0 * 1024.0));
+  if (r.device_memory_peak_bytes > 0) {
+    absl::StrAppendFormat(&line, "  device %5.0f MiB",
+                          double(r.device_memory_peak_bytes) / (1024.0 * 1024.0));
+  }
+  return line;
 }
 
 JsonlWriter::~JsonlWriter() {
@@ -122,11 +128,11 @@ int64_t PeakMemoryBytes() {
 
 std::vector<double> RankFigures::ToDoubles() const {
   return {attention_seconds, attention_cpu_seconds, comm_wait_seconds, double(bytes_sent),
-          double(peak_memory_bytes), ring_wait_seconds};
+          double(peak_memory_bytes), ring_wait_seconds, double(device_memory_peak_bytes)};
 }
 
 RankFigures RankFigures::FromDoubles(const std::vector<double>& v) {
-  return {v.at(0), v.at(1), v.at(2), int64_t(v.at(3)), int64_t(v.at(4)), v.at(5)};
+  return {v.at(0), v.at(1), v.at(2), int64_t(v.at(3)), int64_t(v.at(4)), v.at(5), int64_t(v.at(6))};
 }
 
 std::string RankFiguresJson(const std::vector<RankFigures>& ranks) {
@@ -141,6 +147,7 @@ std::string RankFiguresJson(const std::vector<RankFigures>& ranks) {
                           .Add("bytes_sent", f.bytes_sent)
                           .Add("peak_memory_bytes", f.peak_memory_bytes)
                           .Add("ring_wait_seconds", f.ring_wait_seconds)
+                          .Add("device_memory_peak_bytes", f.device_memory_peak_bytes)
                           .str());
   }
   return absl::StrCat("[", absl::StrJoin(records, ", "), "]");

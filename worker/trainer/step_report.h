@@ -24,6 +24,8 @@ struct StepReport {
   double step_seconds = 0;
   int64_t tokens = 0;  // global tokens in this step
   int64_t peak_memory_bytes = 0;
+  // The CUDA caching allocator's peak allocated bytes during the step (rank 0's); 0 on the CPU.
+  int64_t device_memory_peak_bytes = 0;
   double elapsed_seconds = 0;
 };
 
@@ -36,10 +38,11 @@ struct RankFigures {
   int64_t bytes_sent = 0;
   int64_t peak_memory_bytes = 0;
   double ring_wait_seconds = 0;      // the part of ring transfers compute did not hide
+  int64_t device_memory_peak_bytes = 0;  // CUDA caching allocator's peak in the step; 0 on the CPU
 
   // As doubles in the order above, for an all-gather of equal-length vectors, and back.
   std::vector<double> ToDoubles() const;
-  static RankFigures FromDoubles(const std::vector<double>& values);  // values.size() == 6
+  static RankFigures FromDoubles(const std::vector<double>& values);  // values.size() == 7
 };
 
 // `[{"rank": 0, "attention_seconds": …, …}, …]`, one object per rank in rank order.

@@ -17,6 +17,9 @@
 #include "worker/engine/parallel/cp_shard.h"
 #include "worker/engine/parallel/grad_sync.h"
 #include "worker/trainer/trainer_state.h"
+#ifdef RINGTRAIN_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 namespace ringtrain {
 namespace {
@@ -26,6 +29,26 @@ using trainer_internal::Guarded;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The CUDA caching allocator's peak allocated bytes since the last reset (0 on the CPU), and the
+// reset at the start of each step, so each step reports its own peak.
+int64_t DevicePeakBytes(const c10::Device& device) {
+#ifdef RINGTRAIN_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return stats.allocated_bytes[size_t(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  }
+#endif
+  (void)device;
+  return 0;
+}
+
+void ResetDevicePeak(const c10::Device& device) {
+#ifdef RINGTRAIN_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
+  (void)device;
 }
 
 // This dp rank's batch of `batch_index` (0-based): (B, L) inputs and labels, on the host.
@@ -104,7 +127,8 @@ std::vector<RankFigures> GatherRankFigures(Trainer::State& s) {
   const AttentionStats& a = s.attention->stats();
   const CommStats c = s.comm ? s.comm->stats() : CommStats{};
   const RankFigures mine{a.compute_seconds, a.compute_cpu_seconds, c.wait_seconds,
-                         c.bytes_sent,      PeakMemoryBytes(),     c.ring_wait_seconds};
+                         c.bytes_sent,      PeakMemoryBytes(),     c.ring_wait_seconds,
+                         DevicePeakBytes(s.device)};
   if (!s.comm) return {mine};
   std::vector<RankFigures> ranks;
   for (const auto& row : s.comm->AllGatherDoubles(mine.ToDoubles())) {
@@ -165,6 +189,7 @@ absl::Status Trainer::Train() {
     report.tokens = global_tokens;
     s.attention->stats().Reset();
     if (s.comm) s.comm->stats().Reset();
+    ResetDevicePeak(s.device);
 
     RT_RETURN_IF_ERROR(Guarded(s, absl::StrCat("step ", step),
                                [&] { return RunStep(s, step, &report); }));
@@ -175,6 +200,7 @@ absl::Status Trainer::Train() {
     report.elapsed_seconds = SecondsSince(run_start);
     report.tokens_per_second = double(global_tokens) / report.step_seconds;
     report.peak_memory_bytes = PeakMemoryBytes();
+    report.device_memory_peak_bytes = DevicePeakBytes(s.device);
     RT_RETURN_IF_ERROR(Report(s, report));
     RT_RETURN_IF_ERROR(MaybeSave(s, step));
   }

@@ -82,13 +82,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   s->device = c10::Device(rank.device.type == DeviceType::kCuda ? c10::kCUDA : c10::kCPU,
                           static_cast<c10::DeviceIndex>(rank.device.index));
   RT_RETURN_IF_ERROR(Communicator::CheckDeviceSupported(s->device));
+  RT_RETURN_IF_ERROR(Communicator::CheckBackend(config.comm.backend, s->device));
   if (rank.world_size > 1) {
     RendezvousOptions rendezvous{
         rank.master_addr, rank.master_port,
-        std::chrono::milliseconds(int64_t(config.comm.timeout_seconds * 1000)), s->device};
+        std::chrono::milliseconds(int64_t(config.comm.timeout_seconds * 1000)), s->device,
+        config.comm.backend};
     RT_ASSIGN_OR_RETURN(s->comm, Communicator::Create(s->mesh, rendezvous));
     RT_LOG(Info) << "joined " << s->mesh.Describe() << " via " << rank.master_addr << ":"
-                 << rank.master_port;
+                 << rank.master_port << " (collectives: " << s->comm->DescribeBackend() << ")";
   }
   RT_ASSIGN_OR_RETURN(s->dataset, OpenDataset(eval ? ValidationDataSpec(config, dp)
                                                    : TrainingDataSpec(config, dp)));
@@ -112,15 +114,27 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
     torch::manual_seed(static_cast<uint64_t>(config.training.seed));
     s->model = Transformer(ModelArgs::FromConfig(config.model));
     s->model->init_weights();
-    // The attention plan, chosen once: local tiled attention, or ring attention across the CP group.
+    // The attention plan, chosen once: local attention, or ring attention across the CP group;
+    // each with the block kernel training.attention_kernel picks for the device.
+    const AttentionKernelKind kind = config.training.attention_kernel;
     if (s->mesh.cp > 1) {
-      s->attention = std::make_shared<RingAttentionKernel>(
+      auto ring = std::make_shared<RingAttentionKernel>(
           s->comm.get(), config.training.seq_len, config.parallelism.context_parallel_load_balancer,
-          config.parallelism.context_parallel_rotate_method);
+          config.parallelism.context_parallel_rotate_method, kind);
+      RT_LOG(Info) << "attention: ring over cp " << s->mesh.cp << ", blocks "
+                   << ring->block_kernel().Describe();
+      s->attention = std::move(ring);
     } else {
-      s->attention = std::make_shared<LocalAttentionKernel>();
+      auto local = std::make_shared<LocalAttentionKernel>(MakeBlockKernel(kind, s->device));
+      RT_LOG(Info) << "attention: local, " << local->block_kernel().Describe();
+      s->attention = std::move(local);
     }
     s->model->SetAttentionKernel(s->attention);
+    if (config.training.mixed_precision_param == MixedPrecision::kBFloat16) {
+      s->model->SetComputeDtype(at::kBFloat16);
+      RT_LOG(Info) << "mixed precision: bfloat16 compute, float32 master weights and optimizer "
+                      "state, float32 softmax statistics and merges";
+    }
     // Initialised on the CPU (the same weights whatever the device), then moved.
     s->model->to(s->device);
     for (auto& p : s->model->parameters()) s->params.push_back(p);

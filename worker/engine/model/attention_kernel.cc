@@ -23,9 +23,10 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     const at::Tensor qc = q.contiguous();
     const at::Tensor kv = torch::stack({k, v}).contiguous();  // (2, B, Hk, L, D)
     BlockOutput result = call->kernel->Forward(qc, kv, call->positions, call->scale);
-    ctx->save_for_backward({qc, kv, result.out, result.lse});
+    const at::Tensor out = result.out.to(q.scalar_type());  // float32 merges, compute-dtype output
+    ctx->save_for_backward({qc, kv, out, result.lse});
     ctx->saved_data["call"] = c10::IValue::make_capsule(std::move(call));
-    return result.out;
+    return out;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -36,7 +37,8 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     auto [dq, dkv] = call->kernel->Backward(saved[0], saved[1], saved[2], saved[3],
                                             grad_outputs[0].contiguous(), call->positions,
                                             call->scale);
-    return {dq, dkv[0], dkv[1], at::Tensor()};
+    return {dq.to(saved[0].scalar_type()), dkv[0].to(saved[1].scalar_type()),
+            dkv[1].to(saved[1].scalar_type()), at::Tensor()};
   }
 };
 
@@ -51,8 +53,7 @@ at::Tensor AttentionKernel::Attend(const at::Tensor& q, const at::Tensor& k, con
 BlockOutput LocalAttentionKernel::Forward(const at::Tensor& q, const at::Tensor& kv,
                                           const BlockPositions& positions, double scale) {
   AttentionComputeTimer timer(stats_);
-  BlockOutput result = AttentionBlockForward(q, kv[0], kv[1], positions, positions,
-                                             MaskKind::kCausal, scale, tiling_);
+  BlockOutput result = block_->Forward(q, kv[0], kv[1], positions, positions, scale);
   stats_.scores_computed += result.scores_computed;
   return result;
 }
@@ -61,9 +62,8 @@ std::pair<at::Tensor, at::Tensor> LocalAttentionKernel::Backward(
     const at::Tensor& q, const at::Tensor& kv, const at::Tensor& out, const at::Tensor& lse,
     const at::Tensor& dout, const BlockPositions& positions, double scale) {
   AttentionComputeTimer timer(stats_);
-  BlockGrads grads = AttentionBlockBackward(q, kv[0], kv[1], dout, AttentionDelta(dout, out), lse,
-                                            positions, positions, MaskKind::kCausal, scale,
-                                            tiling_);
+  BlockGrads grads = block_->Backward(q, kv[0], kv[1], dout, MakeFinalStats(out, lse, dout),
+                                      positions, positions, scale);
   return {grads.dq, torch::stack({grads.dk, grads.dv})};
 }
 

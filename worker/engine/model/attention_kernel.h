@@ -4,7 +4,12 @@
 //
 // Both kernels go through one autograd function (Attend): it stacks K and V into one block, calls
 // the kernel's Forward, saves what Backward needs — the kernel itself by shared_ptr, so a backward
-// pass can never outlive it — and on backward calls the kernel's Backward.
+// pass can never outlive it — and on backward calls the kernel's Backward. Each computes its blocks
+// with one BlockKernel (kernels/block_kernel.h: tiled or fused), chosen when it is built.
+//
+// Dtypes: q, k, v come in the compute dtype (float32, or bfloat16 under mixed precision) and K/V
+// travel the ring in it; block outputs, log-sum-exp merges and gradient accumulators are float32;
+// Attend returns the output, and its backward the gradients, in the inputs' dtype.
 //
 // Dimension letters as in kernels/tiled_attention.h; L is the local (this rank's) length.
 #ifndef RINGTRAIN_WORKER_ENGINE_MODEL_ATTENTION_KERNEL_H_
@@ -15,6 +20,7 @@
 
 #include <ATen/Tensor.h>
 
+#include "worker/engine/kernels/block_kernel.h"
 #include "worker/engine/kernels/tiled_attention.h"
 
 namespace ringtrain {
@@ -31,10 +37,11 @@ class AttentionKernel : public std::enable_shared_from_this<AttentionKernel> {
                     const BlockPositions& positions, double scale);
 
   // The two halves of Attend, for its autograd function. q (B, H, L, D) and kv = stack(k, v)
-  // (2, B, Hk, L, D), both contiguous float32.
+  // (2, B, Hk, L, D), both contiguous, in the compute dtype; Forward's out and lse are float32.
   virtual BlockOutput Forward(const at::Tensor& q, const at::Tensor& kv,
                               const BlockPositions& positions, double scale) = 0;
-  // Given Forward's out/lse and dout (B, H, L, D): (dq (B, H, L, D), dkv (2, B, Hk, L, D)).
+  // Given Forward's out (in the compute dtype) and lse, and dout (B, H, L, D): (dq (B, H, L, D),
+  // dkv (2, B, Hk, L, D)), float32.
   virtual std::pair<at::Tensor, at::Tensor> Backward(const at::Tensor& q, const at::Tensor& kv,
                                                      const at::Tensor& out, const at::Tensor& lse,
                                                      const at::Tensor& dout,
@@ -47,10 +54,12 @@ class AttentionKernel : public std::enable_shared_from_this<AttentionKernel> {
   AttentionStats stats_;
 };
 
-// cp = 1: the tiled kernel on the whole local sequence.
+// cp = 1: one block kernel on the whole local sequence (the tiled kernel unless one is given).
 class LocalAttentionKernel : public AttentionKernel {
  public:
-  explicit LocalAttentionKernel(AttentionTiling tiling = {}) : tiling_(tiling) {}
+  explicit LocalAttentionKernel(AttentionTiling tiling = {})
+      : block_(std::make_shared<TiledBlockKernel>(tiling)) {}
+  explicit LocalAttentionKernel(std::shared_ptr<BlockKernel> block) : block_(std::move(block)) {}
 
   BlockOutput Forward(const at::Tensor& q, const at::Tensor& kv, const BlockPositions& positions,
                       double scale) override;
@@ -59,9 +68,10 @@ class LocalAttentionKernel : public AttentionKernel {
                                              const at::Tensor& dout,
                                              const BlockPositions& positions,
                                              double scale) override;
+  const BlockKernel& block_kernel() const { return *block_; }
 
  private:
-  AttentionTiling tiling_;
+  std::shared_ptr<BlockKernel> block_;
 };
 
 // Local causal attention with autograd on a fresh LocalAttentionKernel (tests and references):

@@ -17,6 +17,12 @@ namespace {
 torch::nn::Linear NoBiasLinear(int64_t in, int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
 }
+
+// x · Wᵀ in the activations' dtype: under mixed precision the float32 weight is cast for the call
+// (the cast is part of the graph, so its gradient arrives in float32); otherwise the weight as is.
+at::Tensor Project(const torch::nn::Linear& linear, const at::Tensor& x) {
+  return at::linear(x, linear->weight.to(x.scalar_type()));
+}
 }  // namespace
 
 // ---- RMSNorm ----
@@ -28,7 +34,7 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
 at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
   const at::Tensor xf = x.to(torch::kFloat32);
   const at::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps_);
-  return normed.to(x.scalar_type()) * weight_;
+  return normed.to(x.scalar_type()) * weight_.to(x.scalar_type());
 }
 
 void RMSNormImpl::reset_parameters() {
@@ -54,16 +60,16 @@ AttentionImpl::AttentionImpl(const ModelArgs& args)
 
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const ForwardContext& ctx) {
   const int64_t batch = x.size(0), length = x.size(1);
-  at::Tensor xq = wq(x).view({batch, length, n_heads_, head_dim_});
-  at::Tensor xk = wk(x).view({batch, length, n_kv_heads_, head_dim_});
-  at::Tensor xv = wv(x).view({batch, length, n_kv_heads_, head_dim_});
+  at::Tensor xq = Project(wq, x).view({batch, length, n_heads_, head_dim_});
+  at::Tensor xk = Project(wk, x).view({batch, length, n_kv_heads_, head_dim_});
+  at::Tensor xv = Project(wv, x).view({batch, length, n_kv_heads_, head_dim_});
   xq = ctx.rope->Apply(xq, ctx.positions);
   xk = ctx.rope->Apply(xk, ctx.positions);
   // (B, L, heads, D) → (B, heads, L, D) for the kernel.
   const at::Tensor out = ctx.kernel->Attend(
       xq.transpose(1, 2).contiguous(), xk.transpose(1, 2).contiguous(),
       xv.transpose(1, 2).contiguous(), ctx.host_positions, 1.0 / std::sqrt(double(head_dim_)));
-  return wo(out.transpose(1, 2).reshape({batch, length, n_heads_ * head_dim_}));
+  return Project(wo, out.transpose(1, 2).reshape({batch, length, n_heads_ * head_dim_}));
 }
 
 void AttentionImpl::init_weights(double init_std) {
@@ -83,7 +89,7 @@ FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden_dim)
 }
 
 at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
-  return w2(torch::silu(w1(x)) * w3(x));
+  return Project(w2, torch::silu(Project(w1, x)) * Project(w3, x));
 }
 
 void FeedForwardImpl::init_weights(double init_std) {
@@ -139,9 +145,10 @@ TransformerImpl::TransformerImpl(const ModelArgs& args)
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const BlockPositions& positions) {
   const ForwardContext ctx{&rope_, positions.AsTensor().to(tokens.device()), positions,
                            kernel_.get()};
-  at::Tensor h = tok_embeddings(tokens);  // (B, L, C)
+  // The one place the compute dtype enters: every later op follows the activations' dtype.
+  at::Tensor h = tok_embeddings(tokens).to(compute_dtype_);  // (B, L, C)
   for (const auto& layer : *layers) h = layer->as<TransformerBlock>()->forward(h, ctx);
-  return output(norm(h)).to(torch::kFloat32);  // (B, L, V)
+  return Project(output, norm(h)).to(torch::kFloat32);  // (B, L, V)
 }
 
 void TransformerImpl::to(torch::Device device, bool non_blocking) {

@@ -21,7 +21,7 @@
 
 namespace ringtrain {
 
-// RMSNorm computed in float32: x · rsqrt(mean(x²) + eps), cast back, times weight.
+// RMSNorm computed in float32: x · rsqrt(mean(x²) + eps), cast back, times weight (in x's dtype).
 class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps);
@@ -94,12 +94,19 @@ class TransformerImpl : public torch::nn::Module {
   void to(torch::Device device, bool non_blocking = false) override;
   // The attention plan; the default is LocalAttentionKernel. Applied once, before training.
   void SetAttentionKernel(std::shared_ptr<AttentionKernel> kernel) { kernel_ = std::move(kernel); }
+  // Mixed precision (training.mixed_precision_param): parameters stay float32 (the optimizer's
+  // master weights); the forward casts them to `dtype` where they are used (embedding output,
+  // projections, norm weights), so activations and their gradients are `dtype`, parameter gradients
+  // float32. RMSNorm statistics, RoPE, attention merges and the logits stay float32.
+  void SetComputeDtype(c10::ScalarType dtype) { compute_dtype_ = dtype; }
+  c10::ScalarType compute_dtype() const { return compute_dtype_; }
   const ModelArgs& args() const { return args_; }
 
  private:
   ModelArgs args_;
   RotaryTables rope_;
   std::shared_ptr<AttentionKernel> kernel_;
+  c10::ScalarType compute_dtype_ = c10::ScalarType::Float;
   torch::nn::Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};

@@ -88,8 +88,34 @@ int ListenOnMasterAddress(const std::string& host, int port) {
 }  // namespace
 
 Communicator::Communicator(const Mesh& mesh, c10::intrusive_ptr<c10d::Store> store,
-                           std::chrono::milliseconds timeout, c10::Device device)
-    : mesh_(mesh), store_(std::move(store)), timeout_(timeout), device_(device) {}
+                           std::chrono::milliseconds timeout, c10::Device device,
+                           CommBackend backend)
+    : mesh_(mesh), store_(std::move(store)), timeout_(timeout), device_(device), backend_(backend) {
+  staged_ = !device_.is_cpu() && !UsesNccl();
+}
+
+bool Communicator::UsesNccl() const {
+#ifdef RINGTRAIN_WITH_CUDA
+  return device_.is_cuda() && backend_ != CommBackend::kGloo;
+#else
+  return false;
+#endif
+}
+
+absl::Status Communicator::CheckBackend(CommBackend backend, const c10::Device& device) {
+  if (backend != CommBackend::kNccl) return absl::OkStatus();
+#ifdef RINGTRAIN_WITH_CUDA
+  if (device.is_cuda()) return absl::OkStatus();
+#endif
+  return absl::FailedPreconditionError(absl::StrCat(
+      "comm.backend = \"nccl\" needs CUDA ranks in a CUDA build; this rank runs on '",
+      device.str(), "'. HINT: comm.backend = \"auto\" (Gloo on the CPU) or --device=cuda:N"));
+}
+
+std::string Communicator::DescribeBackend() const {
+  if (UsesNccl()) return "nccl";
+  return staged_ ? "gloo (device tensors through host memory)" : "gloo";
+}
 
 absl::Status Communicator::CheckDeviceSupported(const c10::Device& device) {
   if (device.is_cpu()) return absl::OkStatus();
@@ -128,7 +154,7 @@ void Communicator::BuildGroups() {
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
     auto group = c10::make_intrusive<c10d::ProcessGroup>(prefixed, int(rank), int(size));
 #ifdef RINGTRAIN_WITH_CUDA
-    if (device_.is_cuda()) {
+    if (UsesNccl()) {
       group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL,
                         MakeNcclBackend(prefixed, rank, size, timeout_));
       group->setDefaultBackend(c10d::ProcessGroup::BackendType::NCCL);
@@ -179,12 +205,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     }
     auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
     auto comm = std::unique_ptr<Communicator>(
-        new Communicator(mesh, store, options.timeout, options.device));
+        new Communicator(mesh, store, options.timeout, options.device, options.backend));
 #ifdef RINGTRAIN_WITH_CUDA
-    if (options.device.is_cuda()) {
+    if (comm->UsesNccl()) {
       RT_LOG(Info) << "collectives: NCCL " << NcclVersion();
     }
 #endif
+    if (comm->staged_) {
+      RT_LOG(Info) << "collectives: Gloo, " << options.device.str()
+                   << " tensors staged through host memory (comm.backend = \"gloo\")";
+    }
     comm->BuildGroups();
     comm->StartHeartbeat();
     return comm;
@@ -198,26 +228,110 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
 std::unique_ptr<Communicator> Communicator::CreateWithStore(const Mesh& mesh,
                                                             c10::intrusive_ptr<c10d::Store> store,
                                                             std::chrono::milliseconds timeout,
-                                                            bool heartbeat) {
-  auto comm = std::unique_ptr<Communicator>(
-      new Communicator(mesh, std::move(store), timeout, c10::Device(c10::kCPU)));
+                                                            bool heartbeat,
+                                                            bool stage_through_host) {
+  auto comm = std::unique_ptr<Communicator>(new Communicator(
+      mesh, std::move(store), timeout, c10::Device(c10::kCPU), CommBackend::kGloo));
+  comm->staged_ = stage_through_host;
   comm->BuildGroups();
   if (heartbeat) comm->StartHeartbeat();
   return comm;
 }
 
-void Communicator::Wait(const c10::intrusive_ptr<c10d::Work>& work) {
+at::Tensor Communicator::Stage(const at::Tensor& t) const {
+  // A copy even on the CPU (the tests' stand-in for a device), so the path is the same.
+  return staged_ ? t.to(t.options().device(c10::kCPU), /*non_blocking=*/false, /*copy=*/true)
+                       .contiguous()
+                 : t;
+}
+
+at::Tensor Communicator::StageOutput(const at::Tensor& t, PendingWork& work) const {
+  if (!staged_) return t;
+  at::Tensor host = at::empty(t.sizes(), t.options().device(c10::kCPU));
+  work.copy_back_.emplace_back(t, host);
+  return host;
+}
+
+namespace {
+std::shared_ptr<std::vector<at::Tensor>> Buffer(std::vector<at::Tensor> tensors) {
+  return std::make_shared<std::vector<at::Tensor>>(std::move(tensors));
+}
+}  // namespace
+
+PendingWork Communicator::AllReduce(c10d::ProcessGroup& group, at::Tensor& tensor) {
+  PendingWork work;
+  auto buffer = Buffer({staged_ ? StageOutput(tensor, work) : tensor});
+  if (staged_) (*buffer)[0].copy_(tensor);
+  work.works_.push_back(group.allreduce(*buffer));
+  work.buffers_.push_back(std::move(buffer));
+  return work;
+}
+
+PendingWork Communicator::AllGather(c10d::ProcessGroup& group, std::vector<at::Tensor>& outputs,
+                                    const at::Tensor& input) {
+  PendingWork work;
+  auto in = Buffer({Stage(input)});
+  std::vector<at::Tensor> staged_outputs;
+  for (at::Tensor& o : outputs) staged_outputs.push_back(StageOutput(o, work));
+  auto out = std::make_shared<std::vector<std::vector<at::Tensor>>>(
+      std::vector<std::vector<at::Tensor>>{std::move(staged_outputs)});
+  work.works_.push_back(group.allgather(*out, *in));
+  work.buffers_.push_back(std::move(in));
+  work.buffers_.push_back(Buffer((*out)[0]));
+  return work;
+}
+
+PendingWork Communicator::AllToAll(c10d::ProcessGroup& group, at::Tensor& output,
+                                   const at::Tensor& input) {
+  PendingWork work;
+  auto buffers = Buffer({StageOutput(output, work), Stage(input)});
+  std::vector<int64_t> equal_splits;
+  work.works_.push_back(
+      group.alltoall_base((*buffers)[0], (*buffers)[1], equal_splits, equal_splits));
+  work.buffers_.push_back(std::move(buffers));
+  return work;
+}
+
+PendingWork Communicator::SendRecv(c10d::ProcessGroup& group, const at::Tensor& send, int to,
+                                   at::Tensor& recv, int from, int tag) {
+  PendingWork work;
+  auto send_buffer = Buffer({Stage(send)});
+  auto recv_buffer = Buffer({StageOutput(recv, work)});
+  if (UsesNccl()) {
+    // One NCCL group: each rank's send waits for its peer's receive, so separate calls can
+    // deadlock when both ranks of a pair send first.
+    group.startCoalescing(c10::DeviceType::CUDA);
+    group.send(*send_buffer, to, tag);
+    group.recv(*recv_buffer, from, tag);
+    work.works_.push_back(group.endCoalescing(c10::DeviceType::CUDA));
+  } else {
+    work.works_.push_back(group.send(*send_buffer, to, tag));
+    work.works_.push_back(group.recv(*recv_buffer, from, tag));
+  }
+  work.buffers_.push_back(std::move(send_buffer));
+  work.buffers_.push_back(std::move(recv_buffer));
+  return work;
+}
+
+void Communicator::Wait(PendingWork& work) {
   const auto start = Clock::now();
-  try {
-    work->wait(timeout_);
-  } catch (const c10::Error& e) {
+  auto add_wait = [&] {
     stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  try {
+    for (auto& w : work.works_) w->wait(timeout_);
+    for (auto& [destination, host] : work.copy_back_) destination.copy_(host);
+  } catch (const c10::Error& e) {
+    add_wait();
+    work = PendingWork{};
     throw CommError(e.what_without_backtrace());
   } catch (const std::exception& e) {
-    stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    add_wait();
+    work = PendingWork{};
     throw CommError(e.what());
   }
-  stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  add_wait();
+  work = PendingWork{};
 }
 
 std::string Communicator::DiagnoseFailure() {
@@ -248,12 +362,13 @@ std::string Communicator::DiagnoseFailure() {
 
 std::vector<std::vector<double>> Communicator::AllGatherDoubles(const std::vector<double>& values) {
   const at::Tensor mine = torch::tensor(values, torch::kFloat64).to(device_);
-  std::vector<at::Tensor> inputs = {mine};
-  std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int64_t r = 0; r < mesh_.world; ++r) outputs[0].push_back(torch::empty_like(mine));
-  Wait(CommCall("all-gather of per-rank figures", [&] { return world_->allgather(outputs, inputs); }));
+  std::vector<at::Tensor> outputs;
+  for (int64_t r = 0; r < mesh_.world; ++r) outputs.push_back(torch::empty_like(mine));
+  PendingWork work =
+      CommCall("all-gather of per-rank figures", [&] { return AllGather(*world_, outputs, mine); });
+  Wait(work);
   std::vector<std::vector<double>> result;
-  for (const auto& gathered : outputs[0]) {
+  for (const auto& gathered : outputs) {
     const at::Tensor t = gathered.cpu();
     result.emplace_back(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
   }

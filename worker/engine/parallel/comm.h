@@ -1,7 +1,14 @@
 // Process groups for one rank: rendezvous through a c10d TCPStore served by rank 0, then groups for
 // the world, this rank's CP group and its DP group — Gloo when the rank computes on the CPU, NCCL on
-// a CUDA device (only in builds with RINGTRAIN_CUDA: nccl_group.h). Every collective is bounded by
-// comm.timeout_seconds.
+// a CUDA device (only in builds with RINGTRAIN_CUDA: nccl_group.h), or Gloo for CUDA ranks too when
+// comm.backend = "gloo" (several ranks on one GPU, which NCCL refuses): tensors then go through host
+// memory. Every collective is bounded by comm.timeout_seconds.
+//
+// The engine moves tensors only through this class's AllReduce / AllGather / AllToAll / SendRecv,
+// which hide those differences: host staging for Gloo on a device, and a send/recv pair issued as
+// one NCCL group (two ranks that each send before receiving would otherwise deadlock). NCCL runs on
+// its own streams, ordered after the compute stream's work when issued; waiting orders the compute
+// stream after the transfer, so a ring transfer issued before a block's compute overlaps it.
 //
 // A heartbeat thread bumps `heartbeat/<rank>` in the store every second, so that when a collective
 // fails the survivors can name the rank that was lost (DiagnoseFailure) instead of reporting only a
@@ -16,11 +23,14 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "absl/status/statusor.h"
+#include "common/config/choices.h"
 #include "worker/engine/parallel/mesh.h"
 
 namespace ringtrain {
@@ -54,6 +64,21 @@ struct RendezvousOptions {
   int master_port = 0;
   std::chrono::milliseconds timeout{60000};
   c10::Device device = c10::Device(c10::kCPU);  // where this rank's tensors live
+  CommBackend backend = CommBackend::kAuto;      // comm.backend
+};
+
+// A transfer or collective in flight, from one of Communicator's methods; finish it with
+// Communicator::Wait. Holds the tensors c10d reads or writes until then, and, when the group moves
+// device tensors through host memory, the copies back to the device.
+class PendingWork {
+ public:
+  bool pending() const { return !works_.empty(); }
+
+ private:
+  friend class Communicator;
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+  std::vector<std::shared_ptr<std::vector<at::Tensor>>> buffers_;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copy_back_;  // (destination, host source)
 };
 
 // Per-rank communication figures, accumulated until Reset. Written by the one training thread.
@@ -75,14 +100,20 @@ class Communicator {
   // when the rendezvous fails or times out, or rank 0 cannot listen there.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(const Mesh& mesh,
                                                               const RendezvousOptions& options);
-  // Single-process variant for tests: ranks are threads sharing `store` (e.g. a HashStore).
+  // Single-process variant for tests: ranks are threads sharing `store` (e.g. a HashStore), on the
+  // CPU with Gloo. `stage_through_host` runs the host-staging path Gloo takes for CUDA tensors
+  // (copies to and from host buffers) on CPU tensors, so the CPU tests cover it.
   static std::unique_ptr<Communicator> CreateWithStore(const Mesh& mesh,
                                                        c10::intrusive_ptr<c10d::Store> store,
                                                        std::chrono::milliseconds timeout,
-                                                       bool heartbeat);
+                                                       bool heartbeat,
+                                                       bool stage_through_host = false);
   // Whether this build and machine can run on `device`: CUDA needs the CUDA build (RINGTRAIN_CUDA)
   // and a visible device of that index. FAILED_PRECONDITION naming the device otherwise.
   static absl::Status CheckDeviceSupported(const c10::Device& device);
+  // Whether `backend` can serve ranks on `device`: nccl needs CUDA ranks and the CUDA build.
+  // FAILED_PRECONDITION naming comm.backend and the device otherwise.
+  static absl::Status CheckBackend(CommBackend backend, const c10::Device& device);
   ~Communicator();
 
   const Mesh& mesh() const { return mesh_; }
@@ -93,8 +124,23 @@ class Communicator {
   const c10::Device& device() const { return device_; }
   CommStats& stats() { return stats_; }
 
-  // Waits for `work`, counting the time as communication wait. Throws CommError when it failed.
-  void Wait(const c10::intrusive_ptr<c10d::Work>& work);
+  // "nccl", "gloo" or "gloo (through host memory)": what the groups run on, for the log.
+  std::string DescribeBackend() const;
+
+  // Sum of `tensor` over `group`, in place once waited for.
+  PendingWork AllReduce(c10d::ProcessGroup& group, at::Tensor& tensor);
+  // Every rank's `input` into `outputs` (one tensor per rank, like `input`), once waited for.
+  PendingWork AllGather(c10d::ProcessGroup& group, std::vector<at::Tensor>& outputs,
+                        const at::Tensor& input);
+  // Equal splits along dim 0: slice j of `input` goes to rank j; `output` gets slice i from rank i.
+  PendingWork AllToAll(c10d::ProcessGroup& group, at::Tensor& output, const at::Tensor& input);
+  // Sends `send` to group rank `to` and receives `recv` (allocated, same shape) from `from`, as one
+  // operation (an NCCL group on NCCL).
+  PendingWork SendRecv(c10d::ProcessGroup& group, const at::Tensor& send, int to, at::Tensor& recv,
+                       int from, int tag);
+  // Waits for `work` (then a no-op), counting the time as communication wait, and copies staged
+  // results to their device tensors. Throws CommError when it failed.
+  void Wait(PendingWork& work);
 
   // After a failed collective: which ranks stopped beating (checked over ~2.5 s), as a sentence
   // to append to the error, e.g. "lost peer: rank 2 (no heartbeat for 2.5 s)".
@@ -106,14 +152,21 @@ class Communicator {
 
  private:
   Communicator(const Mesh& mesh, c10::intrusive_ptr<c10d::Store> store,
-               std::chrono::milliseconds timeout, c10::Device device);
+               std::chrono::milliseconds timeout, c10::Device device, CommBackend backend);
   void BuildGroups();
+  bool UsesNccl() const;
+  // The tensor c10d sees: `t` itself, or (staging) a host copy of it.
+  at::Tensor Stage(const at::Tensor& t) const;
+  // A tensor for c10d to write into: `t` itself, or (staging) a host buffer copied to `t` at Wait.
+  at::Tensor StageOutput(const at::Tensor& t, PendingWork& work) const;
   void StartHeartbeat();
 
   Mesh mesh_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::chrono::milliseconds timeout_;
   c10::Device device_;
+  CommBackend backend_;
+  bool staged_ = false;  // Gloo for device tensors: every tensor goes through host memory
   c10::intrusive_ptr<c10d::ProcessGroup> world_, cp_, dp_;
   CommStats stats_;
   std::atomic<bool> stop_{false};

@@ -18,30 +18,31 @@ void AllReduceGradients(Communicator& comm, const std::vector<at::Tensor>& param
     buckets.back().push_back(p.grad());
     bytes += p.grad().nbytes();
   }
-  std::vector<std::vector<at::Tensor>> flats;
-  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  std::vector<at::Tensor> flats;
+  std::vector<PendingWork> works;
   for (const auto& bucket : buckets) {
     std::vector<at::Tensor> views;
     for (const auto& g : bucket) views.push_back(g.reshape({-1}));
-    flats.push_back({torch::cat(views)});
-    comm.stats().bytes_sent += flats.back()[0].nbytes();
+    flats.push_back(torch::cat(views));
+    comm.stats().bytes_sent += flats.back().nbytes();
     works.push_back(
-        CommCall("all-reduce of gradients", [&] { return comm.world().allreduce(flats.back()); }));
+        CommCall("all-reduce of gradients", [&] { return comm.AllReduce(comm.world(), flats.back()); }));
   }
   for (size_t b = 0; b < buckets.size(); ++b) {
-    comm.Wait(works[b]);
+    CommCall("all-reduce of gradients", [&] { comm.Wait(works[b]); return 0; });
     int64_t offset = 0;
     for (auto& g : buckets[b]) {
-      g.copy_(flats[b][0].narrow(0, offset, g.numel()).view_as(g));
+      g.copy_(flats[b].narrow(0, offset, g.numel()).view_as(g));
       offset += g.numel();
     }
   }
 }
 
 double AllReduceSum(Communicator& comm, double value) {
-  std::vector<at::Tensor> t = {torch::tensor({value}, torch::kFloat64).to(comm.device())};
-  comm.Wait(CommCall("all-reduce of the loss", [&] { return comm.world().allreduce(t); }));
-  return t[0].item<double>();
+  at::Tensor t = torch::tensor({value}, torch::kFloat64).to(comm.device());
+  PendingWork work = CommCall("all-reduce of the loss", [&] { return comm.AllReduce(comm.world(), t); });
+  CommCall("all-reduce of the loss", [&] { comm.Wait(work); return 0; });
+  return t.item<double>();
 }
 
 }  // namespace ringtrain

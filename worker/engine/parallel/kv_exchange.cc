@@ -13,17 +13,11 @@ namespace {
 constexpr int kKvTag = 1;   // K/V blocks moving forward around the ring
 constexpr int kDkvTag = 2;  // dK/dV accumulators travelling home
 
-// One c10d call whose failure names the ring peer involved.
-template <typename F>
-auto WithPeer(const char* what, int64_t peer, F&& f) -> decltype(f()) {
-  return CommCall(absl::StrCat("ring attention: ", what, " cp rank ", peer), std::forward<F>(f));
-}
-
-// Waits for a ring receive that was overlapped with compute, recording the exposed wait.
-void WaitOverlapped(Communicator& comm, const c10::intrusive_ptr<c10d::Work>& recv) {
+// Waits for a ring transfer that was overlapped with compute, recording the exposed wait.
+void WaitOverlapped(Communicator& comm, PendingWork& transfer) {
   CommStats& stats = comm.stats();
   const double before = stats.wait_seconds;
-  comm.Wait(recv);
+  comm.Wait(transfer);
   stats.ring_wait_seconds += stats.wait_seconds - before;
 }
 
@@ -37,6 +31,12 @@ class RingGroup {
         prev_(int((cp_rank_ + cp_ - 1) % cp_)) {}
 
  protected:
+  // "exchange of K/V (to cp rank 1, from cp rank 3)": names both peers of a ring transfer.
+  std::string Exchange(const char* what) const {
+    return absl::StrCat("ring attention: exchange of ", what, " (send to cp rank ", next_,
+                        ", receive from cp rank ", prev_, ")");
+  }
+
   Communicator* comm_;
   int64_t cp_, cp_rank_;
   int next_, prev_;
@@ -49,79 +49,60 @@ class AllToAllExchange : public KvExchange, RingGroup {
   void Begin(const at::Tensor& kv) override {
     current_ = kv;
     acc_in_ = at::Tensor();
-    acc_recv_.reset();
-    acc_sends_.clear();
-    acc_send_bufs_.clear();
-    acc_send_bufs_.reserve(cp_);  // the sends hold pointers into these buffers
+    acc_transfer_ = PendingWork{};
   }
 
   void Prefetch(int64_t step) override {
-    send_.reset();
-    recv_.reset();
+    transfer_ = PendingWork{};
     if (step + 1 >= cp_) return;
     // The next step's block, issued before this step's compute so the two overlap.
-    send_buf_ = {current_};
-    recv_buf_ = {torch::empty_like(current_)};
-    c10d::ProcessGroup& group = comm_->cp_group();
-    send_ = WithPeer("send of K/V to", next_, [&] { return group.send(send_buf_, next_, kKvTag); });
-    recv_ = WithPeer("receive of K/V from", prev_,
-                     [&] { return group.recv(recv_buf_, prev_, kKvTag); });
+    next_block_ = torch::empty_like(current_);
+    transfer_ = CommCall(Exchange("K/V"), [&] {
+      return comm_->SendRecv(comm_->cp_group(), current_, next_, next_block_, prev_, kKvTag);
+    });
     comm_->stats().bytes_sent += current_.nbytes();
   }
 
   const at::Tensor& Block(int64_t) override { return current_; }
 
   void Advance(int64_t step) override {
+    if (transfer_.pending()) {
+      CommCall(Exchange("K/V"), [&] { WaitOverlapped(*comm_, transfer_); return 0; });
+      current_ = next_block_;
+    }
     if (step + 1 == cp_) {
       // The pass is over: hold no block until the next one (a forward pass ends here).
       current_ = at::Tensor();
-      send_buf_.clear();
-      recv_buf_.clear();
+      next_block_ = at::Tensor();
     }
-    if (!send_) return;
-    WithPeer("receive of K/V from", prev_, [&] { WaitOverlapped(*comm_, recv_); return 0; });
-    WithPeer("send of K/V to", next_, [&] { comm_->Wait(send_); return 0; });
-    current_ = recv_buf_[0];
   }
 
   void AddBlockGrad(int64_t step, const at::Tensor& dkv) override {
     at::Tensor acc = dkv;
     if (step > 0) {
-      WithPeer("receive of dK/dV from", prev_, [&] { WaitOverlapped(*comm_, acc_recv_); return 0; });
+      CommCall(Exchange("dK/dV"), [&] { WaitOverlapped(*comm_, acc_transfer_); return 0; });
       acc = acc_in_.add_(acc);  // the owner's contribution first, then ring order
     }
     // The accumulator goes on to the next rank, which holds this block at the next step (or,
-    // after the last step, owns it).
-    c10d::ProcessGroup& group = comm_->cp_group();
-    acc_send_bufs_.push_back({acc});
-    acc_sends_.push_back(WithPeer("send of dK/dV to", next_, [&] {
-      return group.send(acc_send_bufs_.back(), next_, kDkvTag);
-    }));
+    // after the last step, owns it); the one for the block of the next step arrives from prev.
+    acc_in_ = torch::empty_like(acc);
+    acc_transfer_ = CommCall(Exchange("dK/dV"), [&] {
+      return comm_->SendRecv(comm_->cp_group(), acc, next_, acc_in_, prev_, kDkvTag);
+    });
     comm_->stats().bytes_sent += acc.nbytes();
-    std::vector<at::Tensor> recv_buf = {torch::empty_like(acc)};
-    acc_recv_ = WithPeer("receive of dK/dV from", prev_,
-                         [&] { return group.recv(recv_buf, prev_, kDkvTag); });
-    acc_in_ = recv_buf[0];
   }
 
   at::Tensor FinishGrads() override {
-    WithPeer("receive of dK/dV from", prev_, [&] { comm_->Wait(acc_recv_); return 0; });
-    for (auto& w : acc_sends_) {
-      WithPeer("send of dK/dV to", next_, [&] { comm_->Wait(w); return 0; });
-    }
-    acc_sends_.clear();
-    acc_send_bufs_.clear();
+    CommCall(Exchange("dK/dV"), [&] { comm_->Wait(acc_transfer_); return 0; });
     return acc_in_;
   }
 
  private:
-  at::Tensor current_;  // the block held at the current step
-  std::vector<at::Tensor> send_buf_, recv_buf_;
-  c10::intrusive_ptr<c10d::Work> send_, recv_;
-  at::Tensor acc_in_;  // the dK/dV accumulator of the block this rank holds, from prev
-  c10::intrusive_ptr<c10d::Work> acc_recv_;
-  std::vector<c10::intrusive_ptr<c10d::Work>> acc_sends_;
-  std::vector<std::vector<at::Tensor>> acc_send_bufs_;  // kept alive until their sends finish
+  at::Tensor current_;     // the block held at the current step
+  at::Tensor next_block_;  // where the next step's block arrives
+  PendingWork transfer_;
+  at::Tensor acc_in_;  // the dK/dV accumulator of the block this rank holds next, from prev
+  PendingWork acc_transfer_;
 };
 
 class AllGatherExchange : public KvExchange, RingGroup {
@@ -129,15 +110,15 @@ class AllGatherExchange : public KvExchange, RingGroup {
   using RingGroup::RingGroup;
 
   void Begin(const at::Tensor& kv) override {
-    std::vector<at::Tensor> input = {kv};
-    std::vector<std::vector<at::Tensor>> output(1);
-    for (int64_t r = 0; r < cp_; ++r) output[0].push_back(torch::empty_like(kv));
+    std::vector<at::Tensor> gathered;
+    for (int64_t r = 0; r < cp_; ++r) gathered.push_back(torch::empty_like(kv));
     comm_->stats().bytes_sent += kv.nbytes() * (cp_ - 1);
-    WithPeer("all-gather of K/V with", prev_, [&] {
-      comm_->Wait(comm_->cp_group().allgather(output, input));
+    CommCall(absl::StrCat("ring attention: all-gather of K/V with cp rank ", prev_), [&] {
+      PendingWork work = comm_->AllGather(comm_->cp_group(), gathered, kv);
+      comm_->Wait(work);
       return 0;
     });
-    gathered_ = std::move(output[0]);
+    gathered_ = std::move(gathered);
     dkv_all_ = at::Tensor();
   }
 
@@ -163,9 +144,9 @@ class AllGatherExchange : public KvExchange, RingGroup {
     // Reduce-scatter as one all-to-all: rank j receives every rank's contribution to block j.
     at::Tensor received = torch::empty_like(dkv_all_);
     comm_->stats().bytes_sent += dkv_all_.nbytes() / cp_ * (cp_ - 1);
-    WithPeer("reduce-scatter of dK/dV with", prev_, [&] {
-      std::vector<int64_t> splits;
-      comm_->Wait(comm_->cp_group().alltoall_base(received, dkv_all_, splits, splits));
+    CommCall(absl::StrCat("ring attention: reduce-scatter of dK/dV with cp rank ", prev_), [&] {
+      PendingWork work = comm_->AllToAll(comm_->cp_group(), received, dkv_all_);
+      comm_->Wait(work);
       return 0;
     });
     // Sum in ring order (owner first, then r+1, r+2, …), the order the alltoall method uses.

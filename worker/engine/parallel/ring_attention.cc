@@ -19,7 +19,8 @@ int64_t TileFor(int64_t chunk) {
 }  // namespace
 
 RingAttentionKernel::RingAttentionKernel(Communicator* comm, int64_t seq_len,
-                                         LoadBalancer load_balancer, RotateMethod rotate_method)
+                                         LoadBalancer load_balancer, RotateMethod rotate_method,
+                                         AttentionKernelKind kind)
     : cp_(comm->mesh().cp),
       cp_rank_(comm->mesh().cp_rank()),
       exchange_(MakeKvExchange(rotate_method, comm)) {
@@ -27,15 +28,16 @@ RingAttentionKernel::RingAttentionKernel(Communicator* comm, int64_t seq_len,
     shard_positions_.push_back({ShardPositions(seq_len, cp_, r, load_balancer)});
   }
   const int64_t tile = TileFor(ShardChunkLength(seq_len, cp_, load_balancer));
-  tiling_ = {tile, tile};
+  block_ = MakeBlockKernel(kind, comm->device(), {tile, tile});
 }
 
 BlockOutput RingAttentionKernel::Forward(const at::Tensor& q, const at::Tensor& kv,
                                          const BlockPositions& positions, double scale) {
   TORCH_CHECK(positions.positions == shard_positions_[cp_rank_].positions,
               "ring attention: the batch was not sharded with this kernel's layout");
-  BlockOutput merged{torch::zeros_like(q), torch::full({q.size(0), q.size(1), q.size(2)},
-                                                       -INFINITY, q.options())};
+  const auto acc = q.options().dtype(AccumulateType(q.scalar_type()));
+  BlockOutput merged{torch::zeros(q.sizes(), acc),
+                     torch::full({q.size(0), q.size(1), q.size(2)}, -INFINITY, acc)};
   stats_.scores_per_step.clear();
   exchange_->Begin(kv);
   for (int64_t step = 0; step < cp_; ++step) {
@@ -45,8 +47,7 @@ BlockOutput RingAttentionKernel::Forward(const at::Tensor& q, const at::Tensor& 
     {
       AttentionComputeTimer timer(stats_);
       const at::Tensor& block = exchange_->Block(step);
-      block_out = AttentionBlockForward(q, block[0], block[1], positions, shard_positions_[src],
-                                        MaskKind::kCausal, scale, tiling_);
+      block_out = block_->Forward(q, block[0], block[1], positions, shard_positions_[src], scale);
     }
     stats_.scores_computed += block_out.scores_computed;
     stats_.scores_per_step.push_back(block_out.scores_computed);
@@ -59,8 +60,8 @@ BlockOutput RingAttentionKernel::Forward(const at::Tensor& q, const at::Tensor& 
 std::pair<at::Tensor, at::Tensor> RingAttentionKernel::Backward(
     const at::Tensor& q, const at::Tensor& kv, const at::Tensor& out, const at::Tensor& lse,
     const at::Tensor& dout, const BlockPositions& positions, double scale) {
-  const at::Tensor delta = AttentionDelta(dout, out);
-  at::Tensor dq = torch::zeros_like(q);
+  const FinalStats final = MakeFinalStats(out, lse, dout);
+  at::Tensor dq = torch::zeros(q.sizes(), q.options().dtype(AccumulateType(q.scalar_type())));
   exchange_->Begin(kv);
   for (int64_t step = 0; step < cp_; ++step) {
     const int64_t src = RingSource(cp_rank_, cp_, step);
@@ -69,8 +70,8 @@ std::pair<at::Tensor, at::Tensor> RingAttentionKernel::Backward(
     {
       AttentionComputeTimer timer(stats_);
       const at::Tensor& block = exchange_->Block(step);
-      g = AttentionBlockBackward(q, block[0], block[1], dout, delta, lse, positions,
-                                 shard_positions_[src], MaskKind::kCausal, scale, tiling_);
+      g = block_->Backward(q, block[0], block[1], dout, final, positions, shard_positions_[src],
+                           scale);
     }
     dq.add_(g.dq);
     exchange_->AddBlockGrad(step, torch::stack({g.dk, g.dv}));

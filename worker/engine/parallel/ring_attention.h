@@ -1,7 +1,7 @@
 // Ring attention for context parallelism: each CP rank holds its shard of the sequence (q, k, v of
 // its positions); K/V blocks visit every rank of the CP group (kv_exchange.h: alltoall or
-// allgather), each block is computed with the engine's tiled kernel, and the partial results are
-// merged by log-sum-exp in float32. Backward: the blocks visit again, dQ accumulates locally, and
+// allgather), each block is computed with one block kernel (kernels/block_kernel.h: tiled, or the
+// fused SDPA kernels), and the partial results are merged by log-sum-exp in float32. Backward: the blocks visit again, dQ accumulates locally, and
 // each block's dK/dV is summed back to its owner by the same exchange.
 // Blocks the causal mask hides entirely are never computed; with head-tail sharding every step after
 // the first computes exactly half a block on every rank. K/V move with n_kv_heads heads.
@@ -26,8 +26,11 @@ class RingAttentionKernel : public AttentionKernel {
  public:
   // `comm` must outlive the kernel. `seq_len` is the global length L; shards follow
   // ShardPositions(L, cp, ·, load_balancer). Own it with std::make_shared (AttentionKernel).
+  // `kind` picks the block kernel for comm->device() (MakeBlockKernel); the tiled kernel's tiles
+  // divide the shard's chunks.
   RingAttentionKernel(Communicator* comm, int64_t seq_len, LoadBalancer load_balancer,
-                      RotateMethod rotate_method);
+                      RotateMethod rotate_method,
+                      AttentionKernelKind kind = AttentionKernelKind::kAuto);
 
   // q (B, H, Lc, D), kv (2, B, Hk, Lc, D): this rank's shard; `positions` must equal its shard.
   BlockOutput Forward(const at::Tensor& q, const at::Tensor& kv, const BlockPositions& positions,
@@ -37,12 +40,13 @@ class RingAttentionKernel : public AttentionKernel {
                                              const at::Tensor& dout,
                                              const BlockPositions& positions,
                                              double scale) override;
+  const BlockKernel& block_kernel() const { return *block_; }
 
  private:
   int64_t cp_, cp_rank_;
   std::unique_ptr<KvExchange> exchange_;
   std::vector<BlockPositions> shard_positions_;  // per cp rank
-  AttentionTiling tiling_;
+  std::shared_ptr<BlockKernel> block_;
 };
 
 }  // namespace ringtrain

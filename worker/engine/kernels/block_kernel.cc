@@ -1,0 +1,247 @@
+#include "worker/engine/kernels/block_kernel.h"
+
+#include <torch/torch.h>
+
+#include <array>
+#include <limits>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "worker/engine/kernels/block_plan.h"
+
+namespace ringtrain {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// PyTorch's sdp::SDPBackend numbering, as at::_fused_sdp_choice returns it.
+constexpr int64_t kSdpFlash = 1, kSdpEfficient = 2, kSdpCudnn = 4;
+
+// K/V heads repeated for the query heads, torchtitan's repeat_kv order (kv head j serves query
+// heads j·G … j·G + G − 1), so every fused kernel sees plain multi-head attention.
+at::Tensor ExpandHeads(const at::Tensor& x, int64_t group) {
+  return group == 1 ? x : x.repeat_interleave(group, 1);
+}
+
+// Inverse of ExpandHeads for gradients: (B, H, L, D) → (B, Hk, L, D), summing each group.
+at::Tensor SumHeads(const at::Tensor& x, int64_t group) {
+  if (group == 1) return x;
+  return x.view({x.size(0), x.size(1) / group, group, x.size(2), x.size(3)}).sum(2);
+}
+
+int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+at::Tensor Rows(const at::Tensor& x, const IndexRange& r) {
+  return x.narrow(2, r.begin, r.size()).contiguous();
+}
+
+// (B, H, n) from whatever shape the kernel returns (efficient pads the rows to a multiple
+// of 32; cuDNN may add a trailing 1).
+at::Tensor NormalizeLse(const at::Tensor& lse, int64_t rows) {
+  return lse.reshape({lse.size(0), lse.size(1), -1}).narrow(2, 0, rows);
+}
+
+// Placeholders for the dropout RNG state the backward kernels take; with dropout 0 they are not
+// read (the forward kernels return such empty tensors too).
+at::Tensor NoRngState() { return at::empty({}, at::TensorOptions().dtype(at::kLong)); }
+
+}  // namespace
+
+const char* FusedBackendName(FusedBackend backend) {
+  switch (backend) {
+    case FusedBackend::kAuto: return "auto";
+    case FusedBackend::kFlash: return "flash";
+    case FusedBackend::kEfficient: return "efficient";
+    case FusedBackend::kCudnn: return "cudnn";
+    case FusedBackend::kCpuFlash: return "cpu-flash";
+  }
+  return "?";
+}
+
+c10::ScalarType AccumulateType(c10::ScalarType compute) {
+  return compute == at::kBFloat16 || compute == at::kHalf ? at::kFloat : compute;
+}
+
+at::Tensor Widen(const at::Tensor& x) { return x.to(AccumulateType(x.scalar_type())); }
+
+FinalStats MakeFinalStats(const at::Tensor& out, const at::Tensor& lse, const at::Tensor& dout) {
+  return {out, lse, AttentionDelta(Widen(dout), Widen(out))};
+}
+
+// ---- tiled ----
+
+BlockOutput TiledBlockKernel::Forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                      double scale) {
+  // bf16 is widened exactly; scores, softmax and the weighted sum are then float32.
+  return AttentionBlockForward(Widen(q), Widen(k), Widen(v), q_pos, k_pos, MaskKind::kCausal,
+                               scale, tiling_);
+}
+
+BlockGrads TiledBlockKernel::Backward(const at::Tensor& q, const at::Tensor& k,
+                                      const at::Tensor& v, const at::Tensor& dout,
+                                      const FinalStats& final, const BlockPositions& q_pos,
+                                      const BlockPositions& k_pos, double scale) {
+  return AttentionBlockBackward(Widen(q), Widen(k), Widen(v), Widen(dout), final.delta, final.lse,
+                                q_pos, k_pos, MaskKind::kCausal, scale, tiling_);
+}
+
+std::string TiledBlockKernel::Describe() const {
+  return absl::StrCat("tiled ", tiling_.q_tile, "×", tiling_.kv_tile);
+}
+
+// ---- fused ----
+
+FusedBackend FusedBlockKernel::Resolve(const at::Tensor& q, const at::Tensor& k,
+                                       bool causal) const {
+  if (backend_ != FusedBackend::kAuto) return backend_;
+  if (!q.is_cuda()) return FusedBackend::kCpuFlash;
+  const int64_t choice = at::_fused_sdp_choice(q, k, k, {}, 0.0, causal);
+  switch (choice) {
+    case kSdpFlash: return FusedBackend::kFlash;
+    case kSdpEfficient: return FusedBackend::kEfficient;
+    case kSdpCudnn: return FusedBackend::kCudnn;
+    default: break;
+  }
+  TORCH_CHECK(false, "no fused attention kernel applies to ", q.scalar_type(), " q ", q.sizes(),
+              " on ", q.device(), " (PyTorch chose SDPA backend ", choice,
+              "); HINT: training.attention_kernel = \"tiled\"");
+}
+
+namespace {
+
+struct CallResult {
+  at::Tensor out;  // (B, H, n, D) in the compute dtype
+  at::Tensor lse;  // (B, H, n) float32
+};
+
+CallResult CallForward(FusedBackend backend, const at::Tensor& q, const at::Tensor& k,
+                       const at::Tensor& v, bool causal, double scale) {
+  switch (backend) {
+    case FusedBackend::kCpuFlash: {
+      auto [out, lse] =
+          at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, {}, scale);
+      return {out, NormalizeLse(lse, q.size(2))};
+    }
+    case FusedBackend::kFlash: {
+      auto r = at::_scaled_dot_product_flash_attention(q, k, v, 0.0, causal, false, scale);
+      return {std::get<0>(r), NormalizeLse(std::get<1>(r), q.size(2))};
+    }
+    case FusedBackend::kEfficient: {
+      auto r = at::_scaled_dot_product_efficient_attention(q, k, v, {}, true, 0.0, causal, scale);
+      return {std::get<0>(r), NormalizeLse(std::get<1>(r), q.size(2))};
+    }
+    case FusedBackend::kCudnn: {
+      auto r = at::_scaled_dot_product_cudnn_attention(q, k, v, {}, true, 0.0, causal, false, scale);
+      return {std::get<0>(r), NormalizeLse(std::get<1>(r), q.size(2))};
+    }
+    case FusedBackend::kAuto: break;
+  }
+  TORCH_CHECK(false, "fused attention: backend not resolved");
+}
+
+// (dq, dk, dv) in the compute dtype. `lse` (B, H, n) float32 is the final one.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> CallBackward(
+    FusedBackend backend, const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k,
+    const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse, bool causal, double scale) {
+  const int64_t lq = q.size(2), lk = k.size(2);
+  switch (backend) {
+    case FusedBackend::kCpuFlash:
+      return at::_scaled_dot_product_flash_attention_for_cpu_backward(dout, q, k, v, out, lse, 0.0,
+                                                                      causal, {}, scale);
+    case FusedBackend::kFlash:
+      return at::_scaled_dot_product_flash_attention_backward(
+          dout, q, k, v, out, lse, at::Tensor(), at::Tensor(), lq, lk, 0.0, causal, NoRngState(),
+          NoRngState(), scale);
+    case FusedBackend::kEfficient: {
+      // The kernel's log-sum-exp rows are padded to a multiple of 32, as its forward returns them.
+      at::Tensor padded = at::zeros({lse.size(0), lse.size(1), RoundUp(lq, 32)}, lse.options());
+      padded.narrow(2, 0, lq).copy_(lse);
+      auto r = at::_scaled_dot_product_efficient_attention_backward(
+          dout, q, k, v, at::Tensor(), out, padded, NoRngState(), NoRngState(), 0.0,
+          {true, true, true, false}, causal, scale);
+      return {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
+    }
+    case FusedBackend::kCudnn:
+      return at::_scaled_dot_product_cudnn_attention_backward(
+          dout, q, k, v, out, lse.unsqueeze(-1), NoRngState(), NoRngState(), at::Tensor(),
+          at::Tensor(), at::Tensor(), lq, lk, 0.0, causal, scale);
+    case FusedBackend::kAuto: break;
+  }
+  TORCH_CHECK(false, "fused attention: backend not resolved");
+}
+
+int64_t ScoresOf(const FusedCall& call, int64_t batch_heads) {
+  const int64_t n = call.q.size();
+  return call.causal ? batch_heads * n * (n + 1) / 2 : batch_heads * n * call.k.size();
+}
+
+}  // namespace
+
+BlockOutput FusedBlockKernel::Forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                      double scale) {
+  const auto plan = PlanFusedCalls(q_pos.positions, k_pos.positions, /*causal_mask=*/true);
+  if (!plan) return fallback_.Forward(q, k, v, q_pos, k_pos, scale);
+  const int64_t batch = q.size(0), heads = q.size(1), group = heads / k.size(1);
+  const auto acc = q.options().dtype(AccumulateType(q.scalar_type()));
+  BlockOutput result{at::zeros({batch, heads, q.size(2), q.size(3)}, acc),
+                     at::full({batch, heads, q.size(2)}, kNegInf, acc)};
+  if (plan->empty()) return result;
+  const at::Tensor ke = ExpandHeads(k, group), ve = ExpandHeads(v, group);
+  for (const FusedCall& call : *plan) {
+    const at::Tensor qc = Rows(q, call.q), kc = Rows(ke, call.k), vc = Rows(ve, call.k);
+    const CallResult r = CallForward(Resolve(qc, kc, call.causal), qc, kc, vc, call.causal, scale);
+    // Merge the call's rows in float32 (the first call on a row takes it exactly).
+    at::Tensor out_rows = result.out.narrow(2, call.q.begin, call.q.size()).clone();
+    at::Tensor lse_rows = result.lse.narrow(2, call.q.begin, call.q.size()).clone();
+    MergeBlockInto(out_rows, lse_rows, BlockOutput{Widen(r.out), r.lse.to(acc.dtype())});
+    result.out.narrow(2, call.q.begin, call.q.size()).copy_(out_rows);
+    result.lse.narrow(2, call.q.begin, call.q.size()).copy_(lse_rows);
+    result.scores_computed += ScoresOf(call, batch * heads);
+  }
+  return result;
+}
+
+BlockGrads FusedBlockKernel::Backward(const at::Tensor& q, const at::Tensor& k,
+                                      const at::Tensor& v, const at::Tensor& dout,
+                                      const FinalStats& final, const BlockPositions& q_pos,
+                                      const BlockPositions& k_pos, double scale) {
+  const auto plan = PlanFusedCalls(q_pos.positions, k_pos.positions, /*causal_mask=*/true);
+  if (!plan) return fallback_.Backward(q, k, v, dout, final, q_pos, k_pos, scale);
+  const int64_t group = q.size(1) / k.size(1);
+  const auto acc = q.options().dtype(AccumulateType(q.scalar_type()));
+  at::Tensor dq = at::zeros(q.sizes(), acc);
+  at::Tensor dke = at::zeros({k.size(0), q.size(1), k.size(2), k.size(3)}, acc);
+  at::Tensor dve = at::zeros_like(dke);
+  if (!plan->empty()) {
+    const at::Tensor ke = ExpandHeads(k, group), ve = ExpandHeads(v, group);
+    const at::Tensor out = final.out.to(q.scalar_type());
+    for (const FusedCall& call : *plan) {
+      const at::Tensor qc = Rows(q, call.q), kc = Rows(ke, call.k), vc = Rows(ve, call.k);
+      auto [dqc, dkc, dvc] =
+          CallBackward(Resolve(qc, kc, call.causal), Rows(dout, call.q), qc, kc, vc,
+                       Rows(out, call.q), Rows(final.lse, call.q).to(AccumulateType(q.scalar_type())), call.causal,
+                       scale);
+      dq.narrow(2, call.q.begin, call.q.size()).add_(Widen(dqc));
+      dke.narrow(2, call.k.begin, call.k.size()).add_(Widen(dkc));
+      dve.narrow(2, call.k.begin, call.k.size()).add_(Widen(dvc));
+    }
+  }
+  return {dq, SumHeads(dke, group), SumHeads(dve, group)};
+}
+
+std::string FusedBlockKernel::Describe() const {
+  return absl::StrCat("fused (", FusedBackendName(backend_), "; tiled fallback ",
+                      fallback_.Describe(), ")");
+}
+
+std::shared_ptr<BlockKernel> MakeBlockKernel(AttentionKernelKind kind, const c10::Device& device,
+                                             AttentionTiling tiling) {
+  const bool fused = kind == AttentionKernelKind::kFused ||
+                     (kind == AttentionKernelKind::kAuto && device.is_cuda());
+  if (fused) return std::make_shared<FusedBlockKernel>(FusedBackend::kAuto, tiling);
+  return std::make_shared<TiledBlockKernel>(tiling);
+}
+
+}  // namespace ringtrain
