@@ -21,9 +21,9 @@ build_dir=${BUILD_DIR:-build}
 cuda_build_dir=${CUDA_BUILD_DIR:-build-cuda}
 BUILD_DIR=$build_dir CMAKE_ARGS="${CMAKE_ARGS:-} -DRINGTRAIN_CUDA_BUILD_DIR=$(realpath -m "$cuda_build_dir")" \
   scripts/build.sh
-echo "test: the CUDA build ($cuda_build_dir/, -DRINGTRAIN_CUDA=ON): ringtrain-trainer"
+echo "test: the CUDA build ($cuda_build_dir/, -DRINGTRAIN_CUDA=ON): ringtrain-trainer, ringtrain-gpu-check"
 BUILD_DIR=$cuda_build_dir CMAKE_ARGS="-DRINGTRAIN_CUDA=ON -DRINGTRAIN_BUILD_TESTS=OFF" \
-  scripts/build.sh --target ringtrain-trainer
+  scripts/build.sh --target ringtrain-trainer ringtrain-gpu-check
 cd "$build_dir"
 ctest_args=(--output-on-failure --timeout 900 -j "$(nproc)")
 if [ "$quick" = 1 ]; then ctest_args+=(-LE slow); fi
