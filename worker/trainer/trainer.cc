@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <optional>
@@ -12,6 +13,9 @@
 #include "common/status_macros.h"
 #include "worker/engine/parallel/ring_attention.h"
 #include "worker/trainer/trainer_state.h"
+#ifdef RINGTRAIN_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 namespace ringtrain {
 namespace trainer_internal {
@@ -79,9 +83,16 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   const bool eval = config.job.mode == JobMode::kEval;
   const int64_t dp = DataParallelDegree(config, rank.world_size);
   s->mesh = Mesh{rank.rank, rank.world_size, dp, config.parallelism.context_parallel_degree};
-  s->device = c10::Device(rank.device.type == DeviceType::kCuda ? c10::kCUDA : c10::kCPU,
-                          static_cast<c10::DeviceIndex>(rank.device.index));
+  // "cuda" is the process's current device at start, cuda:0; an index makes the device explicit
+  // for everything keyed by it (allocator statistics, NCCL's communicators).
+  const bool cuda = rank.device.type == DeviceType::kCuda;
+  s->device = c10::Device(cuda ? c10::kCUDA : c10::kCPU,
+                          static_cast<c10::DeviceIndex>(cuda ? std::max(rank.device.index, 0) : -1));
   RT_RETURN_IF_ERROR(Communicator::CheckDeviceSupported(s->device));
+#ifdef RINGTRAIN_WITH_CUDA
+  // The current device for this process: cuBLAS handles, NCCL communicators and streams bind to it.
+  if (cuda) c10::cuda::set_device(s->device.index());
+#endif
   RT_RETURN_IF_ERROR(Communicator::CheckBackend(config.comm.backend, s->device));
   if (rank.world_size > 1) {
     RendezvousOptions rendezvous{
