@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -243,16 +244,37 @@ std::string FormatJobDetail(const v1::Job& job, double now) {
   return out;
 }
 
+std::string FormatBytes(uint64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double value = static_cast<double>(bytes) / 1024;
+  size_t unit = 0;
+  // Rounded as printed, so 1023.96 KiB shows as "1.0 MiB", not "1024.0 KiB".
+  while (value >= 1023.95 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.1f %s", value, kUnits[unit]);
+}
+
+std::string WorkerDevice(const v1::Worker& worker) {
+  const std::string& device = worker.device().empty() ? worker.device_kind() : worker.device();
+  if (worker.device_name().empty()) return device;
+  return absl::StrCat(device, " ", worker.device_name());
+}
+
 std::string FormatWorkerTable(const std::vector<v1::Worker>& workers, double now) {
   std::vector<std::vector<std::string>> rows;
   for (const v1::Worker& w : workers) {
     const std::string job = w.job_id().empty() ? "-" : absl::StrCat(w.job_id(), "/", w.rank());
     const std::string age = FormatAge(w.last_heartbeat(), now);
-    rows.push_back({w.worker_id(), w.device_kind(), w.host_label(), w.address(),
-                    WorkerStateName(w.state()), job, age == "-" ? age : age + " ago"});
+    rows.push_back({w.worker_id(), WorkerDevice(w),
+                    w.device_memory_bytes() > 0 ? FormatBytes(w.device_memory_bytes()) : "-",
+                    w.host_label(), w.address(), WorkerStateName(w.state()), job,
+                    age == "-" ? age : age + " ago"});
   }
-  return FormatTable({"ID", "KIND", "HOST", "ADDRESS", "STATE", "JOB/RANK", "LAST HEARTBEAT"},
-                     rows);
+  return FormatTable(
+      {"ID", "DEVICE", "MEMORY", "HOST", "ADDRESS", "STATE", "JOB/RANK", "LAST HEARTBEAT"}, rows);
 }
 
 std::string MessageJson(const google::protobuf::Message& message) {
@@ -304,6 +326,7 @@ std::string StepEventJson(const v1::StepEvent& event) {
     const auto it = numbers.numbers.find(key);
     return valid && it != numbers.numbers.end() ? it->second : JsonNumber(value);
   };
+  const uint64_t device_peak = DeviceMemoryPeakBytes(event);
   return absl::StrCat(
       "{\"event\":\"step\",\"job_id\":",
       nlohmann::json(event.job_id()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
@@ -312,7 +335,17 @@ std::string StepEventJson(const v1::StepEvent& event) {
       ",\"lr\":", number("lr", event.lr()),
       ",\"tokens_per_second\":", number("tokens_per_second", event.tokens_per_second()),
       ",\"step_seconds\":", number("step_seconds", event.step_seconds()),
+      device_peak > 0 ? absl::StrCat(",\"device_memory_peak_bytes\":", device_peak) : "",
       ",\"record\":", valid ? record : "null", "}");
+}
+
+uint64_t DeviceMemoryPeakBytes(const v1::StepEvent& event) {
+  const nlohmann::json record =
+      nlohmann::json::parse(event.record_json(), nullptr, /*allow_exceptions=*/false);
+  if (!record.is_object()) return 0;
+  const auto peak = record.find("device_memory_peak_bytes");
+  if (peak == record.end() || !peak->is_number_unsigned()) return 0;
+  return peak->get<uint64_t>();
 }
 
 std::string ProgressLine(const Progress& p) {
@@ -323,6 +356,9 @@ std::string ProgressLine(const Progress& p) {
   if (p.total_steps > 0) {
     const int64_t left = std::max<int64_t>(0, p.total_steps - p.step);
     absl::StrAppend(&line, "  ETA ", FormatDuration(p.mean_step_seconds * left));
+  }
+  if (p.device_memory_peak_bytes > 0) {
+    absl::StrAppend(&line, "  device peak ", FormatBytes(p.device_memory_peak_bytes));
   }
   return line;
 }

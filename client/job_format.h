@@ -49,7 +49,13 @@ std::string FormatJobDetail(const v1::Job& job, double now);
 // Why a job failed: the summary, the rank, worker and exit status, the stderr tail; or that it was
 // cancelled. Empty for a job that has not failed or been cancelled.
 std::string FormatJobError(const v1::Job& job);
-// ID, KIND, HOST, ADDRESS, STATE, JOB/RANK, LAST HEARTBEAT (age).
+// "512 B", "1.5 KiB", "139.8 GiB" (binary units, one decimal above bytes).
+std::string FormatBytes(uint64_t bytes);
+// "cuda:0 NVIDIA H200": the worker's device (its kind when the coordinator sends no device) and
+// the name its agent registered, if any.
+std::string WorkerDevice(const v1::Worker& worker);
+// ID, DEVICE (WorkerDevice), MEMORY (FormatBytes of the device's total; "-" when unknown), HOST,
+// ADDRESS, STATE, JOB/RANK, LAST HEARTBEAT (age).
 std::string FormatWorkerTable(const std::vector<v1::Worker>& workers, double now);
 
 // One line of JSON with the proto field names (job_id, not jobId); proto3's mapping otherwise
@@ -66,8 +72,14 @@ std::string StateChangeJson(const v1::StateChange& change);
 // Watch output, json mode: {"event":"step","job_id":..,"step":N,"loss":..,"grad_norm":..,"lr":..,
 // "tokens_per_second":..,"step_seconds":..,"record":<record_json verbatim, or null>}. Each number
 // is the record's own text when the record has that top-level field (so losses stay bitwise what
-// the trainer wrote), else the event's field printed to round-trip exactly; NaN is null.
+// the trainer wrote), else the event's field printed to round-trip exactly; NaN is null. When the
+// record's device_memory_peak_bytes is nonzero (a CUDA job), "device_memory_peak_bytes":N comes
+// before "record".
 std::string StepEventJson(const v1::StepEvent& event);
+// The top-level "device_memory_peak_bytes" of the event's record (the CUDA caching allocator's
+// peak during the step, the largest over the ranks); 0 when absent (CPU jobs, older trainers) or
+// not a non-negative integer.
+uint64_t DeviceMemoryPeakBytes(const v1::StepEvent& event);
 
 // A failed coordinator call as a command shows it on stderr (no newline): "ringctl COMMAND:
 // MESSAGE". For NOT_FOUND with a job id: "no job JOB: " before the message (unless it names the
@@ -82,9 +94,11 @@ struct Progress {
   double loss = 0;
   double tokens_per_second = 0;
   double mean_step_seconds = 0;  // over the steps seen
+  uint64_t device_memory_peak_bytes = 0;  // 0: not shown (CPU jobs)
 };
 // "step 12/100  loss 4.2143  1234 tok/s  elapsed 0:12  ETA 1:28"; elapsed and ETA are estimated
-// from the mean step time (elapsed = mean × step, ETA = mean × steps left).
+// from the mean step time (elapsed = mean × step, ETA = mean × steps left). With a device peak,
+// "  device peak 61.2 GiB" follows.
 std::string ProgressLine(const Progress& progress);
 
 }  // namespace ringtrain

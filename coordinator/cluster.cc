@@ -162,6 +162,9 @@ std::vector<v1::Worker> Cluster::ListWorkers() {
     v1::Worker& p = out.emplace_back();
     p.set_worker_id(id);
     p.set_device_kind(w.info.device_kind);
+    p.set_device(w.device);
+    p.set_device_name(w.device_name);
+    p.set_device_memory_bytes(w.device_memory_bytes);
     p.set_host_label(w.info.host_label);
     p.set_address(w.info.address);
     if (w.state == WorkerState::kLost || w.channel == nullptr) {
@@ -203,11 +206,14 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
   Worker& w = workers_[id];
   w.info = {id, kind, request.host_label(), request.address(), false};
   w.device = request.device();
+  w.device_name = request.device_name();
+  w.device_memory_bytes = request.device_memory_bytes();
   w.credential_digest = digest;
   w.last_heartbeat = options_.clock->Now();
   const bool adopted = id == previous && !request.running_job_id().empty() &&
                        AdoptRankLocked(w, request.running_job_id(), request.running_rank());
-  RT_LOG(Info) << "registered " << id << " (" << request.device() << " on "
+  RT_LOG(Info) << "registered " << id << " (" << request.device()
+               << (request.device_name().empty() ? "" : " " + request.device_name()) << " on "
                << request.host_label() << ", address " << request.address() << ")"
                << (adopted ? absl::StrCat("; re-adopted ", request.running_job_id(), " rank ",
                                           request.running_rank())

@@ -57,6 +57,8 @@ absl::Status CheckRegisterRequest(const v1::RegisterRequest& r) {
                                 false, "10.0.0.7 or node-3.cluster.local (--advertise-address)"));
   RT_RETURN_IF_ERROR(CheckField("host_label", r.host_label(), Required::kNo, kMaxWorkerHostLength,
                                 true, "node-3 (--host-label)"));
+  RT_RETURN_IF_ERROR(CheckField("device_name", r.device_name(), Required::kNo,
+                                kMaxWorkerFieldLength, true, "NVIDIA H200"));
   RT_RETURN_IF_ERROR(CheckField("previous_worker_id", r.previous_worker_id(), Required::kNo,
                                 kMaxWorkerFieldLength, false, "worker-3"));
   RT_RETURN_IF_ERROR(CheckField("previous_credential", r.previous_credential(), Required::kNo,

@@ -10,7 +10,8 @@
 
 namespace ringtrain {
 
-// Longest address and host_label (a DNS name's limit); longest ids, device and credential.
+// Longest address and host_label (a DNS name's limit); longest ids, device, device_name and
+// credential.
 inline constexpr size_t kMaxWorkerHostLength = 253;
 inline constexpr size_t kMaxWorkerFieldLength = 128;
 

@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cinttypes>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <set>
 #include <string>
@@ -16,6 +18,10 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "tests/e2e/local_cluster.h"
 
 namespace ringtrain::testing {
@@ -185,6 +191,43 @@ TEST(ServiceTest, KilledTrainerFailsTheJobNamingRankAndWorker) {
       {BinDir() + "/ringctl", "get", failed.job_id(), "--coordinator", cluster.address()});
   EXPECT_THAT(get.output, HasSubstr("FAILED"));
   EXPECT_THAT(get.output, HasSubstr(worker_of_rank2));
+}
+
+// Each agent reports its device at Register; ListWorkers and `ringctl workers` show it. On the CPU
+// that is the model name and MemTotal, read here from /proc independently of the agent.
+TEST(ServiceTest, WorkersShowTheirDeviceNameAndMemory) {
+  LocalCluster cluster(1);
+  std::string model;
+  for (absl::string_view line : absl::StrSplit(ReadFile("/proc/cpuinfo"), '\n')) {
+    if (absl::StartsWith(line, "model name")) {
+      model = std::string(absl::StripAsciiWhitespace(line.substr(line.find(':') + 1)));
+      break;
+    }
+  }
+  uint64_t mem_total_kib = 0;
+  ASSERT_EQ(std::sscanf(ReadFile("/proc/meminfo").c_str(), "MemTotal: %" SCNu64 " kB",
+                        &mem_total_kib),
+            1);
+  const std::vector<v1::Worker> workers = cluster.Workers();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].device(), "cpu");
+  if (!model.empty()) {
+    EXPECT_EQ(workers[0].device_name(), model);
+  }
+  EXPECT_EQ(workers[0].device_memory_bytes(), mem_total_kib * 1024);
+
+  CommandResult table =
+      RunCommand({BinDir() + "/ringctl", "workers", "--coordinator", cluster.address()});
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_THAT(table.output, HasSubstr("DEVICE"));
+  EXPECT_THAT(table.output, HasSubstr("MEMORY"));
+  EXPECT_THAT(table.output, HasSubstr("cpu " + workers[0].device_name()));
+  EXPECT_THAT(table.output, HasSubstr(" GiB")) << "MemTotal of any test machine is GiB";
+  CommandResult json = RunCommand(
+      {BinDir() + "/ringctl", "workers", "--coordinator", cluster.address(), "--output", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_THAT(json.output, HasSubstr(absl::StrCat("\"device_memory_bytes\":\"",
+                                                  mem_total_kib * 1024, "\"")));
 }
 
 TEST(ServiceTest, BadRequestsGetClearErrorsAndTheCoordinatorKeepsServing) {

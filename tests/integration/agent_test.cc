@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -294,6 +295,15 @@ TEST_F(AgentTest, RegistersSaysHelloAndHeartbeats) {
   EXPECT_EQ(r[0].device(), "cpu");
   EXPECT_EQ(r[0].host_label(), "test-host");
   EXPECT_EQ(r[0].address(), "127.0.0.1");
+  // The CPU as the kernel describes it: MemTotal read here with sscanf, in KiB.
+  EXPECT_FALSE(r[0].device_name().empty());
+  EXPECT_FALSE(absl::StartsWith(r[0].device_name(), "unknown")) << r[0].device_name();
+  unsigned long long mem_total_kib = 0;
+  if (FILE* meminfo = std::fopen("/proc/meminfo", "r")) {
+    EXPECT_EQ(std::fscanf(meminfo, "MemTotal: %llu kB", &mem_total_kib), 1);
+    std::fclose(meminfo);
+  }
+  EXPECT_EQ(r[0].device_memory_bytes(), mem_total_kib * 1024);
   EXPECT_TRUE(WaitFor([&] { return coordinator_->heartbeats() >= 5; }, 3));  // every 100 ms
 }
 
@@ -500,6 +510,16 @@ TEST_F(AgentTest, BinaryRegistersWithItsFlagsAndStopsCleanlyOnSigterm) {
   EXPECT_EQ(r.device(), "cuda:3");
   EXPECT_EQ(r.host_label(), "bin-host");
   EXPECT_EQ(r.address(), "10.1.2.3");
+  // Without a driver, or with fewer than four GPUs, cuda:3 cannot be described: the agent warns,
+  // still registers (scheduling tests run GPU-less), and says why in the name.
+  if (r.device_memory_bytes() == 0) {
+    EXPECT_TRUE(absl::StartsWith(r.device_name(), "unknown (")) << r.device_name();
+    EXPECT_TRUE(absl::StrContains(testing::ReadFile(dir_ / "worker.log"),
+                                  "device 'cuda:3': "))
+        << testing::ReadFile(dir_ / "worker.log");
+  } else {
+    EXPECT_TRUE(absl::StrContains(r.device_name(), "NVIDIA")) << r.device_name();
+  }
 
   ASSERT_TRUE(coordinator_->Send(Assign("sig", kLongRun)));
   ASSERT_TRUE(WaitFor([&] { return coordinator_->messages().size() >= 2; }));

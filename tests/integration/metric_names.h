@@ -37,6 +37,7 @@ inline constexpr MetricName kMetricNames[] = {
     {"ringtrain_trainer_grad_norm", "gauge", "worker", "job_id,rank"},
     {"ringtrain_trainer_learning_rate", "gauge", "worker", "job_id,rank"},
     {"ringtrain_trainer_peak_memory_bytes", "gauge", "worker", "job_id,rank"},
+    {"ringtrain_trainer_device_memory_peak_bytes", "gauge", "worker", "job_id,rank"},
     {"ringtrain_trainer_attention_compute_seconds_total", "counter", "worker", "job_id,rank"},
     {"ringtrain_trainer_comm_wait_seconds_total", "counter", "worker", "job_id,rank"},
     {"ringtrain_trainer_bytes_sent_total", "counter", "worker", "job_id,rank"},

@@ -189,6 +189,10 @@ class FakeJobService final : public v1::JobService::Service {
     v1::Worker* busy = response->add_workers();
     *busy = *idle;
     busy->set_worker_id("worker-0002");
+    busy->set_device_kind("cuda");
+    busy->set_device("cuda:0");
+    busy->set_device_name("NVIDIA H200");
+    busy->set_device_memory_bytes(150110011392);
     busy->set_state(v1::WORKER_STATE_BUSY);
     busy->set_job_id("job-000001");
     busy->set_rank(3);
@@ -346,13 +350,18 @@ TEST_F(RingctlServiceTest, WorkersTableJsonAndWait) {
   const CommandResult table = Ringctl({"workers"});
   ASSERT_EQ(table.exit_code, 0) << table.output;
   for (const char* part :
-       {"LAST HEARTBEAT", "worker-0001", "IDLE", "BUSY", "job-000001/3", "10.0.0.1", "hostA"}) {
+       {"LAST HEARTBEAT", "worker-0001", "IDLE", "BUSY", "job-000001/3", "10.0.0.1", "hostA",
+        "DEVICE", "MEMORY", "cuda:0 NVIDIA H200  139.8 GiB"}) {
     EXPECT_TRUE(Has(table.output, part)) << part << " in\n" << table.output;
   }
   const std::vector<nlohmann::json> json = JsonLines(Ringctl({"workers", "--output=json"}).output);
   ASSERT_EQ(json.size(), 1u);
   ASSERT_EQ(json[0].size(), 2u);
   EXPECT_EQ(json[0][1]["state"], "WORKER_STATE_BUSY");
+  EXPECT_EQ(json[0][1]["device"], "cuda:0");
+  EXPECT_EQ(json[0][1]["device_name"], "NVIDIA H200");
+  EXPECT_EQ(json[0][1]["device_memory_bytes"], "150110011392");  // proto3 JSON: uint64 as a string
+  EXPECT_EQ(json[0][0]["device_memory_bytes"], "0");
 
   EXPECT_EQ(Ringctl({"workers", "--wait", "1"}).exit_code, 0);
   const CommandResult timeout = Ringctl({"workers", "--wait", "2", "--timeout", "0.5"});

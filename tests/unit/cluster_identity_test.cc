@@ -376,6 +376,9 @@ TEST_F(ClusterIdentityTest, RegisterFieldsAreBoundedAndPrintable) {
       {[](auto& r) { r.set_host_label(std::string(254, 'h')); }, "host_label"},
       {[](auto& r) { r.set_host_label("evil\x1b]0;title\x07"); }, "host_label"},
       {[](auto& r) { r.set_host_label("caf\xc3\xa9"); }, "host_label"},
+      {[](auto& r) { r.set_device_name(std::string(129, 'n')); }, "device_name"},
+      {[](auto& r) { r.set_device_name("NVIDIA\x1b[2J H200"); }, "device_name"},
+      {[](auto& r) { r.set_device_name("NVIDIA H200\n"); }, "device_name"},
       {[](auto& r) { r.set_previous_worker_id("worker 1"); }, "previous_worker_id"},
       {[](auto& r) { r.set_previous_credential(std::string(129, 'a')); }, "previous_credential"},
       {[](auto& r) { r.set_running_job_id("job\r1"); }, "running_job_id"},
@@ -404,7 +407,23 @@ TEST_F(ClusterIdentityTest, RegisterFieldsAreBoundedAndPrintable) {
   v1::RegisterRequest gpu = CpuWorker();
   gpu.set_device_kind("cuda");
   gpu.set_device("cuda:3");
+  gpu.set_device_name("unknown (this machine has 1 NVIDIA GPU (valid: cuda:0))");
   EXPECT_TRUE(cluster_->Register(gpu).ok());
+}
+
+TEST_F(ClusterIdentityTest, ListWorkersReturnsTheRegisteredDevice) {
+  v1::RegisterRequest gpu = CpuWorker();
+  gpu.set_device_kind("cuda");
+  gpu.set_device("cuda:1");
+  gpu.set_device_name(std::string(128, 'n'));  // the longest name taken
+  gpu.set_device_memory_bytes(150754820096);
+  ASSERT_TRUE(cluster_->Register(gpu).ok());
+  const std::vector<v1::Worker> workers = cluster_->ListWorkers();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].device_kind(), "cuda");
+  EXPECT_EQ(workers[0].device(), "cuda:1");
+  EXPECT_EQ(workers[0].device_name(), std::string(128, 'n'));
+  EXPECT_EQ(workers[0].device_memory_bytes(), 150754820096u);
 }
 
 }  // namespace

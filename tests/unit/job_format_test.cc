@@ -62,6 +62,84 @@ TEST(JobFormatTest, WorkerTableEscapesHostLabels) {
   EXPECT_THAT(table, HasSubstr("10.0.0.1\\x0a"));
 }
 
+TEST(JobFormatTest, WorkerDeviceNameEscapes) {
+  v1::Worker w;
+  w.set_worker_id("worker-0001");
+  w.set_device("cuda:0");
+  w.set_device_name(kEvil);
+  const std::string table = FormatWorkerTable({w}, 0);
+  ExpectNoControl(table);
+  EXPECT_THAT(table, HasSubstr(std::string("cuda:0 ") + kEscaped));
+}
+
+TEST(JobFormatTest, FormatBytesInBinaryUnits) {
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(1023), "1023 B");
+  EXPECT_EQ(FormatBytes(1024), "1.0 KiB");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(1048575), "1.0 MiB");  // 1023.999 KiB rounds up a unit, not to "1024.0"
+  EXPECT_EQ(FormatBytes(uint64_t{24683584} * 1024), "23.5 GiB");
+  EXPECT_EQ(FormatBytes(150110011392), "139.8 GiB");
+  EXPECT_EQ(FormatBytes(UINT64_MAX), "16.0 EiB");
+}
+
+TEST(JobFormatTest, WorkerTableShowsDeviceAndMemory) {
+  v1::Worker gpu;
+  gpu.set_worker_id("worker-0001");
+  gpu.set_device_kind("cuda");
+  gpu.set_device("cuda:0");
+  gpu.set_device_name("NVIDIA H200");
+  gpu.set_device_memory_bytes(150110011392);
+  gpu.set_state(v1::WORKER_STATE_IDLE);
+  v1::Worker old;  // from a coordinator that sends neither device nor name
+  old.set_worker_id("worker-0002");
+  old.set_device_kind("cpu");
+  old.set_state(v1::WORKER_STATE_IDLE);
+  const std::string table = FormatWorkerTable({gpu, old}, 0);
+  EXPECT_EQ(table,
+            "ID           DEVICE              MEMORY     HOST  ADDRESS  STATE  JOB/RANK  "
+            "LAST HEARTBEAT\n"
+            "worker-0001  cuda:0 NVIDIA H200  139.8 GiB                 IDLE   -         -\n"
+            "worker-0002  cpu                 -                         IDLE   -         -\n");
+  const std::string json = MessageJson(gpu);
+  EXPECT_THAT(json, HasSubstr("\"device\":\"cuda:0\""));
+  EXPECT_THAT(json, HasSubstr("\"device_name\":\"NVIDIA H200\""));
+  EXPECT_THAT(json, HasSubstr("\"device_memory_bytes\":\"150110011392\""));  // uint64: a string
+}
+
+TEST(JobFormatTest, DevicePeakShownOnlyWhenTheRecordHasOne) {
+  v1::StepEvent cuda;
+  cuda.set_job_id("job-000001");
+  cuda.set_step(3);
+  cuda.set_record_json(
+      R"({"step":3,"loss":2.5,"device_memory_peak_bytes":65712324608,)"
+      R"("ranks":[{"rank":0,"device_memory_peak_bytes":65712324608}]})");
+  EXPECT_EQ(DeviceMemoryPeakBytes(cuda), 65712324608u);
+  EXPECT_THAT(StepEventJson(cuda),
+              HasSubstr(",\"device_memory_peak_bytes\":65712324608,\"record\":"));
+  Progress progress;
+  progress.step = 3;
+  progress.device_memory_peak_bytes = DeviceMemoryPeakBytes(cuda);
+  EXPECT_THAT(ProgressLine(progress), HasSubstr("  device peak 61.2 GiB"));
+
+  v1::StepEvent cpu = cuda;
+  for (const char* record :
+       {R"({"step":3,"loss":2.5})", R"({"step":3,"device_memory_peak_bytes":0})",
+        R"({"step":3,"device_memory_peak_bytes":-5})",
+        R"({"step":3,"device_memory_peak_bytes":"lots"})", "not json"}) {
+    cpu.set_record_json(record);
+    EXPECT_EQ(DeviceMemoryPeakBytes(cpu), 0u) << record;
+    const std::string json = StepEventJson(cpu);  // the record itself may still hold it
+    EXPECT_THAT(json.substr(0, json.find(",\"record\":")),
+                ::testing::Not(HasSubstr("device_memory_peak_bytes")))
+        << record;
+  }
+  cpu.set_record_json(R"({"step":3,"loss":2.5})");
+  EXPECT_THAT(StepEventJson(cpu), ::testing::Not(HasSubstr("device_memory_peak_bytes")));
+  progress.device_memory_peak_bytes = 0;
+  EXPECT_THAT(ProgressLine(progress), ::testing::Not(HasSubstr("device peak")));
+}
+
 TEST(JobFormatTest, ErrorsAndStateChangesEscape) {
   const std::string line = CommandErrorLine("submit", absl::InvalidArgumentError(std::string("bad:\n  ") + kEvil));
   ExpectNoControl(line);

@@ -21,6 +21,7 @@
 #include "common/grpc/client_util.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "worker/agent/device_probe.h"
 #include "worker/agent/job_paths.h"
 
 namespace ringtrain {
@@ -128,12 +129,21 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   if (options.checkpoint_root.empty()) options.checkpoint_root = options.work_dir + "/checkpoints";
   RT_ASSIGN_OR_RETURN(options.checkpoint_root,
                       CanonicalRoot("--checkpoint-root", options.checkpoint_root, true));
-  return std::unique_ptr<Agent>(new Agent(std::move(options), std::move(kind)));
+  // A device that cannot be described is no reason to refuse work: the agent registers it as
+  // "unknown (why)" and its trainers fail on their own if the device is really not there.
+  const DeviceSpec device = *ParseDevice(options.device);  // DeviceKind accepted it
+  const absl::StatusOr<DeviceInfo> probed = ProbeDevice(device);
+  if (!probed.ok()) {
+    RT_LOG(Warning) << probed.status().message() << "; registering it as unknown";
+  }
+  return std::unique_ptr<Agent>(
+      new Agent(std::move(options), std::move(kind), RegisteredDeviceInfo(device, probed)));
 }
 
-Agent::Agent(AgentOptions options, std::string device_kind)
+Agent::Agent(AgentOptions options, std::string device_kind, DeviceInfo device_info)
     : options_(std::move(options)),
       device_kind_(std::move(device_kind)),
+      device_info_(std::move(device_info)),
       channel_(MakeChannel(options_)),
       stub_(v1::WorkerService::NewStub(channel_)),
       metrics_(std::make_shared<AgentMetrics>()),
@@ -266,6 +276,8 @@ absl::Status Agent::Register() {
   v1::RegisterRequest request;
   request.set_device_kind(device_kind_);
   request.set_device(options_.device);
+  request.set_device_name(device_info_.name);
+  request.set_device_memory_bytes(device_info_.memory_bytes);
   request.set_host_label(options_.host_label);
   request.set_address(options_.advertise_address);
   {
@@ -317,9 +329,10 @@ absl::Status Agent::Register() {
                             ? std::chrono::milliseconds(response.heartbeat_interval_ms())
                             : kDefaultHeartbeat;
   RT_LOG(Info) << "registered with " << where << " as worker " << worker_id_ << " (device "
-               << options_.device << ", host " << options_.host_label << ", address "
-               << options_.advertise_address << "; heartbeat every " << heartbeat_interval_.count()
-               << " ms)";
+               << options_.device << " " << device_info_.name << ", "
+               << absl::StrFormat("%.1f GiB", device_info_.memory_bytes / 1073741824.0)
+               << ", host " << options_.host_label << ", address " << options_.advertise_address
+               << "; heartbeat every " << heartbeat_interval_.count() << " ms)";
   return absl::OkStatus();
 }
 

@@ -22,6 +22,7 @@
 #include "common/grpc/credentials.h"
 #include "ringtrain/v1/worker_service.grpc.pb.h"
 #include "worker/agent/agent_metrics.h"
+#include "worker/agent/device_probe.h"
 #include "worker/agent/outbox.h"
 #include "worker/agent/rank_slot.h"
 #include "worker/agent/rank_supervisor.h"
@@ -61,7 +62,8 @@ absl::StatusOr<std::string> DeviceKind(absl::string_view device);
 class Agent {
  public:
   // Checks the options (device, threads, trainer executable), makes work_dir absolute and creates
-  // it; makes data_root (must exist) and checkpoint_root (created) absolute and canonical.
+  // it; probes the device's name and memory (device_probe.h; a failed probe is logged as a
+  // warning and the device registered as "unknown (why)" with memory 0); makes data_root (must exist) and checkpoint_root (created) absolute and canonical.
   // INVALID_ARGUMENT or FAILED_PRECONDITION naming the flag and what would work.
   static absl::StatusOr<std::unique_ptr<Agent>> Create(AgentOptions options);
 
@@ -91,7 +93,7 @@ class Agent {
   using Stream = grpc::ClientReaderWriter<v1::AgentMessage, v1::CoordinatorMessage>;
   using Clock = std::chrono::steady_clock;
 
-  Agent(AgentOptions options, std::string device_kind);
+  Agent(AgentOptions options, std::string device_kind, DeviceInfo device_info);
 
   absl::Status Register();
   // One Session: Hello, then reads until the stream ends, with WriterLoop on a second thread.
@@ -127,6 +129,7 @@ class Agent {
 
   const AgentOptions options_;
   const std::string device_kind_;
+  const DeviceInfo device_info_;  // what Register reports (device_probe.h), probed once in Create
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::WorkerService::Stub> stub_;
   const std::shared_ptr<AgentMetrics> metrics_;

@@ -34,7 +34,7 @@ void AgentMetrics::TrainerStarted(const std::string& job_id, int rank, int world
   step_seconds_ = FixedHistogram(StepBuckets());
   tokens_ = attention_seconds_ = comm_wait_seconds_ = bytes_sent_ = 0;
   step_ = 0;
-  loss_ = grad_norm_ = lr_ = peak_memory_bytes_ = 0;
+  loss_ = grad_norm_ = lr_ = peak_memory_bytes_ = device_memory_peak_bytes_ = 0;
 }
 
 void AgentMetrics::TrainerRecord(const std::string& json_line) {
@@ -70,6 +70,9 @@ void AgentMetrics::TrainerRecord(const std::string& json_line) {
       add(&bytes_sent_, "bytes_sent");
       const double peak = Number(mine, "peak_memory_bytes");
       if (std::isfinite(peak)) peak_memory_bytes_ = peak;
+      // CUDA ranks only (0 on the CPU); trainers from before it existed leave it out.
+      const double device_peak = Number(mine, "device_memory_peak_bytes");
+      if (std::isfinite(device_peak)) device_memory_peak_bytes_ = device_peak;
     }
   }
 }
@@ -147,6 +150,10 @@ std::vector<prometheus::MetricFamily> AgentMetrics::Collect() const {
          lr_);
   series(GaugeFamily("ringtrain_trainer_peak_memory_bytes", "Peak resident memory of this rank."),
          false, peak_memory_bytes_);
+  series(GaugeFamily("ringtrain_trainer_device_memory_peak_bytes",
+                     "Peak bytes the CUDA caching allocator held allocated for this rank during "
+                     "its last step (0 on the CPU)."),
+         false, device_memory_peak_bytes_);
   series(CounterFamily("ringtrain_trainer_attention_compute_seconds_total",
                        "Wall time this rank spent computing attention blocks."),
          true, attention_seconds_);

@@ -7,6 +7,8 @@
 //   ringtrain_trainer_step_duration_seconds{job_id,rank}          histogram
 //   ringtrain_trainer_tokens_total{job_id,rank}                   counter  this rank's tokens
 //   ringtrain_trainer_step / _loss / _grad_norm / _learning_rate / _peak_memory_bytes  gauges
+//   ringtrain_trainer_device_memory_peak_bytes{job_id,rank}    gauge   the rank's CUDA peak
+//     (its record's ranks[].device_memory_peak_bytes; 0 on the CPU or from older trainers)
 //   ringtrain_trainer_attention_compute_seconds_total, _comm_wait_seconds_total,
 //   ringtrain_trainer_bytes_sent_total{job_id,rank}              counters
 //   ringtrain_worker_trainer_starts_total                      counter
@@ -67,6 +69,7 @@ class AgentMetrics : public prometheus::Collectable {
   double grad_norm_ ABSL_GUARDED_BY(mu_) = 0;
   double lr_ ABSL_GUARDED_BY(mu_) = 0;
   double peak_memory_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  double device_memory_peak_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   double attention_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double comm_wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
