@@ -61,6 +61,9 @@ void ExpectConfigEq(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.training.dataset_path, b.training.dataset_path);
   EXPECT_EQ(a.training.token_dtype, b.training.token_dtype);
   EXPECT_EQ(a.training.sampler, b.training.sampler);
+  EXPECT_EQ(a.training.mixed_precision_param, b.training.mixed_precision_param);
+  EXPECT_EQ(a.training.attention_kernel, b.training.attention_kernel);
+  EXPECT_EQ(a.comm.backend, b.comm.backend);
   EXPECT_EQ(a.optimizer.name, b.optimizer.name);
   EXPECT_EQ(a.optimizer.lr, b.optimizer.lr);
   EXPECT_EQ(a.optimizer.beta1, b.optimizer.beta1);
@@ -117,6 +120,8 @@ dataset = "bin"
 dataset_path = "/data/tokens.bin"
 token_dtype = "uint32"
 sampler = "random"
+mixed_precision_param = "bfloat16"
+attention_kernel = "fused"
 
 [optimizer]
 name = "AdamW"
@@ -157,6 +162,7 @@ local_batch_size = 2
 
 [comm]
 timeout_seconds = 120.5
+backend = "gloo"
 )toml";
 
 JobConfig FullFileConfig() {
@@ -173,7 +179,7 @@ JobConfig FullFileConfig() {
   c.model.rope_theta = 10000.0;
   c.model.max_seq_len = 4096;
   c.training = {1024, 4, 200, 7, 0.5, DatasetKind::kBin, "/data/tokens.bin", TokenDtype::kUint32,
-                SamplerKind::kRandom};
+                SamplerKind::kRandom, MixedPrecision::kBFloat16, AttentionKernelKind::kFused};
   c.optimizer = {OptimizerName::kAdamW, 3e-4, 0.8, 0.99, 1e-9, 0.0};
   c.lr_scheduler = {20, 0.5, DecayType::kCosine, 0.1};
   c.parallelism = {2, 4, LoadBalancer::kNone, RotateMethod::kAllGather};
@@ -181,6 +187,7 @@ JobConfig FullFileConfig() {
   c.metrics = {10, "/tmp/metrics.jsonl"};
   c.validation = {DatasetKind::kText, "/data/val.txt", 5, 2};
   c.comm.timeout_seconds = 120.5;
+  c.comm.backend = CommBackend::kGloo;
   return c;
 }
 
@@ -481,6 +488,11 @@ INSTANTIATE_TEST_SUITE_P(
                  "lr_scheduler.decay_ratio) = round(100 × 0.3) = 30 exceeds training.steps = 100 (valid: "
                  "warmup_steps <= 70 with this decay_ratio)"},
         RuleCase{{"lr_scheduler.warmup_steps=101"}, "exceeds training.steps = 100 (valid: warmup_steps <= 100"},
+        RuleCase{{"training.mixed_precision_param=fp16"},
+                 "training.mixed_precision_param = \"fp16\": must be one of \"float32\", \"bfloat16\""},
+        RuleCase{{"training.attention_kernel=flash"},
+                 "training.attention_kernel = \"flash\": must be one of \"auto\", \"fused\", \"tiled\""},
+        RuleCase{{"comm.backend=mpi"}, "comm.backend = \"mpi\": must be one of \"auto\", \"nccl\", \"gloo\""},
         // parallelism
         RuleCase{{"parallelism.data_parallel_replicate_degree=0"},
                  "parallelism.data_parallel_replicate_degree = 0: must be -1 (fill the world) or > 0"},
