@@ -2,9 +2,11 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "worker/engine/kernels/block_plan.h"
@@ -97,10 +99,16 @@ FusedBackend FusedBlockKernel::Resolve(const at::Tensor& q, const at::Tensor& k,
   if (backend_ != FusedBackend::kAuto) return backend_;
   if (!q.is_cuda()) return FusedBackend::kCpuFlash;
   const int64_t choice = at::_fused_sdp_choice(q, k, k, {}, 0.0, causal);
+  const bool reduced = q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf;
+  const int64_t head_dim = q.size(-1);
   switch (choice) {
     case kSdpFlash: return FusedBackend::kFlash;
     case kSdpEfficient: return FusedBackend::kEfficient;
-    case kSdpCudnn: return FusedBackend::kCudnn;
+    case kSdpCudnn:
+      // Flash ahead of cuDNN where flash takes the shapes (16-bit, head dim a multiple of 8 up
+      // to 256): the kernel PyTorch's own ring attention runs most.
+      return reduced && head_dim % 8 == 0 && head_dim <= 256 ? FusedBackend::kFlash
+                                                               : FusedBackend::kCudnn;
     default: break;
   }
   TORCH_CHECK(false, "no fused attention kernel applies to ", q.scalar_type(), " q ", q.sizes(),
@@ -189,15 +197,24 @@ BlockOutput FusedBlockKernel::Forward(const at::Tensor& q, const at::Tensor& k, 
                      at::full({batch, heads, q.size(2)}, kNegInf, acc)};
   if (plan->empty()) return result;
   const at::Tensor ke = ExpandHeads(k, group), ve = ExpandHeads(v, group);
+  std::vector<bool> touched(size_t(q.size(2)), false);
   for (const FusedCall& call : *plan) {
     const at::Tensor qc = Rows(q, call.q), kc = Rows(ke, call.k), vc = Rows(ve, call.k);
     const CallResult r = CallForward(Resolve(qc, kc, call.causal), qc, kc, vc, call.causal, scale);
-    // Merge the call's rows in float32 (the first call on a row takes it exactly).
-    at::Tensor out_rows = result.out.narrow(2, call.q.begin, call.q.size()).clone();
-    at::Tensor lse_rows = result.lse.narrow(2, call.q.begin, call.q.size()).clone();
-    MergeBlockInto(out_rows, lse_rows, BlockOutput{Widen(r.out), r.lse.to(acc.dtype())});
-    result.out.narrow(2, call.q.begin, call.q.size()).copy_(out_rows);
-    result.lse.narrow(2, call.q.begin, call.q.size()).copy_(lse_rows);
+    at::Tensor out_rows = result.out.narrow(2, call.q.begin, call.q.size());
+    at::Tensor lse_rows = result.lse.narrow(2, call.q.begin, call.q.size());
+    const auto first = touched.begin() + call.q.begin, last = touched.begin() + call.q.end;
+    if (std::none_of(first, last, [](bool t) { return t; })) {
+      // The first call on these rows: its result is theirs (what a merge with nothing gives).
+      out_rows.copy_(r.out);
+      lse_rows.copy_(r.lse);
+    } else {  // merge in the accumulate type
+      at::Tensor merged_out = out_rows.clone(), merged_lse = lse_rows.clone();
+      MergeBlockInto(merged_out, merged_lse, BlockOutput{Widen(r.out), r.lse.to(acc.dtype())});
+      out_rows.copy_(merged_out);
+      lse_rows.copy_(merged_lse);
+    }
+    std::fill(first, last, true);
     result.scores_computed += ScoresOf(call, batch * heads);
   }
   return result;

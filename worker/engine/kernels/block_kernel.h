@@ -7,7 +7,8 @@
 //          another dtype are widened first). The CPU path, and the fallback for any block.
 //   fused  PyTorch's fused SDPA kernels with log-sum-exp: on CUDA flash
 //          (_scaled_dot_product_flash_attention), or memory-efficient or cuDNN where flash does not
-//          apply (PyTorch's own choice for the shapes, at::_fused_sdp_choice, unless one is forced);
+//          apply (PyTorch's own choice for the shapes, at::_fused_sdp_choice, with flash ahead of
+//          cuDNN where flash takes the shapes; unless one is forced);
 //          on the CPU the CPU flash kernel (_scaled_dot_product_flash_attention_for_cpu), which lets
 //          the CPU tests run this whole path. A block is cut into full/causal calls by
 //          PlanFusedCalls (block_plan.h); calls are merged by log-sum-exp in float32. K/V heads are
