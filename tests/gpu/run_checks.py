@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 
 # The debug config; --self-test shrinks it (5 steps of seq 128 x batch 2, 1 warm-up step).
 DEBUG_CONFIG = "configs/debug_model.toml"
@@ -397,13 +398,21 @@ def main():
     report = Report()
     started = time.time()
 
-    print(f"== 1. attention on {ns.device} vs cpu", flush=True)
-    check_attention(runner, report, ns.device)
-    print(f"== 2-3. the debug config on {ns.device} vs cpu; cp = 2 vs cp = 1", flush=True)
-    check_debug_and_cp(runner, report, ns.device, ns.self_test)
-    print(f"== 4. bench: ringtrain-trainer vs PyTorch eager on {ns.device}", flush=True)
-    eager = check_bench(runner, report, ns.device, SELF_TEST_BENCH if ns.self_test else BENCH,
-                        here)
+    # A step whose output this script cannot read (a KeyError, say) becomes an ERROR row too, so
+    # that the table always prints.
+    def section(title, fn, *args):
+        print("== " + title, flush=True)
+        try:
+            return fn(runner, report, *args)
+        except Exception:  # noqa: BLE001 (reported, not swallowed)
+            report.error(title, {title: tail(traceback.format_exc())})
+            return None
+
+    section(f"1. attention on {ns.device} vs cpu", check_attention, ns.device)
+    section(f"2-3. the debug config on {ns.device} vs cpu; cp = 2 vs cp = 1", check_debug_and_cp,
+            ns.device, ns.self_test)
+    eager = section(f"4. bench: ringtrain-trainer vs PyTorch eager on {ns.device}", check_bench,
+                    ns.device, SELF_TEST_BENCH if ns.self_test else BENCH, here)
 
     header = {
         "mode": "self-test (cpu, small shapes)" if ns.self_test else "gpu",
@@ -423,9 +432,15 @@ def main():
     verdict = "PASSED: every checked row is within its tolerance" if passed else \
         "FAILED: " + ", ".join(f"row {r['n']} {r['status']}" for r in report.rows
                                if r["status"] in ("FAIL", "ERROR"))
-    text = [title, "", report.markdown(), ""]
+    text = [title, ""]
+    if ns.self_test:
+        text += ["Self-test: the CPU stands where the GPU would be, with small shapes; its figures "
+                 "(tokens/s, MFU) only show that the plumbing works.", ""]
+    text += [report.markdown(), ""]
     for e in report.errors:
-        text += [f"ERROR: step {e['step']} (log: {runner.path(e['step'] + '.log')}):", "```",
+        log = runner.path(e["step"] + ".log")
+        where = f" (log: {log})" if os.path.exists(log) else ""
+        text += [f"ERROR: {e['step']}{where}:", "```",
                  e["message"], "```", ""]
     text.append(verdict)
     text = "\n".join(text)
