@@ -4,8 +4,9 @@
 #   DIR/tests/gpu/check.sh [--bundle DIR] [--python PY] [--device cuda:0] [--out OUT] [--self-test]
 # 1. finds torch through PY (default python3) and refuses a torch whose major.minor differs from
 #    the one the binaries were built against (the bundle's MANIFEST);
-# 2. builds the binaries' LD_LIBRARY_PATH: the bundle's lib/, torch/lib, site-packages/nvidia/*/lib
-#    (and the bundle's lib/cxx when this machine's C++ runtime is older than the build machine's),
+# 2. builds the binaries' LD_LIBRARY_PATH: the bundle's lib/, torch/lib, site-packages/nvidia/*/lib,
+#    then the LD_LIBRARY_PATH it was given (and the bundle's lib/cxx first when this machine's C++
+#    runtime is older than the build machine's),
 #    and checks with ldd that every library resolves (naming the ones that do not);
 # 3. runs tests/gpu/run_checks.py: attention, the debug config on the device against the CPU, cp = 2
 #    on the one device against cp = 1, and a larger config's tokens/s and MFU next to PyTorch
@@ -68,6 +69,8 @@ echo "check.sh: torch $have_torch (CUDA $(sed -n 's/^cuda=//p' <<<"$torch_info")
 
 lib_path=$bundle/lib
 while read -r d; do lib_path=$lib_path:$d; done < <(sed -n 's/^lib=//p' <<<"$torch_info")
+# Then whatever this machine already had there (containers often find the driver's libcuda so).
+lib_path=$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 # Every library of every binary resolves; "not found" also covers a missing symbol version
 # (GLIBCXX_3.4.30 not found), in which case the build machine's C++ runtime is tried.

@@ -93,6 +93,8 @@ class Runner:
         log_path = self.path(name + ".log")
         start = time.monotonic()
         with open(log_path, "w") as log:
+            if binary:
+                log.write(f"# LD_LIBRARY_PATH={self.bin_env['LD_LIBRARY_PATH']}\n")
             log.write("$ " + " ".join(argv) + "\n")
             log.flush()
             try:
