@@ -111,6 +111,8 @@ class Runner:
                 proc.wait()
                 rc = None
         with open(log_path, errors="replace") as f:
+            if binary:
+                f.readline()  # the LD_LIBRARY_PATH line: in the log, not in error messages
             output = f.read()
         print(f"  {name}: {'timed out' if rc is None else f'exit {rc}'} after "
               f"{time.monotonic() - start:.1f} s (log: {log_path})", flush=True)
