@@ -229,7 +229,7 @@ def check_attention(runner, report, device):
                 row = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if row.get("check") == "attention":
+            if "check" in row and "max_abs_diff" in row:  # attention's rows, or any it adds
                 rows.append(row)
     if not rows:
         report.error(name, {"attention": f"exit status {rc} and no result rows\n" + tail(output)})
@@ -242,7 +242,7 @@ def check_attention(runner, report, device):
         else:
             status = "ok" if row.get("ok") and diff <= tol else "FAIL"
         any_failed |= status == "FAIL"
-        report.add(f"attention {row['case']} ({device} vs cpu)", diff, status, tol)
+        report.add(f"{row['check']} {row['case']} ({device} vs cpu)", diff, status, tol)
     if rc not in (0, 1) or (rc == 1) != any_failed:
         report.error(name, {"attention": f"exit status {rc} does not match its rows "
                                          f"({'some' if any_failed else 'none'} failed)\n"
