@@ -84,7 +84,7 @@ cp "$root"/tests/gpu/*.sh "$root"/tests/gpu/*.py "$out/tests/gpu/"
 cp "$root/tests/parity/llama_reference.py" "$out/tests/parity/"
 
 commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
-if [ -n "$(git -C "$root" status --porcelain 2>/dev/null)" ]; then commit="$commit (with local changes)"; fi
+if [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]; then commit="$commit (with local changes)"; fi
 {
   echo "# ringtrain GPU bundle (scripts/gpu_bundle.sh); tests/gpu/check.sh reads torch_version"
   echo "torch_version=$torch_version"

@@ -242,7 +242,7 @@ def check_attention(runner, report, device):
         else:
             status = "ok" if row.get("ok") and diff <= tol else "FAIL"
         any_failed |= status == "FAIL"
-        report.add(f"{row['check']} {row.get('case', '')} ({device} vs cpu)", diff, status, tol)
+        report.add(f"{row['check']} {row.get('case', '')}, vs cpu", diff, status, tol)
     if rc not in (0, 1) or (rc == 1) != any_failed:
         report.error(name, {"attention": f"exit status {rc} does not match its rows "
                                          f"({'some' if any_failed else 'none'} failed)\n"
