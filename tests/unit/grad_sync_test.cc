@@ -74,6 +74,37 @@ TEST_P(GradSyncTest, EveryRankGetsTheSumOfAllGradients) {
 // One bucket for everything; one bucket per parameter; the default.
 INSTANTIATE_TEST_SUITE_P(Buckets, GradSyncTest, ::testing::Values(int64_t{1} << 20, 4, 25 << 20));
 
+// Through host buffers (what Gloo does for CUDA ranks, here on CPU tensors): the same bits.
+TEST(GradSyncTest, StagingThroughHostChangesNothing) {
+  const int64_t world = 3;
+  std::vector<std::vector<at::Tensor>> direct(world), staged(world);
+  std::vector<double> loss_direct(world), loss_staged(world);
+  std::vector<std::vector<std::vector<double>>> figures(world);
+  for (const bool stage : {false, true}) {
+    RunOnThreads(
+        world, world,
+        [&](int64_t r, Communicator& comm) {
+          auto params = RankParams(r);
+          AllReduceGradients(comm, params, 64);
+          for (const auto& p : params) (stage ? staged : direct)[r].push_back(p.grad().clone());
+          (stage ? loss_staged : loss_direct)[r] = AllReduceSum(comm, 0.1 * double(r + 1));
+          if (stage) figures[r] = comm.AllGatherDoubles({double(r), 0.5});
+        },
+        stage);
+  }
+  for (int64_t r = 0; r < world; ++r) {
+    ASSERT_EQ(staged[r].size(), direct[r].size());
+    for (size_t i = 0; i < direct[r].size(); ++i) {
+      EXPECT_TRUE(torch::equal(staged[r][i], direct[r][i])) << "rank " << r << " param " << i;
+    }
+    EXPECT_EQ(loss_staged[r], loss_direct[r]);
+    ASSERT_EQ(figures[r].size(), size_t(world));
+    for (int64_t j = 0; j < world; ++j) {
+      EXPECT_EQ(figures[r][j], (std::vector<double>{double(j), 0.5}));
+    }
+  }
+}
+
 TEST(AllReduceSumTest, SumsDoublesExactly) {
   std::vector<double> sums(4);
   RunOnThreads(4, 2, [&](int64_t r, Communicator& comm) {

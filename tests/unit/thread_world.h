@@ -20,9 +20,11 @@
 namespace ringtrain {
 
 // Runs body(rank, comm) on `world` threads with mesh (world, dp, cp = world / dp); an exception in
-// a rank fails the test naming the rank. Returns when every rank is done.
+// a rank fails the test naming the rank. Returns when every rank is done. `stage_through_host`
+// sends every tensor through host buffers, as Gloo does for CUDA ranks.
 inline void RunOnThreads(int64_t world, int64_t dp,
-                         const std::function<void(int64_t, Communicator&)>& body) {
+                         const std::function<void(int64_t, Communicator&)>& body,
+                         bool stage_through_host = false) {
   // c10d's process-wide flight recorder updates a map outside its lock when a collective is
   // enqueued, which only bites when several process groups enqueue from different threads of one
   // process — exactly this setup (a trainer has one training thread). Off before the first group.
@@ -35,7 +37,8 @@ inline void RunOnThreads(int64_t world, int64_t dp,
       try {
         torch::set_num_threads(1);
         const Mesh mesh{r, world, dp, world / dp};
-        auto comm = Communicator::CreateWithStore(mesh, store, std::chrono::seconds(30), false);
+        auto comm = Communicator::CreateWithStore(mesh, store, std::chrono::seconds(30), false,
+                                                  stage_through_host);
         body(r, *comm);
       } catch (const std::exception& e) {
         errors[r] = e.what();
