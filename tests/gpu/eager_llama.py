@@ -91,14 +91,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda:0")
-    ap.add_argument("--dim", type=int, required=True)
-    ap.add_argument("--n-layers", type=int, required=True)
-    ap.add_argument("--n-heads", type=int, required=True)
-    ap.add_argument("--n-kv-heads", type=int, required=True)
-    ap.add_argument("--vocab-size", type=int, required=True)
-    ap.add_argument("--multiple-of", type=int, default=256)
-    ap.add_argument("--norm-eps", type=float, default=1e-5)
-    ap.add_argument("--rope-theta", type=float, default=500000.0)
+    ref.add_model_flags(ap)  # the parity reference's model flags (check.sh gives every one)
     ap.add_argument("--seq-len", type=int, required=True)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--steps", type=int, default=10)
@@ -113,8 +106,7 @@ def main():
     torch.manual_seed(0)
     peak_tflops = matmul_tflops(device, ns.matmul_size)
 
-    args = ref.ModelArgs(ns.dim, ns.n_layers, ns.n_heads, ns.n_kv_heads, ns.vocab_size,
-                         ns.multiple_of, None, ns.norm_eps, ns.rope_theta)
+    args = ref.model_args_from(ns)
     with torch.device(device):  # the parameters are made (and initialised) on the device
         model = SdpaTransformer(args)
     n_params = sum(p.numel() for p in model.parameters())

@@ -152,18 +152,11 @@ std::vector<Grads> RunRing(const RingCase& c, const at::Tensor& q, const at::Ten
                            bool staged) {
   const int64_t seq_len = q.size(2);
   std::vector<Grads> results(c.cp);
-  setenv("TORCH_FR_BUFFER_SIZE", "0", 0);
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(c.cp);
-  for (int64_t r = 0; r < c.cp; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        torch::set_num_threads(1);
-        auto comm = Communicator::CreateWithStore(Mesh{r, c.cp, 1, c.cp}, store,
-                                                  std::chrono::seconds(30), false, staged);
-        auto kernel = std::make_shared<RingAttentionKernel>(comm.get(), seq_len, c.balancer,
-                                                            c.rotate, AttentionKernelKind::kFused);
+  RunOnThreads(
+      c.cp, 1,
+      [&](int64_t r, Communicator& comm) {
+        auto kernel = std::make_shared<RingAttentionKernel>(&comm, seq_len, c.balancer, c.rotate,
+                                                            AttentionKernelKind::kFused);
         const BlockPositions pos{ShardPositions(seq_len, c.cp, r, c.balancer)};
         const at::Tensor idx = pos.AsTensor();
         auto ql = q.index_select(2, idx).detach().requires_grad_();
@@ -172,13 +165,8 @@ std::vector<Grads> RunRing(const RingCase& c, const at::Tensor& q, const at::Ten
         const at::Tensor out = kernel->Attend(ql, kl, vl, pos, scale);
         const auto g = torch::autograd::grad({out}, {ql, kl, vl}, {dout.index_select(2, idx)});
         results[r] = {out.detach(), g[0], g[1], g[2]};
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int64_t r = 0; r < c.cp; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+      },
+      staged);
   return results;
 }
 

@@ -66,8 +66,17 @@ c10::ScalarType AccumulateType(c10::ScalarType compute) {
 
 at::Tensor Widen(const at::Tensor& x) { return x.to(AccumulateType(x.scalar_type())); }
 
+const at::Tensor& FinalStats::delta() const {
+  if (!delta_.defined()) delta_ = AttentionDelta(Widen(dout), Widen(out));
+  return delta_;
+}
+
 FinalStats MakeFinalStats(const at::Tensor& out, const at::Tensor& lse, const at::Tensor& dout) {
-  return {out, lse, AttentionDelta(Widen(dout), Widen(out))};
+  FinalStats final;
+  final.out = out;
+  final.lse = lse;
+  final.dout = dout;
+  return final;
 }
 
 // ---- tiled ----
@@ -84,7 +93,7 @@ BlockGrads TiledBlockKernel::Backward(const at::Tensor& q, const at::Tensor& k,
                                       const at::Tensor& v, const at::Tensor& dout,
                                       const FinalStats& final, const BlockPositions& q_pos,
                                       const BlockPositions& k_pos, double scale) {
-  return AttentionBlockBackward(Widen(q), Widen(k), Widen(v), Widen(dout), final.delta, final.lse,
+  return AttentionBlockBackward(Widen(q), Widen(k), Widen(v), Widen(dout), final.delta(), final.lse,
                                 q_pos, k_pos, MaskKind::kCausal, scale, tiling_);
 }
 

@@ -39,10 +39,16 @@ const char* FusedBackendName(FusedBackend backend);
 c10::ScalarType AccumulateType(c10::ScalarType compute);
 at::Tensor Widen(const at::Tensor& x);  // x in AccumulateType(x.scalar_type())
 
-// What a block's backward needs of the final (merged) attention output: `out` (B, H, Lq, D) in the
-// compute dtype, `lse` (B, H, Lq) and `delta` = rowsum(dout · out) (B, H, Lq) in the accumulate type.
+// What a block's backward needs of the final (merged) attention output and its gradient: `out`
+// (B, H, Lq, D) in the compute dtype, `lse` (B, H, Lq) in the accumulate type, `dout` (B, H, Lq, D).
+// delta() = rowsum(dout · out) in the accumulate type, computed on first use: only the tiled kernel
+// reads it (the fused kernels compute their own), and a ring pass computes it once for all blocks.
 struct FinalStats {
-  at::Tensor out, lse, delta;
+  at::Tensor out, lse, dout;
+  const at::Tensor& delta() const;
+
+ private:
+  mutable at::Tensor delta_;
 };
 FinalStats MakeFinalStats(const at::Tensor& out, const at::Tensor& lse, const at::Tensor& dout);
 
