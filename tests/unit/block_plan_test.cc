@@ -26,7 +26,9 @@ void ExpectExactCover(const std::vector<int64_t>& qp, const std::vector<int64_t>
     ASSERT_LE(c.k.end, int64_t(kp.size()));
     ASSERT_GT(c.q.size(), 0);
     ASSERT_GT(c.k.size(), 0);
-    if (c.causal) ASSERT_EQ(c.q.size(), c.k.size()) << DescribePlan(calls);
+    if (c.causal) {
+      ASSERT_EQ(c.q.size(), c.k.size()) << DescribePlan(calls);
+    }
     for (int64_t i = c.q.begin; i < c.q.end; ++i) {
       for (int64_t j = c.k.begin; j < c.k.end; ++j) {
         // The fused kernel's own mask: aligned triangle (local offsets) or none.
@@ -79,7 +81,9 @@ TEST(BlockPlanTest, ContiguousShardsAreCausalFullOrNothing) {
       ASSERT_TRUE(plan.has_value());
       ExpectExactCover(qp, kp, *plan);
       EXPECT_EQ(plan->size(), src > r ? 0u : 1u) << DescribePlan(*plan);
-      if (src <= r) EXPECT_EQ((*plan)[0].causal, src == r);
+      if (src <= r) {
+        EXPECT_EQ((*plan)[0].causal, src == r);
+      }
     }
   }
 }
