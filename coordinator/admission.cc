@@ -72,10 +72,11 @@ absl::StatusOr<JobRecord> AdmitSubmitRequest(const v1::SubmitJobRequest& request
   absl::StatusOr<JobConfig> config = ParseJobConfig(request.config_toml(), overrides, "job config");
   if (!config.ok()) return config.status();
   RT_RETURN_IF_ERROR(CheckConfigPaths(*config));
-  // Both degrees are <= kMaxWorldSize once the config is valid, so the product cannot overflow.
-  const int64_t dp = std::max<int64_t>(config->parallelism.data_parallel_replicate_degree, 1);
+  // A valid config's degrees multiply to at most kMaxWorldSize; a -1 degree is read as 1.
+  const int64_t world = RequestedWorldSize(*config);
+  RT_RETURN_IF_ERROR(ValidateMesh(*config, world));
+  const int64_t dp = DataParallelDegree(*config, world);
   const int64_t cp = config->parallelism.context_parallel_degree;
-  RT_RETURN_IF_ERROR(ValidateMesh(*config, dp * cp));
 
   JobRecord job;
   job.name = request.name();

@@ -39,8 +39,8 @@ std::string CheckAdmission(const v1::SubmitJobRequest& request) {
   const absl::StatusOr<JobConfig> config =
       ParseJobConfig(job->config_toml, job->overrides, "admitted config");
   if (!config.ok()) return absl::StrCat("an admitted config fails to parse again: ", config.status().ToString());
-  const int64_t dp = config->parallelism.data_parallel_replicate_degree;
-  if ((dp == -1 ? 1 : dp) != job->dp || config->parallelism.context_parallel_degree != job->cp) {
+  const int64_t dp = DataParallelDegree(*config, RequestedWorldSize(*config));
+  if (dp != job->dp || config->parallelism.context_parallel_degree != job->cp) {
     return absl::StrCat("the config asks for dp ", dp, " × cp ",
                         config->parallelism.context_parallel_degree, " but the job was admitted with dp ",
                         job->dp, " × cp ", job->cp);

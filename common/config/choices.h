@@ -25,6 +25,8 @@ enum class RotateMethod { kAllToAll, kAllGather };         // parallelism.contex
 enum class MixedPrecision { kFloat32, kBFloat16 };         // training.mixed_precision_param
 enum class CommBackend { kAuto, kNccl, kGloo };            // comm.backend
 enum class AttentionKernelKind { kAuto, kFused, kTiled };  // training.attention_kernel
+enum class ReshardAfterForward { kDefault, kAlways, kNever };  // parallelism.fsdp_reshard_after_forward
+enum class AcMode { kNone, kFull, kSelective };            // activation_checkpoint.mode
 
 // The config-file spellings of a choice, in enum order.
 template <class E>
@@ -72,6 +74,15 @@ struct ChoiceSpelling<CommBackend> {
 template <>
 struct ChoiceSpelling<AttentionKernelKind> {
   static constexpr std::array<const char*, 3> kNames = {"auto", "fused", "tiled"};
+};
+
+template <>
+struct ChoiceSpelling<ReshardAfterForward> {
+  static constexpr std::array<const char*, 3> kNames = {"default", "always", "never"};
+};
+template <>
+struct ChoiceSpelling<AcMode> {
+  static constexpr std::array<const char*, 3> kNames = {"none", "full", "selective"};
 };
 
 // "headtail" for LoadBalancer::kHeadTail: the spelling a config file uses, for logs and messages.

@@ -21,7 +21,9 @@ std::vector<Section> Sections(JobConfig& c) {
         {"dataset", Choice(&c.training.dataset)}, {"dataset_path", &c.training.dataset_path},
         {"token_dtype", Choice(&c.training.token_dtype)}, {"sampler", Choice(&c.training.sampler)},
         {"mixed_precision_param", Choice(&c.training.mixed_precision_param)},
-        {"attention_kernel", Choice(&c.training.attention_kernel)}}},
+        {"attention_kernel", Choice(&c.training.attention_kernel)},
+        {"mixed_precision_reduce", Choice(&c.training.mixed_precision_reduce)},
+        {"global_batch_size", &c.training.global_batch_size}}},
       {"optimizer",
        {{"name", Choice(&c.optimizer.name)}, {"lr", &c.optimizer.lr}, {"beta1", &c.optimizer.beta1},
         {"beta2", &c.optimizer.beta2}, {"eps", &c.optimizer.eps},
@@ -31,7 +33,9 @@ std::vector<Section> Sections(JobConfig& c) {
         {"decay_type", Choice(&c.lr_scheduler.decay_type)}, {"min_lr_factor", &c.lr_scheduler.min_lr_factor}}},
       {"parallelism",
        {{"data_parallel_replicate_degree", &c.parallelism.data_parallel_replicate_degree},
+        {"data_parallel_shard_degree", &c.parallelism.data_parallel_shard_degree},
         {"context_parallel_degree", &c.parallelism.context_parallel_degree},
+        {"fsdp_reshard_after_forward", Choice(&c.parallelism.fsdp_reshard_after_forward)},
         {"context_parallel_load_balancer", Choice(&c.parallelism.context_parallel_load_balancer)},
         {"context_parallel_rotate_method", Choice(&c.parallelism.context_parallel_rotate_method)}}},
       {"checkpoint",
@@ -43,6 +47,9 @@ std::vector<Section> Sections(JobConfig& c) {
        {{"dataset", Choice(&c.validation.dataset)}, {"dataset_path", &c.validation.dataset_path},
         {"steps", &c.validation.steps}, {"local_batch_size", &c.validation.local_batch_size}}},
       {"comm", {{"timeout_seconds", &c.comm.timeout_seconds}, {"backend", Choice(&c.comm.backend)}}},
+      {"activation_checkpoint",
+       {{"mode", Choice(&c.activation_checkpoint.mode)},
+        {"selective_ac_option", &c.activation_checkpoint.selective_ac_option}}},
   };
 }
 

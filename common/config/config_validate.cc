@@ -233,6 +233,35 @@ void CheckTraining(const JobConfig& config, Checker& c) {
   c.Choice<SamplerKind>("training.sampler");
   c.Choice<MixedPrecision>("training.mixed_precision_param");
   c.Choice<AttentionKernelKind>("training.attention_kernel");
+  if (c.Choice<MixedPrecision>("training.mixed_precision_reduce") &&
+      t.mixed_precision_reduce == MixedPrecision::kBFloat16 && t.mixed_precision_param == MixedPrecision::kFloat32) {
+    c.Add("training.mixed_precision_reduce = \"bfloat16\" needs training.mixed_precision_param = \"bfloat16\" "
+          "(float32 compute reduced in bfloat16 would only lose precision); set both, or reduce in \"float32\"");
+  }
+  if (t.global_batch_size != -1 && t.global_batch_size <= 0) {
+    c.Add(absl::StrCat("training.global_batch_size = ", t.global_batch_size,
+                       ": must be -1 (data-parallel degree × local_batch_size) or > 0"));
+  } else if (t.global_batch_size > 0 && t.local_batch_size > 0 && t.global_batch_size % t.local_batch_size != 0) {
+    c.Add(absl::StrCat("training.global_batch_size = ", t.global_batch_size,
+                       " must be a multiple of training.local_batch_size = ", t.local_batch_size,
+                       " (times the data-parallel degree)"));
+  }
+}
+
+void CheckActivationCheckpoint(const JobConfig& config, Checker& c) {
+  const ActivationCheckpointSection& ac = config.activation_checkpoint;
+  c.Choice<AcMode>("activation_checkpoint.mode");
+  const std::string& option = ac.selective_ac_option;
+  if (option == "op") return;
+  int64_t every = 0;
+  const auto [end, error] = std::from_chars(option.data(), option.data() + option.size(), every);
+  const int64_t layers = config.model.n_layers;
+  if (error != std::errc() || end != option.data() + option.size() || every < 1 ||
+      (layers > 0 && every > layers)) {
+    c.Add(absl::StrCat("activation_checkpoint.selective_ac_option = ", Quote(option),
+                       ": must be \"op\" (keep attention outputs) or an integer N in [1, model.n_layers = ",
+                       layers, "] (checkpoint every N-th block)"));
+  }
 }
 
 void CheckOptimizer(const OptimizerSection& o, Checker& c) {
@@ -268,40 +297,63 @@ void CheckParallelism(const JobConfig& config, Checker& c) {
     c.Add(absl::StrCat("parallelism.data_parallel_replicate_degree = ", p.data_parallel_replicate_degree,
                        ": must be -1 (fill the world) or > 0"));
   }
+  if (p.data_parallel_shard_degree != -1 && p.data_parallel_shard_degree <= 0) {
+    c.Add(absl::StrCat("parallelism.data_parallel_shard_degree = ", p.data_parallel_shard_degree,
+                       ": must be -1 (fill the world) or > 0"));
+  }
   c.Positive("parallelism.context_parallel_degree", p.context_parallel_degree);
   // The coordinator stores degrees and world sizes as 32-bit integers: 2^32 + 1 must not become 1.
   c.AtMost("parallelism.data_parallel_replicate_degree", p.data_parallel_replicate_degree, kMaxWorldSize,
            " (the largest world size)");
+  c.AtMost("parallelism.data_parallel_shard_degree", p.data_parallel_shard_degree, kMaxWorldSize,
+           " (the largest world size)");
   c.AtMost("parallelism.context_parallel_degree", p.context_parallel_degree, kMaxWorldSize,
            " (the largest world size)");
   const int64_t dp = p.data_parallel_replicate_degree;
+  const int64_t shard = p.data_parallel_shard_degree;
   const int64_t cp = p.context_parallel_degree;
-  if (dp > 0 && cp > 0 && dp <= kMaxWorldSize && cp <= kMaxWorldSize && dp * cp > kMaxWorldSize) {
-    c.Add(absl::StrCat("parallelism: data_parallel_replicate_degree (", dp, ") × context_parallel_degree (", cp,
-                       ") = ", dp * cp, " ranks; at most ", kMaxWorldSize, " are allowed"));
+  if (dp <= kMaxWorldSize && shard <= kMaxWorldSize && cp > 0 && cp <= kMaxWorldSize) {
+    const int64_t ranks = std::max<int64_t>(dp, 1) * std::max<int64_t>(shard, 1) * cp;  // < 2^42
+    if (ranks > kMaxWorldSize) {
+      c.Add(absl::StrCat("parallelism: data_parallel_replicate_degree (", dp, ") × data_parallel_shard_degree (",
+                         shard, ") × context_parallel_degree (", cp, ") = ", ranks, " ranks; at most ",
+                         kMaxWorldSize, " are allowed"));
+    }
   }
+  c.Choice<ReshardAfterForward>("parallelism.fsdp_reshard_after_forward");
   c.Choice<LoadBalancer>("parallelism.context_parallel_load_balancer");
   c.Choice<RotateMethod>("parallelism.context_parallel_rotate_method");
 }
 
-// The trainer sizes its datasets as steps × dp × local_batch_size × seq_len tokens (int64): a product
-// that does not fit must be refused here, not wrap around there. dp = -1 is bounded by the world.
+// The trainer sizes its datasets as steps × samples per step × seq_len tokens (int64): a product that
+// does not fit must be refused here, not wrap around there. Samples per step are the global batch
+// when set, else dp × local_batch_size, a -1 degree bounded by the world.
 void CheckTokenCount(const JobConfig& config, absl::string_view section, int64_t steps, int64_t batch,
                      Checker& c) {
   const int64_t seq_len = config.training.seq_len;
   const int64_t cp = config.parallelism.context_parallel_degree;
-  int64_t dp = config.parallelism.data_parallel_replicate_degree;
-  if (steps <= 0 || batch <= 0 || seq_len <= 0 || cp <= 0 || cp > kMaxWorldSize || dp > kMaxWorldSize) return;
-  if (dp <= 0) dp = kMaxWorldSize / cp;
-  if (dp <= 0) return;
-  int64_t product = 0;
-  if (!__builtin_mul_overflow(steps, batch, &product) && !__builtin_mul_overflow(product, seq_len, &product) &&
-      !__builtin_mul_overflow(product, dp, &product) && product <= kMaxTokenCount) {
+  const int64_t replicate = config.parallelism.data_parallel_replicate_degree;
+  const int64_t shard = config.parallelism.data_parallel_shard_degree;
+  if (steps <= 0 || batch <= 0 || seq_len <= 0 || cp <= 0 || cp > kMaxWorldSize || replicate > kMaxWorldSize ||
+      shard > kMaxWorldSize || replicate == 0 || shard == 0) {
     return;
   }
-  c.Add(absl::StrCat(section, ".steps (", steps, ") × ", section, ".local_batch_size (", batch,
-                     ") × training.seq_len (", seq_len, ") × the data-parallel degree (",
-                     config.parallelism.data_parallel_replicate_degree > 0 ? "" : "up to ", dp,
+  const bool fills = replicate < 0 || shard < 0;
+  const int64_t dp = fills ? kMaxWorldSize / cp : replicate * shard;
+  if (dp <= 0) return;
+  const int64_t global = config.training.global_batch_size;
+  const bool use_global = section == "training" && global > 0;
+  int64_t product = 0;
+  if (!__builtin_mul_overflow(steps, use_global ? global : batch, &product) &&
+      !__builtin_mul_overflow(product, seq_len, &product) &&
+      (use_global || !__builtin_mul_overflow(product, dp, &product)) && product <= kMaxTokenCount) {
+    return;
+  }
+  const std::string samples =
+      use_global ? absl::StrCat("training.global_batch_size (", global, ")")
+                 : absl::StrCat(section, ".local_batch_size (", batch, ") × the data-parallel degree (",
+                                fills ? "up to " : "", dp, ")");
+  c.Add(absl::StrCat(section, ".steps (", steps, ") × ", samples, " × training.seq_len (", seq_len,
                      ") is more than 2^62 tokens; lower one of them"));
 }
 
@@ -359,6 +411,7 @@ void ValidateJobConfig(const JobConfig& config, const InvalidChoices& invalid,
   CheckOptimizer(config.optimizer, c);
   CheckLrScheduler(config, c);
   CheckParallelism(config, c);
+  CheckActivationCheckpoint(config, c);
   // A misspelt balancer kept its default; checking the sharding against that would mislead.
   if (invalid.count("parallelism.context_parallel_load_balancer") == 0) {
     CheckSeqLenSharding(config, problems);

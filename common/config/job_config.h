@@ -51,6 +51,13 @@ struct TrainingSection {
   // The attention block kernel: auto = fused SDPA kernels on CUDA, the tiled kernel on the CPU;
   // fused on the CPU runs PyTorch's CPU flash kernel (worker/engine/kernels/block_kernel.h).
   AttentionKernelKind attention_kernel = AttentionKernelKind::kAuto;
+  // The dtype gradients are reduced in (torchtitan's name). bfloat16 needs mixed_precision_param =
+  // bfloat16; gradients are widened back to float32 for the optimizer.
+  MixedPrecision mixed_precision_reduce = MixedPrecision::kFloat32;
+  // Samples per optimizer step over all data-parallel ranks (torchtitan's name). -1 = dp ×
+  // local_batch_size; a multiple of it accumulates global_batch_size / (dp × local_batch_size)
+  // micro-batches of local_batch_size before each optimizer step.
+  int64_t global_batch_size = -1;
 };
 
 struct OptimizerSection {
@@ -69,9 +76,15 @@ struct LrSchedulerSection {
   double min_lr_factor = 0.0;        // in [0, 1]
 };
 
+// world = replicate × shard × cp, cp innermost. Parameters, gradients and optimizer state are sharded
+// over the shard × cp ranks together (CP ranks hold the same weights); replicas all-reduce.
 struct ParallelismSection {
-  int64_t data_parallel_replicate_degree = -1;  // -1 fills the world
+  int64_t data_parallel_replicate_degree = -1;  // -1 fills the world (1 when the shard degree is -1)
+  int64_t data_parallel_shard_degree = 1;       // -1 fills the world
   int64_t context_parallel_degree = 1;
+  // When a block's gathered parameters are freed after its forward (torchtitan's name): default =
+  // always, except the last block, whose backward comes next; never keeps them until backward.
+  ReshardAfterForward fsdp_reshard_after_forward = ReshardAfterForward::kDefault;
   LoadBalancer context_parallel_load_balancer = LoadBalancer::kHeadTail;
   RotateMethod context_parallel_rotate_method = RotateMethod::kAllToAll;
 };
@@ -96,6 +109,14 @@ struct ValidationSection {
   int64_t local_batch_size = 8;
 };
 
+// Activation checkpointing (torchtitan's names): full recomputes each block's forward in its
+// backward (ring attention and its K/V exchange included); selective with "N" checkpoints every N-th
+// block, with "op" keeps each attention's output and log-sum-exp so attention is not recomputed.
+struct ActivationCheckpointSection {
+  AcMode mode = AcMode::kNone;
+  std::string selective_ac_option = "op";  // "op" or an integer in [1, model.n_layers]
+};
+
 struct CommSection {
   double timeout_seconds = 60.0;  // bounds every collective
   // auto: NCCL for CUDA ranks, Gloo for CPU ranks. gloo on CUDA ranks moves the device tensors
@@ -114,6 +135,7 @@ struct JobConfig {
   MetricsSection metrics;
   ValidationSection validation;
   CommSection comm;
+  ActivationCheckpointSection activation_checkpoint;
 };
 
 // Parses TOML text, applies `overrides` ("--section.key=value" or "section.key=value"; the value is
@@ -127,12 +149,37 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text,
 absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
                                         const std::vector<std::string>& overrides);
 
-// Checks the config against a world size: dp × cp == world (dp = -1 fills), and seq_len divisible by
-// 2·cp (headtail) or cp (none), naming lengths that would work. INVALID_ARGUMENT listing every problem.
+// Checks the config against a world size: replicate × shard × cp == world (one -1 fills), seq_len
+// divisible by 2·cp (headtail) or cp (none), global_batch_size a multiple of dp × local_batch_size,
+// naming values that would work. INVALID_ARGUMENT listing every problem.
 absl::Status ValidateMesh(const JobConfig& config, int64_t world_size);
 
-// Resolved data-parallel degree (fills -1 from the world size). Assumes ValidateMesh passed.
+// The resolved mesh degrees. dp = replicate × shard is the data-parallel degree (ranks that read
+// different samples); fsdp = shard × cp is the group the parameters are sharded over.
+struct MeshDegrees {
+  int64_t replicate = 1;
+  int64_t shard = 1;
+  int64_t cp = 1;
+  int64_t dp() const { return replicate * shard; }
+  int64_t fsdp() const { return shard * cp; }
+};
+
+// Fills -1 from the world size. Assumes ValidateMesh passed.
+MeshDegrees ResolveMesh(const JobConfig& config, int64_t world_size);
+
+// Resolved data-parallel degree, replicate × shard. Assumes ValidateMesh passed.
 int64_t DataParallelDegree(const JobConfig& config, int64_t world_size);
+
+// Micro-batches per optimizer step: global_batch_size / (dp × local_batch_size), 1 when unset.
+// Assumes ValidateMesh passed.
+int64_t GradientAccumulationSteps(const JobConfig& config, int64_t world_size);
+
+// The world a config asks for without being told one: replicate × shard × cp with -1 read as 1.
+int64_t RequestedWorldSize(const JobConfig& config);
+
+// The activation-checkpoint interval of a valid config: 0 = none; 1 = every block (full); N = every
+// N-th block (selective N); -1 = selective "op".
+int64_t ActivationCheckpointEvery(const JobConfig& config);
 
 // The config as TOML text (every key, effective values) — recorded next to checkpoints and reports.
 std::string JobConfigToToml(const JobConfig& config);

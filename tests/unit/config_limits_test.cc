@@ -142,8 +142,12 @@ TEST(ConfigLimitsTest, DegreesThatWouldNarrowAreRefused) {
 TEST(ConfigLimitsTest, TokenCountsThatOverflowAreRefused) {
   // steps × dp × batch × seq_len sizes the trainer's dataset in int64.
   EXPECT_THAT(ParseError("", {"training.steps=4611686018427387904", "lr_scheduler.warmup_steps=0"}),
-              HasSubstr("training.steps (4611686018427387904) × training.local_batch_size (8) × "
-                        "training.seq_len (256) × the data-parallel degree (up to 16384) is more than 2^62"));
+              HasSubstr("training.steps (4611686018427387904) × training.local_batch_size (8) × the "
+                        "data-parallel degree (up to 16384) × training.seq_len (256) is more than 2^62"));
+  EXPECT_THAT(ParseError("", {"training.steps=4611686018427387904", "lr_scheduler.warmup_steps=0",
+                              "training.global_batch_size=16"}),
+              HasSubstr("training.steps (4611686018427387904) × training.global_batch_size (16) × "
+                        "training.seq_len (256) is more than 2^62"));
   EXPECT_THAT(ParseError("", {"validation.local_batch_size=9223372036854775807"}),
               HasSubstr("validation.steps (10) × validation.local_batch_size"));
   EXPECT_TRUE(ParseJobConfig("", {"training.steps=1000000000", "parallelism.data_parallel_replicate_degree=4"},

@@ -64,6 +64,12 @@ void ExpectConfigEq(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.training.mixed_precision_param, b.training.mixed_precision_param);
   EXPECT_EQ(a.training.attention_kernel, b.training.attention_kernel);
   EXPECT_EQ(a.comm.backend, b.comm.backend);
+  EXPECT_EQ(a.training.mixed_precision_reduce, b.training.mixed_precision_reduce);
+  EXPECT_EQ(a.training.global_batch_size, b.training.global_batch_size);
+  EXPECT_EQ(a.parallelism.data_parallel_shard_degree, b.parallelism.data_parallel_shard_degree);
+  EXPECT_EQ(a.parallelism.fsdp_reshard_after_forward, b.parallelism.fsdp_reshard_after_forward);
+  EXPECT_EQ(a.activation_checkpoint.mode, b.activation_checkpoint.mode);
+  EXPECT_EQ(a.activation_checkpoint.selective_ac_option, b.activation_checkpoint.selective_ac_option);
   EXPECT_EQ(a.optimizer.name, b.optimizer.name);
   EXPECT_EQ(a.optimizer.lr, b.optimizer.lr);
   EXPECT_EQ(a.optimizer.beta1, b.optimizer.beta1);
@@ -122,6 +128,8 @@ token_dtype = "uint32"
 sampler = "random"
 mixed_precision_param = "bfloat16"
 attention_kernel = "fused"
+mixed_precision_reduce = "bfloat16"
+global_batch_size = 16
 
 [optimizer]
 name = "AdamW"
@@ -139,7 +147,9 @@ min_lr_factor = 0.1
 
 [parallelism]
 data_parallel_replicate_degree = 2
+data_parallel_shard_degree = 2
 context_parallel_degree = 4
+fsdp_reshard_after_forward = "never"
 context_parallel_load_balancer = "none"
 context_parallel_rotate_method = "allgather"
 
@@ -163,6 +173,10 @@ local_batch_size = 2
 [comm]
 timeout_seconds = 120.5
 backend = "gloo"
+
+[activation_checkpoint]
+mode = "selective"
+selective_ac_option = "2"
 )toml";
 
 JobConfig FullFileConfig() {
@@ -179,10 +193,12 @@ JobConfig FullFileConfig() {
   c.model.rope_theta = 10000.0;
   c.model.max_seq_len = 4096;
   c.training = {1024, 4, 200, 7, 0.5, DatasetKind::kBin, "/data/tokens.bin", TokenDtype::kUint32,
-                SamplerKind::kRandom, MixedPrecision::kBFloat16, AttentionKernelKind::kFused};
+                SamplerKind::kRandom, MixedPrecision::kBFloat16, AttentionKernelKind::kFused,
+                MixedPrecision::kBFloat16, 16};
   c.optimizer = {OptimizerName::kAdamW, 3e-4, 0.8, 0.99, 1e-9, 0.0};
   c.lr_scheduler = {20, 0.5, DecayType::kCosine, 0.1};
-  c.parallelism = {2, 4, LoadBalancer::kNone, RotateMethod::kAllGather};
+  c.parallelism = {2, 2, 4, ReshardAfterForward::kNever, LoadBalancer::kNone, RotateMethod::kAllGather};
+  c.activation_checkpoint = {AcMode::kSelective, "2"};
   c.checkpoint = {true, "/tmp/ckpt", 25, 2, "/tmp/init.pt"};
   c.metrics = {10, "/tmp/metrics.jsonl"};
   c.validation = {DatasetKind::kText, "/data/val.txt", 5, 2};
@@ -492,6 +508,23 @@ INSTANTIATE_TEST_SUITE_P(
                  "training.mixed_precision_param = \"fp16\": must be one of \"float32\", \"bfloat16\""},
         RuleCase{{"training.attention_kernel=flash"},
                  "training.attention_kernel = \"flash\": must be one of \"auto\", \"fused\", \"tiled\""},
+        RuleCase{{"training.mixed_precision_reduce=bfloat16"},
+                 "training.mixed_precision_reduce = \"bfloat16\" needs training.mixed_precision_param = \"bfloat16\""},
+        RuleCase{{"training.mixed_precision_reduce=fp16"},
+                 "training.mixed_precision_reduce = \"fp16\": must be one of \"float32\", \"bfloat16\""},
+        RuleCase{{"training.global_batch_size=0"},
+                 "training.global_batch_size = 0: must be -1 (data-parallel degree × local_batch_size) or > 0"},
+        RuleCase{{"training.global_batch_size=12"},
+                 "training.global_batch_size = 12 must be a multiple of training.local_batch_size = 8"},
+        RuleCase{{"activation_checkpoint.mode=partial"},
+                 "activation_checkpoint.mode = \"partial\": must be one of \"none\", \"full\", \"selective\""},
+        RuleCase{{"activation_checkpoint.mode=selective", "activation_checkpoint.selective_ac_option=0"},
+                 "activation_checkpoint.selective_ac_option = \"0\": must be \"op\" (keep attention outputs) or an "
+                 "integer N in [1, model.n_layers = 4]"},
+        RuleCase{{"activation_checkpoint.selective_ac_option=5"},
+                 "activation_checkpoint.selective_ac_option = \"5\": must be \"op\""},
+        RuleCase{{"activation_checkpoint.selective_ac_option=2x"},
+                 "activation_checkpoint.selective_ac_option = \"2x\": must be \"op\""},
         RuleCase{{"comm.backend=mpi"}, "comm.backend = \"mpi\": must be one of \"auto\", \"nccl\", \"gloo\""},
         // parallelism
         RuleCase{{"parallelism.data_parallel_replicate_degree=0"},
@@ -499,6 +532,11 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{{"parallelism.data_parallel_replicate_degree=-2"},
                  "parallelism.data_parallel_replicate_degree = -2: must be -1"},
         RuleCase{{"parallelism.context_parallel_degree=0"}, "parallelism.context_parallel_degree = 0: must be > 0"},
+        RuleCase{{"parallelism.data_parallel_shard_degree=0"},
+                 "parallelism.data_parallel_shard_degree = 0: must be -1 (fill the world) or > 0"},
+        RuleCase{{"parallelism.fsdp_reshard_after_forward=sometimes"},
+                 "parallelism.fsdp_reshard_after_forward = \"sometimes\": must be one of \"default\", \"always\", "
+                 "\"never\""},
         RuleCase{{"parallelism.context_parallel_load_balancer=zigzag"},
                  "parallelism.context_parallel_load_balancer = \"zigzag\": must be one of \"headtail\", \"none\""},
         RuleCase{{"parallelism.context_parallel_rotate_method=ring"},
@@ -585,8 +623,64 @@ TEST(ValidateMeshTest, ExplicitDegreesMustMultiplyToTheWorld) {
   const absl::Status status = ValidateMesh(config, 3);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status.message()),
-              HasSubstr("parallelism: data_parallel_replicate_degree (2) × context_parallel_degree (2) = 4 but the "
-                        "world size is 3"));
+              HasSubstr("parallelism: data_parallel_replicate_degree (2) × data_parallel_shard_degree (1) × "
+                        "context_parallel_degree (2) = 4 but the world size is 3"));
+}
+
+TEST(ValidateMeshTest, ShardDegreeSplitsTheDataParallelRanks) {
+  JobConfig config;
+  config.parallelism.data_parallel_shard_degree = 2;
+  config.parallelism.context_parallel_degree = 2;
+  ASSERT_TRUE(ValidateMesh(config, 8).ok());
+  const MeshDegrees mesh = ResolveMesh(config, 8);
+  EXPECT_EQ(mesh.replicate, 2);
+  EXPECT_EQ(mesh.shard, 2);
+  EXPECT_EQ(mesh.dp(), 4);
+  EXPECT_EQ(mesh.fsdp(), 4);
+  // -1 shard fills the world; an unset replicate then means 1, as in torchtitan.
+  config.parallelism.data_parallel_shard_degree = -1;
+  ASSERT_TRUE(ValidateMesh(config, 8).ok());
+  EXPECT_EQ(ResolveMesh(config, 8).shard, 4);
+  EXPECT_EQ(ResolveMesh(config, 8).replicate, 1);
+  config.parallelism.data_parallel_replicate_degree = 2;
+  EXPECT_EQ(ResolveMesh(config, 8).shard, 2);
+}
+
+TEST(ValidateMeshTest, ShardDegreeThatDoesNotDivideTheWorldIsNamed) {
+  JobConfig config;
+  config.parallelism.data_parallel_shard_degree = 3;
+  EXPECT_THAT(std::string(ValidateMesh(config, 4).message()),
+              HasSubstr("data_parallel_replicate_degree = -1 cannot fill the world size 4: it is not divisible by "
+                        "data_parallel_shard_degree (3) × context_parallel_degree (1) = 3"));
+  config.parallelism.data_parallel_replicate_degree = 1;
+  EXPECT_THAT(std::string(ValidateMesh(config, 4).message()),
+              HasSubstr("data_parallel_replicate_degree (1) × data_parallel_shard_degree (3) × "
+                        "context_parallel_degree (1) = 3 but the world size is 4"));
+}
+
+TEST(ValidateMeshTest, GlobalBatchMustBeWholeMicroBatchesOfTheMesh) {
+  JobConfig config;
+  config.training.local_batch_size = 2;
+  config.training.global_batch_size = 8;
+  ASSERT_TRUE(ValidateMesh(config, 2).ok());
+  EXPECT_EQ(GradientAccumulationSteps(config, 2), 2);
+  EXPECT_EQ(GradientAccumulationSteps(config, 1), 4);
+  EXPECT_THAT(std::string(ValidateMesh(config, 3).message()),
+              HasSubstr("training.global_batch_size = 8 must be a multiple of the data-parallel degree (3) × "
+                        "training.local_batch_size (2) = 6"));
+  config.training.global_batch_size = -1;
+  EXPECT_EQ(GradientAccumulationSteps(config, 3), 1);
+}
+
+TEST(ValidateMeshTest, ActivationCheckpointIntervals) {
+  JobConfig config;
+  EXPECT_EQ(ActivationCheckpointEvery(config), 0);
+  config.activation_checkpoint.mode = AcMode::kFull;
+  EXPECT_EQ(ActivationCheckpointEvery(config), 1);
+  config.activation_checkpoint.mode = AcMode::kSelective;
+  EXPECT_EQ(ActivationCheckpointEvery(config), -1);
+  config.activation_checkpoint.selective_ac_option = "2";
+  EXPECT_EQ(ActivationCheckpointEvery(config), 2);
 }
 
 TEST(ValidateMeshTest, MinusOneNeedsCpToDivideTheWorld) {
@@ -595,8 +689,9 @@ TEST(ValidateMeshTest, MinusOneNeedsCpToDivideTheWorld) {
   const absl::Status status = ValidateMesh(config, 6);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status.message()),
-              AllOf(HasSubstr("world size 6 is not divisible by context_parallel_degree (4)"),
-                    HasSubstr("context_parallel_degree dividing 6: 1, 2, 3, 6")));
+              AllOf(HasSubstr("data_parallel_replicate_degree = -1 cannot fill the world size 6: it is not "
+                              "divisible by data_parallel_shard_degree (1) × context_parallel_degree (4) = 4"),
+                    HasSubstr("divisors of 6: 1, 2, 3, 6")));
 }
 
 TEST(ValidateMeshTest, WorldSizeMustBePositive) {
