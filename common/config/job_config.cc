@@ -412,6 +412,7 @@ MeshDegrees ResolveMesh(const JobConfig& config, int64_t world_size) {
                          ? std::max<int64_t>(1, world_size / (mesh.cp * mesh.shard))
                          : p.data_parallel_replicate_degree;
   }
+  mesh.sharded = mesh.shard > 1 || (p.data_parallel_shard_degree == -1 && mesh.fsdp() > 1);
   return mesh;
 }
 

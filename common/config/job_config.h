@@ -160,6 +160,9 @@ struct MeshDegrees {
   int64_t replicate = 1;
   int64_t shard = 1;
   int64_t cp = 1;
+  // FSDP is on when the shard degree is > 1, or -1 in the config (then over shard × cp even when
+  // shard fills to 1, as torchtitan shards over cp alone); shard = 1 keeps every rank a replica.
+  bool sharded = false;
   int64_t dp() const { return replicate * shard; }
   int64_t fsdp() const { return shard * cp; }
 };

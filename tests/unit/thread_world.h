@@ -19,12 +19,12 @@
 
 namespace ringtrain {
 
-// Runs body(rank, comm) on `world` threads with mesh (world, dp, cp = world / dp); an exception in
-// a rank fails the test naming the rank. Returns when every rank is done. `stage_through_host`
-// sends every tensor through host buffers, as Gloo does for CUDA ranks.
-inline void RunOnThreads(int64_t world, int64_t dp,
-                         const std::function<void(int64_t, Communicator&)>& body,
-                         bool stage_through_host = false) {
+// Runs body(rank, comm) on `mesh.world` threads, rank r with `mesh` at rank r; an exception in a
+// rank fails the test naming the rank. Returns when every rank is done. `stage_through_host` sends
+// every tensor through host buffers, as Gloo does for CUDA ranks.
+inline void RunOnMesh(const Mesh& mesh, const std::function<void(int64_t, Communicator&)>& body,
+                      bool stage_through_host = false) {
+  const int64_t world = mesh.world;
   // c10d's process-wide flight recorder updates a map outside its lock when a collective is
   // enqueued, which only bites when several process groups enqueue from different threads of one
   // process — exactly this setup (a trainer has one training thread). Off before the first group.
@@ -36,8 +36,9 @@ inline void RunOnThreads(int64_t world, int64_t dp,
     threads.emplace_back([&, r] {
       try {
         torch::set_num_threads(1);
-        const Mesh mesh{r, world, dp, world / dp};
-        auto comm = Communicator::CreateWithStore(mesh, store, std::chrono::seconds(30), false,
+        Mesh mine = mesh;
+        mine.rank = r;
+        auto comm = Communicator::CreateWithStore(mine, store, std::chrono::seconds(30), false,
                                                   stage_through_host);
         body(r, *comm);
       } catch (const std::exception& e) {
@@ -47,6 +48,13 @@ inline void RunOnThreads(int64_t world, int64_t dp,
   }
   for (auto& t : threads) t.join();
   for (int64_t r = 0; r < world; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// RunOnMesh with mesh (world, dp, cp = world / dp), replicated.
+inline void RunOnThreads(int64_t world, int64_t dp,
+                         const std::function<void(int64_t, Communicator&)>& body,
+                         bool stage_through_host = false) {
+  RunOnMesh(Mesh{0, world, dp, world / dp}, body, stage_through_host);
 }
 
 }  // namespace ringtrain

@@ -81,8 +81,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   s->config = config;
   s->rank = rank;
   const bool eval = config.job.mode == JobMode::kEval;
-  const int64_t dp = DataParallelDegree(config, rank.world_size);
-  s->mesh = Mesh{rank.rank, rank.world_size, dp, config.parallelism.context_parallel_degree};
+  const MeshDegrees degrees = ResolveMesh(config, rank.world_size);
+  const int64_t dp = degrees.dp();
+  s->mesh = Mesh{rank.rank, rank.world_size, dp, degrees.cp, degrees.shard, degrees.sharded};
   // "cuda" is the process's current device at start, cuda:0; an index makes the device explicit
   // for everything keyed by it (allocator statistics, NCCL's communicators).
   const bool cuda = rank.device.type == DeviceType::kCuda;

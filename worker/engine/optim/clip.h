@@ -2,6 +2,7 @@
 #ifndef RINGTRAIN_WORKER_ENGINE_OPTIM_CLIP_H_
 #define RINGTRAIN_WORKER_ENGINE_OPTIM_CLIP_H_
 
+#include <functional>
 #include <vector>
 
 #include <ATen/Tensor.h>
@@ -14,6 +15,12 @@ double GlobalGradNorm(const std::vector<at::Tensor>& params);
 
 // Scales every gradient by min(1, max_norm / (total_norm + 1e-6)). Returns total_norm (pre-clip).
 double ClipGradNorm(const std::vector<at::Tensor>& params, double max_norm);
+
+// The same for gradients sharded over ranks (FSDP): `params` are this rank's shards, and
+// `sum_over_ranks` sums a float64 over the ranks that hold the other shards; the norm is
+// sqrt(sum over ranks of the local squared norms).
+double ClipShardedGradNorm(const std::vector<at::Tensor>& params, double max_norm,
+                           const std::function<double(double)>& sum_over_ranks);
 
 }  // namespace ringtrain
 

@@ -171,6 +171,11 @@ void Communicator::BuildGroups() {
   world_ = make("world", mesh_.rank, mesh_.world);
   cp_ = make(absl::StrCat("cp", mesh_.dp_rank()), mesh_.cp_rank(), mesh_.cp);
   dp_ = make(absl::StrCat("dp", mesh_.cp_rank()), mesh_.dp_rank(), mesh_.dp);
+  if (mesh_.sharded) {
+    fsdp_ = make(absl::StrCat("fsdp", mesh_.replicate_rank()), mesh_.fsdp_rank(), mesh_.fsdp_size());
+    replicate_ = make(absl::StrCat("replicate", mesh_.fsdp_rank()), mesh_.replicate_rank(),
+                      mesh_.replicate());
+  }
 }
 
 void Communicator::StartHeartbeat() {
@@ -278,6 +283,24 @@ PendingWork Communicator::AllGather(c10d::ProcessGroup& group, std::vector<at::T
   work.works_.push_back(group.allgather(*out, *in));
   work.buffers_.push_back(std::move(in));
   work.buffers_.push_back(Buffer((*out)[0]));
+  return work;
+}
+
+PendingWork Communicator::AllGatherInto(c10d::ProcessGroup& group, at::Tensor& output,
+                                        const at::Tensor& input) {
+  PendingWork work;
+  auto buffers = Buffer({StageOutput(output, work), Stage(input)});
+  work.works_.push_back(group._allgather_base((*buffers)[0], (*buffers)[1]));
+  work.buffers_.push_back(std::move(buffers));
+  return work;
+}
+
+PendingWork Communicator::ReduceScatter(c10d::ProcessGroup& group, at::Tensor& output,
+                                        const at::Tensor& input) {
+  PendingWork work;
+  auto buffers = Buffer({StageOutput(output, work), Stage(input)});
+  work.works_.push_back(group._reduce_scatter_base((*buffers)[0], (*buffers)[1]));
+  work.buffers_.push_back(std::move(buffers));
   return work;
 }
 

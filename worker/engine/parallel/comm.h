@@ -120,6 +120,10 @@ class Communicator {
   c10d::ProcessGroup& world() { return *world_; }
   c10d::ProcessGroup& cp_group() { return *cp_; }
   c10d::ProcessGroup& dp_group() { return *dp_; }
+  // FSDP (mesh().sharded) only: the shard × cp ranks of this replica, and this FSDP rank's
+  // replicas. Built only when the mesh is sharded.
+  c10d::ProcessGroup& fsdp_group() { return *fsdp_; }
+  c10d::ProcessGroup& replicate_group() { return *replicate_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   const c10::Device& device() const { return device_; }
   CommStats& stats() { return stats_; }
@@ -132,6 +136,11 @@ class Communicator {
   // Every rank's `input` into `outputs` (one tensor per rank, like `input`), once waited for.
   PendingWork AllGather(c10d::ProcessGroup& group, std::vector<at::Tensor>& outputs,
                         const at::Tensor& input);
+  // Every rank's `input` (n elements) into the flat `output` (group size × n), rank i's at i·n.
+  PendingWork AllGatherInto(c10d::ProcessGroup& group, at::Tensor& output, const at::Tensor& input);
+  // The flat `input` (group size × n elements) summed over the group; `output` (n) gets the sum's
+  // slice of this rank (elements rank·n … rank·n + n − 1).
+  PendingWork ReduceScatter(c10d::ProcessGroup& group, at::Tensor& output, const at::Tensor& input);
   // Equal splits along dim 0: slice j of `input` goes to rank j; `output` gets slice i from rank i.
   PendingWork AllToAll(c10d::ProcessGroup& group, at::Tensor& output, const at::Tensor& input);
   // Sends `send` to group rank `to` and receives `recv` (allocated, same shape) from `from`, as one
@@ -167,7 +176,7 @@ class Communicator {
   c10::Device device_;
   CommBackend backend_;
   bool staged_ = false;  // Gloo for device tensors: every tensor goes through host memory
-  c10::intrusive_ptr<c10d::ProcessGroup> world_, cp_, dp_;
+  c10::intrusive_ptr<c10d::ProcessGroup> world_, cp_, dp_, fsdp_, replicate_;
   CommStats stats_;
   std::atomic<bool> stop_{false};
   std::thread heartbeat_;

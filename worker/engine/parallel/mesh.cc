@@ -16,9 +16,26 @@ std::vector<int64_t> Mesh::DpGroupRanks() const {
   return ranks;
 }
 
+std::vector<int64_t> Mesh::FsdpGroupRanks() const {
+  std::vector<int64_t> ranks;
+  for (int64_t f = 0; f < fsdp_size(); ++f) ranks.push_back(replicate_rank() * fsdp_size() + f);
+  return ranks;
+}
+
+std::vector<int64_t> Mesh::ReplicateGroupRanks() const {
+  std::vector<int64_t> ranks;
+  for (int64_t r = 0; r < replicate(); ++r) ranks.push_back(r * fsdp_size() + fsdp_rank());
+  return ranks;
+}
+
 std::string Mesh::Describe() const {
-  return absl::StrFormat("rank %d of %d: dp %d/%d, cp %d/%d", rank, world, dp_rank(), dp,
-                         cp_rank(), cp);
+  std::string text = absl::StrFormat("rank %d of %d: dp %d/%d, cp %d/%d", rank, world, dp_rank(),
+                                     dp, cp_rank(), cp);
+  if (sharded) {
+    absl::StrAppendFormat(&text, ", fsdp %d/%d (replica %d/%d)", fsdp_rank(), fsdp_size(),
+                          replicate_rank(), replicate());
+  }
+  return text;
 }
 
 int64_t ShardChunkLength(int64_t seq_len, int64_t cp, LoadBalancer load_balancer) {

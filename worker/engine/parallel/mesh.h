@@ -1,7 +1,10 @@
 // The DP × CP device mesh, torch-free. world = dp × cp with cp innermost:
 //   rank = dp_rank · cp + cp_rank, so ranks 0 … cp−1 form CP group 0.
 // A CP group shares one sequence (ring attention); a DP group (same cp_rank) shares gradients with
-// the other replicas. Gradients are all-reduced over the whole world.
+// the other replicas. The data-parallel ranks are replicate × shard (shard inner): with FSDP
+// (`sharded`) the parameters are sharded over the FSDP group, the shard × cp consecutive ranks of
+// one replica, and each shard's gradient is all-reduced over the replicate group (the ranks of the
+// same FSDP rank in every replica). Replicated, gradients are all-reduced over the whole world.
 #ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_MESH_H_
 #define RINGTRAIN_WORKER_ENGINE_PARALLEL_MESH_H_
 
@@ -18,13 +21,21 @@ struct Mesh {
   int64_t world = 1;
   int64_t dp = 1;
   int64_t cp = 1;
+  int64_t shard = 1;     // divides dp
+  bool sharded = false;  // FSDP over shard × cp
 
   int64_t dp_rank() const { return rank / cp; }
   int64_t cp_rank() const { return rank % cp; }
+  int64_t fsdp_size() const { return shard * cp; }
+  int64_t fsdp_rank() const { return rank % fsdp_size(); }
+  int64_t replicate() const { return dp / shard; }
+  int64_t replicate_rank() const { return rank / fsdp_size(); }
+  std::vector<int64_t> FsdpGroupRanks() const;       // in fsdp_rank order
+  std::vector<int64_t> ReplicateGroupRanks() const;  // in replicate_rank order
   // Global ranks of this rank's CP group (in cp_rank order) and DP group (in dp_rank order).
   std::vector<int64_t> CpGroupRanks() const;
   std::vector<int64_t> DpGroupRanks() const;
-  std::string Describe() const;  // "rank 3 of 4: dp 1/2, cp 1/2"
+  std::string Describe() const;  // "rank 3 of 4: dp 1/2, cp 1/2" (+ ", fsdp 3/4" when sharded)
 };
 
 // Which global sequence positions a CP rank holds, in its local order.

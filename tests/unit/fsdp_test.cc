@@ -1,0 +1,187 @@
+// Fsdp on ranks as threads (Gloo): a three-unit network whose loss is summed over the ranks, sharded
+// over the FSDP group, against the same network replicated on one thread.
+#include "worker/engine/parallel/fsdp.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "tests/unit/thread_world.h"
+
+namespace ringtrain {
+namespace {
+
+// Units: 0 = {w0 (6, 5)}, 1 = {w1 (6, 6), b1 (6)}, 2 = {w2 (3, 6)}: 5 + 36 + 6 elements are
+// no multiple of the group sizes, so every unit is padded.
+// Each draw has its own generator: the ranks are threads, and the global one is shared.
+std::vector<NamedTensors> MakeUnits() {
+  at::Generator g = at::detail::createCPUGenerator(7);
+  return {{{"w0", torch::randn({6, 5}, g)}},
+          {{"w1", torch::randn({6, 6}, g)}, {"b1", torch::randn({6}, g)}},
+          {{"w2", torch::randn({3, 6}, g)}}};
+}
+
+at::Tensor InputOf(int64_t rank) {
+  return torch::randn({4, 5}, at::detail::createCPUGenerator(100 + rank));
+}
+
+// The network on weights given unit by unit: tanh(x w0ᵀ) → tanh(h w1ᵀ + b1) → (h w2ᵀ)² summed.
+at::Tensor Loss(const at::Tensor& x, const std::function<std::vector<at::Tensor>(int64_t)>& gather,
+                const std::function<at::Tensor(int64_t, at::Tensor)>& after) {
+  std::vector<at::Tensor> w = gather(0);
+  at::Tensor h = after(0, torch::tanh(at::linear(x, w[0])));
+  w = gather(1);
+  h = after(1, torch::tanh(at::linear(h, w[0], w[1])));
+  w = gather(2);
+  return after(2, at::linear(h, w[0]).pow(2).sum());
+}
+
+// The replicated reference: the loss summed over `world` ranks' inputs, and its gradients.
+NamedTensors ReferenceGradients(int64_t world) {
+  std::vector<NamedTensors> units = MakeUnits();
+  for (auto& unit : units) {
+    for (auto& [name, t] : unit) t.requires_grad_(true);
+  }
+  auto gather = [&](int64_t u) {
+    std::vector<at::Tensor> w;
+    for (auto& named : units[u]) w.push_back(named.second);
+    return w;
+  };
+  auto after = [](int64_t, at::Tensor t) { return t; };
+  at::Tensor total = torch::zeros({});
+  for (int64_t r = 0; r < world; ++r) total = total + Loss(InputOf(r), gather, after);
+  total.backward();
+  NamedTensors grads;
+  for (auto& unit : units) {
+    for (auto& [name, t] : unit) grads.emplace_back(name, t.grad().clone());
+  }
+  return grads;
+}
+
+Mesh Sharded(int64_t world, int64_t shard, int64_t cp) {
+  return Mesh{0, world, world / cp, cp, shard, /*sharded=*/true};
+}
+
+// Each rank's gradients of the sharded run, gathered to full tensors.
+std::vector<NamedTensors> ShardedGradients(const Mesh& mesh, FsdpOptions options, bool staged = false) {
+  std::vector<NamedTensors> out(mesh.world);
+  RunOnMesh(
+      mesh,
+      [&](int64_t rank, Communicator& comm) {
+        auto fsdp = Fsdp::Create(MakeUnits(), comm, options);
+        at::Tensor loss = Loss(
+            InputOf(rank), [&](int64_t u) { return fsdp->Gather(u, false); },
+            [&](int64_t u, at::Tensor t) { return fsdp->AfterForward(u, t, false); });
+        loss.backward();
+        fsdp->FinishGradients();
+        std::vector<at::Tensor> grads;
+        for (const at::Tensor& shard : fsdp->shard_tensors()) grads.push_back(shard.grad());
+        out[rank] = fsdp->GatherFull(grads);
+      },
+      staged);
+  return out;
+}
+
+void ExpectNear(const NamedTensors& got, const NamedTensors& want, double tolerance) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].first, want[i].first);
+    EXPECT_TRUE(torch::allclose(got[i].second, want[i].second, tolerance, tolerance))
+        << got[i].first << ": max diff " << (got[i].second - want[i].second).abs().max().item<double>();
+  }
+}
+
+TEST(FsdpTest, GradientsEqualTheReplicatedOnesOnEveryMesh) {
+  const NamedTensors reference = ReferenceGradients(4);
+  for (const Mesh& mesh : {Sharded(4, 4, 1), Sharded(4, 2, 2), Sharded(4, 1, 4), Sharded(4, 2, 1)}) {
+    SCOPED_TRACE(mesh.Describe());
+    const std::vector<NamedTensors> grads = ShardedGradients(mesh, FsdpOptions{});
+    for (const NamedTensors& rank_grads : grads) ExpectNear(rank_grads, reference, 1e-5);
+  }
+}
+
+TEST(FsdpTest, EveryReshardPolicyAndHostStagingGiveTheSameGradients) {
+  const std::vector<NamedTensors> base = ShardedGradients(Sharded(4, 2, 2), FsdpOptions{});
+  for (ReshardAfterForward reshard : {ReshardAfterForward::kAlways, ReshardAfterForward::kNever}) {
+    FsdpOptions options;
+    options.reshard = reshard;
+    const std::vector<NamedTensors> grads = ShardedGradients(Sharded(4, 2, 2), options);
+    for (int64_t r = 0; r < 4; ++r) ExpectNear(grads[r], base[r], 0);  // bitwise
+  }
+  const std::vector<NamedTensors> staged = ShardedGradients(Sharded(4, 2, 2), FsdpOptions{}, true);
+  for (int64_t r = 0; r < 4; ++r) ExpectNear(staged[r], base[r], 0);
+}
+
+TEST(FsdpTest, ForwardFreesGatheredUnitsByPolicy) {
+  for (ReshardAfterForward reshard :
+       {ReshardAfterForward::kDefault, ReshardAfterForward::kAlways, ReshardAfterForward::kNever}) {
+    RunOnMesh(Sharded(2, 2, 1), [&](int64_t rank, Communicator& comm) {
+      FsdpOptions options;
+      options.reshard = reshard;
+      auto fsdp = Fsdp::Create(MakeUnits(), comm, options);
+      std::vector<std::vector<at::Tensor>> views;
+      Loss(
+          InputOf(rank),
+          [&](int64_t u) {
+            views.push_back(fsdp->Gather(u, false));
+            return views.back();
+          },
+          [&](int64_t u, at::Tensor t) { return fsdp->AfterForward(u, t, false); });
+      // A freed unit's views have no memory until its backward gathers it again.
+      for (int64_t u = 0; u < 3; ++u) {
+        const bool freed = reshard == ReshardAfterForward::kAlways ||
+                           (reshard == ReshardAfterForward::kDefault && u < 2);
+        EXPECT_EQ(views[u][0].storage().nbytes() == 0, freed) << "unit " << u << " policy " << int(reshard);
+      }
+    });
+  }
+}
+
+TEST(FsdpTest, GatherFullAndShardFullRoundTrip) {
+  RunOnMesh(Sharded(4, 4, 1), [&](int64_t, Communicator& comm) {
+    const std::vector<NamedTensors> original = MakeUnits();
+    NamedTensors flat_original;
+    for (const auto& unit : original) {
+      for (const auto& [name, t] : unit) flat_original.emplace_back(name, t.clone());
+    }
+    auto fsdp = Fsdp::Create(MakeUnits(), comm, FsdpOptions{});
+    ExpectNear(fsdp->GatherFull(fsdp->shard_tensors()), flat_original, 0);
+    absl::StatusOr<std::vector<at::Tensor>> shards = fsdp->ShardFull(flat_original, "");
+    ASSERT_TRUE(shards.ok()) << shards.status();
+    for (size_t u = 0; u < shards->size(); ++u) {
+      EXPECT_TRUE(torch::equal((*shards)[u], fsdp->shard_tensors()[u].detach())) << "unit " << u;
+    }
+    flat_original.pop_back();
+    EXPECT_EQ(fsdp->ShardFull(flat_original, "").status().message(), "missing w2");
+  });
+}
+
+TEST(FsdpTest, GathersInTheParamDtype) {
+  RunOnMesh(Sharded(2, 2, 1), [&](int64_t, Communicator& comm) {
+    FsdpOptions options;
+    options.param_dtype = at::kBFloat16;
+    auto fsdp = Fsdp::Create(MakeUnits(), comm, options);
+    const std::vector<at::Tensor> w = fsdp->Gather(1, false);
+    EXPECT_EQ(w[0].scalar_type(), at::kBFloat16);
+    EXPECT_TRUE(torch::equal(w[0], MakeUnits()[1][0].second.to(at::kBFloat16)));
+    EXPECT_EQ(fsdp->shard_tensors()[1].scalar_type(), at::kFloat);  // float32 master shards
+  });
+}
+
+TEST(FsdpTest, BfloatReduceStaysCloseToFloat) {
+  const NamedTensors reference = ReferenceGradients(4);
+  FsdpOptions options;
+  options.reduce_dtype = at::kBFloat16;
+  const std::vector<NamedTensors> grads = ShardedGradients(Sharded(4, 2, 1), options);
+  // bf16 keeps 8 significant bits: each summand and the sums round to ~0.4 % of their size.
+  for (size_t i = 0; i < reference.size(); ++i) {
+    const double scale = reference[i].second.abs().max().item<double>();
+    const double diff = (grads[0][i].second - reference[i].second).abs().max().item<double>();
+    EXPECT_LT(diff, 0.02 * scale) << reference[i].first;
+    EXPECT_GT(diff, 0) << reference[i].first << ": bf16 reduction should round something";
+  }
+}
+
+}  // namespace
+}  // namespace ringtrain

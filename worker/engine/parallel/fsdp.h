@@ -1,0 +1,106 @@
+// Sharded data parallelism (FSDP2 / ZeRO-3 semantics) over the mesh's FSDP group — the shard × cp
+// ranks of one replica (mesh.h). A ParamSource (model/param_source.h): the model takes every unit's
+// weights from here.
+//
+// Per unit (the embedding, each transformer block, the final norm + output), the unit's float32
+// parameters are one flat buffer padded to a multiple of the group size F and cut into F equal
+// shards; this rank keeps shard fsdp_rank as a float32 leaf tensor — the optimizer's parameter
+// (AdamW's master weights and state are per shard, 1/F of the model each). The module's own
+// parameters are freed.
+//
+//   forward   Gather(u): the unit's full parameters, all-gathered in the param dtype (cast before
+//             the gather) into one buffer; unit u + 1's all-gather is issued asynchronously
+//             before u computes. AfterForward(u) frees the buffer (reshard_after_forward: default =
+//             every unit but the last, whose backward comes next; always; never) and wraps the
+//             output so that its backward gathers u again — and issues u − 1's gather — before u's
+//             backward runs.
+//   backward  once every use of u's parameters has its gradient, they are flattened in the reduce
+//             dtype and reduce-scattered to their owners (a sum over the group, the loss being
+//             divided by the global token count as in the replicated path), widened to float32 and
+//             accumulated into the shard's .grad; the gathered buffer is freed.
+//   then      FinishGradients all-reduces every shard's gradient over the replicas (reduce dtype).
+//
+// Buffers are freed by releasing their storage's memory, not the tensor: the autograd graph keeps
+// views of them, which are filled again before they are read (FSDP2's storage resize).
+#ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_FSDP_H_
+#define RINGTRAIN_WORKER_ENGINE_PARALLEL_FSDP_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/Tensor.h>
+
+#include "common/config/choices.h"
+#include "worker/engine/model/param_source.h"
+#include "worker/engine/parallel/comm.h"
+
+namespace ringtrain {
+
+struct FsdpOptions {
+  c10::ScalarType param_dtype = c10::ScalarType::Float;   // training.mixed_precision_param
+  c10::ScalarType reduce_dtype = c10::ScalarType::Float;  // training.mixed_precision_reduce
+  ReshardAfterForward reshard = ReshardAfterForward::kDefault;
+};
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+class Fsdp : public ParamSource, public std::enable_shared_from_this<Fsdp> {
+ public:
+  // Shards `units` (per unit, its (name, float32 parameter) list in forward order, as
+  // TransformerImpl::Units() gives them; identical on every rank of the group) over
+  // comm.fsdp_group(), keeping this rank's shards, and frees the parameters' memory.
+  static std::shared_ptr<Fsdp> Create(const std::vector<NamedTensors>& units, Communicator& comm,
+                                      FsdpOptions options);
+
+  // This rank's float32 shards, one per unit ("fsdp.unit<u>"): the optimizer's parameters.
+  const NamedTensors& shards() const { return shards_; }
+  std::vector<at::Tensor> shard_tensors() const;
+
+  std::vector<at::Tensor> Gather(int64_t unit, bool recompute) override;
+  at::Tensor AfterForward(int64_t unit, const at::Tensor& output, bool recompute) override;
+
+  // After the step's last backward: sums every shard's gradient over the replicas (a zero gradient
+  // first for a unit that got none, so every rank contributes the same layout).
+  void FinishGradients();
+  // Sum of `value` over the FSDP group (float64): the squared gradient norms of the shards.
+  double SumOverGroup(double value);
+
+  // The full float32 tensors of every parameter (name → full shape), assembled from per-unit flat
+  // shards `per_unit` (shards() order; the shards themselves, or optimizer state shaped like them).
+  // A collective over the group: every rank calls it and gets the whole dict.
+  NamedTensors GatherFull(const std::vector<at::Tensor>& per_unit);
+  // The inverse: this rank's flat shard of every unit from full tensors by name (a checkpoint, a
+  // replicated run's state: any shard degree). INVALID_ARGUMENT naming a missing or mis-shaped entry.
+  absl::StatusOr<std::vector<at::Tensor>> ShardFull(const NamedTensors& full,
+                                                    const std::string& prefix) const;
+
+  // "fsdp over 4 ranks: 5 units, 1.2 M parameters, 0.30 M per rank, gathers in bfloat16, ..."
+  std::string Describe() const;
+
+  struct Unit;  // fsdp.cc
+
+ private:
+  Fsdp(Communicator& comm, FsdpOptions options);
+  // Issues unit u's all-gather (no-op when gathered or in flight).
+  void StartGather(int64_t unit);
+  // Unit u gathered: waits for its all-gather, or issues and waits for one.
+  void EnsureGathered(int64_t unit);
+  void Free(int64_t unit);
+  bool ReshardsAfterForward(int64_t unit) const;
+  friend class UnshardFunction;
+  friend class PreBackwardFunction;
+
+  Communicator& comm_;
+  FsdpOptions options_;
+  int64_t group_size_ = 1;
+  int64_t group_rank_ = 0;
+  std::vector<std::shared_ptr<Unit>> units_;
+  NamedTensors shards_;
+};
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_ENGINE_PARALLEL_FSDP_H_
