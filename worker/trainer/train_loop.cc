@@ -87,18 +87,32 @@ at::Tensor ForwardLoss(Trainer::State& s, const ShardedBatch& shard, int64_t glo
 }
 
 void Backward(Trainer::State& s, const at::Tensor& loss) {
-  s.model->zero_grad();
+  for (at::Tensor& p : s.params) p.mutable_grad() = at::Tensor();  // zero_grad(set_to_none)
   loss.backward();
 }
 
-// Sums the loss and the gradients over the world; returns the global loss.
+// Sums the loss and the gradients over the world; returns the global loss. With FSDP the
+// backward already reduce-scattered each unit's gradients over the FSDP group; the replicas sum
+// the shards.
 double SyncLossAndGradients(Trainer::State& s, const at::Tensor& loss) {
   double global_loss = loss.item<double>();
   if (s.comm) {
     global_loss = AllReduceSum(*s.comm, global_loss);
-    AllReduceGradients(*s.comm, s.params);
+    if (s.fsdp) {
+      s.fsdp->FinishGradients();
+    } else {
+      AllReduceGradients(*s.comm, s.params);
+    }
   }
   return global_loss;
+}
+
+// The global gradient norm, clipped to training.max_norm; shards' squared norms are summed over
+// the FSDP group.
+double Clip(Trainer::State& s) {
+  if (!s.fsdp) return ClipGradNorm(s.params, s.config.training.max_norm);
+  return ClipShardedGradNorm(s.params, s.config.training.max_norm,
+                             [&](double v) { return s.fsdp->SumOverGroup(v); });
 }
 
 // Every rank holds the same global loss and norm, so all stop together, before the update.
@@ -116,7 +130,7 @@ absl::Status RunStep(Trainer::State& s, int64_t step, StepReport* report) {
   const at::Tensor loss = ForwardLoss(s, shard, report->tokens);
   Backward(s, loss);
   report->loss = SyncLossAndGradients(s, loss);
-  report->grad_norm = ClipGradNorm(s.params, s.config.training.max_norm);
+  report->grad_norm = Clip(s);
   RT_RETURN_IF_ERROR(CheckFinite(step, *report));
   s.optimizer->Step(report->lr);
   return absl::OkStatus();
@@ -155,13 +169,18 @@ absl::Status Report(Trainer::State& s, const StepReport& report) {
   return absl::OkStatus();
 }
 
-// Every checkpoint.interval steps and after the last: parameters and optimizer state are
-// replicated, so rank 0 writes the one copy.
+// Every checkpoint.interval steps and after the last: rank 0 writes the one copy of the parameters
+// and optimizer state (with FSDP gathered from the shards by every rank first).
 absl::Status MaybeSave(Trainer::State& s, int64_t step) {
   const CheckpointSection& c = s.config.checkpoint;
   const bool due = s.checkpoints && (step % c.interval == 0 || step == s.config.training.steps);
-  if (!due || s.rank.rank != 0) return absl::OkStatus();
-  Checkpoint ckpt{ModelStateDict(*s.model), s.optimizer->StateDict(), s.train_state};
+  if (!due || (s.rank.rank != 0 && !s.fsdp)) return absl::OkStatus();
+  Checkpoint ckpt;
+  RT_RETURN_IF_ERROR(Guarded(s, absl::StrCat("gathering checkpoint ", step), [&]() -> absl::Status {
+    ckpt = trainer_internal::CheckpointOf(s);
+    return absl::OkStatus();
+  }));
+  if (s.rank.rank != 0) return absl::OkStatus();
   ckpt.train_state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
   RT_RETURN_IF_ERROR(s.checkpoints->Save(ckpt, JobConfigToToml(s.config)));
   RT_LOG(Info) << "saved checkpoint " << s.checkpoints->StepPath(step);

@@ -49,6 +49,8 @@ absl::Status Guarded(Trainer::State& s, const std::string& what,
 namespace {
 
 using trainer_internal::Guarded;
+using trainer_internal::LoadShardedOptimizerState;
+using trainer_internal::ShardModel;
 
 DatasetSpec TrainingDataSpec(const JobConfig& c, int64_t dp) {
   DatasetSpec spec;
@@ -164,11 +166,30 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
     RT_LOG(Info) << "loaded initial weights from " << config.checkpoint.initial_load_path;
   }
 
+  // A checkpoint's model is loaded into the full model, before FSDP shards it.
+  std::optional<Checkpoint> resume;
+  if (config.checkpoint.enable && !eval) {
+    s->checkpoints.emplace(config.checkpoint.folder, config.checkpoint.keep_latest_k);
+    RT_ASSIGN_OR_RETURN(std::optional<int64_t> latest, s->checkpoints->LatestStep());
+    if (latest) {
+      RT_ASSIGN_OR_RETURN(resume, s->checkpoints->Load(*latest));
+      RT_RETURN_IF_ERROR(
+          LoadModelWeights(*s->model, resume->model, s->checkpoints->StepPath(*latest)));
+    }
+  }
+  if (s->mesh.sharded) {
+    RT_RETURN_IF_ERROR(Guarded(*s, "sharding the model", [&] { return ShardModel(*s); }));
+  }
+
   AdamWOptions adam{config.optimizer.lr, config.optimizer.beta1, config.optimizer.beta2,
                     config.optimizer.eps, config.optimizer.weight_decay};
   std::vector<std::pair<std::string, at::Tensor>> named_params;
-  for (const auto& item : s->model->named_parameters()) {
-    named_params.emplace_back(item.key(), item.value());  // not detached: Step reads .grad()
+  if (s->fsdp) {
+    named_params = s->fsdp->shards();
+  } else {
+    for (const auto& item : s->model->named_parameters()) {
+      named_params.emplace_back(item.key(), item.value());  // not detached: Step reads .grad()
+    }
   }
   s->optimizer = std::make_unique<AdamW>(std::move(named_params), adam);
   s->schedule.emplace(LrScheduleOptions{config.optimizer.lr, config.training.steps,
@@ -177,22 +198,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
                                         config.lr_scheduler.decay_type,
                                         config.lr_scheduler.min_lr_factor});
 
-  bool resumed = false;
-  if (config.checkpoint.enable && !eval) {
-    s->checkpoints.emplace(config.checkpoint.folder, config.checkpoint.keep_latest_k);
-    RT_ASSIGN_OR_RETURN(std::optional<int64_t> latest, s->checkpoints->LatestStep());
-    if (latest) {
-      RT_ASSIGN_OR_RETURN(Checkpoint ckpt, s->checkpoints->Load(*latest));
-      RT_RETURN_IF_ERROR(
-          LoadModelWeights(*s->model, ckpt.model, s->checkpoints->StepPath(*latest)));
-      RT_RETURN_IF_ERROR(s->optimizer->LoadStateDict(ckpt.optimizer));
-      s->train_state = ckpt.train_state;
-      at::Generator generator = at::detail::getDefaultCPUGenerator();
-      generator.set_state(ckpt.train_state.rng_state);
-      resumed = true;
-      RT_LOG(Info) << "resumed from " << s->checkpoints->StepPath(*latest) << " (step "
-                   << s->train_state.step << ")";
-    }
+  const bool resumed = resume.has_value();
+  if (resumed) {
+    const std::string path = s->checkpoints->StepPath(resume->train_state.step);
+    RT_RETURN_IF_ERROR(s->fsdp ? LoadShardedOptimizerState(*s, resume->optimizer, path)
+                               : s->optimizer->LoadStateDict(resume->optimizer));
+    s->train_state = resume->train_state;
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    generator.set_state(resume->train_state.rng_state);
+    RT_LOG(Info) << "resumed from " << path << " (step " << s->train_state.step << ")";
   }
   // Rank 0 writes the step records. With $RINGTRAIN_JSONL_EVERY_RANK=1 (the agent sets it, and
   // gives each rank its own path) every rank writes them, so each rank's agent can export its

@@ -19,6 +19,7 @@
 #include "worker/engine/optim/adamw.h"
 #include "worker/engine/optim/lr_schedule.h"
 #include "worker/engine/parallel/comm.h"
+#include "worker/engine/parallel/fsdp.h"
 #include "worker/engine/parallel/mesh.h"
 #include "worker/trainer/step_report.h"
 #include "worker/trainer/trainer.h"
@@ -35,7 +36,8 @@ struct Trainer::State {
   std::unique_ptr<TokenDataset> dataset;
   std::optional<WindowSampler> sampler;
   Transformer model{nullptr};
-  std::vector<at::Tensor> params;
+  std::shared_ptr<Fsdp> fsdp;  // FSDP (mesh.sharded): the model's weights come from its shards
+  std::vector<at::Tensor> params;  // what the optimizer updates: the parameters, or their shards
   std::unique_ptr<AdamW> optimizer;
   std::optional<LrSchedule> schedule;
   std::optional<CheckpointFolder> checkpoints;
@@ -52,6 +54,16 @@ namespace trainer_internal {
 // `what` starts the message ("step 3").
 absl::Status Guarded(Trainer::State& s, const std::string& what,
                      const std::function<absl::Status()>& f);
+
+// sharding.cc. FSDP: shards s.model over the FSDP group (its weights loaded first) and makes the
+// shards s.params.
+absl::Status ShardModel(Trainer::State& s);
+// Loads an optimizer state in the replicated run's format (full tensors by name) into the sharded
+// optimizer. INVALID_ARGUMENT naming `source` and what does not match.
+absl::Status LoadShardedOptimizerState(Trainer::State& s, const StateDict& full, const std::string& source);
+// The step's checkpoint: parameters and optimizer state as full tensors by name (with FSDP a
+// collective of the group: every rank calls it, rank 0 writes).
+Checkpoint CheckpointOf(Trainer::State& s);
 
 }  // namespace trainer_internal
 }  // namespace ringtrain
