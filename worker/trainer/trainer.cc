@@ -149,6 +149,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
       RT_LOG(Info) << "mixed precision: bfloat16 compute, float32 master weights and optimizer "
                       "state, float32 softmax statistics and merges";
     }
+    const ActivationCheckpointSection& ac = config.activation_checkpoint;
+    s->model->SetActivationCheckpoint(ActivationCheckpointEvery(config));
+    RT_LOG(Info) << "activation checkpointing: " << ChoiceName(ac.mode)
+                 << (ac.mode == AcMode::kSelective ? " " + ac.selective_ac_option : "");
     // Initialised on the CPU (the same weights whatever the device), then moved.
     s->model->to(s->device);
     for (auto& p : s->model->parameters()) s->params.push_back(p);

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <utility>
+
 namespace ringtrain {
 namespace {
 
@@ -19,12 +21,20 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
                             const at::Tensor& k, const at::Tensor& v,
-                            c10::intrusive_ptr<AttentionCall> call) {
+                            c10::intrusive_ptr<AttentionCall> call, AttentionMemo* memo) {
     const at::Tensor qc = q.contiguous();
     const at::Tensor kv = torch::stack({k, v}).contiguous();  // (2, B, Hk, L, D)
-    BlockOutput result = call->kernel->Forward(qc, kv, call->positions, call->scale);
-    const at::Tensor out = result.out.to(q.scalar_type());  // float32 merges, compute-dtype output
-    ctx->save_for_backward({qc, kv, out, result.lse});
+    at::Tensor out, lse;
+    if (memo != nullptr && memo->out.defined()) {
+      out = std::exchange(memo->out, at::Tensor());
+      lse = std::exchange(memo->lse, at::Tensor());
+    } else {
+      BlockOutput result = call->kernel->Forward(qc, kv, call->positions, call->scale);
+      out = result.out.to(q.scalar_type());  // float32 merges, compute-dtype output
+      lse = result.lse;
+      if (memo != nullptr) *memo = AttentionMemo{out, lse};
+    }
+    ctx->save_for_backward({qc, kv, out, lse});
     ctx->saved_data["call"] = c10::IValue::make_capsule(std::move(call));
     return out;
   }
@@ -38,16 +48,17 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
                                             grad_outputs[0].contiguous(), call->positions,
                                             call->scale);
     return {dq.to(saved[0].scalar_type()), dkv[0].to(saved[1].scalar_type()),
-            dkv[1].to(saved[1].scalar_type()), at::Tensor()};
+            dkv[1].to(saved[1].scalar_type()), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
 at::Tensor AttentionKernel::Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const BlockPositions& positions, double scale) {
+                                   const BlockPositions& positions, double scale,
+                                   AttentionMemo* memo) {
   return AttentionFunction::apply(
-      q, k, v, c10::make_intrusive<AttentionCall>(shared_from_this(), positions, scale));
+      q, k, v, c10::make_intrusive<AttentionCall>(shared_from_this(), positions, scale), memo);
 }
 
 BlockOutput LocalAttentionKernel::Forward(const at::Tensor& q, const at::Tensor& kv,

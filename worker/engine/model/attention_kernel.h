@@ -25,6 +25,13 @@
 
 namespace ringtrain {
 
+// Selective ("op") activation checkpointing keeps one Attend call's result from the first forward
+// here, so the block's recompute rebuilds the autograd node without running the kernel again.
+struct AttentionMemo {
+  at::Tensor out;  // (B, H, L, D), the compute dtype
+  at::Tensor lse;  // Forward's log-sum-exp, float32
+};
+
 // Kernels must be owned by a std::shared_ptr (std::make_shared): Attend's backward holds one.
 // Called from one thread at a time.
 class AttentionKernel : public std::enable_shared_from_this<AttentionKernel> {
@@ -33,8 +40,11 @@ class AttentionKernel : public std::enable_shared_from_this<AttentionKernel> {
 
   // Causal attention of this rank's tokens, with autograd. q (B, H, L, D), k and v (B, Hk, L, D);
   // `positions` (L,) are the tokens' global positions. Returns (B, H, L, D).
+  // With a `memo`: an empty one receives Forward's output and log-sum-exp; a filled one (from an
+  // Attend of the same q, k, v) is used instead of calling Forward — the autograd node is rebuilt,
+  // nothing is computed or exchanged — and is emptied.
   at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                    const BlockPositions& positions, double scale);
+                    const BlockPositions& positions, double scale, AttentionMemo* memo = nullptr);
 
   // The two halves of Attend, for its autograd function. q (B, H, L, D) and kv = stack(k, v)
   // (2, B, Hk, L, D), both contiguous, in the compute dtype; Forward's out and lse are float32.

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "worker/engine/model/activation_checkpoint.h"
+
 namespace ringtrain {
 
 void TruncNormal_(at::Tensor& t, double std, double a, double b) {
@@ -20,8 +22,14 @@ torch::nn::Linear NoBiasLinear(int64_t in, int64_t out) {
 
 // x · Wᵀ in the activations' dtype: under mixed precision the float32 weight is cast for the call
 // (the cast is part of the graph, so its gradient arrives in float32); otherwise the weight as is.
-at::Tensor Project(const torch::nn::Linear& linear, const at::Tensor& x) {
-  return at::linear(x, linear->weight.to(x.scalar_type()));
+at::Tensor Project(const at::Tensor& weight, const at::Tensor& x) {
+  return at::linear(x, weight.to(x.scalar_type()));
+}
+
+// A block unit's weights, in Units() order (the order of the block's named_parameters()).
+BlockWeights ToBlockWeights(const std::vector<at::Tensor>& w) {
+  TORCH_CHECK(w.size() == 9, "a transformer block has 9 weights, got ", w.size());
+  return {{w[0], w[1], w[2], w[3]}, {w[4], w[5], w[6]}, w[7], w[8]};
 }
 }  // namespace
 
@@ -31,10 +39,10 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
   weight_ = register_parameter("weight", torch::ones({dim}));
 }
 
-at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
+at::Tensor RMSNormImpl::forward(const at::Tensor& x, const at::Tensor& weight) {
   const at::Tensor xf = x.to(torch::kFloat32);
   const at::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps_);
-  return normed.to(x.scalar_type()) * weight_.to(x.scalar_type());
+  return normed.to(x.scalar_type()) * weight.to(x.scalar_type());
 }
 
 void RMSNormImpl::reset_parameters() {
@@ -58,18 +66,20 @@ AttentionImpl::AttentionImpl(const ModelArgs& args)
   register_module("wo", wo);
 }
 
-at::Tensor AttentionImpl::forward(const at::Tensor& x, const ForwardContext& ctx) {
+at::Tensor AttentionImpl::forward(const at::Tensor& x, const AttentionWeights& w,
+                                  const ForwardContext& ctx) {
   const int64_t batch = x.size(0), length = x.size(1);
-  at::Tensor xq = Project(wq, x).view({batch, length, n_heads_, head_dim_});
-  at::Tensor xk = Project(wk, x).view({batch, length, n_kv_heads_, head_dim_});
-  at::Tensor xv = Project(wv, x).view({batch, length, n_kv_heads_, head_dim_});
+  at::Tensor xq = Project(w.wq, x).view({batch, length, n_heads_, head_dim_});
+  at::Tensor xk = Project(w.wk, x).view({batch, length, n_kv_heads_, head_dim_});
+  at::Tensor xv = Project(w.wv, x).view({batch, length, n_kv_heads_, head_dim_});
   xq = ctx.rope->Apply(xq, ctx.positions);
   xk = ctx.rope->Apply(xk, ctx.positions);
   // (B, L, heads, D) → (B, heads, L, D) for the kernel.
   const at::Tensor out = ctx.kernel->Attend(
       xq.transpose(1, 2).contiguous(), xk.transpose(1, 2).contiguous(),
-      xv.transpose(1, 2).contiguous(), ctx.host_positions, 1.0 / std::sqrt(double(head_dim_)));
-  return Project(wo, out.transpose(1, 2).reshape({batch, length, n_heads_ * head_dim_}));
+      xv.transpose(1, 2).contiguous(), ctx.host_positions, 1.0 / std::sqrt(double(head_dim_)),
+      ctx.attention_memo);
+  return Project(w.wo, out.transpose(1, 2).reshape({batch, length, n_heads_ * head_dim_}));
 }
 
 void AttentionImpl::init_weights(double init_std) {
@@ -88,8 +98,8 @@ FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden_dim)
   register_module("w3", w3);
 }
 
-at::Tensor FeedForwardImpl::forward(const at::Tensor& x) {
-  return Project(w2, torch::silu(Project(w1, x)) * Project(w3, x));
+at::Tensor FeedForwardImpl::forward(const at::Tensor& x, const FeedForwardWeights& w) {
+  return Project(w.w2, torch::silu(Project(w.w1, x)) * Project(w.w3, x));
 }
 
 void FeedForwardImpl::init_weights(double init_std) {
@@ -112,9 +122,11 @@ TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& ar
   register_module("ffn_norm", ffn_norm);
 }
 
-at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, const ForwardContext& ctx) {
-  const at::Tensor h = x + attention->forward(attention_norm(x), ctx);
-  return h + feed_forward(ffn_norm(h));
+at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, const BlockWeights& w,
+                                         const ForwardContext& ctx) {
+  const at::Tensor h = x + attention->forward(attention_norm->forward(x, w.attention_norm),
+                                              w.attention, ctx);
+  return h + feed_forward->forward(ffn_norm->forward(h, w.ffn_norm), w.feed_forward);
 }
 
 void TransformerBlockImpl::init_weights() {
@@ -145,10 +157,72 @@ TransformerImpl::TransformerImpl(const ModelArgs& args)
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const BlockPositions& positions) {
   const ForwardContext ctx{&rope_, positions.AsTensor().to(tokens.device()), positions,
                            kernel_.get()};
+  const std::vector<at::Tensor> embedding = Gather(0, /*recompute=*/false);
   // The one place the compute dtype enters: every later op follows the activations' dtype.
-  at::Tensor h = tok_embeddings(tokens).to(compute_dtype_);  // (B, L, C)
-  for (const auto& layer : *layers) h = layer->as<TransformerBlock>()->forward(h, ctx);
-  return Project(output, norm(h)).to(torch::kFloat32);  // (B, L, V)
+  at::Tensor h = AfterForward(0, at::embedding(embedding[0], tokens).to(compute_dtype_),
+                              /*recompute=*/false);  // (B, L, C)
+  for (int64_t layer_id = 0; layer_id < args_.n_layers; ++layer_id) {
+    if (!Checkpointed(layer_id) || !at::GradMode::is_enabled()) {
+      h = RunBlock(layer_id, h, ctx, /*recompute=*/false);
+      continue;
+    }
+    // The checkpoint holds the model (hence its kernel, source and RoPE tables) and, for "op",
+    // the memo the first forward fills and the recompute empties. With ring attention (cp > 1)
+    // the recompute exchanges K/V again — every rank recomputes its blocks in the same order
+    // (the reverse of the forward's), so the exchanges pair up as in the forward; "op" skips
+    // the exchange on every rank alike.
+    auto memo = checkpoint_every_ < 0 ? std::make_shared<AttentionMemo>() : nullptr;
+    auto self = std::static_pointer_cast<TransformerImpl>(shared_from_this());
+    h = Checkpoint(
+        [self, layer_id, ctx, memo](const at::Tensor& x, bool recompute) {
+          ForwardContext block_ctx = ctx;
+          block_ctx.attention_memo = memo.get();
+          return self->RunBlock(layer_id, x, block_ctx, recompute);
+        },
+        h);
+  }
+  const int64_t last = args_.n_layers + 1;
+  const std::vector<at::Tensor> head = Gather(last, /*recompute=*/false);  // norm, output
+  const at::Tensor logits = Project(head[1], norm->forward(h, head[0])).to(torch::kFloat32);
+  return AfterForward(last, logits, /*recompute=*/false);  // (B, L, V)
+}
+
+std::vector<UnitParameters> TransformerImpl::Units() {
+  std::vector<UnitParameters> units(args_.n_layers + 2);
+  auto add = [](UnitParameters& unit, const std::string& prefix, const torch::nn::Module& module) {
+    for (const auto& p : module.named_parameters()) unit.emplace_back(prefix + p.key(), p.value());
+  };
+  add(units.front(), "tok_embeddings.", *tok_embeddings);
+  for (int64_t i = 0; i < args_.n_layers; ++i) {
+    add(units[i + 1], "layers." + std::to_string(i) + ".", *layers[i]);
+  }
+  add(units.back(), "norm.", *norm);
+  add(units.back(), "output.", *output);
+  return units;
+}
+
+bool TransformerImpl::Checkpointed(int64_t layer_id) const {
+  return checkpoint_every_ < 0 || (checkpoint_every_ > 0 && layer_id % checkpoint_every_ == 0);
+}
+
+std::vector<at::Tensor> TransformerImpl::Gather(int64_t unit, bool recompute) {
+  if (source_) return source_->Gather(unit, recompute);
+  if (unit == 0) return {tok_embeddings->weight};
+  if (unit <= args_.n_layers) return layers[unit - 1]->parameters();
+  return {norm->weight(), output->weight};
+}
+
+at::Tensor TransformerImpl::AfterForward(int64_t unit, const at::Tensor& output,
+                                         bool recompute) {
+  return source_ ? source_->AfterForward(unit, output, recompute) : output;
+}
+
+at::Tensor TransformerImpl::RunBlock(int64_t layer_id, const at::Tensor& x,
+                                     const ForwardContext& ctx, bool recompute) {
+  const int64_t unit = layer_id + 1;
+  const BlockWeights weights = ToBlockWeights(Gather(unit, recompute));
+  const at::Tensor out = layers[layer_id]->as<TransformerBlock>()->forward(x, weights, ctx);
+  return AfterForward(unit, out, recompute);
 }
 
 void TransformerImpl::to(torch::Device device, bool non_blocking) {

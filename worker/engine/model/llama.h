@@ -1,5 +1,7 @@
 // The Llama 3 decoder, torchtitan's math and parameter names. Pure model: how it is split across
-// ranks is applied from outside (SetAttentionKernel); nothing here knows about parallelism.
+// ranks is applied from outside (SetAttentionKernel, SetParamSource); nothing here knows about
+// parallelism. The modules own the parameters; their forwards take the weights to use explicitly
+// (the model's own, or a ParamSource's), so a source and activation checkpointing plug in per unit.
 //
 // Dimension letters: B batch, L local sequence length, C = dim, H / Hk query / kv heads,
 // D head dim, F FFN hidden size, V vocabulary.
@@ -13,10 +15,14 @@
 #include <torch/nn/pimpl.h>
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "worker/engine/kernels/tiled_attention.h"
 #include "worker/engine/model/attention_kernel.h"
 #include "worker/engine/model/model_args.h"
+#include "worker/engine/model/param_source.h"
 #include "worker/engine/model/rope.h"
 
 namespace ringtrain {
@@ -25,8 +31,9 @@ namespace ringtrain {
 class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps);
-  at::Tensor forward(const at::Tensor& x);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& weight);  // weight (C,)
   void reset_parameters();
+  const at::Tensor& weight() const { return weight_; }
 
  private:
   double eps_;
@@ -40,12 +47,28 @@ struct ForwardContext {
   at::Tensor positions;             // (L,) int64, the tokens' global positions
   BlockPositions host_positions;    // the same, on the host
   AttentionKernel* kernel;          // must outlive the call
+  AttentionMemo* attention_memo = nullptr;  // selective "op" checkpointing only (AttentionMemo)
+};
+
+// The weights a module's forward uses: its own parameters or a ParamSource's, float32 or already
+// in the compute dtype (each is cast to the activations' dtype where it is used).
+struct AttentionWeights {
+  at::Tensor wq, wk, wv, wo;
+};
+struct FeedForwardWeights {
+  at::Tensor w1, w2, w3;
+};
+struct BlockWeights {
+  AttentionWeights attention;
+  FeedForwardWeights feed_forward;
+  at::Tensor attention_norm, ffn_norm;
 };
 
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const ModelArgs& args);
-  at::Tensor forward(const at::Tensor& x, const ForwardContext& ctx);  // (B, L, C) → (B, L, C)
+  // (B, L, C) → (B, L, C)
+  at::Tensor forward(const at::Tensor& x, const AttentionWeights& w, const ForwardContext& ctx);
   void init_weights(double init_std);
 
  private:
@@ -57,7 +80,7 @@ TORCH_MODULE(Attention);
 class FeedForwardImpl : public torch::nn::Module {
  public:
   FeedForwardImpl(int64_t dim, int64_t hidden_dim);
-  at::Tensor forward(const at::Tensor& x);  // w2(silu(w1 x) · w3 x)
+  at::Tensor forward(const at::Tensor& x, const FeedForwardWeights& w);  // w2(silu(w1 x) · w3 x)
   void init_weights(double init_std);
 
  private:
@@ -68,7 +91,7 @@ TORCH_MODULE(FeedForward);
 class TransformerBlockImpl : public torch::nn::Module {
  public:
   TransformerBlockImpl(int64_t layer_id, const ModelArgs& args);
-  at::Tensor forward(const at::Tensor& x, const ForwardContext& ctx);
+  at::Tensor forward(const at::Tensor& x, const BlockWeights& w, const ForwardContext& ctx);
   // torchtitan's depth init: output projections get std 0.02 / sqrt(2·(layer_id + 1)).
   void init_weights();
 
@@ -80,12 +103,21 @@ class TransformerBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TransformerBlock);
 
+// One unit's parameters (param_source.h): (full name as in named_parameters(), parameter).
+using UnitParameters = std::vector<std::pair<std::string, at::Tensor>>;
+
+// Own it through the Transformer holder (a shared_ptr): a checkpointed block's backward holds the
+// model, so a backward pass can never outlive it.
 class TransformerImpl : public torch::nn::Module {
  public:
   explicit TransformerImpl(const ModelArgs& args);
 
   // tokens (B, L) int64 at `positions` (L,) → logits (B, L, V) float32.
   at::Tensor forward(const at::Tensor& tokens, const BlockPositions& positions);
+
+  // The units of param_source.h in forward order: 0 = tok_embeddings, 1 … n_layers = the blocks,
+  // n_layers + 1 = the final norm and the output projection; each in named_parameters() order.
+  std::vector<UnitParameters> Units();
 
   // torchtitan's init, drawn from the global torch generator (seed it first for determinism).
   void init_weights();
@@ -100,13 +132,36 @@ class TransformerImpl : public torch::nn::Module {
   // float32. RMSNorm statistics, RoPE, attention merges and the logits stay float32.
   void SetComputeDtype(c10::ScalarType dtype) { compute_dtype_ = dtype; }
   c10::ScalarType compute_dtype() const { return compute_dtype_; }
+  // Where each unit's forward takes its weights from (null: the registered parameters): it
+  // gathers them before the unit and gets the unit's output after it. Applied once, before
+  // training.
+  void SetParamSource(std::shared_ptr<ParamSource> source) { source_ = std::move(source); }
+  // Activation checkpointing (ActivationCheckpointEvery): 0 none; N > 0 checkpoints block
+  // `layer_id` when layer_id % N == 0 (1: every block); -1 every block, keeping each attention's
+  // output and log-sum-exp (selective "op"). A checkpointed block keeps only its input: its
+  // forward runs without autograd (its Gather and AfterForward too, recompute = false), and its
+  // backward gathers the weights again (recompute = true), reruns the forward with autograd and
+  // back-propagates through it — bitwise the same gradients. Only when grad mode is on.
+  void SetActivationCheckpoint(int64_t every) { checkpoint_every_ = every; }
   const ModelArgs& args() const { return args_; }
 
  private:
+  bool Checkpointed(int64_t layer_id) const;
+  // The unit's weights, from the source or the registered parameters, and its output as the
+  // source returns it.
+  std::vector<at::Tensor> Gather(int64_t unit, bool recompute);
+  at::Tensor AfterForward(int64_t unit, const at::Tensor& output, bool recompute);
+  // Block `layer_id` (unit layer_id + 1) on x (B, L, C), from gathering its weights to
+  // AfterForward.
+  at::Tensor RunBlock(int64_t layer_id, const at::Tensor& x, const ForwardContext& ctx,
+                      bool recompute);
+
   ModelArgs args_;
   RotaryTables rope_;
   std::shared_ptr<AttentionKernel> kernel_;
+  std::shared_ptr<ParamSource> source_;
   c10::ScalarType compute_dtype_ = c10::ScalarType::Float;
+  int64_t checkpoint_every_ = 0;
   torch::nn::Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
