@@ -48,7 +48,7 @@ void ExpectWithin(const std::vector<double>& test, const std::vector<double>& ba
 }
 
 // Runs `extra` on `nproc` ranks into dir/name (JSONL); returns the launcher's output.
-std::string Run(const TempDir& dir, const std::string& name, int nproc, std::vector<std::string> extra) {
+std::string Train(const TempDir& dir, const std::string& name, int nproc, std::vector<std::string> extra) {
   extra.push_back("--metrics.jsonl=" + (dir / name));
   const auto r = RunCommand(Launch(nproc, extra));
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -60,8 +60,8 @@ const std::string kCp2 = "--parallelism.context_parallel_degree=2";
 
 TEST(FsdpParityTest, Shard2Cp2MatchesTheReplicatedMeshWithinOneInAMillion) {
   TempDir dir;
-  Run(dir, "replicated", 4, {kCp2, "--parallelism.data_parallel_replicate_degree=2", "--training.local_batch_size=4"});
-  const std::string out = Run(dir, "sharded", 4, {kCp2, kShard2Cp2, "--parallelism.data_parallel_replicate_degree=1",
+  Train(dir, "replicated", 4, {kCp2, "--parallelism.data_parallel_replicate_degree=2", "--training.local_batch_size=4"});
+  const std::string out = Train(dir, "sharded", 4, {kCp2, kShard2Cp2, "--parallelism.data_parallel_replicate_degree=1",
                                                   "--training.local_batch_size=4"});
   EXPECT_NE(out.find("fsdp over 4 ranks (replicas 1)"), std::string::npos) << out;
   const std::vector<double> base = Losses(dir / "replicated"), test = Losses(dir / "sharded");
@@ -71,15 +71,15 @@ TEST(FsdpParityTest, Shard2Cp2MatchesTheReplicatedMeshWithinOneInAMillion) {
 
 TEST(FsdpParityTest, Shard4MatchesTheReplicatedMeshWithinOneInAMillion) {
   TempDir dir;
-  Run(dir, "replicated", 4, {"--training.local_batch_size=2"});
-  Run(dir, "sharded", 4, {"--parallelism.data_parallel_shard_degree=4", "--training.local_batch_size=2"});
+  Train(dir, "replicated", 4, {"--training.local_batch_size=2"});
+  Train(dir, "sharded", 4, {"--parallelism.data_parallel_shard_degree=4", "--training.local_batch_size=2"});
   ExpectWithin(Losses(dir / "sharded"), Losses(dir / "replicated"), 1e-6);
 }
 
 TEST(FsdpParityTest, ReplicasOfShardsMatchTheReplicatedMesh) {
   TempDir dir;
-  Run(dir, "replicated", 4, {"--training.local_batch_size=2"});
-  const std::string out = Run(dir, "hsdp", 4, {"--parallelism.data_parallel_shard_degree=2",
+  Train(dir, "replicated", 4, {"--training.local_batch_size=2"});
+  const std::string out = Train(dir, "hsdp", 4, {"--parallelism.data_parallel_shard_degree=2",
                                                "--parallelism.data_parallel_replicate_degree=2",
                                                "--training.local_batch_size=2"});
   EXPECT_NE(out.find("fsdp over 2 ranks (replicas 2)"), std::string::npos) << out;
@@ -89,7 +89,7 @@ TEST(FsdpParityTest, ReplicasOfShardsMatchTheReplicatedMesh) {
 TEST(FsdpParityTest, SameShardedConfigTwiceIsBitwiseEqual) {
   TempDir dir;
   for (const char* name : {"a", "b"}) {
-    Run(dir, name, 4, {kCp2, kShard2Cp2, "--parallelism.data_parallel_replicate_degree=1",
+    Train(dir, name, 4, {kCp2, kShard2Cp2, "--parallelism.data_parallel_replicate_degree=1",
                        "--training.local_batch_size=4", "--training.steps=10"});
   }
   EXPECT_EQ(Column(dir / "a", "loss"), Column(dir / "b", "loss"));
@@ -111,25 +111,25 @@ TEST(FsdpParityTest, ShardedCheckpointResumesOnTheSameMeshAndOnAnotherShardDegre
     }
     return args;
   };
-  Run(dir, "full", 4, with_checkpoints(mesh, "ckpt"));
+  Train(dir, "full.jsonl", 4, with_checkpoints(mesh, "ckpt"));
   ASSERT_TRUE(fs::exists(dir / "ckpt/step-6/model.pt"));
   for (const char* folder : {"same", "other"}) {
     fs::create_directories(dir / folder);
-    fs::copy(dir / "ckpt/step-6", dir / folder / "step-6", fs::copy_options::recursive);
+    fs::copy(dir / "ckpt/step-6", (dir / folder) + "/step-6", fs::copy_options::recursive);
   }
-  const std::string same = Run(dir, "same", 4, with_checkpoints(mesh, "same"));
+  const std::string same = Train(dir, "same.jsonl", 4, with_checkpoints(mesh, "same"));
   EXPECT_NE(same.find("resumed from"), std::string::npos) << same;
-  const std::vector<std::string> full_losses = Column(dir / "full", "loss");
+  const std::vector<std::string> full_losses = Column(dir / "full.jsonl", "loss");
   ASSERT_EQ(full_losses.size(), 12u);
   const std::vector<std::string> tail(full_losses.begin() + 6, full_losses.end());
-  EXPECT_EQ(Column(dir / "same", "loss"), tail);
+  EXPECT_EQ(Column(dir / "same.jsonl", "loss"), tail);
 
-  Run(dir, "other", 4, with_checkpoints({"--parallelism.data_parallel_shard_degree=4", "--training.local_batch_size=2",
+  Train(dir, "other.jsonl", 4, with_checkpoints({"--parallelism.data_parallel_shard_degree=4", "--training.local_batch_size=2",
                                          "--training.steps=12"},
                                         "other"));
   std::vector<double> tail_values;
   for (const std::string& v : tail) tail_values.push_back(std::stod(v));
-  ExpectWithin(Losses(dir / "other"), tail_values, 1e-6, 7);
+  ExpectWithin(Losses(dir / "other.jsonl"), tail_values, 1e-6, 7);
 
   const auto check = RunCommand(
       {PythonPath(), "-c",

@@ -47,6 +47,10 @@ void AdoptStorage(const at::Tensor& target, at::Tensor& source) {
   source = at::Tensor();
 }
 
+const char* DtypeName(c10::ScalarType dtype) {
+  return dtype == at::kBFloat16 ? "bfloat16" : dtype == at::kFloat ? "float32" : c10::toString(dtype);
+}
+
 // The unit's parameters as views of its gathered buffer.
 std::vector<at::Tensor> ParameterViews(const Fsdp::Unit& unit) {
   std::vector<at::Tensor> views;
@@ -300,7 +304,7 @@ std::string Fsdp::Describe() const {
       "fsdp over %d ranks (replicas %d): %d units, %d parameters, %d per rank; gathers in %s, "
       "reduces in %s, reshard_after_forward %s",
       group_size_, comm_.mesh().replicate(), units_.size(), params, local,
-      c10::toString(options_.param_dtype), c10::toString(options_.reduce_dtype), reshard);
+      DtypeName(options_.param_dtype), DtypeName(options_.reduce_dtype), reshard);
 }
 
 }  // namespace ringtrain
