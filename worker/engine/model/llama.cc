@@ -162,24 +162,9 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const BlockPositio
   at::Tensor h = AfterForward(0, at::embedding(embedding[0], tokens).to(compute_dtype_),
                               /*recompute=*/false);  // (B, L, C)
   for (int64_t layer_id = 0; layer_id < args_.n_layers; ++layer_id) {
-    if (!Checkpointed(layer_id) || !at::GradMode::is_enabled()) {
-      h = RunBlock(layer_id, h, ctx, /*recompute=*/false);
-      continue;
-    }
-    // The checkpoint holds the model (hence its kernel, source and RoPE tables) and, for "op",
-    // the memo the first forward fills and the recompute empties. With ring attention (cp > 1)
-    // the recompute exchanges K/V again — every rank recomputes its blocks in the same order
-    // (the reverse of the forward's), so the exchanges pair up as in the forward; "op" skips
-    // the exchange on every rank alike.
-    auto memo = checkpoint_every_ < 0 ? std::make_shared<AttentionMemo>() : nullptr;
-    auto self = std::static_pointer_cast<TransformerImpl>(shared_from_this());
-    h = Checkpoint(
-        [self, layer_id, ctx, memo](const at::Tensor& x, bool recompute) {
-          ForwardContext block_ctx = ctx;
-          block_ctx.attention_memo = memo.get();
-          return self->RunBlock(layer_id, x, block_ctx, recompute);
-        },
-        h);
+    h = Checkpointed(layer_id) && at::GradMode::is_enabled()
+            ? CheckpointBlock(layer_id, h, ctx)
+            : RunBlock(layer_id, h, ctx, /*recompute=*/false);
   }
   const int64_t last = args_.n_layers + 1;
   const std::vector<at::Tensor> head = Gather(last, /*recompute=*/false);  // norm, output
@@ -215,6 +200,24 @@ std::vector<at::Tensor> TransformerImpl::Gather(int64_t unit, bool recompute) {
 at::Tensor TransformerImpl::AfterForward(int64_t unit, const at::Tensor& output,
                                          bool recompute) {
   return source_ ? source_->AfterForward(unit, output, recompute) : output;
+}
+
+at::Tensor TransformerImpl::CheckpointBlock(int64_t layer_id, const at::Tensor& x,
+                                            const ForwardContext& ctx) {
+  // The checkpoint holds the model (hence its kernel, source and RoPE tables), the context and,
+  // for "op", the memo the first forward fills and the recompute empties. With ring attention
+  // (cp > 1) the recompute exchanges K/V again: every rank recomputes the same blocks in the same
+  // order (the reverse of the forward's), so the exchanges pair up as in the forward; "op" skips
+  // the exchange on every rank alike.
+  auto memo = checkpoint_every_ < 0 ? std::make_shared<AttentionMemo>() : nullptr;
+  auto self = std::static_pointer_cast<TransformerImpl>(shared_from_this());
+  return Checkpoint(
+      [self, layer_id, ctx, memo](const at::Tensor& input, bool recompute) {
+        ForwardContext block_ctx = ctx;
+        block_ctx.attention_memo = memo.get();
+        return self->RunBlock(layer_id, input, block_ctx, recompute);
+      },
+      x);
 }
 
 at::Tensor TransformerImpl::RunBlock(int64_t layer_id, const at::Tensor& x,

@@ -155,6 +155,8 @@ class TransformerImpl : public torch::nn::Module {
   // AfterForward.
   at::Tensor RunBlock(int64_t layer_id, const at::Tensor& x, const ForwardContext& ctx,
                       bool recompute);
+  // RunBlock inside a checkpoint (SetActivationCheckpoint).
+  at::Tensor CheckpointBlock(int64_t layer_id, const at::Tensor& x, const ForwardContext& ctx);
 
   ModelArgs args_;
   RotaryTables rope_;
