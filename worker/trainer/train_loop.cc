@@ -124,7 +124,7 @@ absl::Status CheckFinite(int64_t step, const StepReport& report) {
 absl::Status RunStep(Trainer::State& s, int64_t step, StepReport* report) {
   s.model->zero_grad();
   // The micro-batches' losses, added on the device in float64: one host read per step.
-  at::Tensor local_loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(s.device));
+  at::Tensor local_loss = torch::zeros({}, torch::dtype(torch::kFloat64).device(s.device));
   for (int64_t m = 0; m < s.sampler->micro_batches(); ++m) {
     const ShardedBatch shard = Shard(s, NextBatch(s, step - 1, m));
     const at::Tensor loss = ForwardLoss(s, shard, report->tokens);
