@@ -1,11 +1,13 @@
 // Gradient and loss reduction over real Gloo groups (ranks as threads): every rank ends with the sum
 // of every rank's gradients, bitwise equal across ranks, whatever the bucketing; a parameter
-// without a gradient contributes zeros; failures come out as CommError naming the collective.
+// without a gradient contributes zeros; a bfloat16 reduction rounds to bfloat16 and widens back;
+// failures come out as CommError naming the collective.
 #include "worker/engine/parallel/grad_sync.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -73,6 +75,54 @@ TEST_P(GradSyncTest, EveryRankGetsTheSumOfAllGradients) {
 
 // One bucket for everything; one bucket per parameter; the default.
 INSTANTIATE_TEST_SUITE_P(Buckets, GradSyncTest, ::testing::Values(int64_t{1} << 20, 4, 25 << 20));
+
+// mixed_precision_reduce = bfloat16: the buckets are rounded to bfloat16 and summed in it, then
+// widened back, so every result is a bfloat16 value in a float32 .grad, half the bytes are sent, and
+// each element is within the rounding bound of grad_sync.h of the exact sum: three inputs rounded
+// once and two additions rounded once each, every rounding <= 2^-9 of what it rounds, so
+// |error| <= 2^-9 · (3 · Σ_r |g_r|) < 2^-7 · Σ_r |g_r|.
+TEST(GradSyncTest, Bfloat16ReduceRoundsAndWidensBack) {
+  const int64_t world = 3;
+  const auto expected = ExpectedSums(world);
+  std::vector<at::Tensor> abs_sums;
+  for (int64_t r = 0; r < world; ++r) {
+    const auto params = RankParams(r);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor a = params[i].grad().defined() ? params[i].grad().abs().to(torch::kFloat64)
+                                                      : torch::zeros(params[i].sizes(), torch::kFloat64);
+      if (r == 0) {
+        abs_sums.push_back(a.clone());
+      } else {
+        abs_sums[i] += a;
+      }
+    }
+  }
+  std::vector<std::vector<at::Tensor>> results(world);
+  std::vector<int64_t> bytes_sent(world);
+  RunOnThreads(world, world, [&](int64_t r, Communicator& comm) {
+    auto params = RankParams(r);
+    AllReduceGradients(comm, params, 64, at::kBFloat16);
+    for (const auto& p : params) results[r].push_back(p.grad().clone());
+    bytes_sent[r] = comm.stats().bytes_sent;
+  });
+  bool any_rounded = false;
+  for (int64_t r = 0; r < world; ++r) {
+    ASSERT_EQ(results[r].size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const at::Tensor& g = results[r][i];
+      EXPECT_EQ(g.scalar_type(), torch::kFloat) << "rank " << r << " param " << i;
+      EXPECT_TRUE(torch::equal(g, g.to(torch::kBFloat16).to(torch::kFloat)))
+          << "rank " << r << " param " << i << ": not a bfloat16 value";
+      const at::Tensor error = (g.to(torch::kFloat64) - expected[i]).abs();
+      EXPECT_TRUE((error <= abs_sums[i] * std::ldexp(1.0, -7)).all().item<bool>())
+          << "rank " << r << " param " << i << ": max error " << error.max().item<double>();
+      any_rounded = any_rounded || (error > 1e-6).any().item<bool>();
+      EXPECT_TRUE(torch::equal(g, results[0][i])) << "rank " << r << " param " << i;
+    }
+    EXPECT_EQ(bytes_sent[r], (15 + 7 + 8) * 2) << "bfloat16: two bytes per gradient element";
+  }
+  EXPECT_TRUE(any_rounded) << "bfloat16 gave the float32 sums: nothing was rounded";
+}
 
 // Through host buffers (what Gloo does for CUDA ranks, here on CPU tensors): the same bits.
 TEST(GradSyncTest, StagingThroughHostChangesNothing) {

@@ -64,6 +64,11 @@ SamplerSpec Spec(SamplerKind kind, int64_t seq_len, int64_t batch, int64_t dp,
   return spec;
 }
 
+SamplerSpec WithMicroBatches(SamplerSpec spec, int64_t micro_batches) {
+  spec.micro_batches = micro_batches;
+  return spec;
+}
+
 WindowSampler MustCreate(const TokenDataset* d, const SamplerSpec& spec) {
   auto s = WindowSampler::Create(d, spec);
   EXPECT_TRUE(s.ok()) << s.status();
@@ -96,6 +101,7 @@ TEST(WindowSamplerTest, InvalidSpec) {
       {Spec(SamplerKind::kSequential, 4, 0, 1), "local_batch_size"},
       {Spec(SamplerKind::kRandom, 4, -2, 1), "local_batch_size"},
       {Spec(SamplerKind::kSequential, 4, 1, 0), "dp_degree"},
+      {WithMicroBatches(Spec(SamplerKind::kSequential, 4, 1, 1), 0), "micro_batches"},
   };
   for (const auto& [spec, key] : cases) {
     auto s = WindowSampler::Create(bin.dataset(), spec);
@@ -111,19 +117,19 @@ TEST(WindowSamplerTest, SequentialRanksTakeConsecutiveSlicesAndWrap) {
   // dp = 2, B = 3, G = 6.
   const WindowSampler s = MustCreate(bin.dataset(), Spec(SamplerKind::kSequential, 10, 3, 2));
   EXPECT_EQ(s.global_batch(), 6);
-  EXPECT_EQ(s.WindowsForStep(0, 0), (std::vector<int64_t>{0, 1, 2}));
-  EXPECT_EQ(s.WindowsForStep(0, 1), (std::vector<int64_t>{3, 4, 5}));
-  EXPECT_EQ(s.WindowsForStep(1, 0), (std::vector<int64_t>{6, 7, 8}));
-  EXPECT_EQ(s.WindowsForStep(1, 1), (std::vector<int64_t>{9, 0, 1}));  // wraps mod 10
-  EXPECT_EQ(s.WindowsForStep(2, 0), (std::vector<int64_t>{2, 3, 4}));
-  EXPECT_EQ(s.WindowsForStep(17, 1), (std::vector<int64_t>{5, 6, 7}));  // samples 105 … 107
+  EXPECT_EQ(s.WindowsForStep(0, 0, 0), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(s.WindowsForStep(0, 1, 0), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(s.WindowsForStep(1, 0, 0), (std::vector<int64_t>{6, 7, 8}));
+  EXPECT_EQ(s.WindowsForStep(1, 1, 0), (std::vector<int64_t>{9, 0, 1}));  // wraps mod 10
+  EXPECT_EQ(s.WindowsForStep(2, 0, 0), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(s.WindowsForStep(17, 1, 0), (std::vector<int64_t>{5, 6, 7}));  // samples 105 … 107
   EXPECT_EQ(s.WindowOfSample(1234), 4);
 }
 
 TEST(WindowSamplerTest, BatchHoldsWindowTokensAndShiftedLabels) {
   CountingBin bin(101);
   const WindowSampler s = MustCreate(bin.dataset(), Spec(SamplerKind::kSequential, 10, 3, 2));
-  const TokenBatch batch = s.BatchForStep(1, 1);  // windows 9, 0, 1
+  const TokenBatch batch = s.BatchForStep(1, 1, 0);  // windows 9, 0, 1
   ASSERT_EQ(batch.batch, 3);
   ASSERT_EQ(batch.seq_len, 10);
   ASSERT_EQ(batch.inputs.size(), 30u);
@@ -205,10 +211,60 @@ TEST(WindowSamplerTest, MeshIndependence) {
       for (int64_t step = 0; step < 10; ++step) {
         std::vector<int64_t> joined;
         for (int64_t r = 0; r < dp; ++r) {
-          const std::vector<int64_t> w = many.WindowsForStep(step, r);
+          const std::vector<int64_t> w = many.WindowsForStep(step, r, 0);
           joined.insert(joined.end(), w.begin(), w.end());
         }
-        EXPECT_EQ(joined, one.WindowsForStep(step, 0)) << ChoiceName(kind) << " dp " << dp << " step " << step;
+        EXPECT_EQ(joined, one.WindowsForStep(step, 0, 0)) << ChoiceName(kind) << " dp " << dp << " step " << step;
+      }
+    }
+  }
+}
+
+TEST(WindowSamplerTest, MicroBatchesSplitEachRanksSliceInOrder) {
+  CountingBin bin(201);  // L = 10: windows 0 … 19
+  // dp = 2, A = 2, B = 2: G = 8; rank r reads samples 8k + 4r … 8k + 4r + 3, two at a time.
+  const WindowSampler s =
+      MustCreate(bin.dataset(), WithMicroBatches(Spec(SamplerKind::kSequential, 10, 2, 2), 2));
+  EXPECT_EQ(s.global_batch(), 8);
+  EXPECT_EQ(s.WindowsForStep(0, 0, 0), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(s.WindowsForStep(0, 0, 1), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(s.WindowsForStep(0, 1, 0), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(s.WindowsForStep(0, 1, 1), (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(s.WindowsForStep(1, 0, 0), (std::vector<int64_t>{8, 9}));
+  EXPECT_EQ(s.WindowsForStep(2, 1, 1), (std::vector<int64_t>{2, 3}));  // samples 22, 23: wraps
+  const TokenBatch batch = s.BatchForStep(0, 1, 1);  // windows 6, 7
+  ASSERT_EQ(batch.batch, 2);
+  EXPECT_EQ(batch.inputs[0], 60);
+  EXPECT_EQ(batch.labels[19], 80);
+}
+
+TEST(WindowSamplerTest, AccumulationReadsWhatOneBigLocalBatchReads) {
+  // Rank r's A micro-batches of B at a step, joined in order, are its one batch of A·B without
+  // accumulation: the same samples on the same rank, for both kinds, across epoch boundaries
+  // (23 windows, G up to 24).
+  CountingBin bin(23 * 8 + 1);
+  for (const SamplerKind kind : {SamplerKind::kSequential, SamplerKind::kRandom}) {
+    for (int64_t dp : {1, 2, 3}) {
+      for (int64_t a : {1, 2, 4}) {
+        for (int64_t b : {1, 2}) {
+          const WindowSampler big = MustCreate(bin.dataset(), Spec(kind, 8, a * b, dp, /*seed=*/3));
+          const WindowSampler accum =
+              MustCreate(bin.dataset(), WithMicroBatches(Spec(kind, 8, b, dp, /*seed=*/3), a));
+          ASSERT_EQ(accum.global_batch(), big.global_batch());
+          for (int64_t step = 0; step < 7; ++step) {
+            for (int64_t r = 0; r < dp; ++r) {
+              std::vector<int64_t> joined;
+              for (int64_t m = 0; m < a; ++m) {
+                const std::vector<int64_t> w = accum.WindowsForStep(step, r, m);
+                ASSERT_EQ(w.size(), static_cast<size_t>(b));
+                joined.insert(joined.end(), w.begin(), w.end());
+              }
+              EXPECT_EQ(joined, big.WindowsForStep(step, r, 0))
+                  << ChoiceName(kind) << " dp " << dp << " A " << a << " B " << b << " step "
+                  << step << " rank " << r;
+            }
+          }
+        }
       }
     }
   }

@@ -1,9 +1,11 @@
 // The step loop (job.mode = train) and the evaluation (job.mode = eval). One training step reads
 // top to bottom as
-//   next batch → cp_shard → forward → loss → backward → grad sync → clip → finite check →
-//   optimizer step → report → maybe save
-// with each stage a named function below. Dimension letters: B local batch, L sequence length,
-// Lc = L / cp the local length, V vocabulary.
+//   zero grads → A × (next micro-batch → cp_shard → forward → loss → backward) → grad sync →
+//   clip → finite check → optimizer step → report → maybe save
+// with each stage a named function below; A = training.global_batch_size / (dp × B) micro-batches
+// (gradient accumulation, 1 by default) add their gradients into the same .grad. Dimension
+// letters: B local batch (one micro-batch), L sequence length, Lc = L / cp the local length,
+// V vocabulary.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -51,9 +53,10 @@ void ResetDevicePeak(const c10::Device& device) {
   (void)device;
 }
 
-// This dp rank's batch of `batch_index` (0-based): (B, L) inputs and labels, on the host.
-TokenBatch NextBatch(const Trainer::State& s, int64_t batch_index) {
-  return s.sampler->BatchForStep(batch_index, s.mesh.dp_rank());
+// This dp rank's micro-batch `micro_batch` of batch `batch_index` (both 0-based): (B, L) inputs and
+// labels, on the host.
+TokenBatch NextBatch(const Trainer::State& s, int64_t batch_index, int64_t micro_batch) {
+  return s.sampler->BatchForStep(batch_index, s.mesh.dp_rank(), micro_batch);
 }
 
 at::Tensor ToTensor(const std::vector<int64_t>& values, int64_t batch, int64_t length) {
@@ -79,29 +82,34 @@ at::Tensor LossSum(const at::Tensor& logits, const at::Tensor& labels) {
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
 }
 
-// This rank's part of the global token-mean loss: divided by the GLOBAL token count, so that
-// summing over the ranks gives the mean over every token of the step.
+// This rank's part of the global token-mean loss: divided by the GLOBAL token count of the whole
+// step (every rank, every micro-batch), so that summing over the micro-batches and the ranks gives
+// the mean over every token of the step.
 at::Tensor ForwardLoss(Trainer::State& s, const ShardedBatch& shard, int64_t global_tokens) {
   const at::Tensor logits = s.model->forward(shard.inputs, shard.positions);  // (B, Lc, V)
   return LossSum(logits, shard.labels) / double(global_tokens);
 }
 
-void Backward(Trainer::State& s, const at::Tensor& loss) {
-  for (at::Tensor& p : s.params) p.mutable_grad() = at::Tensor();  // zero_grad(set_to_none)
-  loss.backward();
+// Adds this micro-batch's gradients into .grad (zeroed once, before the step's first).
+void Backward(const at::Tensor& loss) { loss.backward(); }
+
+// The dtype the gradient buckets travel in (training.mixed_precision_reduce, grad_sync.h).
+at::ScalarType ReduceDtype(const Trainer::State& s) {
+  return s.config.training.mixed_precision_reduce == MixedPrecision::kBFloat16 ? at::kBFloat16
+                                                                              : at::kFloat;
 }
 
-// Sums the loss and the gradients over the world; returns the global loss. With FSDP the
-// backward already reduce-scattered each unit's gradients over the FSDP group; the replicas sum
-// the shards.
-double SyncLossAndGradients(Trainer::State& s, const at::Tensor& loss) {
-  double global_loss = loss.item<double>();
+// Sums the loss (this rank's sum over its micro-batches) and the gradients over the world; returns
+// the global loss. With FSDP each backward already reduce-scattered its units' gradients over the
+// FSDP group (in the reduce dtype); the replicas sum the shards.
+double SyncLossAndGradients(Trainer::State& s, double local_loss) {
+  double global_loss = local_loss;
   if (s.comm) {
     global_loss = AllReduceSum(*s.comm, global_loss);
     if (s.fsdp) {
       s.fsdp->FinishGradients();
     } else {
-      AllReduceGradients(*s.comm, s.params);
+      AllReduceGradients(*s.comm, s.params, /*bucket_bytes=*/25 << 20, ReduceDtype(s));
     }
   }
   return global_loss;
@@ -124,12 +132,19 @@ absl::Status CheckFinite(int64_t step, const StepReport& report) {
       step, report.loss, report.grad_norm, step - 1));
 }
 
-// The step proper, from the batch to the optimizer update; fills loss and grad_norm.
+// The step proper, from the micro-batches to the optimizer update; fills loss and grad_norm.
+// report->tokens is the step's global token count (G × L), every micro-batch's divisor.
 absl::Status RunStep(Trainer::State& s, int64_t step, StepReport* report) {
-  const ShardedBatch shard = Shard(s, NextBatch(s, step - 1));
-  const at::Tensor loss = ForwardLoss(s, shard, report->tokens);
-  Backward(s, loss);
-  report->loss = SyncLossAndGradients(s, loss);
+  for (at::Tensor& p : s.params) p.mutable_grad() = at::Tensor();  // zero_grad(set_to_none)
+  // The micro-batches' losses, added on the device in float64: one host read per step.
+  at::Tensor local_loss = torch::zeros({}, torch::dtype(torch::kFloat64).device(s.device));
+  for (int64_t m = 0; m < s.sampler->micro_batches(); ++m) {
+    const ShardedBatch shard = Shard(s, NextBatch(s, step - 1, m));
+    const at::Tensor loss = ForwardLoss(s, shard, report->tokens);
+    Backward(loss);
+    local_loss += loss.detach().to(torch::kFloat64);
+  }
+  report->loss = SyncLossAndGradients(s, local_loss.item<double>());
   report->grad_norm = Clip(s);
   RT_RETURN_IF_ERROR(CheckFinite(step, *report));
   s.optimizer->Step(report->lr);
@@ -234,7 +249,7 @@ absl::Status Trainer::Evaluate() {
   RT_RETURN_IF_ERROR(Guarded(s, "evaluation", [&]() -> absl::Status {
     torch::NoGradGuard no_grad;
     for (int64_t batch_index = 0; batch_index < c.validation.steps; ++batch_index) {
-      const ShardedBatch shard = Shard(s, NextBatch(s, batch_index));
+      const ShardedBatch shard = Shard(s, NextBatch(s, batch_index, /*micro_batch=*/0));
       loss_sum += LossSum(s.model->forward(shard.inputs, shard.positions), shard.labels)
                       .item<double>();
       tokens += s.sampler->global_batch() * c.training.seq_len;

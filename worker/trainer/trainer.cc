@@ -52,19 +52,21 @@ using trainer_internal::Guarded;
 using trainer_internal::LoadShardedOptimizerState;
 using trainer_internal::ShardModel;
 
-DatasetSpec TrainingDataSpec(const JobConfig& c, int64_t dp) {
+// `micro_batches` = A: a step reads dp × A × local_batch_size windows.
+DatasetSpec TrainingDataSpec(const JobConfig& c, int64_t dp, int64_t micro_batches) {
   DatasetSpec spec;
   spec.kind = c.training.dataset;
   spec.path = c.training.dataset_path;
   spec.token_dtype = c.training.token_dtype;
   spec.vocab_size = c.model.vocab_size;
   spec.seed = static_cast<uint64_t>(c.training.seed);
-  spec.min_tokens = c.training.steps * dp * c.training.local_batch_size * c.training.seq_len + 1;
+  spec.min_tokens =
+      c.training.steps * dp * micro_batches * c.training.local_batch_size * c.training.seq_len + 1;
   return spec;
 }
 
 DatasetSpec ValidationDataSpec(const JobConfig& c, int64_t dp) {
-  DatasetSpec spec = TrainingDataSpec(c, dp);
+  DatasetSpec spec = TrainingDataSpec(c, dp, /*micro_batches=*/1);
   if (c.validation.dataset.has_value()) spec.kind = *c.validation.dataset;
   if (!c.validation.dataset_path.empty()) spec.path = c.validation.dataset_path;
   // Synthetic validation data: held-out walks on the training source.
@@ -85,6 +87,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   const bool eval = config.job.mode == JobMode::kEval;
   const MeshDegrees degrees = ResolveMesh(config, rank.world_size);
   const int64_t dp = degrees.dp();
+  const int64_t micro_batches = eval ? 1 : GradientAccumulationSteps(config, rank.world_size);
   s->mesh = Mesh{rank.rank, rank.world_size, dp, degrees.cp, degrees.shard, degrees.sharded};
   // "cuda" is the process's current device at start, cuda:0; an index makes the device explicit
   // for everything keyed by it (allocator statistics, NCCL's communicators).
@@ -107,7 +110,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
                  << rank.master_port << " (collectives: " << s->comm->DescribeBackend() << ")";
   }
   RT_ASSIGN_OR_RETURN(s->dataset, OpenDataset(eval ? ValidationDataSpec(config, dp)
-                                                   : TrainingDataSpec(config, dp)));
+                                                   : TrainingDataSpec(config, dp, micro_batches)));
   RT_LOG(Info) << "data: " << s->dataset->Describe();
   if (s->dataset->entropy_rate_nats() >= 0) {
     RT_LOG(Info) << absl::StrFormat(
@@ -119,10 +122,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   sampler_spec.seq_len = config.training.seq_len;
   sampler_spec.local_batch_size =
       eval ? config.validation.local_batch_size : config.training.local_batch_size;
+  sampler_spec.micro_batches = micro_batches;
   sampler_spec.dp_degree = dp;
   sampler_spec.seed = static_cast<uint64_t>(config.training.seed);
   RT_ASSIGN_OR_RETURN(WindowSampler sampler, WindowSampler::Create(s->dataset.get(), sampler_spec));
   s->sampler.emplace(std::move(sampler));
+  if (micro_batches > 1 && rank.rank == 0) {
+    RT_LOG(Info) << "gradient accumulation: " << micro_batches << " micro-batches of "
+                 << config.training.local_batch_size;
+  }
 
   RT_RETURN_IF_ERROR(Guarded(*s, "building the model", [&]() -> absl::Status {
     torch::manual_seed(static_cast<uint64_t>(config.training.seed));
@@ -153,6 +161,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
     s->model->SetActivationCheckpoint(ActivationCheckpointEvery(config));
     RT_LOG(Info) << "activation checkpointing: " << ChoiceName(ac.mode)
                  << (ac.mode == AcMode::kSelective ? " " + ac.selective_ac_option : "");
+    if (config.training.mixed_precision_reduce == MixedPrecision::kBFloat16 && s->comm) {
+      RT_LOG(Info) << "mixed precision: gradients reduced in bfloat16, widened back to float32";
+    }
     // Initialised on the CPU (the same weights whatever the device), then moved.
     s->model->to(s->device);
     for (auto& p : s->model->parameters()) s->params.push_back(p);

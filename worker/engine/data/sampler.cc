@@ -1,5 +1,5 @@
 // Window sampling: global sample index -> window -> tokens. L = seq_len, B = local batch size,
-// G = dp × B, as in sampler.h.
+// A = micro-batches per step, G = dp × A × B, as in sampler.h.
 #include "worker/engine/data/sampler.h"
 
 #include <algorithm>
@@ -40,6 +40,7 @@ absl::StatusOr<WindowSampler> WindowSampler::Create(const TokenDataset* dataset,
   if (dataset == nullptr) return absl::InvalidArgumentError("sampler: dataset is null");
   RT_RETURN_IF_ERROR(CheckPositive("seq_len", spec.seq_len));
   RT_RETURN_IF_ERROR(CheckPositive("local_batch_size", spec.local_batch_size));
+  RT_RETURN_IF_ERROR(CheckPositive("micro_batches", spec.micro_batches));
   RT_RETURN_IF_ERROR(CheckPositive("dp_degree", spec.dp_degree));
   const int64_t n = dataset->num_tokens();
   if (n < spec.seq_len + 1) {
@@ -65,16 +66,18 @@ int64_t WindowSampler::WindowOfSample(int64_t global_sample) const {
   return cached_perm_[index];
 }
 
-std::vector<int64_t> WindowSampler::WindowsForStep(int64_t step, int64_t dp_rank) const {
+std::vector<int64_t> WindowSampler::WindowsForStep(int64_t step, int64_t dp_rank,
+                                                   int64_t micro_batch) const {
   const int64_t b = spec_.local_batch_size;
-  const int64_t first = step * global_batch() + dp_rank * b;
+  const int64_t first =
+      step * global_batch() + dp_rank * spec_.micro_batches * b + micro_batch * b;
   std::vector<int64_t> windows(static_cast<size_t>(b));
   for (int64_t i = 0; i < b; ++i) windows[i] = WindowOfSample(first + i);
   return windows;
 }
 
-TokenBatch WindowSampler::BatchForStep(int64_t step, int64_t dp_rank) const {
-  return ReadWindows(WindowsForStep(step, dp_rank));
+TokenBatch WindowSampler::BatchForStep(int64_t step, int64_t dp_rank, int64_t micro_batch) const {
+  return ReadWindows(WindowsForStep(step, dp_rank, micro_batch));
 }
 
 TokenBatch WindowSampler::ReadWindows(const std::vector<int64_t>& windows) const {

@@ -5,7 +5,7 @@
 namespace ringtrain {
 
 void AllReduceGradients(Communicator& comm, const std::vector<at::Tensor>& params,
-                        int64_t bucket_bytes) {
+                        int64_t bucket_bytes, at::ScalarType reduce_dtype) {
   torch::NoGradGuard no_grad;
   std::vector<std::vector<at::Tensor>> buckets(1);
   int64_t bytes = 0;
@@ -23,7 +23,7 @@ void AllReduceGradients(Communicator& comm, const std::vector<at::Tensor>& param
   for (const auto& bucket : buckets) {
     std::vector<at::Tensor> views;
     for (const auto& g : bucket) views.push_back(g.reshape({-1}));
-    flats.push_back(torch::cat(views));
+    flats.push_back(torch::cat(views).to(reduce_dtype));  // a no-op cast when already that dtype
     comm.stats().bytes_sent += flats.back().nbytes();
     works.push_back(
         CommCall("all-reduce of gradients", [&] { return comm.AllReduce(comm.world(), flats.back()); }));
@@ -32,7 +32,7 @@ void AllReduceGradients(Communicator& comm, const std::vector<at::Tensor>& param
     CommCall("all-reduce of gradients", [&] { comm.Wait(works[b]); return 0; });
     int64_t offset = 0;
     for (auto& g : buckets[b]) {
-      g.copy_(flats[b].narrow(0, offset, g.numel()).view_as(g));
+      g.copy_(flats[b].narrow(0, offset, g.numel()).view_as(g));  // widens a bfloat16 bucket
       offset += g.numel();
     }
   }
