@@ -86,6 +86,18 @@ TEST(FsdpParityTest, ReplicasOfShardsMatchTheReplicatedMesh) {
   ExpectWithin(Losses(dir / "hsdp"), Losses(dir / "replicated"), 1e-6);
 }
 
+// Gradient accumulation with shards: each micro-batch's backward reduce-scatters into the shards'
+// gradients; 2 micro-batches of 1 per rank train like one batch of 2.
+TEST(FsdpParityTest, ShardedAccumulationMatchesTheShardedBigBatch) {
+  TempDir dir;
+  const std::string shard4 = "--parallelism.data_parallel_shard_degree=4";
+  Train(dir, "big.jsonl", 4, {shard4, "--training.local_batch_size=2", "--training.steps=10"});
+  const std::string out = Train(dir, "accumulated.jsonl", 4, {shard4, "--training.local_batch_size=1",
+                                                              "--training.global_batch_size=8", "--training.steps=10"});
+  EXPECT_NE(out.find("gradient accumulation: 2 micro-batches of 1"), std::string::npos) << out;
+  ExpectWithin(Losses(dir / "accumulated.jsonl"), Losses(dir / "big.jsonl"), 1e-6);
+}
+
 TEST(FsdpParityTest, SameShardedConfigTwiceIsBitwiseEqual) {
   TempDir dir;
   for (const char* name : {"a", "b"}) {
