@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <memory>
 #include <numeric>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -123,6 +124,7 @@ struct AcCase {
   std::vector<int64_t> checkpointed;  // layer ids, of the debug model's 4
   bool recomputes_attention;
 };
+void PrintTo(const AcCase& c, std::ostream* os) { *os << c.name; }
 
 std::vector<AcCase> Cases() {
   std::vector<AcCase> cases;
@@ -141,8 +143,8 @@ TEST_P(ActivationCheckpointTest, LossAndGradientsBitwiseEqualToNoCheckpointing) 
   const AcCase& c = GetParam();
   const ModelArgs args = DebugArgs();
   ASSERT_EQ(args.n_layers, 4);
-  const Batch batch = MakeBatch(args, 2, 64);
-  const double tokens = 2 * 64;
+  const Batch batch = MakeBatch(args, 1, 64);
+  const double tokens = 64;
 
   Transformer plain = MakeModel(args, 3, c.dtype, 0);
   auto plain_kernel = std::make_shared<Counting<LocalAttentionKernel>>();
@@ -239,8 +241,8 @@ class ParamSourceTest : public ::testing::TestWithParam<AcCase> {};
 TEST_P(ParamSourceTest, ForwardUsesTheSourcesWeightsAndGathersAgainToRecompute) {
   const AcCase& c = GetParam();
   const ModelArgs args = DebugArgs();
-  const Batch batch = MakeBatch(args, 2, 64);
-  const double tokens = 2 * 64;
+  const Batch batch = MakeBatch(args, 1, 64);
+  const double tokens = 64;
   Transformer reference = MakeModel(args, 7, c.dtype, 0);
   const at::Tensor want_loss = Step(reference, batch, tokens);
 
@@ -281,7 +283,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, ParamSourceTest, ::testing::ValuesIn(SourceCases
 TEST(ActivationCheckpointRingTest, Cp2BitwiseEqualToNoCheckpointing) {
   const ModelArgs args = DebugArgs();
   const int64_t cp = 2, length = 64;
-  const Batch batch = MakeBatch(args, 2, length);
+  const Batch batch = MakeBatch(args, 1, length);
   const std::vector<int64_t> modes = {0, 1, -1};  // none, full, op
   // Built here: the weights come from the global generator, which the rank threads share.
   std::vector<std::vector<Transformer>> models(cp);
@@ -300,7 +302,7 @@ TEST(ActivationCheckpointRingTest, Cp2BitwiseEqualToNoCheckpointing) {
       auto kernel = std::make_shared<Counting<RingAttentionKernel>>(
           &comm, length, LoadBalancer::kHeadTail, RotateMethod::kAllToAll);
       models[r][m]->SetAttentionKernel(kernel);
-      runs[r][m].loss = Step(models[r][m], shard, 2.0 * length);
+      runs[r][m].loss = Step(models[r][m], shard, double(length));
       runs[r][m].grads = GradsOf(models[r][m]);
       runs[r][m].forwards = kernel->forwards;
     }
