@@ -98,7 +98,7 @@ std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t w
   if (largest_seq > 0) {
     absl::StrAppend(&out, "largest seq_len that fits: ", largest_seq, "\n");
   } else {
-    absl::StrAppend(&out, "no seq_len fits: the weights and optimizer state alone do not\n");
+    absl::StrAppend(&out, "no seq_len fits, not even the shortest the mesh allows\n");
   }
   return out;
 }
@@ -171,7 +171,7 @@ int RunPlan(const PlanFlags& flags) {
     std::cerr << "ringctl plan: " << config.status().message() << std::endl;
     return kExitUsage;
   }
-  if (flags.world < 0) {
+  if (flags.world < 1 && flags.plan != nullptr && flags.plan->count("--world") > 0) {
     std::cerr << "ringctl plan: --world " << flags.world << " is not a rank count (give N >= 1)"
               << std::endl;
     return kExitUsage;

@@ -23,7 +23,7 @@ namespace ringtrain {
 
 struct PlanFlags {
   std::string config;
-  int64_t world = 0;                    // 0: RequestedWorldSize(config)
+  int64_t world = 0;                    // not given: RequestedWorldSize(config)
   std::string device_memory = "80GiB";  // ParseByteSize
   std::string output = "table";         // "table" | "json"
   CLI::App* plan = nullptr;             // for its extra `--section.key=value` args

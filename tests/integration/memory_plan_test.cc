@@ -85,5 +85,38 @@ TEST(MemoryPlanTest, Dp2WeightsDominate) {
                          {"--model.dim=512", "--training.seq_len=512"});
 }
 
+CommandResult Plan(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BinDir() + "/ringctl", "plan", ConfigPath("debug_model.toml")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
+TEST(MemoryPlanCommandTest, ErrorsNameWhatWasWrong) {
+  const CommandResult size = Plan({"--device-memory", "80XB"});
+  EXPECT_EQ(size.exit_code, 2);
+  EXPECT_NE(size.output.find("--device-memory '80XB' is not a size"), std::string::npos)
+      << size.output;
+  const CommandResult config = Plan({"--training.seq_len=-3"});
+  EXPECT_EQ(config.exit_code, 2);
+  EXPECT_NE(config.output.find("training.seq_len = -3"), std::string::npos) << config.output;
+  const CommandResult mesh = Plan({"--world", "3", "--parallelism.context_parallel_degree=2"});
+  EXPECT_EQ(mesh.exit_code, 2);
+  EXPECT_NE(mesh.output.find("invalid mesh for world size 3"), std::string::npos) << mesh.output;
+  const CommandResult world = Plan({"--world", "0"});
+  EXPECT_EQ(world.exit_code, 2);
+  EXPECT_NE(world.output.find("--world 0"), std::string::npos) << world.output;
+}
+
+TEST(MemoryPlanCommandTest, SaysWhetherItFits) {
+  const CommandResult fits = Plan({});
+  EXPECT_EQ(fits.exit_code, 0) << fits.output;
+  EXPECT_NE(fits.output.find("fits 80.0 GiB"), std::string::npos) << fits.output;
+  EXPECT_NE(fits.output.find("largest seq_len that fits: "), std::string::npos) << fits.output;
+  const CommandResult small = Plan({"--device-memory", "1MiB"});
+  EXPECT_EQ(small.exit_code, 1) << small.output;
+  EXPECT_NE(small.output.find("does NOT fit 1.0 MiB"), std::string::npos) << small.output;
+  EXPECT_NE(small.output.find("no seq_len fits"), std::string::npos) << small.output;
+}
+
 }  // namespace
 }  // namespace ringtrain::testing
