@@ -41,7 +41,7 @@ nlohmann::json PlanJson(const PlanFlags& flags, const JobConfig& config, int64_t
   j["config"] = flags.config;
   j["world"] = world;
   j["mesh"] = {{"replicate", plan.mesh.replicate}, {"shard", plan.mesh.shard},
-               {"cp", plan.mesh.cp}, {"fsdp", plan.mesh.fsdp()}};
+               {"cp", plan.mesh.cp}, {"fsdp", plan.fsdp}};
   j["parameter_count"] = plan.parameter_count;
   j["seq_len"] = config.training.seq_len;
   j["local_seq_len"] = plan.local_seq_len;
@@ -67,7 +67,7 @@ nlohmann::json PlanJson(const PlanFlags& flags, const JobConfig& config, int64_t
 std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t world,
                       const MemoryPlan& plan, int64_t device, int64_t largest_seq) {
   const MeshDegrees& m = plan.mesh;
-  const int64_t F = m.fsdp();
+  const int64_t F = plan.fsdp;
   std::string out = absl::StrFormat(
       "%s on %d ranks: replicate %d × shard %d × cp %d (%s)\n"
       "model %s parameters; seq_len %d (%d per rank), batch %d, %s, activation checkpoint %s\n",

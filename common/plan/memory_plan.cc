@@ -65,7 +65,8 @@ MemoryPlan PlanMemory(const JobConfig& config, int64_t world) {
   plan.mesh = ResolveMesh(config, world);
   const Shape s = ShapeOf(config.model);
   const std::vector<int64_t> units = UnitSizes(s);
-  const int64_t F = plan.mesh.fsdp();
+  const int64_t F = plan.mesh.sharded ? plan.mesh.fsdp() : 1;
+  plan.fsdp = F;
   const int64_t P = PlannedParameterCount(config.model);
   plan.parameter_count = P;
   plan.ac_every = ActivationCheckpointEvery(config);
@@ -160,18 +161,19 @@ MemoryPlan PlanMemory(const JobConfig& config, int64_t world) {
 
   // ---- the step's phases ----
   const int64_t fixed = plan.parameters + plan.optimizer_state;
-  // Gradients in the forward: the previous step's (set to none just before the backward) when
-  // replicated, the shard under FSDP.
+  // Gradients (or their shards) in the forward are the previous step's: they are set to none just
+  // before the backward, and come back unit by unit as it goes.
   const int64_t grads_fwd = plan.gradients;
-  const int64_t grads_bwd_start = F > 1 ? plan.gradients : 0;
-  // The first block of the backward: the output projection's and the last block's gradients.
+  // The first block of the backward: the output projection's and the last block's gradients (their
+  // shards under FSDP, whose full-size gradient is in fsdp_rs).
   const int64_t grads_first_block =
-      F > 1 ? plan.gradients : 4 * (units.back() + block_params) + (bf16 ? e * block_params : 0);
+      F > 1 ? 4 * (RoundUp(units.back(), F) + RoundUp(block_params, F)) / F
+            : 4 * (units.back() + block_params) + (bf16 ? e * block_params : 0);
   const std::vector<Live> phases = {
       {fixed + grads_fwd + gathered_fwd + saved_blocks + attn_fwd + plan.ring_buffers / 2,
        "forward (last block's attention)"},
       {fixed + grads_fwd + gathered_fwd + saved_at_loss + logits, "forward (loss)"},
-      {fixed + grads_bwd_start + gathered_fwd + saved_at_loss + 2 * logits,
+      {fixed + gathered_fwd + saved_at_loss + 2 * logits,
        "backward (cross-entropy)"},
       {fixed + grads_first_block + gathered_fwd + saved_blocks + recompute +
            std::max(block_bwd, fsdp_rs) + plan.ring_buffers,

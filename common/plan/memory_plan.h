@@ -3,7 +3,7 @@
 //
 // Dimension letters: B local batch, Lc = seq_len / cp the local sequence length, C model dim,
 // Ck = n_kv_heads · head_dim, Hf the FFN hidden size, H query heads, V vocabulary, P parameters,
-// F = shard × cp the FSDP group, e the compute dtype's bytes (4 float32, 2 bfloat16).
+// F = shard × cp the FSDP group (1 when the mesh is not sharded), e the compute dtype's bytes (4 float32, 2 bfloat16).
 //
 // What is counted is what the trainer's tensors hold (the CPU ranks' counting allocator and the CUDA
 // caching allocator's allocated bytes both measure it): float32 master weights, gradients and AdamW
@@ -25,6 +25,7 @@ namespace ringtrain {
 
 struct MemoryPlan {
   MeshDegrees mesh;
+  int64_t fsdp = 1;             // F: shard × cp when the mesh is sharded (FSDP), else 1
   int64_t parameter_count = 0;  // P, the whole model
   int64_t local_seq_len = 0;    // Lc
   int64_t ac_every = 0;         // ActivationCheckpointEvery

@@ -4,9 +4,7 @@
 // state and no previous gradients yet), against the plan's total for the same config and world:
 // within 15 %. The shapes are the debug model widened and lengthened so tensor memory is
 // activations, weights and optimizer state, not bookkeeping, and a step takes a few seconds.
-// cp 2 is planned with the weights sharded over shard × cp (FSDP). A trainer that replicates them
-// over cp holds about 25 MiB more per rank in this shape: the plan is then ~7 % under the
-// measurement, and would be ~9 % over it with the weights sharded, so the check holds either way.
+// cp 2 keeps the two ranks replicas (data_parallel_shard_degree = 1); shard 2 is FSDP.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,10 +77,29 @@ TEST(MemoryPlanTest, Cp2RingAttention) {
   ExpectPlanNearMeasured("cp 2, AC none", 2, {"--parallelism.context_parallel_degree=2"});
 }
 
-// Weights and AdamW state dominate (dim 512, 512 tokens) and two replicas all-reduce gradients.
+// torchtitan's layout: shard degree -1 with cp 2 shards the weights over the cp ranks.
+TEST(MemoryPlanTest, Cp2ShardedOverCp) {
+  ExpectPlanNearMeasured("cp 2, FSDP over cp", 2,
+                         {"--parallelism.context_parallel_degree=2",
+                          "--parallelism.data_parallel_shard_degree=-1",
+                          "--parallelism.data_parallel_replicate_degree=1"});
+}
+
+TEST(MemoryPlanTest, Cp1FullCheckpointing) {
+  ExpectPlanNearMeasured("cp 1, AC full", 1, {"--activation_checkpoint.mode=full"});
+}
+
+// Weights and AdamW state dominate (dim 512, 512 tokens): two replicas all-reduce gradients, or
+// two FSDP ranks hold half of them each.
 TEST(MemoryPlanTest, Dp2WeightsDominate) {
   ExpectPlanNearMeasured("dp 2, dim 512, seq 512", 2,
                          {"--model.dim=512", "--training.seq_len=512"});
+}
+
+TEST(MemoryPlanTest, Fsdp2WeightsDominate) {
+  ExpectPlanNearMeasured("fsdp 2, dim 512, seq 512", 2,
+                         {"--model.dim=512", "--training.seq_len=512",
+                          "--parallelism.data_parallel_shard_degree=2"});
 }
 
 CommandResult Plan(const std::vector<std::string>& args) {

@@ -53,7 +53,7 @@ TEST(MemoryPlanTest, FsdpShardsWeightsGradientsAndOptimizerState) {
   const MemoryPlan one = PlanMemory(Load("debug_model.toml"), 1);
   for (int64_t F : {2, 4, 8}) {
     const MemoryPlan plan = PlanMemory(config, F);
-    EXPECT_EQ(plan.mesh.fsdp(), F);
+    EXPECT_EQ(plan.fsdp, F);
     const int64_t rope = one.parameters - 4 * one.parameter_count;
     // Each of the n + 2 units is padded to a multiple of F.
     EXPECT_GE((plan.parameters - rope) * F, 4 * one.parameter_count);
@@ -120,12 +120,24 @@ TEST(MemoryPlanTest, ContextParallelSplitsTheSequence) {
   const MemoryPlan one = PlanMemory(Load("debug_model.toml", base), 1);
   const MemoryPlan two = PlanMemory(Load("debug_model.toml", cp2), 2);
   EXPECT_EQ(two.local_seq_len, 512);
-  EXPECT_EQ(two.mesh.fsdp(), 2);
+  EXPECT_EQ(two.fsdp, 1);  // data_parallel_shard_degree = 1: the cp ranks are replicas
+  EXPECT_EQ(two.parameters, one.parameters);
   EXPECT_EQ(one.ring_buffers, 0);
   // (2 blocks + 2 accumulators) × (2, B, Hk, Lc, D) float32.
   EXPECT_EQ(two.ring_buffers, 4 * 4 * 2 * 1 * 4 * 512 * 16);
   EXPECT_LT(two.activations, one.activations);
   EXPECT_GT(two.activations, one.activations / 2 - one.activations / 8);
+}
+
+TEST(MemoryPlanTest, ShardDegreeMinusOneShardsOverCp) {
+  const MemoryPlan plan = PlanMemory(
+      Load("debug_model.toml", {"parallelism.data_parallel_shard_degree=-1",
+                                "parallelism.data_parallel_replicate_degree=1",
+                                "parallelism.context_parallel_degree=2"}),
+      2);
+  EXPECT_EQ(plan.mesh.shard, 1);
+  EXPECT_EQ(plan.fsdp, 2);
+  EXPECT_LT(plan.optimizer_state, 8 * plan.parameter_count);
 }
 
 TEST(MemoryPlanTest, LargestFittingSeqLenIsTheLastThatFits) {
