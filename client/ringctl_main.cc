@@ -10,6 +10,7 @@
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
 #include "client/loss_compare_command.h"
+#include "client/plan_command.h"
 #include "client/service_commands.h"
 
 namespace {
@@ -82,6 +83,10 @@ int main(int argc, char** argv) {
 
   CredentialFlags credentials;
   for (const Subcommand& subcommand : subcommands) AddCredentialFlags(subcommand.app, &credentials);
+  // `plan` contacts nothing, so it takes no credentials.
+  ringtrain::PlanFlags plan;
+  subcommands.push_back(
+      {ringtrain::AddPlanCommand(app, &plan), [&] { return ringtrain::RunPlan(plan); }});
 
   try {
     app.parse(argc, argv);

@@ -15,6 +15,7 @@
 #include "common/config/device.h"
 #include "common/config/job_config.h"
 #include "common/log.h"
+#include "worker/trainer/tensor_memory.h"
 #include "worker/trainer/trainer.h"
 
 namespace {
@@ -66,6 +67,8 @@ void KeepFreedMemoryInHeap() {
 
 int main(int argc, char** argv) {
   KeepFreedMemoryInHeap();
+  // Before any tensor, so every CPU storage is counted (device_memory_peak_bytes on CPU ranks).
+  ringtrain::InstallCpuTensorCounter();
   std::string config_path;
   std::vector<std::string> overrides;
   std::map<std::string, std::string> rendezvous_flags;  // "rank" → "3"

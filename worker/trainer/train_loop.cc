@@ -18,6 +18,7 @@
 #include "worker/engine/optim/clip.h"
 #include "worker/engine/parallel/cp_shard.h"
 #include "worker/engine/parallel/grad_sync.h"
+#include "worker/trainer/tensor_memory.h"
 #include "worker/trainer/trainer_state.h"
 #ifdef RINGTRAIN_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -33,7 +34,8 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The CUDA caching allocator's peak allocated bytes since the last reset (0 on the CPU), and the
+// The peak tensor bytes since the last reset: the CUDA caching allocator's peak allocated bytes on
+// a CUDA rank, the counting CPU allocator's (worker/trainer/tensor_memory.h) on a CPU rank; and the
 // reset at the start of each step, so each step reports its own peak.
 int64_t DevicePeakBytes(const c10::Device& device) {
 #ifdef RINGTRAIN_WITH_CUDA
@@ -42,15 +44,14 @@ int64_t DevicePeakBytes(const c10::Device& device) {
     return stats.allocated_bytes[size_t(c10::CachingAllocator::StatType::AGGREGATE)].peak;
   }
 #endif
-  (void)device;
-  return 0;
+  return device.is_cpu() ? CpuTensorPeakBytes() : 0;
 }
 
 void ResetDevicePeak(const c10::Device& device) {
 #ifdef RINGTRAIN_WITH_CUDA
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
 #endif
-  (void)device;
+  if (device.is_cpu()) ResetCpuTensorPeak();
 }
 
 // This dp rank's micro-batch `micro_batch` of batch `batch_index` (both 0-based): (B, L) inputs and

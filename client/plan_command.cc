@@ -1,0 +1,194 @@
+#include "client/plan_command.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/exit_codes.h"
+#include "client/job_format.h"
+#include "common/config/job_config.h"
+#include "common/plan/memory_plan.h"
+
+namespace ringtrain {
+namespace {
+
+const char* DtypeName(MixedPrecision p) {
+  return p == MixedPrecision::kBFloat16 ? "bfloat16" : "float32";
+}
+
+std::string AcName(int64_t every) {
+  if (every == 0) return "none";
+  if (every == 1) return "full";
+  if (every < 0) return "selective op";
+  return absl::StrCat("selective every ", every);
+}
+
+std::string Bytes(int64_t bytes) {
+  return FormatBytes(static_cast<uint64_t>(std::max<int64_t>(bytes, 0)));
+}
+
+nlohmann::json PlanJson(const PlanFlags& flags, const JobConfig& config, int64_t world,
+                        const MemoryPlan& plan, int64_t device, int64_t largest_seq) {
+  nlohmann::json j;
+  j["config"] = flags.config;
+  j["world"] = world;
+  j["mesh"] = {{"replicate", plan.mesh.replicate}, {"shard", plan.mesh.shard},
+               {"cp", plan.mesh.cp}, {"fsdp", plan.fsdp}};
+  j["parameter_count"] = plan.parameter_count;
+  j["seq_len"] = config.training.seq_len;
+  j["local_seq_len"] = plan.local_seq_len;
+  j["local_batch_size"] = config.training.local_batch_size;
+  j["mixed_precision_param"] = DtypeName(config.training.mixed_precision_param);
+  j["activation_checkpoint"] = AcName(plan.ac_every);
+  j["bytes"] = {{"parameters", plan.parameters},
+                {"gradients", plan.gradients},
+                {"optimizer_state", plan.optimizer_state},
+                {"gathered_parameters", plan.gathered_parameters},
+                {"activations", plan.activations},
+                {"ring_buffers", plan.ring_buffers},
+                {"largest_transient", plan.largest_transient},
+                {"total", plan.total}};
+  j["largest_transient"] = plan.largest_transient_what;
+  j["peak_phase"] = plan.peak_phase;
+  j["device_memory_bytes"] = device;
+  j["fits"] = plan.Fits(device);
+  j["largest_fitting_seq_len"] = largest_seq;
+  return j;
+}
+
+std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t world,
+                      const MemoryPlan& plan, int64_t device, int64_t largest_seq) {
+  const MeshDegrees& m = plan.mesh;
+  const int64_t F = plan.fsdp;
+  std::string out = absl::StrFormat(
+      "%s on %d ranks: replicate %d × shard %d × cp %d (%s)\n"
+      "model %s parameters; seq_len %d (%d per rank), batch %d, %s, activation checkpoint %s\n",
+      flags.config, world, m.replicate, m.shard, m.cp,
+      F > 1 ? absl::StrCat("FSDP over ", F) : std::string("replicated weights"),
+      absl::StrFormat("%.3fB", double(plan.parameter_count) / 1e9), config.training.seq_len,
+      plan.local_seq_len, config.training.local_batch_size,
+      DtypeName(config.training.mixed_precision_param), AcName(plan.ac_every));
+  const std::string shard = F > 1 ? absl::StrCat(" (1/", F, ")") : "";
+  const std::vector<std::vector<std::string>> rows = {
+      {"parameters", Bytes(plan.parameters), "float32 master weights" + shard},
+      {"gradients", Bytes(plan.gradients), "float32" + shard},
+      {"optimizer state", Bytes(plan.optimizer_state), "AdamW exp_avg + exp_avg_sq, float32" + shard},
+      {"gathered parameters", Bytes(plan.gathered_parameters),
+       F > 1 ? "full units in the param dtype" : "bf16 weight casts kept for the backward"},
+      {"activations", Bytes(plan.activations), "saved for the backward"},
+      {"ring buffers", Bytes(plan.ring_buffers), "K/V blocks and dK/dV accumulators in flight"},
+      {"largest transient", Bytes(plan.largest_transient), plan.largest_transient_what},
+      {"peak", Bytes(plan.total), plan.peak_phase},
+  };
+  out += FormatTable({"PER RANK", "BYTES", "WHAT"}, rows);
+  if (plan.Fits(device)) {
+    absl::StrAppend(&out, "fits ", Bytes(device), " (", Bytes(device - plan.total), " to spare)\n");
+  } else {
+    absl::StrAppend(&out, "does NOT fit ", Bytes(device), " (", Bytes(plan.total - device),
+                    " over)\n");
+  }
+  if (largest_seq > 0) {
+    absl::StrAppend(&out, "largest seq_len that fits: ", largest_seq, "\n");
+  } else {
+    absl::StrAppend(&out, "no seq_len fits, not even the shortest the mesh allows\n");
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
+  const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  size_t unit_at = 0;
+  while (unit_at < lower.size() && (std::isdigit(static_cast<unsigned char>(lower[unit_at])) ||
+                                    lower[unit_at] == '.')) {
+    ++unit_at;
+  }
+  const std::string number = lower.substr(0, unit_at);
+  const std::string unit(absl::StripAsciiWhitespace(absl::string_view(lower).substr(unit_at)));
+  struct Unit {
+    const char* name;
+    double bytes;
+  };
+  constexpr Unit kUnits[] = {{"", 1},         {"b", 1},          {"kb", 1e3},
+                             {"mb", 1e6},     {"gb", 1e9},       {"tb", 1e12},
+                             {"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", double(1 << 30)},
+                             {"tib", double(int64_t{1} << 40)}};
+  double value = 0;
+  const Unit* found = nullptr;
+  for (const Unit& u : kUnits) {
+    if (unit == u.name) found = &u;
+  }
+  if (number.empty() || found == nullptr || !absl::SimpleAtod(number, &value) || value <= 0 ||
+      value * found->bytes >= 9.2e18) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device-memory '", text,
+        "' is not a size: give a positive number of bytes or one with a unit, e.g. 80GiB, 80GB, "
+        "85899345920 (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"));
+  }
+  return static_cast<int64_t>(std::llround(value * found->bytes));
+}
+
+CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* flags) {
+  CLI::App* cmd = app.add_subcommand(
+      "plan",
+      "Per-rank memory of a training step, from the config alone: weights, gradients, optimizer "
+      "state, activations, ring buffers, the largest transient and the peak; whether it fits the "
+      "device, and the largest seq_len that does.");
+  cmd->add_option("CONFIG", flags->config, "The job's TOML config file")->required();
+  cmd->add_option("--world", flags->world,
+                  "Ranks (default: the config's replicate × shard × cp, -1 read as 1)");
+  cmd->add_option("--device-memory", flags->device_memory,
+                  "Memory of one rank's device, e.g. 80GiB, 141GB, 85899345920")
+      ->capture_default_str();
+  cmd->add_option("--output", flags->output, "table (for people) or json (for scripts)")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  cmd->allow_extras();  // the --section.key=value overrides
+  cmd->footer("Overrides: any config key as --section.key=value, e.g. --training.seq_len=65536.");
+  flags->plan = cmd;
+  return cmd;
+}
+
+int RunPlan(const PlanFlags& flags) {
+  const absl::StatusOr<int64_t> device = ParseByteSize(flags.device_memory);
+  if (!device.ok()) {
+    std::cerr << "ringctl plan: " << device.status().message() << std::endl;
+    return kExitUsage;
+  }
+  const std::vector<std::string> overrides =
+      flags.plan != nullptr ? flags.plan->remaining() : std::vector<std::string>{};
+  const absl::StatusOr<JobConfig> config = LoadJobConfig(flags.config, overrides);
+  if (!config.ok()) {
+    std::cerr << "ringctl plan: " << config.status().message() << std::endl;
+    return kExitUsage;
+  }
+  if (flags.world < 1 && flags.plan != nullptr && flags.plan->count("--world") > 0) {
+    std::cerr << "ringctl plan: --world " << flags.world << " is not a rank count (give N >= 1)"
+              << std::endl;
+    return kExitUsage;
+  }
+  const int64_t world = flags.world > 0 ? flags.world : RequestedWorldSize(*config);
+  if (const absl::Status mesh = ValidateMesh(*config, world); !mesh.ok()) {
+    std::cerr << "ringctl plan: " << mesh.message() << std::endl;
+    return kExitUsage;
+  }
+  const MemoryPlan plan = PlanMemory(*config, world);
+  const int64_t largest_seq = LargestFittingSeqLen(*config, world, *device);
+  if (flags.output == "json") {
+    std::cout << PlanJson(flags, *config, world, plan, *device, largest_seq).dump() << std::endl;
+  } else {
+    std::cout << PlanTable(flags, *config, world, plan, *device, largest_seq) << std::flush;
+  }
+  return plan.Fits(*device) ? kExitOk : kExitFailed;
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,233 @@
+#include "common/plan/memory_plan.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace ringtrain {
+namespace {
+
+// Model shapes, torch-free (the same rules as worker/engine/model/model_args.cc).
+struct Shape {
+  int64_t C, Ck, Hf, H, V, n_layers, head_dim;
+};
+
+int64_t FfnHiddenDim(const ModelSection& m) {
+  // Python: hidden = int(2 * hidden / 3) with hidden = 4 * dim; int() truncates toward zero.
+  int64_t hidden = static_cast<int64_t>(2.0 * static_cast<double>(4 * m.dim) / 3.0);
+  if (m.ffn_dim_multiplier) hidden = static_cast<int64_t>(*m.ffn_dim_multiplier * hidden);
+  return m.multiple_of * ((hidden + m.multiple_of - 1) / m.multiple_of);
+}
+
+Shape ShapeOf(const ModelSection& m) {
+  const int64_t head_dim = m.dim / m.n_heads;
+  return {m.dim, m.n_kv_heads * head_dim, FfnHiddenDim(m), m.n_heads, m.vocab_size, m.n_layers,
+          head_dim};
+}
+
+// Elements of each FSDP unit, in forward order: the embedding, the blocks, the final norm + output.
+std::vector<int64_t> UnitSizes(const Shape& s) {
+  const int64_t attention = s.H * s.head_dim * s.C * 2 + s.Ck * s.C * 2;  // wq, wo, wk, wv
+  const int64_t block = attention + 3 * s.Hf * s.C + 2 * s.C;           // w1 w2 w3, two norms
+  std::vector<int64_t> units = {s.V * s.C};
+  for (int64_t i = 0; i < s.n_layers; ++i) units.push_back(block);
+  units.push_back(s.C + s.V * s.C);
+  return units;
+}
+
+int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+int64_t DtypeBytes(MixedPrecision p) { return p == MixedPrecision::kBFloat16 ? 2 : 4; }
+
+// Is block `i` (0-based) recomputed in its backward? torchtitan's selective "N" checkpoints the
+// blocks whose index is a multiple of N; full checkpoints all; op checkpoints all but keeps the
+// attention outputs.
+bool Checkpointed(int64_t ac_every, int64_t i) {
+  if (ac_every == 0) return false;
+  if (ac_every < 0) return true;
+  return i % ac_every == 0;
+}
+
+struct Live {
+  int64_t bytes;
+  const char* what;
+};
+
+}  // namespace
+
+int64_t PlannedParameterCount(const ModelSection& model) {
+  int64_t total = 0;
+  for (int64_t u : UnitSizes(ShapeOf(model))) total += u;
+  return total;
+}
+
+MemoryPlan PlanMemory(const JobConfig& config, int64_t world) {
+  MemoryPlan plan;
+  plan.mesh = ResolveMesh(config, world);
+  const Shape s = ShapeOf(config.model);
+  const std::vector<int64_t> units = UnitSizes(s);
+  const int64_t F = plan.mesh.sharded ? plan.mesh.fsdp() : 1;
+  plan.fsdp = F;
+  const int64_t P = PlannedParameterCount(config.model);
+  plan.parameter_count = P;
+  plan.ac_every = ActivationCheckpointEvery(config);
+  const int64_t B = config.training.local_batch_size;
+  const int64_t Lc = config.training.seq_len / plan.mesh.cp;
+  plan.local_seq_len = Lc;
+  const int64_t e = DtypeBytes(config.training.mixed_precision_param);
+  const int64_t reduce = DtypeBytes(config.training.mixed_precision_reduce);
+  const bool bf16 = e == 2;
+  const int64_t BL = B * Lc;
+
+  // ---- weights, gradients, optimizer state ----
+  int64_t held = 0;  // elements of this rank's master weights
+  for (int64_t u : units) held += F > 1 ? RoundUp(u, F) / F : u;
+  const int64_t rope = 2 * 4 * config.model.max_seq_len * (s.head_dim / 2);  // cos, sin float32
+  plan.parameters = 4 * held + rope;
+  plan.gradients = 4 * held;
+  plan.optimizer_state = 8 * held;
+  const int64_t block_params = units[1 % units.size()];
+  const int64_t largest_unit = *std::max_element(units.begin(), units.end());
+  int64_t gathered_fwd = 0;  // compute-dtype weights live in the forward and the backward
+  if (F > 1) {
+    // Two units at a time (current + prefetched), or every unit with reshard never.
+    int64_t pair = 0;
+    for (size_t i = 0; i + 1 < units.size(); ++i) pair = std::max(pair, units[i] + units[i + 1]);
+    int64_t all = 0;
+    for (int64_t u : units) all += u;
+    const bool never =
+        config.parallelism.fsdp_reshard_after_forward == ReshardAfterForward::kNever;
+    gathered_fwd = e * (never ? all : pair);
+  } else if (bf16) {
+    // Each projection's and norm's bf16 cast is saved by autograd until its backward; the
+    // embedding is looked up in float32 and then cast.
+    gathered_fwd = e * (P - units.front());
+  }
+  plan.gathered_parameters = gathered_fwd;
+
+  // ---- activations ----
+  // What one block's forward saves for its backward, its output (the next block's input) included:
+  // two RMSNorms (float32 normalised rows and the normed output: 8·BLC each, whatever e is), RoPE's
+  // float32 q and k, then in e: the attention's q and stacked k/v, its output twice (the kernel's,
+  // and the (B, Lc, C) copy wo reads), the residual h, the block output, and the FFN's w1/w3 outputs,
+  // silu and the product; the log-sum-exp in float32.
+  const int64_t a_block = 16 * BL * s.C + 4 * BL * (s.C + s.Ck) +
+                          e * (5 * BL * s.C + 2 * BL * s.Ck + 4 * BL * s.Hf) + 4 * B * s.H * Lc;
+  const int64_t block_input = e * BL * s.C;
+  const int64_t op_kept = e * BL * s.C + 4 * B * s.H * Lc;  // attention output + lse
+  int64_t blocks_kept = 0;
+  for (int64_t i = 0; i < s.n_layers; ++i) {
+    if (!Checkpointed(plan.ac_every, i)) {
+      blocks_kept += a_block;
+    } else {
+      blocks_kept += block_input + (plan.ac_every < 0 ? op_kept : 0);
+    }
+  }
+  const bool recomputes = plan.ac_every != 0;
+  const int64_t recompute = recomputes ? a_block : 0;  // one block's, during its backward
+  const int64_t embedding_out = e * BL * s.C;
+  const int64_t final_norm = 8 * BL * s.C;
+  const int64_t logits = 4 * BL * s.V;  // float32 (B, Lc, V); the log-softmax output is as large
+  const int64_t saved_blocks = embedding_out + blocks_kept;
+  const int64_t saved_at_loss = saved_blocks + final_norm + logits;  // + log-softmax output
+  plan.activations = std::max(saved_at_loss, saved_blocks + recompute);
+
+  // ---- ring attention ----
+  const int64_t kv_block = e * 2 * B * s.Ck * Lc;  // (2, B, Hk, Lc, D)
+  if (plan.mesh.cp > 1) {
+    // Backward: the current and the next K/V block, the dK/dV accumulator arriving and the one
+    // leaving.
+    plan.ring_buffers = 4 * kv_block;
+  }
+
+  // ---- transients ----
+  // One block's backward: the FFN's (grad of the product, then of silu's input and output), or
+  // the attention's (dq, dk, dv, the stacked dK/dV, the contiguous dout; under bf16 the widened
+  // out and dout for the softmax statistics).
+  const int64_t ffn_bwd = e * (3 * BL * s.Hf + BL * s.C);
+  const int64_t attn_bwd = e * (3 * BL * s.C + 4 * BL * s.Ck) + (bf16 ? 8 * BL * s.C : 0) +
+                           4 * B * s.H * Lc + (plan.mesh.cp > 1 ? 4 * BL * s.C : 0);
+  const int64_t block_bwd = std::max(ffn_bwd, attn_bwd);
+  // The attention forward of one block: the float32 merged output and the merge's temporaries
+  // under ring attention, the output and the log-sum-exp locally.
+  const int64_t attn_fwd =
+      plan.mesh.cp > 1 ? 4 * 4 * BL * s.C + e * BL * s.C + 8 * B * s.H * Lc + 2 * kv_block
+                       : e * BL * s.C + 4 * B * s.H * Lc;
+  // FSDP's backward of one unit: its full gradient in the param dtype and the reduce-scatter's
+  // input and output in the reduce dtype.
+  const int64_t fsdp_rs =
+      F > 1 ? largest_unit * e + largest_unit * reduce + RoundUp(largest_unit, F) / F * reduce : 0;
+  // Replicated weights, world > 1: the all-reduce's flat buckets, every bucket at once.
+  const int64_t flats = F == 1 && world > 1 ? plan.gradients : 0;
+
+  // ---- the step's phases ----
+  const int64_t fixed = plan.parameters + plan.optimizer_state;
+  // Gradients (or their shards) in the forward are the previous step's: they are set to none just
+  // before the backward, and come back unit by unit as it goes.
+  const int64_t grads_fwd = plan.gradients;
+  // The first block of the backward: the output projection's and the last block's gradients (their
+  // shards under FSDP, whose full-size gradient is in fsdp_rs).
+  const int64_t grads_first_block =
+      F > 1 ? 4 * (RoundUp(units.back(), F) + RoundUp(block_params, F)) / F
+            : 4 * (units.back() + block_params) + (bf16 ? e * block_params : 0);
+  const std::vector<Live> phases = {
+      {fixed + grads_fwd + gathered_fwd + saved_blocks + attn_fwd + plan.ring_buffers / 2,
+       "forward (last block's attention)"},
+      {fixed + grads_fwd + gathered_fwd + saved_at_loss + logits, "forward (loss)"},
+      {fixed + gathered_fwd + saved_at_loss + 2 * logits,
+       "backward (cross-entropy)"},
+      {fixed + grads_first_block + gathered_fwd + saved_blocks + recompute +
+           std::max(block_bwd, fsdp_rs) + plan.ring_buffers,
+       "backward (last block)"},
+      {fixed + plan.gradients + flats, "gradient all-reduce"},
+  };
+  const Live* peak = &phases[0];
+  for (const Live& p : phases) {
+    if (p.bytes > peak->bytes) peak = &p;
+  }
+  plan.total = peak->bytes;
+  plan.peak_phase = peak->what;
+
+  const std::vector<Live> transients = {
+      {logits, "logits (B, Lc, V) float32 while the loss is computed"},
+      {2 * logits, "cross-entropy gradient (two (B, Lc, V) float32)"},
+      {block_bwd, "one block's backward"},
+      {attn_fwd, plan.mesh.cp > 1 ? "ring attention merge" : "attention forward"},
+      {fsdp_rs, "FSDP unit gradient and reduce-scatter"},
+      {flats, "gradient all-reduce buckets"},
+  };
+  const Live* largest = &transients[0];
+  for (const Live& t : transients) {
+    if (t.bytes > largest->bytes) largest = &t;
+  }
+  plan.largest_transient = largest->bytes;
+  plan.largest_transient_what = largest->what;
+  return plan;
+}
+
+int64_t LargestFittingSeqLen(const JobConfig& config, int64_t world, int64_t device_bytes) {
+  const MeshDegrees mesh = ResolveMesh(config, world);
+  const int64_t step =
+      config.parallelism.context_parallel_load_balancer == LoadBalancer::kHeadTail ? 2 * mesh.cp
+                                                                                   : mesh.cp;
+  auto fits = [&](int64_t multiples) {
+    JobConfig c = config;
+    c.training.seq_len = multiples * step;
+    c.model.max_seq_len = std::max(c.model.max_seq_len, c.training.seq_len);
+    return PlanMemory(c, world).Fits(device_bytes);
+  };
+  if (!fits(1)) return 0;
+  // Memory grows with the length: double until it does not fit, then bisect.
+  int64_t lo = 1, hi = 2;
+  while (fits(hi)) {
+    lo = hi;
+    if (hi > (int64_t{1} << 40) / step) return lo * step;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo * step;
+}
+
+}  // namespace ringtrain

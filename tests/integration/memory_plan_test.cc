@@ -1,0 +1,139 @@
+// `ringctl plan` against measured peaks: real runs under ringtrain-run, each rank's
+// device_memory_peak_bytes (on the CPU the counting allocator's peak tensor bytes,
+// worker/trainer/tensor_memory.h), the largest over ranks and steps ≥ 2 (step 1 has no optimizer
+// state and no previous gradients yet), against the plan's total for the same config and world:
+// within 15 %. The shapes are the debug model widened and lengthened so tensor memory is
+// activations, weights and optimizer state, not bookkeeping, and a step takes a few seconds.
+// cp 2 keeps the two ranks replicas (data_parallel_shard_degree = 1); shard 2 is FSDP.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/integration/test_util.h"
+
+namespace ringtrain::testing {
+namespace {
+
+constexpr double kTolerance = 0.15;
+
+// The debug model at dim 256 (ffn 704), 4 layers, vocab 2048, one sequence of 2048 tokens.
+std::vector<std::string> WideShape() {
+  return {"--model.dim=256", "--model.vocab_size=2048", "--training.seq_len=2048",
+          "--training.local_batch_size=1", "--validation.local_batch_size=1"};
+}
+
+// The largest device_memory_peak_bytes over every rank of every step ≥ 2.
+int64_t MeasuredPeak(const std::string& jsonl) {
+  int64_t peak = 0;
+  for (const auto& record : ReadJsonl(jsonl)) {
+    if (std::stoll(record.at("step")) < 2) continue;
+    for (const auto& rank : nlohmann::json::parse(record.at("ranks"))) {
+      peak = std::max(peak, rank.at("device_memory_peak_bytes").get<int64_t>());
+    }
+  }
+  return peak;
+}
+
+// Runs the shape on `nproc` ranks for three steps and plans it; expects the two within 15 %.
+void ExpectPlanNearMeasured(const std::string& name, int nproc,
+                            const std::vector<std::string>& extra) {
+  TempDir dir;
+  std::vector<std::string> overrides = WideShape();
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+
+  std::vector<std::string> run = {BinDir() + "/ringtrain-run", "--nproc", std::to_string(nproc),
+                                  ConfigPath("debug_model.toml")};
+  run.insert(run.end(), overrides.begin(), overrides.end());
+  run.insert(run.end(), {"--training.steps=3", "--lr_scheduler.warmup_steps=0",
+                          "--lr_scheduler.decay_ratio=0", "--metrics.jsonl=" + dir / "m.jsonl"});
+  const CommandResult trained = RunCommand(run);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const int64_t measured = MeasuredPeak(dir / "m.jsonl");
+  ASSERT_GT(measured, 0) << "no device_memory_peak_bytes in " << ReadFile(dir / "m.jsonl");
+
+  std::vector<std::string> plan_argv = {BinDir() + "/ringctl", "plan", ConfigPath("debug_model.toml"),
+                                        "--world", std::to_string(nproc), "--output", "json"};
+  plan_argv.insert(plan_argv.end(), overrides.begin(), overrides.end());
+  const CommandResult planned = RunCommand(plan_argv);
+  ASSERT_EQ(planned.exit_code, 0) << planned.output;
+  const nlohmann::json plan = nlohmann::json::parse(planned.output);
+  const int64_t total = plan.at("bytes").at("total").get<int64_t>();
+
+  const double error = double(total - measured) / double(measured);
+  std::printf("%s: measured %.1f MiB, planned %.1f MiB (%+.1f %%; peak in %s)\n", name.c_str(),
+              double(measured) / (1 << 20), double(total) / (1 << 20), 100 * error,
+              plan.at("peak_phase").get<std::string>().c_str());
+  EXPECT_LE(std::fabs(error), kTolerance) << plan.dump(2);
+}
+
+TEST(MemoryPlanTest, Cp1NoCheckpointing) { ExpectPlanNearMeasured("cp 1, AC none", 1, {}); }
+
+TEST(MemoryPlanTest, Cp2RingAttention) {
+  ExpectPlanNearMeasured("cp 2, AC none", 2, {"--parallelism.context_parallel_degree=2"});
+}
+
+// torchtitan's layout: shard degree -1 with cp 2 shards the weights over the cp ranks.
+TEST(MemoryPlanTest, Cp2ShardedOverCp) {
+  ExpectPlanNearMeasured("cp 2, FSDP over cp", 2,
+                         {"--parallelism.context_parallel_degree=2",
+                          "--parallelism.data_parallel_shard_degree=-1",
+                          "--parallelism.data_parallel_replicate_degree=1"});
+}
+
+TEST(MemoryPlanTest, Cp1FullCheckpointing) {
+  ExpectPlanNearMeasured("cp 1, AC full", 1, {"--activation_checkpoint.mode=full"});
+}
+
+// Weights and AdamW state dominate (dim 512, 512 tokens): two replicas all-reduce gradients, or
+// two FSDP ranks hold half of them each.
+TEST(MemoryPlanTest, Dp2WeightsDominate) {
+  ExpectPlanNearMeasured("dp 2, dim 512, seq 512", 2,
+                         {"--model.dim=512", "--training.seq_len=512"});
+}
+
+TEST(MemoryPlanTest, Fsdp2WeightsDominate) {
+  ExpectPlanNearMeasured("fsdp 2, dim 512, seq 512", 2,
+                         {"--model.dim=512", "--training.seq_len=512",
+                          "--parallelism.data_parallel_shard_degree=2"});
+}
+
+CommandResult Plan(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BinDir() + "/ringctl", "plan", ConfigPath("debug_model.toml")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
+TEST(MemoryPlanCommandTest, ErrorsNameWhatWasWrong) {
+  const CommandResult size = Plan({"--device-memory", "80XB"});
+  EXPECT_EQ(size.exit_code, 2);
+  EXPECT_NE(size.output.find("--device-memory '80XB' is not a size"), std::string::npos)
+      << size.output;
+  const CommandResult config = Plan({"--training.seq_len=-3"});
+  EXPECT_EQ(config.exit_code, 2);
+  EXPECT_NE(config.output.find("training.seq_len = -3"), std::string::npos) << config.output;
+  const CommandResult mesh = Plan({"--world", "3", "--parallelism.context_parallel_degree=2"});
+  EXPECT_EQ(mesh.exit_code, 2);
+  EXPECT_NE(mesh.output.find("invalid mesh for world size 3"), std::string::npos) << mesh.output;
+  const CommandResult world = Plan({"--world", "0"});
+  EXPECT_EQ(world.exit_code, 2);
+  EXPECT_NE(world.output.find("--world 0"), std::string::npos) << world.output;
+}
+
+TEST(MemoryPlanCommandTest, SaysWhetherItFits) {
+  const CommandResult fits = Plan({});
+  EXPECT_EQ(fits.exit_code, 0) << fits.output;
+  EXPECT_NE(fits.output.find("fits 80.0 GiB"), std::string::npos) << fits.output;
+  EXPECT_NE(fits.output.find("largest seq_len that fits: "), std::string::npos) << fits.output;
+  const CommandResult small = Plan({"--device-memory", "1MiB"});
+  EXPECT_EQ(small.exit_code, 1) << small.output;
+  EXPECT_NE(small.output.find("does NOT fit 1.0 MiB"), std::string::npos) << small.output;
+  EXPECT_NE(small.output.find("no seq_len fits"), std::string::npos) << small.output;
+}
+
+}  // namespace
+}  // namespace ringtrain::testing

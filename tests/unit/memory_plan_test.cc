@@ -1,0 +1,160 @@
+// Tests for the memory plan's arithmetic: parameter counts against the published Llama 3 8B count,
+// and how each component scales with the FSDP group, the activation-checkpoint mode, the dtype and
+// the context-parallel degree. (How close the plan comes to measured peaks is
+// tests/integration/memory_plan_test.cc.)
+#include "common/plan/memory_plan.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/integration/test_util.h"
+
+namespace ringtrain {
+namespace {
+
+JobConfig Load(const std::string& name, const std::vector<std::string>& overrides = {}) {
+  absl::StatusOr<JobConfig> config = LoadJobConfig(testing::ConfigPath(name), overrides);
+  EXPECT_TRUE(config.ok()) << config.status();
+  return config.ok() ? *config : JobConfig{};
+}
+
+constexpr int64_t kLlama3_8bParameters = 8'030'261'248;  // meta-llama/Meta-Llama-3-8B
+
+TEST(MemoryPlanTest, ParameterCountIsLlama3_8b) {
+  EXPECT_EQ(PlannedParameterCount(Load("llama3_8b.toml").model), kLlama3_8bParameters);
+}
+
+TEST(MemoryPlanTest, DebugModelParameterCount) {
+  // dim 128, 4 layers, 8 heads (4 kv), vocab 512, ffn 384: embedding and output 2·512·128, per
+  // block wq/wo 2·128·128 + wk/wv 2·64·128 + FFN 3·384·128 + two norms 2·128, final norm 128.
+  const int64_t block = 2 * 128 * 128 + 2 * 64 * 128 + 3 * 384 * 128 + 2 * 128;
+  EXPECT_EQ(PlannedParameterCount(Load("debug_model.toml").model),
+            2 * 512 * 128 + 4 * block + 128);
+}
+
+TEST(MemoryPlanTest, ReplicatedFloat32HoldsSixteenBytesPerParameter) {
+  const JobConfig config = Load("debug_model.toml");
+  const MemoryPlan plan = PlanMemory(config, 1);
+  const int64_t P = plan.parameter_count;
+  const int64_t rope = 2 * 4 * config.model.max_seq_len * (128 / 8 / 2);
+  EXPECT_EQ(plan.parameters, 4 * P + rope);
+  EXPECT_EQ(plan.gradients, 4 * P);
+  EXPECT_EQ(plan.optimizer_state, 8 * P);
+  EXPECT_EQ(plan.gathered_parameters, 0);
+  EXPECT_EQ(plan.ring_buffers, 0);
+  EXPECT_GE(plan.total, plan.parameters + plan.gradients + plan.optimizer_state + plan.activations);
+}
+
+TEST(MemoryPlanTest, FsdpShardsWeightsGradientsAndOptimizerState) {
+  const std::vector<std::string> fsdp = {"parallelism.data_parallel_shard_degree=-1",
+                                         "parallelism.data_parallel_replicate_degree=1"};
+  const JobConfig config = Load("debug_model.toml", fsdp);
+  const MemoryPlan one = PlanMemory(Load("debug_model.toml"), 1);
+  for (int64_t F : {2, 4, 8}) {
+    const MemoryPlan plan = PlanMemory(config, F);
+    EXPECT_EQ(plan.fsdp, F);
+    const int64_t rope = one.parameters - 4 * one.parameter_count;
+    // Each of the n + 2 units is padded to a multiple of F.
+    EXPECT_GE((plan.parameters - rope) * F, 4 * one.parameter_count);
+    EXPECT_LE((plan.parameters - rope) * F, 4 * (one.parameter_count + 6 * F));
+    EXPECT_EQ(plan.gradients, plan.parameters - rope);
+    EXPECT_EQ(plan.optimizer_state, 2 * plan.gradients);
+    EXPECT_GT(plan.gathered_parameters, 0);  // float32 units, two at a time
+    EXPECT_EQ(plan.activations, one.activations);  // same batch and length per rank
+  }
+}
+
+TEST(MemoryPlanTest, ReshardNeverKeepsEveryGatheredUnit) {
+  const std::vector<std::string> fsdp = {"parallelism.data_parallel_shard_degree=4",
+                                         "parallelism.data_parallel_replicate_degree=1"};
+  std::vector<std::string> never = fsdp;
+  never.push_back("parallelism.fsdp_reshard_after_forward=never");
+  const MemoryPlan plan = PlanMemory(Load("debug_model.toml", fsdp), 4);
+  const MemoryPlan kept = PlanMemory(Load("debug_model.toml", never), 4);
+  EXPECT_EQ(kept.gathered_parameters, 4 * plan.parameter_count);
+  EXPECT_LT(plan.gathered_parameters, kept.gathered_parameters);
+  EXPECT_LT(plan.total, kept.total);
+}
+
+TEST(MemoryPlanTest, Bfloat16HalvesWhatIsSavedInTheComputeDtype) {
+  const MemoryPlan f32 = PlanMemory(Load("debug_model.toml"), 1);
+  const MemoryPlan bf16 =
+      PlanMemory(Load("debug_model.toml", {"training.mixed_precision_param=bfloat16"}), 1);
+  // Master weights, gradients and AdamW stay float32; the casts of all but the embedding are kept.
+  EXPECT_EQ(bf16.parameters, f32.parameters);
+  EXPECT_EQ(bf16.optimizer_state, f32.optimizer_state);
+  EXPECT_EQ(bf16.gathered_parameters, 2 * (bf16.parameter_count - 512 * 128));
+  EXPECT_LT(bf16.activations, f32.activations);
+  EXPECT_GT(bf16.activations, f32.activations / 2);  // norms, RoPE and logits stay float32
+}
+
+TEST(MemoryPlanTest, ActivationCheckpointingKeepsLess) {
+  const std::vector<std::string> big = {"model.n_layers=8", "training.seq_len=1024",
+                                        "training.local_batch_size=1"};
+  auto plan = [&](const std::vector<std::string>& ac) {
+    std::vector<std::string> overrides = big;
+    overrides.insert(overrides.end(), ac.begin(), ac.end());
+    return PlanMemory(Load("debug_model.toml", overrides), 1);
+  };
+  const MemoryPlan none = plan({});
+  const MemoryPlan full = plan({"activation_checkpoint.mode=full"});
+  const MemoryPlan every2 = plan({"activation_checkpoint.mode=selective",
+                                  "activation_checkpoint.selective_ac_option=2"});
+  const MemoryPlan op = plan({"activation_checkpoint.mode=selective"});
+  EXPECT_EQ(full.ac_every, 1);
+  EXPECT_EQ(every2.ac_every, 2);
+  EXPECT_EQ(op.ac_every, -1);
+  EXPECT_LT(full.activations, every2.activations);
+  EXPECT_LT(every2.activations, none.activations);
+  EXPECT_LT(full.activations, op.activations);
+  EXPECT_LT(op.activations, none.activations);
+  EXPECT_LT(full.total, none.total);
+  EXPECT_EQ(full.parameters, none.parameters);
+}
+
+TEST(MemoryPlanTest, ContextParallelSplitsTheSequence) {
+  const std::vector<std::string> base = {"training.seq_len=1024", "training.local_batch_size=1"};
+  std::vector<std::string> cp2 = base;
+  cp2.push_back("parallelism.context_parallel_degree=2");
+  const MemoryPlan one = PlanMemory(Load("debug_model.toml", base), 1);
+  const MemoryPlan two = PlanMemory(Load("debug_model.toml", cp2), 2);
+  EXPECT_EQ(two.local_seq_len, 512);
+  EXPECT_EQ(two.fsdp, 1);  // data_parallel_shard_degree = 1: the cp ranks are replicas
+  EXPECT_EQ(two.parameters, one.parameters);
+  EXPECT_EQ(one.ring_buffers, 0);
+  // (2 blocks + 2 accumulators) × (2, B, Hk, Lc, D) float32.
+  EXPECT_EQ(two.ring_buffers, 4 * 4 * 2 * 1 * 4 * 512 * 16);
+  EXPECT_LT(two.activations, one.activations);
+  EXPECT_GT(two.activations, one.activations / 2 - one.activations / 8);
+}
+
+TEST(MemoryPlanTest, ShardDegreeMinusOneShardsOverCp) {
+  const MemoryPlan plan = PlanMemory(
+      Load("debug_model.toml", {"parallelism.data_parallel_shard_degree=-1",
+                                "parallelism.data_parallel_replicate_degree=1",
+                                "parallelism.context_parallel_degree=2"}),
+      2);
+  EXPECT_EQ(plan.mesh.shard, 1);
+  EXPECT_EQ(plan.fsdp, 2);
+  EXPECT_LT(plan.optimizer_state, 8 * plan.parameter_count);
+}
+
+TEST(MemoryPlanTest, LargestFittingSeqLenIsTheLastThatFits) {
+  const JobConfig config = Load("llama3_8b.toml");
+  const int64_t device = int64_t{80} << 30;
+  const int64_t seq = LargestFittingSeqLen(config, 8, device);
+  ASSERT_GT(seq, 0);
+  EXPECT_EQ(seq % 16, 0);  // headtail over cp 8
+  JobConfig at = config;
+  at.training.seq_len = seq;
+  at.model.max_seq_len = seq;
+  EXPECT_TRUE(PlanMemory(at, 8).Fits(device));
+  at.training.seq_len = at.model.max_seq_len = seq + 16;
+  EXPECT_FALSE(PlanMemory(at, 8).Fits(device));
+  // A device smaller than the weights' shards fits nothing.
+  EXPECT_EQ(LargestFittingSeqLen(config, 8, int64_t{1} << 30), 0);
+}
+
+}  // namespace
+}  // namespace ringtrain
