@@ -161,9 +161,11 @@ MemoryPlan PlanMemory(const JobConfig& config, int64_t world) {
 
   // ---- the step's phases ----
   const int64_t fixed = plan.parameters + plan.optimizer_state;
-  // Gradients (or their shards) in the forward are the previous step's: they are set to none just
-  // before the backward, and come back unit by unit as it goes.
-  const int64_t grads_fwd = plan.gradients;
+  // Gradients (or their shards) are set to none at the step's start and come back unit by unit in
+  // the first micro-batch's backward; with gradient accumulation the later micro-batches' forward
+  // and backward run with all of them.
+  const bool accumulates = GradientAccumulationSteps(config, world) > 1;
+  const int64_t grads_fwd = accumulates ? plan.gradients : 0;
   // The first block of the backward: the output projection's and the last block's gradients (their
   // shards under FSDP, whose full-size gradient is in fsdp_rs).
   const int64_t grads_first_block =
@@ -173,9 +175,9 @@ MemoryPlan PlanMemory(const JobConfig& config, int64_t world) {
       {fixed + grads_fwd + gathered_fwd + saved_blocks + attn_fwd + plan.ring_buffers / 2,
        "forward (last block's attention)"},
       {fixed + grads_fwd + gathered_fwd + saved_at_loss + logits, "forward (loss)"},
-      {fixed + gathered_fwd + saved_at_loss + 2 * logits,
+      {fixed + grads_fwd + gathered_fwd + saved_at_loss + 2 * logits,
        "backward (cross-entropy)"},
-      {fixed + grads_first_block + gathered_fwd + saved_blocks + recompute +
+      {fixed + std::max(grads_fwd, grads_first_block) + gathered_fwd + saved_blocks + recompute +
            std::max(block_bwd, fsdp_rs) + plan.ring_buffers,
        "backward (last block)"},
       {fixed + plan.gradients + flats, "gradient all-reduce"},

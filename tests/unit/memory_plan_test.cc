@@ -140,6 +140,13 @@ TEST(MemoryPlanTest, ShardDegreeMinusOneShardsOverCp) {
   EXPECT_LT(plan.optimizer_state, 8 * plan.parameter_count);
 }
 
+TEST(MemoryPlanTest, GradientAccumulationKeepsTheGradientsThroughTheForward) {
+  const MemoryPlan one = PlanMemory(Load("debug_model.toml"), 1);
+  const MemoryPlan two = PlanMemory(Load("debug_model.toml", {"training.global_batch_size=16"}), 1);
+  EXPECT_EQ(two.activations, one.activations);  // one micro-batch of 8 at a time
+  EXPECT_EQ(two.total, one.total + one.gradients);
+}
+
 TEST(MemoryPlanTest, LargestFittingSeqLenIsTheLastThatFits) {
   const JobConfig config = Load("llama3_8b.toml");
   const int64_t device = int64_t{80} << 30;
