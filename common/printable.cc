@@ -54,4 +54,28 @@ std::string EscapeForTerminal(absl::string_view text, bool keep_newlines) {
   return out;
 }
 
+std::string ValidUtf8(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = DecodeUtf8(text, i).second;
+    if (length == 0) {
+      out += "\xef\xbf\xbd";  // U+FFFD
+      ++i;
+      continue;
+    }
+    out.append(text.data() + i, length);
+    i += length;
+  }
+  return out;
+}
+
+absl::string_view Utf8Prefix(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes;
+  // Back up over continuation bytes (10xxxxxx) to the start of the character the cut falls in.
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xc0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
 }  // namespace ringtrain

@@ -28,6 +28,16 @@ inline bool IsControl(uint32_t code_point) {
 // `keep_newlines`, '\n' and '\t' stay as they are (multi-line messages, stderr tails).
 std::string EscapeForTerminal(absl::string_view text, bool keep_newlines = false);
 
+// `text` as valid UTF-8: each byte that does not start a valid sequence becomes U+FFFD (the
+// replacement character); everything else is kept. Protobuf refuses to parse a `string` field that
+// is not valid UTF-8, so text from a trainer (its stderr) passes through here before it goes on
+// the wire or into the store.
+std::string ValidUtf8(absl::string_view text);
+
+// The longest prefix of `text` of at most `max_bytes` bytes that does not end inside a UTF-8
+// sequence (a cut that would split a character drops the whole character).
+absl::string_view Utf8Prefix(absl::string_view text, size_t max_bytes);
+
 }  // namespace ringtrain
 
 #endif  // RINGTRAIN_COMMON_PRINTABLE_H_

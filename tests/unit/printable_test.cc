@@ -29,5 +29,25 @@ TEST(PrintableTest, DecodesUtf8) {
   EXPECT_EQ(DecodeUtf8("\xf4\x90\x80\x80", 0).second, 0u);  // past U+10FFFF
 }
 
+TEST(PrintableTest, ValidUtf8ReplacesBrokenSequences) {
+  EXPECT_EQ(ValidUtf8("plain ça 日本"), "plain ça 日本");
+  EXPECT_EQ(ValidUtf8("cut \xe6\x97"), "cut \xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(ValidUtf8("\xff"), "\xef\xbf\xbd");
+  EXPECT_EQ(ValidUtf8(std::string("nul\0", 4)), std::string("nul\0", 4));
+  EXPECT_EQ(ValidUtf8("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // a surrogate
+}
+
+TEST(PrintableTest, Utf8PrefixNeverSplitsACharacter) {
+  const std::string text = "ab日本";  // 2 + 3 + 3 bytes
+  EXPECT_EQ(Utf8Prefix(text, 100), text);
+  EXPECT_EQ(Utf8Prefix(text, 8), text);
+  EXPECT_EQ(Utf8Prefix(text, 7), "ab日");
+  EXPECT_EQ(Utf8Prefix(text, 5), "ab日");
+  EXPECT_EQ(Utf8Prefix(text, 4), "ab");
+  EXPECT_EQ(Utf8Prefix(text, 2), "ab");
+  EXPECT_EQ(Utf8Prefix(text, 0), "");
+  EXPECT_EQ(Utf8Prefix("\xf0\x9f\x98\x80x", 3), "");
+}
+
 }  // namespace
 }  // namespace ringtrain
