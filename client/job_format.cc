@@ -231,6 +231,20 @@ std::string FormatJobDetail(const v1::Job& job, double now) {
       first = false;
     }
   }
+  if (job.max_restarts() > 0 || job.restart_count() > 0) {
+    field("restarts", absl::StrCat(job.restart_count(), " of ", job.max_restarts()));
+  }
+  for (int i = 0; i < job.failures_size(); ++i) {
+    const v1::JobError& f = job.failures(i);
+    field(i == 0 ? "failures" : "",
+          absl::StrCat("run ", i + 1, IsSet(f.time()) ? ", " + FormatClock(f.time()) : "",
+                       ", after step ", f.step(), f.cause().empty() ? "" : ", " + f.cause(), ": ",
+                       f.message()));
+  }
+  if (job.mesh_overrides_size() > 0) {
+    field("elastic", absl::StrCat(absl::StrJoin(job.mesh_overrides(), " "),
+                                  " (a smaller mesh after workers were lost)"));
+  }
   for (const auto& [name, time] : {std::pair{"submitted", &job.submitted_time()},
                                    {"started", &job.started_time()},
                                    {"finished", &job.finished_time()}}) {

@@ -87,6 +87,9 @@ absl::StatusOr<JobRecord> AdmitSubmitRequest(const v1::SubmitJobRequest& request
   job.cp = static_cast<int>(cp);
   job.device_kind = device_kind;
   job.total_steps = config->job.mode == JobMode::kEval ? 0 : config->training.steps;
+  job.restart.max_restarts = static_cast<int>(config->job.max_restarts);
+  job.restart.backoff_ms = static_cast<int64_t>(config->job.restart_backoff_seconds * 1000.0);
+  job.restart.elastic = config->job.elastic;
   return job;
 }
 

@@ -76,11 +76,23 @@ absl::Status Cluster::Reconcile() {
     absent_workers_[id] = now + options_.purge_lost_after;
   }
   int adopting = 0;
+  int restarting = 0;
   for (JobRecord& job : jobs) {
     for (const RankPlacement& p : job.mesh) reserve(p.worker_id);
     if (job.state == JobState::kQueued) {
       queue_.push_back(job.job_id);
       pending_[job.job_id] = PendingJobOf(job);
+    } else if (job.state == JobState::kRestarting) {
+      // Its failed run's ranks were being stopped: agents that come back with one are told to
+      // stop it (not adopted). The next run starts once they have had adopt_timeout to do so.
+      RunningJob& running = running_[job.job_id];
+      running.record = job;
+      running.last_step = running.failed_at_step = job.last_step;
+      running.last_loss = job.last_loss;
+      for (const RankPlacement& p : job.mesh) running.exited.insert(p.rank);
+      running.restart_at =
+          now + std::max(options_.adopt_timeout, absl::Milliseconds(job.restart.backoff_ms));
+      ++restarting;
     } else if (!IsTerminal(job.state)) {
       RunningJob& running = running_[job.job_id];
       running.record = job;
@@ -91,11 +103,17 @@ absl::Status Cluster::Reconcile() {
       if (job.state == JobState::kRunning) {
         for (const RankPlacement& p : job.mesh) running.started.insert(p.rank);
       }
+      // master_addr stays empty: every rank was started before the restart, so no Assignment
+      // is sent again (AttachSession).
       ++adopting;
     }
   }
   if (!queue_.empty()) {
     RT_LOG(Info) << queue_.size() << " queued job(s) found in the store";
+  }
+  if (restarting > 0) {
+    RT_LOG(Info) << restarting << " job(s) were restarting: they start again after "
+                 << absl::FormatDuration(options_.adopt_timeout) << " at the earliest";
   }
   if (adopting > 0) {
     RT_LOG(Info) << adopting << " job(s) were running: waiting up to "
@@ -149,8 +167,14 @@ absl::StatusOr<JobRecord> Cluster::Cancel(const std::string& job_id) {
     pending_.erase(job_id);
     wait_reasons_.erase(job_id);
   }
+  unfit_since_.erase(job_id);
+  restart_meshes_.erase(job_id);
   auto running = running_.find(job_id);
-  if (running != running_.end()) CancelRanksLocked(running->second, "job cancelled by a client");
+  if (running != running_.end()) {
+    running->second.symptom.reset();
+    CancelRanksLocked(running->second, "job cancelled by a client");
+    MaybeRetireLocked(job_id);  // a restarting job whose ranks have all stopped holds nothing
+  }
   ScheduleLocked();  // a cancelled queue head unblocks the jobs behind it
   return store_->GetJob(job_id);
 }
@@ -210,8 +234,10 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
   w.device_memory_bytes = request.device_memory_bytes();
   w.credential_digest = digest;
   w.last_heartbeat = options_.clock->Now();
+  w.last_seq = 0;  // a new registration: the agent re-sends what it has not had acknowledged
   const bool adopted = id == previous && !request.running_job_id().empty() &&
-                       AdoptRankLocked(w, request.running_job_id(), request.running_rank());
+                       AdoptRankLocked(w, request.running_job_id(), request.running_rank(),
+                                       request.running_attempt());
   RT_LOG(Info) << "registered " << id << " (" << request.device()
                << (request.device_name().empty() ? "" : " " + request.device_name()) << " on "
                << request.host_label() << ", address " << request.address() << ")"
@@ -255,14 +281,25 @@ absl::Status Cluster::AttachSession(const std::string& worker_id, const std::str
   welcome.mutable_welcome();
   channel->Send(welcome);
   RT_LOG(Info) << worker_id << " session attached";
-  // A rank of a job that ended while the session was down must still be stopped.
+  // The rank this worker holds: stopped if its run ended while the session was down (the job
+  // finished, or is restarting); its Assignment sent again if it has not started yet (the last
+  // one may have been lost with the old stream; an agent ignores one for a rank it already ran).
   if (w.state == WorkerState::kBusy) {
-    absl::StatusOr<JobRecord> job = store_->GetJob(w.job_id);
-    if (job.ok() && IsTerminal(job->state)) {
+    auto running = running_.find(w.job_id);
+    const bool live = running != running_.end() &&
+                      (running->second.record.state == JobState::kAssigned ||
+                       running->second.record.state == JobState::kRunning) &&
+                      running->second.record.restart_count == w.attempt;
+    if (!live) {
       v1::CoordinatorMessage cancel;
       cancel.mutable_cancel()->set_job_id(w.job_id);
-      cancel.mutable_cancel()->set_reason(absl::StrCat("job ", JobStateName(job->state)));
+      cancel.mutable_cancel()->set_reason("its run has ended");
+      cancel.mutable_cancel()->set_rank(w.rank);
+      cancel.mutable_cancel()->set_attempt(w.attempt);
       channel->Send(cancel);
+    } else if (running->second.started.count(w.rank) == 0 &&
+               !running->second.master_addr.empty()) {
+      channel->Send(AssignmentMessage(running->second, running->second.record.mesh.at(w.rank), w));
     }
   }
   ScheduleLocked();
@@ -278,50 +315,70 @@ void Cluster::DetachSession(const std::string& worker_id, AgentChannel* channel)
                   << absl::FormatDuration(options_.worker_timeout);
 }
 
-void Cluster::OnAgentMessage(const std::string& worker_id, const v1::AgentMessage& message) {
+std::string Cluster::OnAgentMessage(const std::string& worker_id,
+                                    const v1::AgentMessage& message) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(worker_id);
-  if (it == workers_.end()) return;
+  if (it == workers_.end()) return "unknown worker";
   Worker& w = it->second;
-  if (w.state == WorkerState::kLost) return;  // its session was closed; nothing more is taken
+  // Its session was closed; nothing more is taken.
+  if (w.state == WorkerState::kLost) return absl::StrCat(worker_id, " was declared lost");
   w.last_heartbeat = options_.clock->Now();
-  // Which (job, rank) the message speaks for; only the worker running it may.
+  // Which (job, rank, run) the message speaks for; only the worker running it may.
   const std::string* job_id = nullptr;
   int rank = 0;
+  int attempt = 0;
   switch (message.msg_case()) {
     case v1::AgentMessage::kRankStarted:
       job_id = &message.rank_started().job_id();
       rank = message.rank_started().rank();
+      attempt = message.rank_started().attempt();
       break;
     case v1::AgentMessage::kRankReport:
       job_id = &message.rank_report().job_id();
       rank = message.rank_report().rank();
+      attempt = message.rank_report().attempt();
+      break;
+    case v1::AgentMessage::kRankHung:
+      job_id = &message.rank_hung().job_id();
+      rank = message.rank_hung().rank();
+      attempt = message.rank_hung().attempt();
       break;
     case v1::AgentMessage::kRankExit:
       job_id = &message.rank_exit().job_id();
       rank = message.rank_exit().rank();
+      attempt = message.rank_exit().attempt();
       break;
-    default: return;  // Heartbeat (and a repeated Hello) only refresh last_heartbeat
+    default: return "";  // Heartbeat (and a repeated Hello) only refresh last_heartbeat
   }
-  if (!OwnsRank(w, *job_id, rank)) {
-    RefuseLocked(&w, worker_id, "not_assigned",
-                 absl::StrCat("a rank message for ", Printable(*job_id), " rank ", rank,
-                              ", which is not assigned to it (",
-                              w.state == WorkerState::kBusy
-                                  ? absl::StrCat("it runs ", w.job_id, " rank ", w.rank)
-                                  : std::string("it runs nothing"),
-                              ")"));
-    return;
+  // A message sent again (its Ack was lost with a broken stream) was taken the first time.
+  if (message.seq() != 0) {
+    if (message.seq() <= w.last_seq) return "";
+    w.last_seq = message.seq();
+  }
+  if (!OwnsRank(w, *job_id, rank, attempt)) {
+    const std::string what = absl::StrCat(
+        "a rank message for ", Printable(*job_id), " rank ", rank, " run ", attempt + 1,
+        ", which is not assigned to it (",
+        w.state == WorkerState::kBusy
+            ? absl::StrCat("it runs ", w.job_id, " rank ", w.rank, " run ", w.attempt + 1)
+            : std::string("it runs nothing"),
+        ")");
+    RefuseLocked(&w, worker_id, "not_assigned", what);
+    return what;
   }
   switch (message.msg_case()) {
     case v1::AgentMessage::kRankStarted: OnRankStartedLocked(w, message.rank_started()); break;
-    case v1::AgentMessage::kRankReport: OnRankReportLocked(w, message.rank_report()); break;
+    case v1::AgentMessage::kRankReport: return OnRankReportLocked(w, message.rank_report());
+    case v1::AgentMessage::kRankHung: OnRankHungLocked(w, message.rank_hung()); break;
     default: OnRankExitLocked(w, message.rank_exit()); break;
   }
+  return "";
 }
 
-bool Cluster::OwnsRank(const Worker& worker, const std::string& job_id, int rank) {
-  return worker.state == WorkerState::kBusy && worker.job_id == job_id && worker.rank == rank;
+bool Cluster::OwnsRank(const Worker& worker, const std::string& job_id, int rank, int attempt) {
+  return worker.state == WorkerState::kBusy && worker.job_id == job_id && worker.rank == rank &&
+         worker.attempt == attempt;
 }
 
 void Cluster::RefuseLocked(Worker* worker, const std::string& worker_id,
@@ -363,6 +420,7 @@ void Cluster::Tick() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = options_.clock->Now();
   ExpireAdoptionsLocked(now);
+  SettleSymptomsLocked(now);
   for (auto& [id, w] : workers_) {
     if (w.state == WorkerState::kLost) continue;
     const absl::Duration silent = now - w.last_heartbeat;
@@ -390,12 +448,16 @@ Cluster::Counts Cluster::GetCounts() {
     ++counts.workers_by_state[state];
   }
   counts.queue_length = static_cast<int>(queue_.size());
-  counts.active_jobs_by_state = {{"queued", counts.queue_length}, {"assigned", 0}, {"running", 0}};
+  counts.active_jobs_by_state = {
+      {"queued", counts.queue_length}, {"assigned", 0}, {"running", 0}, {"restarting", 0}};
   for (const auto& [id, job] : running_) {
     if (IsTerminal(job.record.state)) continue;  // winding down; already counted as finished
-    ++counts.active_jobs_by_state[job.record.state == JobState::kRunning ? "running" : "assigned"];
+    ++counts.active_jobs_by_state[absl::AsciiStrToLower(JobStateName(job.record.state))];
     counts.running.push_back({id, job.last_step, job.last_loss});
+    counts.restarts.push_back({id, job.record.restart_count});
   }
+  counts.restarts_by_cause = restarts_by_cause_;
+  counts.recomputed_steps = recomputed_steps_;
   counts.finished_jobs_by_state = {{"succeeded", 0}, {"failed", 0}, {"cancelled", 0}};
   for (const auto& [state, n] : finished_jobs_) counts.finished_jobs_by_state[state] = n;
   for (const char* reason : kRefusalReasons) counts.refused_agent_messages_by_reason[reason] = 0;

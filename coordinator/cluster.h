@@ -1,15 +1,30 @@
 // The coordinator's live state and its rules: the worker registry (session credentials, heartbeats,
 // lost and purged workers, which rank messages a worker may send), the
-// job queue and gang scheduling, each running job's ranks, and how a job ends. Every change that a
-// client can see is written to the JobStore first and then published on the EventHub, under one
-// lock, so the store's order is the order watchers see. No gRPC server types here: agents are
-// reached through the AgentChannel each Session stream registers. cluster.cc holds the registry and
-// the entry points, cluster_jobs.cc scheduling and the job lifecycle.
+// job queue and gang scheduling, each running job's ranks, how a run fails and whether the job
+// restarts, and how a job ends. Every change that a client can see is written to the JobStore
+// first and then published on the EventHub, under one lock, so the store's order is the order
+// watchers see. No gRPC server types here: agents are reached through the AgentChannel each
+// Session stream registers. cluster.cc holds the registry and the entry points, cluster_jobs.cc
+// scheduling and the job lifecycle, cluster_restarts.cc failures and the restart policy.
+//
+// Failures and restarts. A run fails on its *cause*: a rank that exits with an error, a rank its
+// agent reports hung, a worker lost, or (after a coordinator restart) an agent that does not come
+// back. A rank that exits because it lost contact with a peer (the trainer's exit status
+// kExitPeerLost) is a symptom, not a cause: the coordinator waits up to kSymptomWindow for the
+// cause (the killed rank's exit, the hung report, the lost session) and names that rank and its
+// worker; only if none comes is the symptom itself the cause. Then every rank of the run is
+// stopped and, with restarts left ([job] max_restarts), the job goes RESTARTING: once every rank
+// of the failed run has exited (or its worker is gone) and restart_backoff_seconds have passed, it
+// is scheduled ahead of the queue on any idle workers (elastic: on fewer, coordinator/
+// elastic_mesh.h), and its ranks resume from the job's latest checkpoint. Each run has an attempt
+// number (JobRecord::restart_count) that every rank message carries, so a late message of an
+// earlier run is never taken for the current one.
 #ifndef RINGTRAIN_COORDINATOR_CLUSTER_H_
 #define RINGTRAIN_COORDINATOR_CLUSTER_H_
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -21,6 +36,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "coordinator/clock.h"
+#include "coordinator/elastic_mesh.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job.h"
 #include "coordinator/job_store.h"
@@ -53,6 +69,9 @@ struct ClusterOptions {
   // store's credentials this long after it was lost; so are workers of an earlier coordinator
   // that have not registered again this long after a restart.
   absl::Duration purge_lost_after = absl::Minutes(10);
+  // A queued (or restarting) job that the pool cannot hold — more ranks than live workers of its
+  // kind, after workers were lost — fails (cause "unschedulable") once that has lasted this long.
+  absl::Duration unschedulable_timeout = absl::Minutes(10);
   // Where heartbeat ages and the adoption deadline are measured; must outlive the Cluster. Only
   // the background tick's period (Start) runs on real time.
   Clock* clock = Clock::Real();
@@ -61,6 +80,9 @@ struct ClusterOptions {
 // Thread-safe. Start() runs the background tick (heartbeat checks, scheduling); Stop() ends it.
 class Cluster {
  public:
+  // How long a symptom (a rank that lost a peer) waits for the failure's cause; see the top.
+  static constexpr absl::Duration kSymptomWindow = absl::Seconds(3);
+
   // `store` and `hub` must outlive the Cluster. Reconciles the store first: QUEUED jobs are queued
   // again; jobs that were ASSIGNED or RUNNING when an earlier coordinator stopped wait up to
   // adopt_timeout for their agents to register again with the rank they still run (trainers
@@ -97,10 +119,13 @@ class Cluster {
   // The stream ended. The worker stays registered (not schedulable) until it reattaches or its
   // heartbeat times out. A stale channel is ignored.
   void DetachSession(const std::string& worker_id, AgentChannel* channel);
-  // A message of `worker_id`'s session. RankStarted, RankReport and RankExit are taken only for
-  // the (job, rank) assigned to that worker now; a step record only for a step 1..total_steps of
-  // the job. Anything else is dropped, logged once per worker and reason, and counted.
-  void OnAgentMessage(const std::string& worker_id, const v1::AgentMessage& message);
+  // A message of `worker_id`'s session. RankStarted, RankReport, RankHung and RankExit are taken
+  // only for the (job, rank, attempt) assigned to that worker now; a step record only for a step
+  // 1..total_steps of the job. Anything else is refused, logged once per worker and reason, and
+  // counted. A numbered message (seq > 0) whose seq this worker has already sent is taken once:
+  // a repeat changes nothing. Returns "" when the message was taken (or was a repeat), else why it
+  // was refused — what the session's Ack carries back.
+  std::string OnAgentMessage(const std::string& worker_id, const v1::AgentMessage& message);
 
   // One tick of the background loop, callable from tests: expired adoptions, LOST workers, purged
   // workers, then scheduling.
@@ -109,7 +134,8 @@ class Cluster {
   // What /metrics reports about the pool and the jobs (computed on demand).
   struct Counts {
     std::map<std::string, int> workers_by_state;  // "idle" | "busy" | "disconnected" | "lost"
-    std::map<std::string, int> active_jobs_by_state;  // "queued" | "assigned" | "running"
+    // "queued" | "assigned" | "running" | "restarting"
+    std::map<std::string, int> active_jobs_by_state;
     std::map<std::string, int64_t> finished_jobs_by_state;  // since this process started
     int queue_length = 0;
     struct Progress {
@@ -123,6 +149,16 @@ class Cluster {
     // job and rank not assigned to the sender), "bad_step" (a step record outside the job's steps
     // or not parseable).
     std::map<std::string, int64_t> refused_agent_messages_by_reason;
+    // Restarts since this process started, by the cause of the failure (JobError::cause).
+    std::map<std::string, int64_t> restarts_by_cause;
+    // Steps that restarted runs computed again (from their checkpoint up to where the failed run
+    // had reported), since this process started.
+    int64_t recomputed_steps = 0;
+    struct Restarts {
+      std::string job_id;
+      int restart_count = 0;
+    };
+    std::vector<Restarts> restarts;  // ASSIGNED, RUNNING or RESTARTING jobs
   };
   Counts GetCounts();
 
@@ -136,14 +172,19 @@ class Cluster {
     WorkerState state = WorkerState::kIdle;
     std::string job_id;  // set while busy
     int rank = -1;
+    int attempt = 0;     // the run (JobRecord::restart_count) of the rank it runs
+    uint64_t last_seq = 0;  // the highest AgentMessage.seq taken from it
     absl::Time last_heartbeat;
     AgentChannel* channel = nullptr;  // null while the session is down
     std::string credential_digest;    // CredentialDigest of the credential Register gave
     absl::Time lost_at;               // when it turned kLost (purged purge_lost_after later)
     std::set<std::string> refusals_logged;  // reasons already logged for this worker
   };
+  // A job with ranks: ASSIGNED, RUNNING or RESTARTING, or final and still winding down. The sets
+  // are of the current run's ranks.
   struct RunningJob {
     JobRecord record;
+    std::string master_addr;
     int master_port = 0;
     std::set<int> started;
     std::set<int> exited_ok;
@@ -154,14 +195,25 @@ class Cluster {
     bool adopting = false;
     absl::Time adopt_deadline;
     std::set<int> adopted;
+    // A symptom (a rank that lost a peer) waiting until symptom_deadline for its cause.
+    std::optional<JobError> symptom;
+    absl::Time symptom_deadline;
+    // RESTARTING: the earliest start of the next run, and the step the failed run had reached.
+    absl::Time restart_at;
+    int64_t failed_at_step = 0;
+    bool awaiting_resume = false;  // the restarted run's first step record is still to come
   };
 
   Cluster(JobStore* store, EventHub* hub, ClusterOptions options);
   absl::Status Reconcile();
 
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts a queued job, or the next run of a restarting one, on `mesh`.
   void StartJobLocked(const std::string& job_id, const std::vector<RankPlacement>& mesh)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The Assignment of `placement`'s rank in `job`'s current run.
+  v1::CoordinatorMessage AssignmentMessage(const RunningJob& job, const RankPlacement& placement,
+                                           const Worker& worker) const;
   absl::StatusOr<int> PickRendezvousPortLocked(const std::string& host)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves a job to `to`, publishes the change; false (logged) when the store refuses.
@@ -170,19 +222,47 @@ class Cluster {
   // ASSIGNED → RUNNING once every rank has started (or was adopted running).
   void MaybeMarkRunningLocked(const std::string& job_id, const RunningJob& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Fails a running job with `error` (the first error wins) and cancels its other ranks.
-  void FailJobLocked(const std::string& job_id, JobError error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // cluster_restarts.cc. The current run of `job_id` failed with `cause` (the first cause of a run
+  // wins): stops every rank of the run, records the failure, and moves the job to RESTARTING when
+  // it has restarts left (and the failure is not one a restart repeats: a rejected config), else
+  // to FAILED with every failure listed.
+  void RunFailedLocked(const std::string& job_id, JobError cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rank that lost a peer: held as the run's symptom until kSymptomWindow passes or a cause
+  // arrives.
+  void RunSymptomLocked(const std::string& job_id, JobError symptom)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Settles symptoms whose window has passed: a worker of the run whose session is down is the
+  // cause, else the symptom itself.
+  void SettleSymptomsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The restarting jobs as the scheduler sees them, to go ahead of the queue: on a smaller mesh
+  // when elastic and the pool shrank; held (PendingJob::hold) with a wait reason until every rank
+  // of the failed run has gone and the backoff has passed, so queued jobs cannot take the workers
+  // meanwhile.
+  std::vector<PendingJob> RestartingJobsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "restart 2 of 3" for the run after `job`'s restart_count restarts.
+  static std::string RestartOrdinal(const JobRecord& job);
+  // Records why a queued or restarting job waits (in the store, when it changed).
+  void SetWaitReasonLocked(const std::string& job_id, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails queued or restarting jobs the pool has not been able to hold for unschedulable_timeout.
+  void FailUnschedulableLocked(const std::set<std::string>& unfit, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CancelRanksLocked(const RunningJob& job, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `worker` runs `rank` of `job_id` now (the only rank whose messages it may send).
-  static bool OwnsRank(const Worker& worker, const std::string& job_id, int rank);
+  // Whether `worker` runs `rank` of `job_id`'s run `attempt` now (the only rank whose messages it
+  // may send).
+  static bool OwnsRank(const Worker& worker, const std::string& job_id, int rank, int attempt);
   // Counts a refused message under `reason` and logs it, once per worker and reason (`worker`
   // null: no registered worker to attribute it to; logged every time).
   void RefuseLocked(Worker* worker, const std::string& worker_id, const std::string& reason,
                     const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRankStartedLocked(Worker& worker, const v1::RankStarted& started)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnRankReportLocked(Worker& worker, const v1::RankReport& report)
+  // "" when taken (or ignored: not rank 0, after the run), else why it was refused.
+  std::string OnRankReportLocked(Worker& worker, const v1::RankReport& report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnRankHungLocked(Worker& worker, const v1::RankHung& hung)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRankExitLocked(Worker& worker, const v1::RankExit& exit)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -190,7 +270,7 @@ class Cluster {
   // Drops a finished job from running_ once every rank has exited or its worker is gone.
   void MaybeRetireLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Re-adopts a rank an agent still runs (Register after a restart); true when it was taken.
-  bool AdoptRankLocked(Worker& worker, const std::string& job_id, int rank)
+  bool AdoptRankLocked(Worker& worker, const std::string& job_id, int rank, int attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails restarted jobs whose ranks did not all come back by their deadline.
   void ExpireAdoptionsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -212,6 +292,12 @@ class Cluster {
   int next_port_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> finished_jobs_ ABSL_GUARDED_BY(mu_);  // by final state name
   std::map<std::string, int64_t> refused_ ABSL_GUARDED_BY(mu_);  // by reason, see Counts
+  std::map<std::string, int64_t> restarts_by_cause_ ABSL_GUARDED_BY(mu_);  // see Counts
+  int64_t recomputed_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  // The mesh each elastic restart would run on now (RestartingJobsLocked).
+  std::map<std::string, ElasticMesh> restart_meshes_ ABSL_GUARDED_BY(mu_);
+  // Queued or restarting jobs the pool cannot hold, and since when (see unschedulable_timeout).
+  std::map<std::string, absl::Time> unfit_since_ ABSL_GUARDED_BY(mu_);
   // Workers the store knows from an earlier coordinator that have not registered again, and when
   // their credentials are purged.
   std::map<std::string, absl::Time> absent_workers_ ABSL_GUARDED_BY(mu_);

@@ -18,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "common/printable.h"
+#include "common/trainer_exit.h"
 #include "coordinator/proto_convert.h"
 #include "nlohmann/json.hpp"
 
@@ -84,10 +86,29 @@ absl::StatusOr<std::optional<StepEvent>> ParseStepRecord(const std::string& job_
 
 }  // namespace
 
+void Cluster::SetWaitReasonLocked(const std::string& job_id, const std::string& reason) {
+  std::string& known = wait_reasons_[job_id];
+  if (known == reason) return;
+  known = reason;
+  absl::StatusOr<JobRecord> job = store_->GetJob(job_id);
+  if (!job.ok()) return;
+  job->wait_reason = reason;
+  LogIfError(store_->UpdateJob(*job));
+  auto running = running_.find(job_id);
+  if (running != running_.end()) running->second.record.wait_reason = reason;
+}
+
 void Cluster::ScheduleLocked() {
-  if (queue_.empty()) return;
-  std::vector<PendingJob> queue;
+  const absl::Time now = options_.clock->Now();
+  // Restarting jobs go first: they were running, and their checkpoint is the newest work.
+  std::vector<PendingJob> queue = RestartingJobsLocked(now);
+  std::set<std::string> restarting;
+  for (const PendingJob& p : queue) restarting.insert(p.job_id);
   for (const std::string& id : queue_) queue.push_back(pending_[id]);
+  if (queue.empty()) {
+    FailUnschedulableLocked({}, now);
+    return;
+  }
   std::vector<WorkerInfo> workers;
   for (auto& [id, w] : workers_) {
     if (w.state == WorkerState::kLost) continue;
@@ -98,14 +119,12 @@ void Cluster::ScheduleLocked() {
   ScheduleDecision decision = Schedule(queue, workers);
   for (const auto& [job_id, mesh] : decision.start) StartJobLocked(job_id, mesh);
   for (const auto& [job_id, reason] : decision.waiting) {
-    std::string& known = wait_reasons_[job_id];
-    if (known == reason) continue;
-    known = reason;
-    absl::StatusOr<JobRecord> job = store_->GetJob(job_id);
-    if (!job.ok()) continue;
-    job->wait_reason = reason;
-    LogIfError(store_->UpdateJob(*job));
+    SetWaitReasonLocked(job_id, restarting.count(job_id) == 0
+                                    ? reason
+                                    : absl::StrCat(RestartOrdinal(running_.at(job_id).record),
+                                                   ": ", reason));
   }
+  FailUnschedulableLocked(decision.unfit, now);
 }
 
 absl::StatusOr<int> Cluster::PickRendezvousPortLocked(const std::string& host) {
@@ -124,10 +143,35 @@ absl::StatusOr<int> Cluster::PickRendezvousPortLocked(const std::string& host) {
                    options_.rendezvous_port_last, " on ", host, " (--rendezvous-ports)"));
 }
 
+v1::CoordinatorMessage Cluster::AssignmentMessage(const RunningJob& job,
+                                                  const RankPlacement& placement,
+                                                  const Worker& worker) const {
+  const JobRecord& r = job.record;
+  v1::CoordinatorMessage message;
+  v1::Assignment* a = message.mutable_assignment();
+  a->set_job_id(r.job_id);
+  a->set_rank(placement.rank);
+  a->set_world_size(r.world_size);
+  a->set_master_addr(job.master_addr);
+  a->set_master_port(job.master_port);
+  a->set_config_toml(r.config_toml);
+  for (const std::string& o : r.overrides) a->add_overrides(o);
+  for (const std::string& o : r.mesh_overrides) a->add_overrides(o);
+  a->set_device(worker.device);
+  a->set_attempt(r.restart_count);
+  return message;
+}
+
 void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPlacement>& mesh) {
-  queue_.erase(std::find(queue_.begin(), queue_.end(), job_id));
-  pending_.erase(job_id);
+  auto existing = running_.find(job_id);
+  const bool restart =
+      existing != running_.end() && existing->second.record.state == JobState::kRestarting;
+  if (!restart) {
+    queue_.erase(std::find(queue_.begin(), queue_.end(), job_id));
+    pending_.erase(job_id);
+  }
   wait_reasons_.erase(job_id);
+  unfit_since_.erase(job_id);
   absl::StatusOr<JobRecord> job = store_->GetJob(job_id);
   if (!job.ok()) {
     RT_LOG(Error) << "cannot start " << job_id << ": " << job.status();
@@ -136,40 +180,60 @@ void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPl
   const Worker& host = workers_.at(mesh.front().worker_id);
   absl::StatusOr<int> port = PickRendezvousPortLocked(host.info.address);
   if (!port.ok()) {
-    job->error = JobError{-1, "", 0, "", std::string(port.status().message())};
+    JobError error{-1, "", 0, "", std::string(port.status().message()), kCauseNoPort,
+                   job->last_step, absl::ToUnixMillis(options_.clock->Now())};
+    job->failures.push_back(error);
+    job->error = error;
     (void)store_->UpdateJob(*job);
     TransitionLocked(job_id, JobState::kFailed, job->error->message);
+    MaybeRetireLocked(job_id);
     return;
+  }
+  std::string elastic;  // what an elastic restart changed, for the event stream
+  if (restart) {
+    ++job->restart_count;
+    auto planned = restart_meshes_.find(job_id);
+    if (planned != restart_meshes_.end()) {
+      job->mesh_overrides = planned->second.overrides;
+      job->world_size = planned->second.world_size;
+      job->dp = planned->second.dp;
+      elastic = planned->second.description;
+      restart_meshes_.erase(planned);
+    }
   }
   job->mesh = mesh;
   job->wait_reason.clear();
   LogIfError(store_->UpdateJob(*job));
   std::vector<std::string> where;
   for (const RankPlacement& p : mesh) where.push_back(absl::StrCat(p.rank, "→", p.worker_id));
-  const std::string message = absl::StrCat("ranks ", absl::StrJoin(where, " "), "; rendezvous at ",
-                                           host.info.address, ":", *port);
+  std::string message = absl::StrCat("ranks ", absl::StrJoin(where, " "), "; rendezvous at ",
+                                     host.info.address, ":", *port);
+  if (restart) {
+    message = absl::StrCat("run ", job->restart_count + 1, " (restart ", job->restart_count,
+                           " of ", job->restart.max_restarts,
+                           ", from the latest checkpoint): ", message,
+                           elastic.empty() ? "" : "; ", elastic);
+  }
   if (!TransitionLocked(job_id, JobState::kAssigned, message)) return;
   job->state = JobState::kAssigned;
 
   RunningJob& running = running_[job_id];
   running.record = *job;
+  running.master_addr = host.info.address;
   running.master_port = *port;
+  running.started.clear();
+  running.exited_ok.clear();
+  running.exited.clear();
+  running.symptom.reset();
+  running.adopting = false;
+  running.awaiting_resume = restart;
   for (const RankPlacement& p : mesh) {
     Worker& w = workers_.at(p.worker_id);
     w.state = WorkerState::kBusy;
     w.job_id = job_id;
     w.rank = p.rank;
-    v1::CoordinatorMessage message;
-    v1::Assignment* a = message.mutable_assignment();
-    a->set_job_id(job_id);
-    a->set_rank(p.rank);
-    a->set_world_size(job->world_size);
-    a->set_master_addr(host.info.address);
-    a->set_master_port(*port);
-    a->set_config_toml(job->config_toml);
-    for (const std::string& o : job->overrides) a->add_overrides(o);
-    a->set_device(w.device);
-    w.channel->Send(message);
+    w.attempt = job->restart_count;
+    w.channel->Send(AssignmentMessage(running, p, w));
   }
   RT_LOG(Info) << job_id << " assigned: " << message;
 }
@@ -195,24 +259,17 @@ void Cluster::CancelRanksLocked(const RunningJob& job, const std::string& reason
     auto it = workers_.find(p.worker_id);  // after a restart, a worker may not be back yet
     if (it == workers_.end()) continue;
     Worker& w = it->second;
-    if (w.channel == nullptr || w.job_id != job.record.job_id) continue;
+    if (w.channel == nullptr || !OwnsRank(w, job.record.job_id, p.rank, job.record.restart_count)) {
+      continue;
+    }
     v1::CoordinatorMessage message;
-    message.mutable_cancel()->set_job_id(job.record.job_id);
-    message.mutable_cancel()->set_reason(reason);
+    v1::Cancel* cancel = message.mutable_cancel();
+    cancel->set_job_id(job.record.job_id);
+    cancel->set_reason(reason);
+    cancel->set_rank(p.rank);
+    cancel->set_attempt(w.attempt);
     w.channel->Send(message);
   }
-}
-
-void Cluster::FailJobLocked(const std::string& job_id, JobError error) {
-  auto it = running_.find(job_id);
-  if (it == running_.end() || IsTerminal(it->second.record.state)) return;  // first error wins
-  absl::StatusOr<JobRecord> job = store_->GetJob(job_id);
-  if (job.ok()) {
-    job->error = error;
-    LogIfError(store_->UpdateJob(*job));
-  }
-  TransitionLocked(job_id, JobState::kFailed, error.message);
-  CancelRanksLocked(it->second, absl::StrCat("job failed: ", error.message));
 }
 
 void Cluster::OnRankStartedLocked(Worker& worker, const v1::RankStarted& started) {
@@ -232,45 +289,59 @@ void Cluster::MaybeMarkRunningLocked(const std::string& job_id, const RunningJob
   }
 }
 
-void Cluster::OnRankReportLocked(Worker& worker, const v1::RankReport& report) {
-  if (report.rank() != 0) return;  // every rank's record holds the same global figures
-  // A report that arrives after the job ended (a rank finishing a step while it was being
-  // cancelled) is not part of the job's history: watchers have already seen its final state.
+std::string Cluster::OnRankReportLocked(Worker& worker, const v1::RankReport& report) {
+  if (report.rank() != 0) return "";  // every rank's record holds the same global figures
+  // A report that arrives after the run ended (a rank finishing a step while it was being
+  // stopped) is not part of the job's history: watchers have already seen the state change.
   auto running = running_.find(report.job_id());
-  if (running == running_.end() || IsTerminal(running->second.record.state)) {
+  if (running == running_.end() || (running->second.record.state != JobState::kAssigned &&
+                                     running->second.record.state != JobState::kRunning)) {
     RT_LOG(Info) << report.job_id() << " rank " << report.rank()
-                 << ": report after the job ended, not recorded";
-    return;
+                 << ": report after the run ended, not recorded";
+    return "";
   }
+  RunningJob& job = running->second;
   absl::StatusOr<std::optional<StepEvent>> parsed =
       ParseStepRecord(report.job_id(), report.record_json());
   if (!parsed.ok()) {
-    RefuseLocked(&worker, worker.info.worker_id, "bad_step",
-                 absl::StrCat(report.job_id(), " rank 0 sent ", parsed.status().message()));
-    return;
+    const std::string what =
+        absl::StrCat(report.job_id(), " rank 0 sent ", parsed.status().message());
+    RefuseLocked(&worker, worker.info.worker_id, "bad_step", what);
+    return what;
   }
   const std::optional<StepEvent>& event = *parsed;
-  if (!event) return;  // not a step report: nothing to store
-  const int64_t total = running->second.record.total_steps;
+  if (!event) return "";  // not a step report: nothing to store
+  const int64_t total = job.record.total_steps;
   if (event->step < 1 || event->step > total) {
-    RefuseLocked(&worker, worker.info.worker_id, "bad_step",
-                 absl::StrCat(report.job_id(), " rank 0 sent a record for step ", event->step,
-                              ", outside the job's steps 1..", total));
-    return;
+    const std::string what =
+        absl::StrCat(report.job_id(), " rank 0 sent a record for step ", event->step,
+                     ", outside the job's steps 1..", total);
+    RefuseLocked(&worker, worker.info.worker_id, "bad_step", what);
+    return what;
+  }
+  if (job.awaiting_resume) {
+    // The restarted run's first step: it resumed from the checkpoint of the step before.
+    job.awaiting_resume = false;
+    const int64_t recomputed = std::max<int64_t>(0, job.failed_at_step - (event->step - 1));
+    recomputed_steps_ += recomputed;
+    RT_LOG(Info) << report.job_id() << " run " << job.record.restart_count + 1
+                 << " resumed after step " << event->step - 1 << ": " << recomputed
+                 << " step(s) the failed run had reported are computed again";
   }
   // The first record of a step is the one kept (the store ignores a second for the same step):
-  // a replay after a reconnect or a restart changes nothing.
+  // a replay, or a step a restarted run computes again, changes nothing.
   absl::StatusOr<bool> added = store_->AppendStepEvent(*event);
   if (!added.ok()) {
     RT_LOG(Error) << report.job_id() << " step " << event->step << ": " << added.status();
-    return;
+    return "";
   }
-  if (!*added) return;
-  if (event->step > running->second.last_step) {
-    running->second.last_step = event->step;
-    running->second.last_loss = event->loss;
+  if (!*added) return "";
+  if (event->step > job.last_step) {
+    job.last_step = event->step;
+    job.last_loss = event->loss;
   }
   hub_->Publish(report.job_id(), ToProtoEvent(*event));
+  return "";
 }
 
 void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {
@@ -285,24 +356,30 @@ void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {
   const bool ok = exit.exit_status() == 0 && exit.signal() == 0;
   RT_LOG(Info) << exit.job_id() << " rank " << exit.rank() << " on " << worker.info.worker_id
                << " " << DescribeExit(exit);
+  const bool live = job.record.state == JobState::kAssigned ||
+                    job.record.state == JobState::kRunning;
   if (ok) {
     job.exited_ok.insert(exit.rank());
-    if (static_cast<int>(job.exited_ok.size()) == job.record.world_size &&
-        !IsTerminal(job.record.state)) {
+    if (static_cast<int>(job.exited_ok.size()) == job.record.world_size && live) {
       if (job.record.state == JobState::kAssigned) {
         TransitionLocked(exit.job_id(), JobState::kRunning, "every rank started");
       }
       TransitionLocked(exit.job_id(), JobState::kSucceeded, "every rank exited 0");
     }
-  } else if (!IsTerminal(job.record.state)) {
+  } else if (live) {
     JobError error;
     error.rank = exit.rank();
     error.worker_id = worker.info.worker_id;
     error.exit_status = exit.signal() != 0 ? 128 + exit.signal() : exit.exit_status();
-    error.stderr_tail = exit.stderr_tail();
+    error.stderr_tail = ValidUtf8(exit.stderr_tail());
+    error.cause = kCauseRankExit;
     error.message = absl::StrCat("rank ", exit.rank(), " on ", worker.info.worker_id, " (",
                                  worker.info.host_label, ") ", DescribeExit(exit));
-    FailJobLocked(exit.job_id(), std::move(error));
+    if (exit.signal() == 0 && exit.exit_status() == kTrainerExitPeerLost) {
+      RunSymptomLocked(exit.job_id(), std::move(error));
+    } else {
+      RunFailedLocked(exit.job_id(), std::move(error));
+    }
   }
   MaybeRetireLocked(exit.job_id());
   ScheduleLocked();
@@ -318,18 +395,20 @@ void Cluster::LoseWorkerLocked(Worker& worker, const std::string& why) {
   RT_LOG(Warning) << worker.info.worker_id << " lost: " << why;
   const std::string job_id = worker.job_id;
   const int rank = worker.rank;
+  const int attempt = worker.attempt;
   worker.job_id.clear();
   worker.rank = -1;
   auto it = running_.find(job_id);
-  if (job_id.empty() || it == running_.end()) return;
-  it->second.exited.insert(rank);
+  if (job_id.empty() || it == running_.end() || it->second.record.restart_count != attempt) return;
+  it->second.exited.insert(rank);  // nobody will report it
   JobError error;
   error.rank = rank;
   error.worker_id = worker.info.worker_id;
   error.exit_status = -1;
+  error.cause = kCauseWorkerLost;
   error.message = absl::StrCat("worker ", worker.info.worker_id, " (", worker.info.host_label,
                                ") running rank ", rank, " was lost: ", why);
-  FailJobLocked(job_id, std::move(error));
+  RunFailedLocked(job_id, std::move(error));
   MaybeRetireLocked(job_id);
 }
 
@@ -338,26 +417,28 @@ void Cluster::MaybeRetireLocked(const std::string& job_id) {
   if (it == running_.end()) return;
   const RunningJob& job = it->second;
   if (!IsTerminal(job.record.state)) return;
-  if (static_cast<int>(job.exited.size()) < job.record.world_size) return;
+  if (job.exited.size() < job.record.mesh.size()) return;
   running_.erase(it);
+  restart_meshes_.erase(job_id);
 }
 
-bool Cluster::AdoptRankLocked(Worker& worker, const std::string& job_id, int rank) {
+bool Cluster::AdoptRankLocked(Worker& worker, const std::string& job_id, int rank, int attempt) {
   auto it = running_.find(job_id);
   if (it == running_.end() || !it->second.adopting) return false;
   RunningJob& job = it->second;
   const std::vector<RankPlacement>& mesh = job.record.mesh;
   if (rank < 0 || rank >= static_cast<int>(mesh.size()) ||
-      mesh[rank].worker_id != worker.info.worker_id) {
+      mesh[rank].worker_id != worker.info.worker_id || attempt != job.record.restart_count) {
     return false;
   }
   worker.state = WorkerState::kBusy;
   worker.job_id = job_id;
   worker.rank = rank;
+  worker.attempt = attempt;
   job.adopted.insert(rank);
   job.started.insert(rank);  // it was running all along
   MaybeMarkRunningLocked(job_id, job);
-  if (static_cast<int>(job.adopted.size()) == job.record.world_size) {
+  if (job.adopted.size() == mesh.size()) {
     job.adopting = false;
     RT_LOG(Info) << job_id << ": every rank is back after the coordinator restart";
   }
@@ -379,13 +460,14 @@ void Cluster::ExpireAdoptionsLocked(absl::Time now) {
         error.rank = p.rank;
         error.worker_id = p.worker_id;
         error.exit_status = -1;
+        error.cause = kCauseAdoptTimeout;
         error.message = absl::StrCat(
             "the coordinator restarted and rank ", p.rank, "'s worker ", p.worker_id,
             " did not come back within ", absl::FormatDuration(options_.adopt_timeout));
       }
       job.exited.insert(p.rank);  // nobody will report it
     }
-    FailJobLocked(id, error);
+    RunFailedLocked(id, error);
     MaybeRetireLocked(id);
   }
 }

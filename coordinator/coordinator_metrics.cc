@@ -1,5 +1,7 @@
 #include "coordinator/coordinator_metrics.h"
 
+#include <map>
+
 #include "common/metrics/metrics_server.h"
 
 namespace ringtrain {
@@ -70,6 +72,30 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
     AddCounter(refused, {{"reason", reason}}, static_cast<double>(n));
   }
   families.push_back(std::move(refused));
+
+  auto restarts = CounterFamily("ringtrain_coordinator_job_restarts_total",
+                                "Job restarts since the coordinator started, by the cause of the "
+                                "failure they recovered from.");
+  std::map<std::string, int64_t> by_cause = {
+      {kCauseRankExit, 0}, {kCauseRankHung, 0}, {kCauseWorkerLost, 0}, {kCauseAdoptTimeout, 0}};
+  for (const auto& [cause, n] : counts.restarts_by_cause) by_cause[cause] = n;
+  for (const auto& [cause, n] : by_cause) {
+    AddCounter(restarts, {{"cause", cause}}, static_cast<double>(n));
+  }
+  families.push_back(std::move(restarts));
+
+  auto restart_count = GaugeFamily("ringtrain_coordinator_job_restart_count",
+                                   "Restarts so far of a job not yet finished.");
+  for (const Cluster::Counts::Restarts& r : counts.restarts) {
+    AddGauge(restart_count, {{"job_id", r.job_id}}, r.restart_count);
+  }
+  families.push_back(std::move(restart_count));
+
+  auto recomputed = CounterFamily("ringtrain_coordinator_recomputed_steps_total",
+                                  "Steps that restarted runs computed again: from their "
+                                  "checkpoint up to where the failed run had reported.");
+  AddCounter(recomputed, {}, static_cast<double>(counts.recomputed_steps));
+  families.push_back(std::move(recomputed));
   return families;
 }
 

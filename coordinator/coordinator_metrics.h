@@ -1,7 +1,7 @@
 // The coordinator's Prometheus metrics, computed at scrape time from the Cluster and the EventHub,
 // plus a counter of finished RPCs by method and status code (the services call CountRpc).
 //   ringtrain_coordinator_workers{state}               gauge   idle|busy|disconnected|lost
-//   ringtrain_coordinator_jobs{state}                  gauge   queued|assigned|running
+//   ringtrain_coordinator_jobs{state}                  gauge   queued|assigned|running|restarting
 //   ringtrain_coordinator_jobs_finished_total{state}   counter succeeded|failed|cancelled
 //   ringtrain_coordinator_queue_length                 gauge
 //   ringtrain_coordinator_job_step{job_id}             gauge   running jobs only
@@ -11,6 +11,10 @@
 //   ringtrain_coordinator_watchers                     gauge   open WatchJob streams
 //   ringtrain_coordinator_refused_agent_messages_total{reason}  counter
 //                                  bad_credential|not_assigned|bad_step (see Cluster::Counts)
+//   ringtrain_coordinator_job_restarts_total{cause}    counter rank_exit|rank_hung|worker_lost|
+//                                                              adopt_timeout
+//   ringtrain_coordinator_job_restart_count{job_id}    gauge   restarts of an unfinished job
+//   ringtrain_coordinator_recomputed_steps_total       counter steps restarted runs computed again
 #ifndef RINGTRAIN_COORDINATOR_COORDINATOR_METRICS_H_
 #define RINGTRAIN_COORDINATOR_COORDINATOR_METRICS_H_
 

@@ -34,7 +34,8 @@ bool IsAllowedTransition(JobState from, JobState to) {
   switch (from) {
     case S::kQueued: return to == S::kAssigned || to == S::kCancelled || to == S::kFailed;
     case S::kAssigned:
-      return to == S::kRunning || to == S::kFailed || to == S::kCancelled || to == S::kQueued;
+      return to == S::kRunning || to == S::kFailed || to == S::kCancelled || to == S::kQueued ||
+             to == S::kRestarting;
     case S::kRunning:
       return to == S::kSucceeded || to == S::kFailed || to == S::kCancelled || to == S::kRestarting;
     case S::kRestarting: return to == S::kAssigned || to == S::kFailed || to == S::kCancelled;

@@ -13,8 +13,9 @@
 
 namespace ringtrain {
 
-// QUEUED → ASSIGNED → RUNNING → SUCCEEDED | FAILED | CANCELLED; RESTARTING when a restart policy
-// resumes a running job from its checkpoint. SUCCEEDED, FAILED and CANCELLED are final.
+// QUEUED → ASSIGNED → RUNNING → SUCCEEDED | FAILED | CANCELLED; RESTARTING when a run fails and the
+// restart policy starts the job again from its latest checkpoint (RESTARTING → ASSIGNED → RUNNING).
+// SUCCEEDED, FAILED and CANCELLED are final.
 enum class JobState {
   kQueued,
   kAssigned,
@@ -29,8 +30,8 @@ const char* JobStateName(JobState state);  // "QUEUED", "ASSIGNED", …
 std::optional<JobState> JobStateFromName(const std::string& name);  // JobStateName's inverse
 bool IsTerminal(JobState state);
 // The state machine above: QUEUED → ASSIGNED | CANCELLED | FAILED; ASSIGNED → RUNNING | FAILED |
-// CANCELLED | QUEUED; RUNNING → SUCCEEDED | FAILED | CANCELLED | RESTARTING; RESTARTING →
-// ASSIGNED | FAILED | CANCELLED; nothing leaves a final state.
+// CANCELLED | QUEUED | RESTARTING; RUNNING → SUCCEEDED | FAILED | CANCELLED | RESTARTING;
+// RESTARTING → ASSIGNED | FAILED | CANCELLED; nothing leaves a final state.
 bool IsAllowedTransition(JobState from, JobState to);
 
 // Where one rank runs. cp_group = dp_index (the cp ranks of one data-parallel replica).
@@ -41,13 +42,32 @@ struct RankPlacement {
   int dp_index = 0;
 };
 
-// Why a job failed: the first rank that did, with the tail of its stderr.
+// What a failure was, for JobError::cause (and the metrics' cause label).
+inline constexpr char kCauseRankExit[] = "rank_exit";        // a rank ended with an error
+inline constexpr char kCauseRankHung[] = "rank_hung";        // its agent judged it hung
+inline constexpr char kCauseWorkerLost[] = "worker_lost";    // its worker stopped answering
+inline constexpr char kCauseAdoptTimeout[] = "adopt_timeout";  // not back after a restart
+inline constexpr char kCauseUnschedulable[] = "unschedulable";  // the pool cannot hold it
+inline constexpr char kCauseNoPort[] = "no_port";            // no rendezvous port was free
+
+// Why a run of a job failed: the rank that caused it (not the survivors that noticed), with the
+// tail of its stderr.
 struct JobError {
   int rank = -1;  // -1: not a rank's fault (e.g. no worker fits)
   std::string worker_id;
   int exit_status = 0;
   std::string stderr_tail;
   std::string message;
+  std::string cause;    // one of kCause*
+  int64_t step = 0;     // the job's last reported step when it happened
+  int64_t unix_ms = 0;  // when
+};
+
+// The restart policy of a job, from its config's [job] section (see common/config/job_config.h).
+struct RestartPolicy {
+  int max_restarts = 0;
+  int64_t backoff_ms = 5000;
+  bool elastic = false;
 };
 
 struct JobRecord {
@@ -70,6 +90,13 @@ struct JobRecord {
   int64_t total_steps = 0;
   int64_t last_step = 0;  // highest step reported so far; steps count from 1, 0 = none yet
   double last_loss = 0;
+  RestartPolicy restart;
+  int restart_count = 0;  // restarts so far; also the attempt number of the current run
+  // Every failure of every run, oldest first; `error` is the last when the job FAILED.
+  std::vector<JobError> failures;
+  // Set by an elastic restart onto a smaller mesh, applied after `overrides` (world_size and dp
+  // are then the smaller mesh's); empty while the job runs on the mesh it asked for.
+  std::vector<std::string> mesh_overrides;
 };
 
 // One step report of one job (rank 0's figures), as the trainer wrote it.

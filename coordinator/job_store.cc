@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -42,7 +43,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   total_steps       INTEGER NOT NULL,
   last_step         INTEGER NOT NULL,
   last_loss         REAL,
-  device_kind       TEXT NOT NULL DEFAULT 'cpu'
+  device_kind       TEXT NOT NULL DEFAULT 'cpu',
+  restart_json      TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS state_changes (
   seq        INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -74,7 +76,14 @@ CREATE TABLE IF NOT EXISTS workers (
 constexpr const char* kJobColumns =
     "job_id, name, state, config_toml, overrides_json, world_size, dp, cp, mesh_json, wait_reason, "
     "error_json, submitted_unix_ms, started_unix_ms, finished_unix_ms, total_steps, last_step, "
-    "last_loss, device_kind";
+    "last_loss, device_kind, restart_json";
+
+// Columns added after the first release, with their definitions: a store written by an older
+// coordinator gains them when it is opened (ALTER TABLE ... ADD COLUMN), its rows taking the
+// default.
+constexpr std::pair<const char*, const char*> kAddedJobColumns[] = {
+    {"restart_json", "TEXT NOT NULL DEFAULT '{}'"},
+};
 
 std::string JobIdFor(int64_t number) {
   char buf[32];
@@ -104,16 +113,70 @@ std::string MeshJson(const std::vector<RankPlacement>& mesh) {
   return out.dump();
 }
 
+nlohmann::json ErrorToJson(const JobError& e) {
+  return {{"rank", e.rank},
+          {"worker_id", e.worker_id},
+          {"exit_status", e.exit_status},
+          {"stderr_tail", e.stderr_tail},
+          {"message", e.message},
+          {"cause", e.cause},
+          {"step", e.step},
+          {"unix_ms", e.unix_ms}};
+}
+
+JobError ErrorFromJson(const nlohmann::json& e) {
+  return JobError{e.value("rank", -1),          e.value("worker_id", ""),
+                  e.value("exit_status", 0),    e.value("stderr_tail", ""),
+                  e.value("message", ""),       e.value("cause", ""),
+                  e.value("step", int64_t{0}), e.value("unix_ms", int64_t{0})};
+}
+
 // NULL (nullopt) when the job has not failed.
 std::optional<std::string> ErrorJson(const std::optional<JobError>& error) {
   if (!error) return std::nullopt;
-  const JobError& e = *error;
-  return nlohmann::json{{"rank", e.rank},
-                        {"worker_id", e.worker_id},
-                        {"exit_status", e.exit_status},
-                        {"stderr_tail", e.stderr_tail},
-                        {"message", e.message}}
+  return ErrorToJson(*error).dump();
+}
+
+// The restart policy, the restarts so far with every failure, and an elastic restart's overrides.
+std::string RestartJson(const JobRecord& job) {
+  nlohmann::json failures = nlohmann::json::array();
+  for (const JobError& e : job.failures) failures.push_back(ErrorToJson(e));
+  return nlohmann::json{{"max_restarts", job.restart.max_restarts},
+                        {"backoff_ms", job.restart.backoff_ms},
+                        {"elastic", job.restart.elastic},
+                        {"restart_count", job.restart_count},
+                        {"failures", failures},
+                        {"mesh_overrides", job.mesh_overrides}}
       .dump();
+}
+
+void ReadRestartJson(const nlohmann::json& r, JobRecord* job) {
+  job->restart.max_restarts = r.value("max_restarts", 0);
+  job->restart.backoff_ms = r.value("backoff_ms", int64_t{5000});
+  job->restart.elastic = r.value("elastic", false);
+  job->restart_count = r.value("restart_count", 0);
+  for (const auto& e : r.value("failures", nlohmann::json::array())) {
+    job->failures.push_back(ErrorFromJson(e));
+  }
+  for (const auto& o : r.value("mesh_overrides", nlohmann::json::array())) {
+    job->mesh_overrides.push_back(o.get<std::string>());
+  }
+}
+
+// Adds the kAddedJobColumns a store written by an older coordinator lacks.
+absl::Status AddMissingColumns(SqliteDb& db) {
+  std::set<std::string> have;
+  Statement info(db, "PRAGMA table_info(jobs)");
+  while (true) {
+    RT_ASSIGN_OR_RETURN(bool row, info.Step());
+    if (!row) break;
+    have.insert(info.Text(1));
+  }
+  for (const auto& [name, definition] : kAddedJobColumns) {
+    if (have.count(name) != 0) continue;
+    RT_RETURN_IF_ERROR(db.Exec(absl::StrCat("ALTER TABLE jobs ADD COLUMN ", name, " ", definition)));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<nlohmann::json> ParseJsonColumn(const std::string& text, const char* column) {
@@ -143,8 +206,7 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s) {
   job.wait_reason = s.Text(9);
   if (!s.IsNull(10)) {
     RT_ASSIGN_OR_RETURN(nlohmann::json e, ParseJsonColumn(s.Text(10), "error_json"));
-    job.error = JobError{e.value("rank", -1), e.value("worker_id", ""), e.value("exit_status", 0),
-                         e.value("stderr_tail", ""), e.value("message", "")};
+    job.error = ErrorFromJson(e);
   }
   job.submitted_unix_ms = s.Int(11);
   job.started_unix_ms = s.Int(12);
@@ -153,6 +215,8 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s) {
   job.last_step = s.Int(15);
   job.last_loss = s.Double(16);
   job.device_kind = s.Text(17);
+  RT_ASSIGN_OR_RETURN(nlohmann::json restart, ParseJsonColumn(s.Text(18), "restart_json"));
+  if (restart.is_object()) ReadRestartJson(restart, &job);
   return job;
 }
 
@@ -212,6 +276,9 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
         return absl::Status(s.code(), absl::StrCat("job store '", path, "': ", s.message()));
       }
     }
+    if (absl::Status s = AddMissingColumns(*store->db_); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("job store '", path, "': ", s.message()));
+    }
   }
   return store;
 }
@@ -246,7 +313,7 @@ absl::StatusOr<JobRecord> JobStore::CreateJob(JobRecord job) {
   job.last_loss = 0;
 
   Statement insert(*db_, absl::StrCat("INSERT INTO jobs (job_number, ", kJobColumns, ") VALUES ",
-                                      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                                      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   insert.Bind(1, number)
       .Bind(2, job.job_id)
       .Bind(3, job.name)
@@ -257,7 +324,7 @@ absl::StatusOr<JobRecord> JobStore::CreateJob(JobRecord job) {
       .Bind(14, job.started_unix_ms)
       .Bind(15, job.finished_unix_ms);
   insert.Bind(16, job.total_steps).Bind(17, job.last_step).Bind(18, job.last_loss);
-  insert.Bind(19, job.device_kind);
+  insert.Bind(19, job.device_kind).Bind(20, RestartJson(job));
   RT_RETURN_IF_ERROR(insert.Run());
 
   Statement bump(*db_, "UPDATE counters SET value = ? WHERE name = 'next_job_number'");
@@ -310,12 +377,13 @@ absl::Status JobStore::UpdateJob(const JobRecord& job) {
   Statement s(
       *db_,
       "UPDATE jobs SET name = ?, config_toml = ?, overrides_json = ?, world_size = ?, dp = ?, "
-      "cp = ?, mesh_json = ?, wait_reason = ?, error_json = ?, total_steps = ?, device_kind = ? "
-      "WHERE job_id = ?");
+      "cp = ?, mesh_json = ?, wait_reason = ?, error_json = ?, total_steps = ?, device_kind = ?, "
+      "restart_json = ? WHERE job_id = ?");
   s.Bind(1, job.name).Bind(2, job.config_toml).Bind(3, OverridesJson(job.overrides));
   s.Bind(4, job.world_size).Bind(5, job.dp).Bind(6, job.cp).Bind(7, MeshJson(job.mesh));
   s.Bind(8, job.wait_reason).Bind(9, ErrorJson(job.error));
-  s.Bind(10, job.total_steps).Bind(11, job.device_kind).Bind(12, job.job_id);
+  s.Bind(10, job.total_steps).Bind(11, job.device_kind).Bind(12, RestartJson(job));
+  s.Bind(13, job.job_id);
   RT_RETURN_IF_ERROR(s.Run());
   if (db_->Changes() == 0) return NotFound(job.job_id);
   return absl::OkStatus();

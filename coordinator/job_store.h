@@ -28,8 +28,8 @@ class SqliteDb;
 // when the database file stays locked by another process, INTERNAL for other SQLite failures.
 class JobStore {
  public:
-  // Opens (creating when absent) the database at `path` and its schema; ":memory:" gives a private
-  // in-memory store. The directory must exist. WAL journal, foreign keys on, 5 s busy timeout.
+  // Opens (creating when absent) the database at `path` and its schema (adding the columns a store
+  // written by an older coordinator lacks); ":memory:" gives a private in-memory store. The directory must exist. WAL journal, foreign keys on, 5 s busy timeout.
   // Submission and state-change times are read from `clock`, which must outlive the store.
   static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& path,
                                                         Clock* clock = Clock::Real());
@@ -48,7 +48,8 @@ class JobStore {
                                                              int64_t limit);
 
   // Replaces the mutable fields: name, config_toml, overrides, world_size, dp, cp, mesh,
-  // wait_reason, error, total_steps, device_kind. State and times change only through
+  // wait_reason, error, total_steps, device_kind, and the restart fields (policy, restart_count,
+  // failures, mesh_overrides). State and times change only through
   // TransitionJob, progress only through AppendStepEvent, so a stale copy written back cannot
   // undo either.
   absl::Status UpdateJob(const JobRecord& job);

@@ -37,6 +37,7 @@ struct Flags {
   std::string metrics_address = "127.0.0.1:9460";
   double adopt_timeout_seconds = 20;
   double purge_lost_after_seconds = 600;
+  double unschedulable_timeout_seconds = 600;
   ringtrain::ServerTlsFiles tls;
   std::string client_token_file;
   std::string worker_token_file;
@@ -81,6 +82,7 @@ int Run(const Flags& flags) {
   options.pool_size_hint = flags.pool_size_hint;
   options.adopt_timeout = absl::Seconds(flags.adopt_timeout_seconds);
   options.purge_lost_after = absl::Seconds(flags.purge_lost_after_seconds);
+  options.unschedulable_timeout = absl::Seconds(flags.unschedulable_timeout_seconds);
   if (!ParsePortRange(flags.rendezvous_ports, &options.rendezvous_port_first,
                       &options.rendezvous_port_last)) {
     std::fprintf(stderr, "ringtrain-coordinator: --rendezvous-ports \"%s\" is not FIRST-LAST "
@@ -216,6 +218,12 @@ int main(int argc, char** argv) {
   app.add_option("--purge-lost-after", flags.purge_lost_after_seconds,
                  "seconds after which a lost worker is dropped from the pool, `ringctl workers` "
                  "and the store (it must register again as a new worker)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--unschedulable-timeout", flags.unschedulable_timeout_seconds,
+                 "seconds a queued or restarting job may wait while the pool cannot hold it at "
+                 "all (more ranks than live workers of its kind, after workers were lost) before "
+                 "it fails; jobs behind it start meanwhile")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--metrics-address", flags.metrics_address,

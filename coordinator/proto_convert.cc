@@ -20,6 +20,17 @@ void SetTimestamp(int64_t unix_ms, google::protobuf::Timestamp* out) {
   out->set_nanos(static_cast<int32_t>((unix_ms % 1000) * 1000000));
 }
 
+void ToProto(const JobError& error, v1::JobError* out) {
+  out->set_rank(error.rank);
+  out->set_worker_id(error.worker_id);
+  out->set_exit_status(error.exit_status);
+  out->set_stderr_tail(error.stderr_tail);
+  out->set_message(error.message);
+  out->set_cause(error.cause);
+  out->set_step(error.step);
+  if (error.unix_ms > 0) SetTimestamp(error.unix_ms, out->mutable_time());
+}
+
 v1::Job ToProto(const JobRecord& job) {
   v1::Job out;
   out.set_job_id(job.job_id);
@@ -39,14 +50,11 @@ v1::Job ToProto(const JobRecord& job) {
     m->set_dp_index(p.dp_index);
   }
   out.set_wait_reason(job.wait_reason);
-  if (job.error) {
-    v1::JobError* e = out.mutable_error();
-    e->set_rank(job.error->rank);
-    e->set_worker_id(job.error->worker_id);
-    e->set_exit_status(job.error->exit_status);
-    e->set_stderr_tail(job.error->stderr_tail);
-    e->set_message(job.error->message);
-  }
+  if (job.error) ToProto(*job.error, out.mutable_error());
+  out.set_restart_count(job.restart_count);
+  out.set_max_restarts(job.restart.max_restarts);
+  for (const JobError& e : job.failures) ToProto(e, out.add_failures());
+  for (const std::string& o : job.mesh_overrides) out.add_mesh_overrides(o);
   SetTimestamp(job.submitted_unix_ms, out.mutable_submitted_time());
   if (job.started_unix_ms > 0) SetTimestamp(job.started_unix_ms, out.mutable_started_time());
   if (job.finished_unix_ms > 0) SetTimestamp(job.finished_unix_ms, out.mutable_finished_time());

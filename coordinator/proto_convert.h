@@ -10,6 +10,7 @@
 namespace ringtrain {
 
 v1::JobState ToProto(JobState state);
+void ToProto(const JobError& error, v1::JobError* out);
 v1::Job ToProto(const JobRecord& job);
 v1::JobEvent ToProtoEvent(const StepEvent& event);
 v1::JobEvent ToProtoEvent(const StateChange& change);

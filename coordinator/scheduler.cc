@@ -78,7 +78,9 @@ std::vector<RankPlacement> PlaceRanks(const PendingJob& job,
 ScheduleDecision Schedule(const std::vector<PendingJob>& queue,
                           const std::vector<WorkerInfo>& workers) {
   std::map<std::string, std::vector<WorkerInfo>> free_by_kind;
+  std::map<std::string, int64_t> pool_by_kind;
   for (const WorkerInfo& w : workers) {
+    ++pool_by_kind[w.device_kind];
     if (w.idle) free_by_kind[w.device_kind].push_back(w);
   }
   // device kind → the first job of that kind that could not start; later ones queue behind it.
@@ -88,6 +90,19 @@ ScheduleDecision Schedule(const std::vector<PendingJob>& queue,
   for (const PendingJob& job : queue) {
     if (!MeshIsValid(job)) {
       decision.waiting[job.job_id] = InvalidMeshReason(job);
+      continue;
+    }
+    const int64_t pool = pool_by_kind[job.device_kind];
+    if (job.world_size > pool) {
+      decision.waiting[job.job_id] = absl::StrCat(
+          "the pool cannot hold it: needs ", job.world_size, " ", job.device_kind, " ",
+          Workers(job.world_size), ", the pool has ", pool, "; later ", job.device_kind,
+          " jobs may start meanwhile");
+      decision.unfit.insert(job.job_id);
+      continue;
+    }
+    if (job.hold) {
+      blocker_by_kind.emplace(job.device_kind, job.job_id);
       continue;
     }
     auto blocker = blocker_by_kind.find(job.device_kind);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +35,10 @@ struct PendingJob {
   int dp = 0;
   int cp = 0;
   std::string device_kind;
+  // Not to be started yet (a restarting job still stopping its failed run, or in its backoff):
+  // it keeps its place, blocking later jobs of its kind as a job waiting for workers does, but
+  // gets no wait reason from Schedule (the caller has one).
+  bool hold = false;
 };
 
 // Places the job's world_size ranks on `idle_workers_of_kind` (the caller filters by kind and
@@ -54,14 +59,21 @@ struct ScheduleDecision {
   // Every other job of the queue, with why it waits, e.g.
   // "waiting for 4 idle cpu workers, 2 free" or "waiting behind job-000003 (FIFO) for cpu workers".
   std::map<std::string /*job_id*/, std::string /*wait reason*/> waiting;
+  // The waiting jobs that the pool cannot hold at all (world_size above every worker of the kind,
+  // busy or idle): they block nobody (see Schedule), and the caller fails them if that lasts.
+  std::set<std::string> unfit;
 };
 
-// FIFO gang scheduling over one snapshot. Walks `queue` (oldest first); a job starts only when
-// world_size idle workers of its device kind are free, all at once, and those workers are then
-// taken for the rest of the walk. Strict FIFO per device kind: the first job of a kind that cannot
-// start blocks every later job of that kind (so a big job is not starved by small ones), but not
-// jobs of other kinds. A job with an invalid mesh (world_size <= 0 or != dp × cp) waits with a
-// reason saying so and blocks nobody; CheckCanEverRun is the place to reject it.
+// FIFO gang scheduling over one snapshot. `workers` is the pool: every worker that is not lost,
+// busy or idle. Walks `queue` (oldest first); a job starts only when world_size idle workers of its
+// device kind are free, all at once, and those workers are then taken for the rest of the walk.
+// Strict FIFO per device kind: the first job of a kind that cannot start blocks every later job of
+// that kind (so a big job is not starved by small ones), but not jobs of other kinds — except a job
+// the pool cannot hold at all (more ranks than workers of its kind, after workers were lost): it
+// could not start however long the others waited, so it is marked `unfit` and the jobs behind it
+// may start. A held job (PendingJob::hold) is never started and blocks like a waiting one. A job
+// with an invalid mesh (world_size <= 0 or != dp × cp) waits with a reason saying
+// so and blocks nobody; CheckCanEverRun is the place to reject it.
 ScheduleDecision Schedule(const std::vector<PendingJob>& queue,
                           const std::vector<WorkerInfo>& workers);
 

@@ -54,7 +54,14 @@ void SessionReactor::OnReadDone(bool ok) {
     }
     worker_id_ = in_.hello().worker_id();
   } else {
-    cluster_->OnAgentMessage(worker_id_, in_);
+    const std::string refused = cluster_->OnAgentMessage(worker_id_, in_);
+    // Acknowledged once handled (stored), refused or not: the agent may forget it now.
+    if (in_.seq() != 0) {
+      v1::CoordinatorMessage ack;
+      ack.mutable_ack()->set_seq(in_.seq());
+      ack.mutable_ack()->set_refused(refused);
+      Send(ack);
+    }
   }
   StartRead(&in_);
 }

@@ -1,7 +1,9 @@
 // The server side of one agent's WorkerService.Session stream. Reads: Hello (binds the stream to a
 // worker id through Cluster::AttachSession, which checks the worker's credential; a refused Hello
 // ends only this stream), then heartbeats and rank messages, each handed to the Cluster as the
-// bound worker's (a later Hello naming another id changes nothing). Writes: the Cluster's assignments and cancels, queued and written one at a time.
+// bound worker's (a later Hello naming another id changes nothing); every numbered message is
+// answered with an Ack once the Cluster has handled it, carrying the reason when it was refused.
+// Writes: the Cluster's assignments and cancels and the acks, queued and written one at a time.
 #ifndef RINGTRAIN_COORDINATOR_SESSION_REACTOR_H_
 #define RINGTRAIN_COORDINATOR_SESSION_REACTOR_H_
 

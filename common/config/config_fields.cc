@@ -8,7 +8,9 @@ namespace config_internal {
 
 std::vector<Section> Sections(JobConfig& c) {
   return {
-      {"job", {{"mode", Choice(&c.job.mode)}, {"max_restarts", &c.job.max_restarts}}},
+      {"job",
+       {{"mode", Choice(&c.job.mode)}, {"max_restarts", &c.job.max_restarts},
+        {"restart_backoff_seconds", &c.job.restart_backoff_seconds}, {"elastic", &c.job.elastic}}},
       {"model",
        {{"dim", &c.model.dim}, {"n_layers", &c.model.n_layers}, {"n_heads", &c.model.n_heads},
         {"n_kv_heads", &c.model.n_kv_heads}, {"vocab_size", &c.model.vocab_size},

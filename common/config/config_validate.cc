@@ -167,6 +167,14 @@ class Checker {
 void CheckJob(const JobSection& j, Checker& c) {
   c.Choice<JobMode>("job.mode");
   c.NonNegative("job.max_restarts", j.max_restarts);
+  c.NonNegative("job.restart_backoff_seconds", j.restart_backoff_seconds);
+  if (j.max_restarts > kMaxRestarts) {
+    c.Add(absl::StrCat("job.max_restarts = ", j.max_restarts, ": at most ", kMaxRestarts));
+  }
+  if (j.restart_backoff_seconds > kMaxRestartBackoffSeconds) {
+    c.Add(absl::StrCat("job.restart_backoff_seconds = ", j.restart_backoff_seconds, ": at most ",
+                       kMaxRestartBackoffSeconds, " (an hour)"));
+  }
 }
 
 void CheckModel(const JobConfig& config, Checker& c) {

@@ -16,9 +16,19 @@
 
 namespace ringtrain {
 
+// The job's restart policy (acted on by the coordinator; the trainer only validates it): when a
+// rank fails, hangs or loses its worker, the coordinator stops every rank and starts the job again
+// from its latest complete checkpoint, at most max_restarts times, restart_backoff_seconds after
+// the failure. elastic lets a restart run on a smaller data-parallel degree (same cp, same global
+// batch through gradient accumulation) when fewer workers remain.
+inline constexpr int64_t kMaxRestarts = 1000;
+inline constexpr double kMaxRestartBackoffSeconds = 3600;
+
 struct JobSection {
   JobMode mode = JobMode::kTrain;
-  int64_t max_restarts = 0;  // >= 0; parsed and validated, not acted on yet (no restart policy)
+  int64_t max_restarts = 0;             // >= 0
+  double restart_backoff_seconds = 5.0;  // >= 0
+  bool elastic = false;
 };
 
 struct ModelSection {

@@ -70,9 +70,32 @@ void LocalCluster::StartCoordinator() {
       argv, dir_ / ("coordinator-" + std::to_string(coordinator_starts_++) + ".log"));
 }
 
-void LocalCluster::RestartCoordinator() {
-  Stop(coordinator_);
+void LocalCluster::RestartCoordinator(int signo) {
+  if (signo == SIGTERM) {
+    Stop(coordinator_);
+  } else {
+    coordinator_.Signal(signo);
+    WaitCommand(coordinator_, 10);
+  }
   StartCoordinator();
+}
+
+void LocalCluster::SignalWorker(int worker, int signo) {
+  Subprocess& agent = workers_.at(worker);
+  // The agent's own pid: its process group also holds nothing else (its trainers have their own).
+  kill(agent.pid(), signo);
+  if (signo == SIGKILL) WaitCommand(agent, 10);
+}
+
+int LocalCluster::WorkerOfProcess(pid_t pid) const {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+  const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (cmdline.find(work_dir(static_cast<int>(i)) + "/") != std::string::npos) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
 }
 
 v1::Job LocalCluster::Submit(const std::string& config,

@@ -5,6 +5,7 @@
 #ifndef RINGTRAIN_TESTS_E2E_LOCAL_CLUSTER_H_
 #define RINGTRAIN_TESTS_E2E_LOCAL_CLUSTER_H_
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <functional>
@@ -37,8 +38,16 @@ class LocalCluster {
   std::string work_dir(int worker) const { return dir_ / ("worker-" + std::to_string(worker)); }
   v1::JobService::Stub& stub() { return *stub_; }
 
-  // Stops the coordinator (SIGTERM) and starts it again on the same address and database.
-  void RestartCoordinator();
+  // Stops the coordinator with `signo` (SIGTERM: a clean stop; SIGKILL: a crash) and starts it
+  // again on the same address and database.
+  void RestartCoordinator(int signo = SIGTERM);
+
+  // Sends `signo` to agent `worker` (an index, 0..workers-1; SIGKILL: the agent dies) and, for
+  // SIGKILL, reaps it.
+  void SignalWorker(int worker, int signo);
+  // The index of the agent whose work dir holds process `pid`'s command line (a trainer it
+  // started), or -1.
+  int WorkerOfProcess(pid_t pid) const;
 
   // Calls with a 10 s deadline; a failed call fails the test and returns an empty message.
   v1::Job Submit(const std::string& config, const std::vector<std::string>& overrides);

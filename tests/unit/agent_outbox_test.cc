@@ -1,5 +1,6 @@
-// Outbox (worker/agent/outbox.h): order, the bound on RankReports, epochs, re-sent records in
-// front, and several producers against one consumer.
+// Outbox (worker/agent/outbox.h): numbering, order, kept until acknowledged and written again
+// after a broken session, the bound on RankReports, epochs, and several producers against one
+// consumer.
 #include "worker/agent/outbox.h"
 
 #include <gtest/gtest.h>
@@ -33,31 +34,71 @@ v1::AgentMessage Exit(int status) {
   return m;
 }
 
-// "started", "report R", "exit S" for each message, popping the outbox empty.
+std::string Describe(const v1::AgentMessage& m) {
+  if (m.has_rank_started()) return "started";
+  if (m.has_rank_report()) return "report " + m.rank_report().record_json();
+  return absl::StrCat("exit ", m.rank_exit().exit_status());
+}
+
+// "started", "report R", "exit S" for each message, writing and acknowledging it, until the
+// outbox is empty.
 std::vector<std::string> Drain(Outbox& outbox) {
   std::vector<std::string> out;
-  while (std::optional<v1::AgentMessage> m = outbox.Front()) {
-    if (m->has_rank_started()) out.push_back("started");
-    if (m->has_rank_report()) out.push_back("report " + m->rank_report().record_json());
-    if (m->has_rank_exit()) out.push_back(absl::StrCat("exit ", m->rank_exit().exit_status()));
-    outbox.PopFront();
+  while (std::optional<v1::AgentMessage> m = outbox.NextToWrite()) {
+    out.push_back(Describe(*m));
+    outbox.MarkWritten();
+    outbox.Acknowledge(m->seq());
   }
   return out;
 }
 
-TEST(OutboxTest, OldestFirstAndFrontStaysUntilPopped) {
+TEST(OutboxTest, NumbersMessagesAndKeepsThemUntilAcknowledged) {
   Outbox outbox(10);
   EXPECT_TRUE(outbox.empty());
-  EXPECT_FALSE(outbox.Front().has_value());
-  outbox.PopFront();  // no-op when empty
+  EXPECT_FALSE(outbox.NextToWrite().has_value());
+  outbox.MarkWritten();  // no-op when empty
   EXPECT_TRUE(outbox.Push(Started()));
   EXPECT_TRUE(outbox.Push(Report("1")));
   EXPECT_TRUE(outbox.Push(Exit(0)));
   EXPECT_EQ(outbox.size(), 3u);
-  // Reading the front does not consume it: a failed Write leaves it for the next session.
-  EXPECT_TRUE(outbox.Front()->has_rank_started());
-  EXPECT_TRUE(outbox.Front()->has_rank_started());
-  EXPECT_EQ(Drain(outbox), (std::vector<std::string>{"started", "report 1", "exit 0"}));
+  // Reading does not consume: until MarkWritten, the same message is next.
+  EXPECT_EQ(outbox.NextToWrite()->seq(), 1u);
+  EXPECT_EQ(outbox.NextToWrite()->seq(), 1u);
+  outbox.MarkWritten();
+  outbox.MarkWritten();
+  EXPECT_EQ(outbox.NextToWrite()->seq(), 3u);
+  outbox.MarkWritten();
+  EXPECT_FALSE(outbox.HasUnwritten());
+  // Written is not delivered: every message stays until its Ack.
+  EXPECT_EQ(outbox.size(), 3u);
+  EXPECT_EQ(outbox.Acknowledge(1), 1u);
+  EXPECT_EQ(outbox.size(), 2u);
+  // The stream broke before the coordinator acknowledged the rest: the next session writes
+  // them again, in order, with the same numbers.
+  outbox.Rewind();
+  ASSERT_TRUE(outbox.HasUnwritten());
+  EXPECT_EQ(outbox.NextToWrite()->seq(), 2u);
+  EXPECT_EQ(Describe(*outbox.NextToWrite()), "report 1");
+  outbox.MarkWritten();
+  EXPECT_EQ(outbox.NextToWrite()->seq(), 3u);
+  // Acks are cumulative, and an old one removes nothing more.
+  EXPECT_EQ(outbox.Acknowledge(3), 2u);
+  EXPECT_EQ(outbox.Acknowledge(2), 0u);
+  EXPECT_TRUE(outbox.empty());
+  EXPECT_FALSE(outbox.NextToWrite().has_value());
+  // Numbers go on after the queue emptied.
+  EXPECT_TRUE(outbox.Push(Report("2")));
+  EXPECT_EQ(outbox.NextToWrite()->seq(), 4u);
+}
+
+TEST(OutboxTest, AnAckOfWhatThisSessionHasNotWrittenYetKeepsTheCursorRight) {
+  Outbox outbox(10);
+  for (int i = 0; i < 4; ++i) outbox.Push(Report(absl::StrCat(i)));
+  outbox.MarkWritten();  // seq 1 written
+  EXPECT_EQ(outbox.Acknowledge(2), 2u);  // more than written: the cursor does not go negative
+  EXPECT_EQ(outbox.NextToWrite()->seq(), 3u);
+  outbox.MarkWritten();
+  EXPECT_EQ(outbox.NextToWrite()->seq(), 4u);
 }
 
 TEST(OutboxTest, WhenFullOnlyRankReportsAreDropped) {
@@ -71,6 +112,10 @@ TEST(OutboxTest, WhenFullOnlyRankReportsAreDropped) {
   EXPECT_TRUE(outbox.Push(Exit(1)));  // never dropped for room
   EXPECT_TRUE(outbox.HasRankExit());
   EXPECT_EQ(outbox.size(), 4u);
+  // Written but unacknowledged messages still take room.
+  for (int i = 0; i < 4; ++i) outbox.MarkWritten();
+  EXPECT_FALSE(outbox.Push(Report("x")));
+  outbox.Rewind();
   EXPECT_EQ(Drain(outbox),
             (std::vector<std::string>{"started", "report 1", "report 2", "exit 1"}));
   EXPECT_TRUE(outbox.Push(Report("5")));  // room again
@@ -94,17 +139,6 @@ TEST(OutboxTest, DropAllStartsANewEpochThatRejectsTheOldOnesMessages) {
   EXPECT_EQ(outbox.DropAll(), 0u);
 }
 
-TEST(OutboxTest, PushFrontGoesAheadInOrderWhateverTheBound) {
-  Outbox outbox(2);
-  outbox.Push(Report("3"));
-  outbox.Push(Exit(0));
-  outbox.PushFront({Report("1"), Report("2")});
-  outbox.PushFront({});
-  EXPECT_EQ(outbox.size(), 4u);
-  EXPECT_EQ(Drain(outbox),
-            (std::vector<std::string>{"report 1", "report 2", "report 3", "exit 0"}));
-}
-
 TEST(OutboxTest, ProducersKeepTheirOrderAgainstOneConsumer) {
   constexpr int kProducers = 4, kEach = 2000;
   Outbox outbox(kProducers * kEach);
@@ -117,7 +151,7 @@ TEST(OutboxTest, ProducersKeepTheirOrderAgainstOneConsumer) {
   std::vector<int> next(kProducers, 0);
   int received = 0;
   while (received < kProducers * kEach) {
-    const std::optional<v1::AgentMessage> m = outbox.Front();
+    const std::optional<v1::AgentMessage> m = outbox.NextToWrite();
     if (!m) {
       std::this_thread::yield();
       continue;
@@ -126,8 +160,10 @@ TEST(OutboxTest, ProducersKeepTheirOrderAgainstOneConsumer) {
     const int p = std::stoi(record.substr(0, record.find(':')));
     ASSERT_EQ(record, absl::StrCat(p, ":", next[p])) << "out of order";
     ++next[p];
+    ASSERT_EQ(m->seq(), static_cast<uint64_t>(received + 1)) << "numbered in queue order";
     ++received;
-    outbox.PopFront();
+    outbox.MarkWritten();
+    outbox.Acknowledge(m->seq());
   }
   for (std::thread& t : producers) t.join();
   EXPECT_TRUE(outbox.empty());

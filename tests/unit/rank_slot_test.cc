@@ -1,6 +1,6 @@
 // RankSlot (worker/agent/rank_slot.h) with a real RankSupervisor running a fake trainer (a shell
-// script): what it queues on the Outbox and in which order, when it counts as ended, cancel,
-// epochs, re-sending after a coordinator restart, and start failures.
+// script): what it queues on the Outbox and in which order (with the run's attempt), when it counts
+// as ended, cancel, epochs, the exit queued again for a cancel of an ended rank, and start failures.
 #include "worker/agent/rank_slot.h"
 
 #include <gtest/gtest.h>
@@ -40,10 +40,11 @@ exit "${code:-0}"
 
 constexpr absl::Duration kWait = absl::Seconds(20);
 
-// "started J/R", "report J/R RECORD", "exit J/R status S signal G", popping the outbox empty.
+// "started J/R", "report J/R RECORD", "exit J/R status S signal G", writing and acknowledging
+// each until the outbox is empty.
 std::vector<std::string> Drain(Outbox& outbox) {
   std::vector<std::string> out;
-  while (std::optional<v1::AgentMessage> m = outbox.Front()) {
+  while (std::optional<v1::AgentMessage> m = outbox.NextToWrite()) {
     if (m->has_rank_started()) {
       out.push_back(
           absl::StrCat("started ", m->rank_started().job_id(), "/", m->rank_started().rank()));
@@ -55,7 +56,8 @@ std::vector<std::string> Drain(Outbox& outbox) {
                                  " status ", m->rank_exit().exit_status(), " signal ",
                                  m->rank_exit().signal()));
     }
-    outbox.PopFront();
+    outbox.MarkWritten();
+    outbox.Acknowledge(m->seq());
   }
   return out;
 }
@@ -117,7 +119,7 @@ class RankSlotTest : public ::testing::Test {
 
 TEST_F(RankSlotTest, QueuesStartedThenRankZerosRecordsThenExit) {
   EXPECT_EQ(slot_.info().job_id, "");
-  ASSERT_TRUE(slot_.Start(Launch("job-1", 0, "steps = 3\nexit = 4\n"), "job-1").ok());
+  ASSERT_TRUE(slot_.Start(Launch("job-1", 0, "steps = 3\nexit = 4\n"), "job-1", 0).ok());
   ASSERT_TRUE(slot_.AwaitEnd(kWait));
   EXPECT_TRUE(outbox_.HasRankExit()) << "the exit is queued before the rank counts as ended";
   // Three records and the exit; Start's RankStarted is the caller's to announce.
@@ -136,7 +138,7 @@ TEST_F(RankSlotTest, QueuesStartedThenRankZerosRecordsThenExit) {
 }
 
 TEST_F(RankSlotTest, OtherRanksKeepTheirRecordsButReportTheirExit) {
-  ASSERT_TRUE(slot_.Start(Launch("job-1", 1, "steps = 2\n"), "job-1").ok());
+  ASSERT_TRUE(slot_.Start(Launch("job-1", 1, "steps = 2\n"), "job-1", 0).ok());
   ASSERT_TRUE(slot_.AwaitEnd(kWait));
   EXPECT_EQ(Drain(outbox_), (std::vector<std::string>{"started job-1/1",
                                                       "exit job-1/1 status 0 signal 0"}));
@@ -145,9 +147,9 @@ TEST_F(RankSlotTest, OtherRanksKeepTheirRecordsButReportTheirExit) {
 TEST_F(RankSlotTest, OneRankAtATimeAndCancelByJob) {
   const std::string hold = dir_ / "hold";
   testing::WriteFile(hold, "");
-  ASSERT_TRUE(slot_.Start(Launch("job-1", 0, "hold = " + hold + "\n"), "job-1").ok());
+  ASSERT_TRUE(slot_.Start(Launch("job-1", 0, "hold = " + hold + "\n"), "job-1", 0).ok());
   EXPECT_TRUE(slot_.info().active);
-  const absl::Status second = slot_.Start(Launch("job-2", 0, ""), "job-2");
+  const absl::Status second = slot_.Start(Launch("job-2", 0, ""), "job-2", 0);
   EXPECT_EQ(second.code(), absl::StatusCode::kFailedPrecondition) << second;
   EXPECT_FALSE(slot_.AwaitEnd(absl::Milliseconds(50)));
   EXPECT_FALSE(slot_.Cancel(std::chrono::milliseconds(2000), "job-2"));  // not this job's rank
@@ -159,45 +161,60 @@ TEST_F(RankSlotTest, OneRankAtATimeAndCancelByJob) {
                                 "started job-1/0", absl::StrCat("exit job-1/0 status 0 signal ",
                                                                 SIGTERM)}));
   // The next rank may start once the last has ended.
-  ASSERT_TRUE(slot_.Start(Launch("job-2", 0, ""), "job-2").ok());
+  ASSERT_TRUE(slot_.Start(Launch("job-2", 0, ""), "job-2", 0).ok());
   ASSERT_TRUE(slot_.AwaitEnd(kWait));
   EXPECT_EQ(slot_.info().job_id, "job-2");
 }
 
-TEST_F(RankSlotTest, AGivenUpEpochDropsTheRanksLaterMessagesAndNothingIsResent) {
+TEST_F(RankSlotTest, AGivenUpEpochDropsTheRanksLaterMessages) {
   const std::string hold = dir_ / "hold";
   testing::WriteFile(hold, "");
-  ASSERT_TRUE(slot_.Start(Launch("job-1", 0, "steps = 1\nhold = " + hold + "\n"), "job-1").ok());
+  ASSERT_TRUE(slot_.Start(Launch("job-1", 0, "steps = 1\nhold = " + hold + "\n"), "job-1", 0).ok());
   EXPECT_GE(outbox_.DropAll(), 1u);  // its RankStarted, and its record if already read
   std::remove(hold.c_str());
   ASSERT_TRUE(slot_.AwaitEnd(kWait));
   EXPECT_TRUE(outbox_.empty()) << "the exit belongs to the epoch given up";
-  slot_.ResendRecords();  // the step record is in metrics.jsonl, but no exit was kept
-  EXPECT_EQ(Drain(outbox_), (std::vector<std::string>{"report job-1/0 {\"step\":1}"}));
+  // No exit was kept for it: a cancel finds the rank ended but has nothing to send again.
+  EXPECT_TRUE(slot_.RequeueExit("job-1", 0, 0));
+  EXPECT_TRUE(outbox_.empty());
 }
 
-TEST_F(RankSlotTest, ResendRecordsQueuesTheRecordsAheadAndTheExitOnce) {
-  ASSERT_TRUE(slot_.Start(Launch("job-1", 0, "steps = 2\nexit = 3\n"), "job-1").ok());
+TEST_F(RankSlotTest, MessagesCarryTheRunsAttempt) {
+  ASSERT_TRUE(slot_.Start(Launch("job-1", 0, "steps = 1\nexit = 1\n"), "job-1", 2).ok());
   ASSERT_TRUE(slot_.AwaitEnd(kWait));
-  Drain(outbox_);  // written to a coordinator that then restarted
-  slot_.ResendRecords();
-  EXPECT_EQ(Drain(outbox_), (std::vector<std::string>{"report job-1/0 {\"step\":1}",
-                                                      "report job-1/0 {\"step\":2}",
-                                                      "exit job-1/0 status 3 signal 0"}));
+  EXPECT_EQ(slot_.info().attempt, 2);
+  int messages = 0;
+  while (std::optional<v1::AgentMessage> m = outbox_.NextToWrite()) {
+    const int attempt = m->has_rank_started()  ? m->rank_started().attempt()
+                        : m->has_rank_report() ? m->rank_report().attempt()
+                                               : m->rank_exit().attempt();
+    EXPECT_EQ(attempt, 2) << m->ShortDebugString();
+    outbox_.MarkWritten();
+    ++messages;
+  }
+  EXPECT_EQ(messages, 3);
+}
+
+TEST_F(RankSlotTest, RequeueExitSendsAnEndedRanksExitOnceMore) {
+  ASSERT_TRUE(slot_.Start(Launch("job-1", 0, "steps = 2\nexit = 3\n"), "job-1", 1).ok());
+  ASSERT_TRUE(slot_.AwaitEnd(kWait));
+  Drain(outbox_);  // delivered; the coordinator then asks to cancel it all the same
+  EXPECT_FALSE(slot_.RequeueExit("job-1", 0, 0)) << "another run of the job";
+  EXPECT_FALSE(slot_.RequeueExit("job-1", 1, 1)) << "another rank";
+  EXPECT_FALSE(slot_.RequeueExit("job-2", 0, 1)) << "another job";
+  EXPECT_TRUE(outbox_.empty());
+  EXPECT_TRUE(slot_.RequeueExit("job-1", 0, 1));
   // With the exit still queued, it is not queued twice.
-  slot_.ResendRecords();
-  slot_.ResendRecords();
-  const std::vector<std::string> twice = Drain(outbox_);
-  EXPECT_EQ(std::count(twice.begin(), twice.end(), "exit job-1/0 status 3 signal 0"), 1);
-  EXPECT_EQ(twice.size(), 5u);  // the records each time, the exit once
+  EXPECT_TRUE(slot_.RequeueExit("job-1", 0, 1));
+  EXPECT_EQ(Drain(outbox_), (std::vector<std::string>{"exit job-1/0 status 3 signal 0"}));
 }
 
 TEST_F(RankSlotTest, AStartThatFailsKeepsTheLastRank) {
-  ASSERT_TRUE(slot_.Start(Launch("job-1", 0, ""), "job-1").ok());
+  ASSERT_TRUE(slot_.Start(Launch("job-1", 0, ""), "job-1", 0).ok());
   ASSERT_TRUE(slot_.AwaitEnd(kWait));
   RankLaunch missing = Launch("job-2", 0, "");
   missing.trainer_path = dir_ / "no-such-trainer";
-  const absl::Status started = slot_.Start(missing, "job-2");
+  const absl::Status started = slot_.Start(missing, "job-2", 0);
   EXPECT_FALSE(started.ok());
   EXPECT_NE(started.message().find("no-such-trainer"), absl::string_view::npos) << started;
   EXPECT_FALSE(slot_.info().active);

@@ -290,6 +290,7 @@ absl::Status Agent::Register() {
     if (!previous_worker_id_.empty() && !last.job_id.empty()) {
       request.set_running_job_id(last.job_id);
       request.set_running_rank(last.rank);
+      request.set_running_attempt(last.attempt);
     }
   }
   v1::RegisterResponse response;
@@ -311,10 +312,10 @@ absl::Status Agent::Register() {
   worker_id_ = response.worker_id();
   credential_ = response.credential();
   if (!previous_worker_id_.empty()) {
-    // Back after a coordinator restart: keep the rank and the buffered reports only if the
-    // coordinator took the rank back; otherwise nobody would collect them.
+    // Back after a coordinator restart: keep the rank and the unacknowledged messages only if
+    // the coordinator took the rank back (they are written again on the next session: the
+    // coordinator takes each step and the exit once); otherwise nobody would collect them.
     orphan_pending_ = !response.rank_adopted();
-    if (response.rank_adopted()) rank_.ResendRecords();
     RT_LOG(Info) << "registered again as " << worker_id_ << " (was " << previous_worker_id_
                  << ")"
                  << (request.running_job_id().empty() ? ""
@@ -346,6 +347,7 @@ grpc::Status Agent::RunSession(bool* opened) {
     call_context_ = &context;
     session_over_ = false;
     welcomed_ = false;
+    outbox_.Rewind();  // what the last session wrote but never saw acknowledged goes again
     hello.mutable_hello()->set_worker_id(worker_id_);
     hello.mutable_hello()->set_credential(credential_);
     interval = heartbeat_interval_;
@@ -358,7 +360,8 @@ grpc::Status Agent::RunSession(bool* opened) {
     {
       absl::MutexLock lock(&mu_);
       RT_LOG(Info) << "session open with coordinator at " << options_.coordinator << " as worker "
-                   << worker_id_ << " (" << outbox_.size() << " queued messages to send)";
+                   << worker_id_ << " (" << outbox_.size()
+                   << " messages to send that the coordinator has not acknowledged)";
       writer_running_ = true;
       writer = std::thread([&] { WriterLoop(stream.get(), &context, interval); });
     }
@@ -368,6 +371,12 @@ grpc::Status Agent::RunSession(bool* opened) {
         absl::MutexLock lock(&mu_);
         welcomed_ = true;  // the coordinator took the Hello: the outbox may go now
         writer_wakeup_ = true;
+      } else if (message.has_ack()) {
+        outbox_.Acknowledge(message.ack().seq());
+        if (!message.ack().refused().empty()) {
+          RT_LOG(Warning) << "the coordinator refused message " << message.ack().seq() << ": "
+                          << message.ack().refused() << " (dropped)";
+        }
       } else if (message.has_assignment()) {
         HandleAssignment(message.assignment());
       } else if (message.has_cancel()) {
@@ -395,7 +404,8 @@ grpc::Status Agent::RunSession(bool* opened) {
 }
 
 bool Agent::WriterHasWork() const {
-  return session_over_ || (welcomed_ && !outbox_.empty()) || (stop_requested_ && !rank_.active());
+  return session_over_ || (welcomed_ && outbox_.HasUnwritten()) ||
+         (stop_requested_ && !rank_.active());
 }
 
 void Agent::AwaitWriterWork(Clock::time_point deadline) {
@@ -431,7 +441,7 @@ void Agent::WriterLoop(Stream* stream, grpc::ClientContext* context,
       if (now >= next_heartbeat) {
         message.mutable_heartbeat();
         next_heartbeat = now + interval;
-      } else if (welcomed_ && (queued = outbox_.Front())) {
+      } else if (welcomed_ && (queued = outbox_.NextToWrite())) {
         message = *std::move(queued);
         from_outbox = true;
       } else if (may_close) {
@@ -451,7 +461,7 @@ void Agent::WriterLoop(Stream* stream, grpc::ClientContext* context,
     }
     if (!stream->Write(message)) break;  // the call is over; the reader sees it too
     if (message.has_heartbeat()) metrics_->HeartbeatSent();
-    if (from_outbox) outbox_.PopFront();
+    if (from_outbox) outbox_.MarkWritten();  // kept until its Ack comes back
   }
   absl::MutexLock lock(&mu_);
   writer_running_ = false;

@@ -14,13 +14,11 @@
 #include "common/log.h"
 #include "common/config/job_config.h"
 #include "common/status_macros.h"
+#include "common/trainer_exit.h"
 #include "worker/agent/job_paths.h"
 
 namespace ringtrain {
 namespace {
-
-constexpr int kExitBusy = 125;
-constexpr int kExitStartFailed = 127;
 
 // Job ids name a folder under the work dir: no separators, no "..".
 absl::Status CheckJobId(const std::string& job_id) {
@@ -91,9 +89,12 @@ void Agent::HandleAssignment(const v1::Assignment& a) {
   {
     absl::MutexLock lock(&mu_);
     const RankSlot::Info rank = rank_.info();
-    if (rank.active && rank.job_id == a.job_id() && rank.rank == a.rank()) {
-      RT_LOG(Warning) << "job " << a.job_id() << " rank " << a.rank()
-                      << " is already running here; ignoring the repeated assignment";
+    if (rank.job_id == a.job_id() && rank.rank == a.rank() && rank.attempt == a.attempt()) {
+      // Sent again by a coordinator that has not yet read its RankStarted: its messages are on
+      // their way (the outbox keeps them until acknowledged).
+      RT_LOG(Warning) << "job " << a.job_id() << " rank " << a.rank() << " run "
+                      << a.attempt() + 1 << (rank.active ? " is already running" : " already ran")
+                      << " here; ignoring the repeated assignment";
       return;
     }
     if (rank.active || stop_requested_) {
@@ -102,7 +103,7 @@ void Agent::HandleAssignment(const v1::Assignment& a) {
                                   : absl::StrCat("agent ", worker_id_, " is busy with job ",
                                                  rank.job_id, " rank ", rank.rank);
       RT_LOG(Warning) << "refusing job " << a.job_id() << " rank " << a.rank() << ": " << why;
-      QueueLocked(RankExitMessage(a.job_id(), a.rank(), kExitBusy, 0, why));
+      QueueLocked(RankExitMessage(a.job_id(), a.rank(), a.attempt(), kAgentExitBusy, 0, why));
       return;
     }
   }
@@ -111,21 +112,38 @@ void Agent::HandleAssignment(const v1::Assignment& a) {
   // Assignments arrive on this thread only, so no other rank can start in between.
   absl::StatusOr<RankLaunch> launch = PrepareLaunch(options_, a);
   absl::Status started = launch.status();
-  if (started.ok()) started = rank_.Start(*launch, a.job_id());
+  if (started.ok()) started = rank_.Start(*launch, a.job_id(), a.attempt());
   if (started.ok()) {
     WakeWriter();  // for the RankStarted
     return;
   }
   RT_LOG(Error) << "cannot start job " << a.job_id() << " rank " << a.rank() << ": " << started;
   absl::MutexLock lock(&mu_);
-  QueueLocked(RankExitMessage(a.job_id(), a.rank(), kExitStartFailed, 0,
+  QueueLocked(RankExitMessage(a.job_id(), a.rank(), a.attempt(), kAgentExitStartFailed, 0,
                               std::string(started.message())));
 }
 
 void Agent::HandleCancel(const v1::Cancel& cancel) {
   const RankSlot::Info rank = rank_.info();
-  if (!rank.active || rank.job_id != cancel.job_id()) {
-    RT_LOG(Info) << "cancel for job " << cancel.job_id() << ": no rank of it runs here";
+  if (!rank.active || rank.job_id != cancel.job_id() || rank.rank != cancel.rank() ||
+      rank.attempt != cancel.attempt()) {
+    // The coordinator still counts this worker as running the rank, so it has not read how it
+    // ended: the rank's exit goes again (or, if it never ran here, an exit saying so), so the
+    // worker is freed whatever was lost.
+    if (rank_.RequeueExit(cancel.job_id(), cancel.rank(), cancel.attempt())) {
+      RT_LOG(Info) << "cancel for job " << cancel.job_id() << " rank " << cancel.rank()
+                   << ": it has already ended here; its exit is sent again";
+    } else {
+      RT_LOG(Info) << "cancel for job " << cancel.job_id() << " rank " << cancel.rank()
+                   << ": it never ran here; telling the coordinator so";
+      absl::MutexLock lock(&mu_);
+      QueueLocked(RankExitMessage(
+          cancel.job_id(), cancel.rank(), cancel.attempt(), kAgentExitStartFailed, 0,
+          absl::StrCat("job ", cancel.job_id(), " rank ", cancel.rank(), " run ",
+                       cancel.attempt() + 1, " never started on this agent (its assignment "
+                       "did not arrive)")));
+    }
+    WakeWriter();
     return;
   }
   RT_LOG(Info) << "cancelling job " << cancel.job_id() << " rank " << rank.rank << " ("

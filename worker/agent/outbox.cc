@@ -1,7 +1,6 @@
 #include "worker/agent/outbox.h"
 
 #include <algorithm>
-#include <iterator>
 #include <utility>
 
 #include "common/log.h"
@@ -32,14 +31,9 @@ bool Outbox::PushLocked(v1::AgentMessage message) {
     }
     return false;
   }
+  message.set_seq(next_seq_++);
   messages_.push_back(std::move(message));
   return true;
-}
-
-void Outbox::PushFront(std::vector<v1::AgentMessage> messages) {
-  absl::MutexLock lock(&mu_);
-  messages_.insert(messages_.begin(), std::make_move_iterator(messages.begin()),
-                   std::make_move_iterator(messages.end()));
 }
 
 bool Outbox::HasRankExit() const {
@@ -53,23 +47,45 @@ size_t Outbox::DropAll() {
   ++epoch_;
   const size_t dropped = messages_.size();
   messages_.clear();
+  written_ = 0;
   return dropped;
 }
 
-std::optional<v1::AgentMessage> Outbox::Front() const {
+std::optional<v1::AgentMessage> Outbox::NextToWrite() const {
   absl::MutexLock lock(&mu_);
-  if (messages_.empty()) return std::nullopt;
-  return messages_.front();
+  if (written_ >= messages_.size()) return std::nullopt;
+  return messages_[written_];
 }
 
-void Outbox::PopFront() {
+void Outbox::MarkWritten() {
   absl::MutexLock lock(&mu_);
-  if (!messages_.empty()) messages_.pop_front();
+  written_ = std::min(written_ + 1, messages_.size());
+}
+
+void Outbox::Rewind() {
+  absl::MutexLock lock(&mu_);
+  written_ = 0;
+}
+
+size_t Outbox::Acknowledge(uint64_t seq) {
+  absl::MutexLock lock(&mu_);
+  size_t removed = 0;
+  while (!messages_.empty() && messages_.front().seq() <= seq) {
+    messages_.pop_front();
+    ++removed;
+  }
+  written_ -= std::min(written_, removed);
+  return removed;
 }
 
 size_t Outbox::size() const {
   absl::MutexLock lock(&mu_);
   return messages_.size();
+}
+
+bool Outbox::HasUnwritten() const {
+  absl::MutexLock lock(&mu_);
+  return written_ < messages_.size();
 }
 
 uint64_t Outbox::dropped_reports() const {

@@ -1,6 +1,5 @@
 #include "worker/agent/rank_slot.h"
 
-#include <fstream>
 #include <utility>
 #include <vector>
 
@@ -11,23 +10,26 @@
 namespace ringtrain {
 namespace {
 
-v1::AgentMessage ReportMessage(const std::string& job_id, int rank, const std::string& line) {
+v1::AgentMessage ReportMessage(const std::string& job_id, int rank, int attempt,
+                               const std::string& line) {
   v1::AgentMessage message;
   v1::RankReport* report = message.mutable_rank_report();
   report->set_job_id(job_id);
   report->set_rank(rank);
+  report->set_attempt(attempt);
   report->set_record_json(line);
   return message;
 }
 
 }  // namespace
 
-v1::AgentMessage RankExitMessage(const std::string& job_id, int rank, int exit_status, int signal,
-                                 const std::string& stderr_tail) {
+v1::AgentMessage RankExitMessage(const std::string& job_id, int rank, int attempt, int exit_status,
+                                 int signal, const std::string& stderr_tail) {
   v1::AgentMessage message;
   v1::RankExit* exit = message.mutable_rank_exit();
   exit->set_job_id(job_id);
   exit->set_rank(rank);
+  exit->set_attempt(attempt);
   exit->set_exit_status(exit_status);
   exit->set_signal(signal);
   exit->set_stderr_tail(stderr_tail);
@@ -41,7 +43,7 @@ RankSlot::~RankSlot() { Release(); }
 
 RankSlot::Info RankSlot::info() const {
   absl::MutexLock lock(&mu_);
-  return Info{active_, job_id_, rank_};
+  return Info{active_, job_id_, rank_, attempt_};
 }
 
 bool RankSlot::active() const {
@@ -49,7 +51,7 @@ bool RankSlot::active() const {
   return active_;
 }
 
-absl::Status RankSlot::Start(const RankLaunch& launch, const std::string& job_id) {
+absl::Status RankSlot::Start(const RankLaunch& launch, const std::string& job_id, int attempt) {
   std::unique_ptr<RankSupervisor> previous;  // destroyed last, outside mu_
   {
     absl::MutexLock lock(&mu_);
@@ -61,18 +63,18 @@ absl::Status RankSlot::Start(const RankLaunch& launch, const std::string& job_id
     const uint64_t epoch = outbox_->epoch();
     const int rank = launch.rank;
     RankSupervisor::Callbacks callbacks;
-    callbacks.on_record = [this, epoch, job_id, rank](const std::string& line) {
+    callbacks.on_record = [this, epoch, job_id, rank, attempt](const std::string& line) {
       metrics_->TrainerRecord(line);
       // Every rank writes the same record; rank 0's reaches the coordinator, the others stay here.
       if (rank != 0) return;
       {
         // Taking mu_ orders the first record after RankStarted, which Start queues holding it.
         absl::MutexLock lock(&mu_);
-        outbox_->Push(epoch, ReportMessage(job_id, rank, line));
+        outbox_->Push(epoch, ReportMessage(job_id, rank, attempt, line));
       }
       on_change_();
     };
-    callbacks.on_exit = [this, epoch, job_id, rank](const RankExit& e) {
+    callbacks.on_exit = [this, epoch, job_id, rank, attempt](const RankExit& e) {
       metrics_->TrainerExited(e.signal == 0 && e.exit_status == 0);
       RT_LOG(Info) << "rank exited: job " << job_id << " rank " << rank
                    << (e.signal != 0 ? absl::StrCat(", killed by signal ", e.signal)
@@ -80,7 +82,7 @@ absl::Status RankSlot::Start(const RankLaunch& launch, const std::string& job_id
       {
         absl::MutexLock lock(&mu_);
         v1::AgentMessage exit_message = RankExitMessage(
-            job_id, rank, e.signal != 0 ? 0 : e.exit_status, e.signal, e.stderr_tail);
+            job_id, rank, attempt, e.signal != 0 ? 0 : e.exit_status, e.signal, e.stderr_tail);
         // A RankExit is dropped only for a stale epoch: then there is nothing to send again.
         if (outbox_->Push(epoch, exit_message)) last_exit_ = std::move(exit_message);
         active_ = false;  // after the exit is queued (see the header)
@@ -92,11 +94,13 @@ absl::Status RankSlot::Start(const RankLaunch& launch, const std::string& job_id
     active_ = true;
     job_id_ = job_id;
     rank_ = rank;
-    work_dir_ = launch.work_dir;
+    attempt_ = attempt;
+    last_exit_.reset();
     v1::AgentMessage message;
     v1::RankStarted* started = message.mutable_rank_started();
     started->set_job_id(job_id);
     started->set_rank(rank);
+    started->set_attempt(attempt);
     started->set_pid(supervisor_->pid());
     outbox_->Push(epoch, std::move(message));
     RT_LOG(Info) << "rank started: job " << job_id << " rank " << rank << ", pid "
@@ -122,22 +126,12 @@ bool RankSlot::AwaitEnd(absl::Duration timeout) {
   return false;
 }
 
-void RankSlot::ResendRecords() {
+bool RankSlot::RequeueExit(const std::string& job_id, int rank, int attempt) {
   absl::MutexLock lock(&mu_);
-  std::ifstream in(work_dir_ + "/metrics.jsonl");
-  std::vector<v1::AgentMessage> records;
-  // Only rank 0's records go upstream.
-  for (std::string line; rank_ == 0 && std::getline(in, line);) {
-    if (line.empty() || in.eof()) continue;  // the last line may still be being written
-    records.push_back(ReportMessage(job_id_, rank_, line));
-  }
-  if (!records.empty()) {
-    RT_LOG(Info) << "re-sending " << records.size() << " step records of job " << job_id_
-                 << " (the coordinator keeps each step once)";
-  }
-  outbox_->PushFront(std::move(records));
+  if (active_ || job_id_ != job_id || rank_ != rank || attempt_ != attempt) return false;
   // Holding mu_, no exit can be queued meanwhile: the check and the push are one step.
-  if (!active_ && last_exit_.has_value() && !outbox_->HasRankExit()) outbox_->Push(*last_exit_);
+  if (last_exit_.has_value() && !outbox_->HasRankExit()) outbox_->Push(*last_exit_);
+  return true;
 }
 
 void RankSlot::Release() {

@@ -1,15 +1,16 @@
-// The one rank an agent runs at a time: its RankSupervisor, which job and rank it is, whether it
-// still runs, and the RankExit it ended with. The slot queues the rank's messages on the agent's
-// Outbox in the order the coordinator must read them — RankStarted, rank 0's RankReports (every
-// rank's records go to AgentMetrics; only rank 0's go upstream), RankExit — and queues the exit
-// before the rank counts as ended, so whoever sees !active() finds the exit already queued.
+// The one rank an agent runs at a time: its RankSupervisor, which job, rank and run (attempt) it
+// is, whether it still runs, and the RankExit it ended with. The slot queues the rank's messages on
+// the agent's Outbox in the order the coordinator must read them — RankStarted, rank 0's
+// RankReports (every rank's records go to AgentMetrics; only rank 0's go upstream), a RankHung if
+// the supervisor judges it hung, RankExit — and queues the exit before the rank counts as ended,
+// so whoever sees !active() finds the exit already queued.
 //
 // Thread-safety: thread-safe. A caller may hold a lock of its own while calling in, except around
 // Release() (see there); the slot takes its own lock and then the outbox's, never a caller's.
 // `on_change` runs on the supervisor's monitor thread, with no lock of the slot held, each time
 // that thread has queued a record or the exit (the exit: once the rank counts as ended); it may
 // call back into the slot except Release(). What a caller's own call queues (Start's RankStarted,
-// ResendRecords) runs no on_change: the caller knows.
+// RequeueExit) runs no on_change: the caller knows.
 #ifndef RINGTRAIN_WORKER_AGENT_RANK_SLOT_H_
 #define RINGTRAIN_WORKER_AGENT_RANK_SLOT_H_
 
@@ -33,8 +34,8 @@
 namespace ringtrain {
 
 // A RankExit message as the coordinator reads it.
-v1::AgentMessage RankExitMessage(const std::string& job_id, int rank, int exit_status, int signal,
-                                 const std::string& stderr_tail);
+v1::AgentMessage RankExitMessage(const std::string& job_id, int rank, int attempt, int exit_status,
+                                 int signal, const std::string& stderr_tail);
 
 class RankSlot {
  public:
@@ -49,16 +50,17 @@ class RankSlot {
     bool active = false;  // started, and its exit not yet reported
     std::string job_id;   // the current or last rank's job; "" before the first
     int rank = 0;
+    int attempt = 0;      // its run (Assignment.attempt)
   };
   Info info() const;
   bool active() const;
 
-  // Starts `launch` for `job_id` (RankSupervisor::Start) in the outbox's current epoch and queues
-  // its RankStarted; the rank's records and exit are queued in that epoch too (dropped once
+  // Starts `launch` for run `attempt` of `job_id` (RankSupervisor::Start) in the outbox's current
+  // epoch and queues its RankStarted; the rank's records and exit are queued in that epoch too (dropped once
   // Outbox::DropAll() has moved on). The previous rank's supervisor, unless Release()d, is
   // destroyed on the way out. FAILED_PRECONDITION while a rank is active; RankSupervisor::Start's
   // errors (the slot then keeps its last rank's info).
-  absl::Status Start(const RankLaunch& launch, const std::string& job_id);
+  absl::Status Start(const RankLaunch& launch, const std::string& job_id, int attempt);
 
   // Cancels the active rank (RankSupervisor::Cancel: SIGTERM now, SIGKILL after `grace`) if there
   // is one and, when `job_id` is non-empty, it belongs to that job. Returns whether it did.
@@ -68,11 +70,10 @@ class RankSlot {
   // running). Returns whether no rank is active.
   bool AwaitEnd(absl::Duration timeout);
 
-  // After a restarted coordinator re-adopted the rank: queues every complete step record in its
-  // metrics.jsonl (rank 0 only) ahead of the outbox, and its RankExit again if it has ended and
-  // none is queued, because what was written while the old coordinator shut down may never have
-  // been read (the coordinator keeps each step, and an exit, once).
-  void ResendRecords();
+  // For a Cancel naming a rank that no longer runs here: when the last rank was (job_id, rank,
+  // attempt) and has ended, queues its RankExit again unless one is still queued (the coordinator
+  // refused or never read the first), and returns true; false when the slot never ran it.
+  bool RequeueExit(const std::string& job_id, int rank, int attempt);
 
   // Destroys the supervisor of the current or last rank, which stops a rank still running
   // (~RankSupervisor) and waits for its monitor thread — so it runs on_change when the rank had not
@@ -92,7 +93,7 @@ class RankSlot {
   bool active_ ABSL_GUARDED_BY(mu_) = false;  // started, on_exit not yet called
   std::string job_id_ ABSL_GUARDED_BY(mu_);
   int rank_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string work_dir_ ABSL_GUARDED_BY(mu_);  // the current or last rank's
+  int attempt_ ABSL_GUARDED_BY(mu_) = 0;
   // The last rank's RankExit, if it was queued in its epoch.
   std::optional<v1::AgentMessage> last_exit_ ABSL_GUARDED_BY(mu_);
 };

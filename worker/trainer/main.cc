@@ -1,6 +1,7 @@
 // ringtrain-trainer CONFIG.toml [--section.key=value ...]
 // One rank of one job. With no rendezvous arguments it runs alone (world 1).
-// Exit status: 0 done, 1 the run failed, 2 the command line or config was rejected.
+// Exit status (common/trainer_exit.h): 0 done, 1 the run failed, 2 the command line or config was
+// rejected, 3 this rank lost contact with a peer (a collective or the rendezvous failed).
 #include <malloc.h>
 
 #include <cerrno>
@@ -15,6 +16,8 @@
 #include "common/config/device.h"
 #include "common/config/job_config.h"
 #include "common/log.h"
+#include "common/progress.h"
+#include "common/trainer_exit.h"
 #include "worker/trainer/tensor_memory.h"
 #include "worker/trainer/trainer.h"
 
@@ -31,7 +34,11 @@ constexpr char kUsage[] =
     "  RINGTRAIN_HOST_ADDRESS: the address other ranks reach this one at (Gloo listens there;\n"
     "  default 127.0.0.1, i.e. every rank on this host).\n"
     "  RINGTRAIN_JSONL_EVERY_RANK=1: every rank writes metrics.jsonl (give each its own path),\n"
-    "  not only rank 0.\n";
+    "  not only rank 0.\n"
+    "  RINGTRAIN_PROGRESS_FILE=PATH: rewrite PATH every second with the training thread's\n"
+    "  progress (the agent's hang detection; common/progress.h).\n"
+    "  Exit status: 0 done, 1 the run failed, 2 the command line or config was rejected,\n"
+    "  3 this rank lost contact with a peer.\n";
 
 // Reads an integer rendezvous setting from `flag_value` or the environment variable `env`.
 bool ReadRendezvousInt(const std::string& flag_value, const char* env, int64_t* out,
@@ -66,6 +73,10 @@ void KeepFreedMemoryInHeap() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First, so the agent hears from this process while LibTorch and the rendezvous start.
+  if (const char* path = std::getenv("RINGTRAIN_PROGRESS_FILE")) {
+    ringtrain::progress::StartHeartbeatFile(path);
+  }
   KeepFreedMemoryInHeap();
   // Before any tensor, so every CPU storage is counted (device_memory_peak_bytes on CPU ranks).
   ringtrain::InstallCpuTensorCounter();
@@ -147,12 +158,9 @@ int main(int argc, char** argv) {
   auto trainer = ringtrain::Trainer::Create(*config, rank);
   if (!trainer.ok()) {
     RT_LOG(Error) << trainer.status().message();
-    return 1;
+    return ringtrain::TrainerExitCode(trainer.status());
   }
   const absl::Status status = (*trainer)->Run();
-  if (!status.ok()) {
-    RT_LOG(Error) << status.message();
-    return 1;
-  }
-  return 0;
+  if (!status.ok()) RT_LOG(Error) << status.message();
+  return ringtrain::TrainerExitCode(status);
 }

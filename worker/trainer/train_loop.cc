@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
+#include "common/progress.h"
 #include "common/status_macros.h"
 #include "worker/engine/optim/clip.h"
 #include "worker/engine/parallel/cp_shard.h"
@@ -191,6 +192,7 @@ absl::Status MaybeSave(Trainer::State& s, int64_t step) {
   const CheckpointSection& c = s.config.checkpoint;
   const bool due = s.checkpoints && (step % c.interval == 0 || step == s.config.training.steps);
   if (!due || (s.rank.rank != 0 && !s.fsdp)) return absl::OkStatus();
+  const progress::ScopedPhase saving(progress::Phase::kIo);
   Checkpoint ckpt;
   RT_RETURN_IF_ERROR(Guarded(s, absl::StrCat("gathering checkpoint ", step), [&]() -> absl::Status {
     ckpt = trainer_internal::CheckpointOf(s);
@@ -230,6 +232,7 @@ absl::Status Trainer::Train() {
                                [&] { return RunStep(s, step, &report); }));
     s.train_state.step = step;
     s.train_state.global_sample = step * s.sampler->global_batch();
+    progress::StepDone(step);
 
     report.step_seconds = SecondsSince(step_start);
     report.elapsed_seconds = SecondsSince(run_start);

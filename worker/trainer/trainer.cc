@@ -6,10 +6,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "common/progress.h"
+#include "common/trainer_exit.h"
 #include "common/status_macros.h"
 #include "worker/engine/parallel/ring_attention.h"
 #include "worker/trainer/trainer_state.h"
@@ -41,7 +46,8 @@ absl::Status Guarded(Trainer::State& s, const std::string& what,
   // A failed collective: add which rank was lost, so the message names the peer, not a socket.
   std::string diagnosis;
   if (s.comm) diagnosis = absl::StrCat("; ", s.comm->DiagnoseFailure());
-  return absl::UnavailableError(absl::StrCat(what, " failed", where, ": ", comm_error, diagnosis));
+  return MarkPeerLost(
+      absl::UnavailableError(absl::StrCat(what, " failed", where, ": ", comm_error, diagnosis)));
 }
 
 }  // namespace trainer_internal
@@ -73,6 +79,29 @@ DatasetSpec ValidationDataSpec(const JobConfig& c, int64_t dp) {
   spec.sample_stream = 1;
   spec.min_tokens = c.validation.steps * dp * c.validation.local_batch_size * c.training.seq_len + 1;
   return spec;
+}
+
+// Every rank must resume from the same checkpoint: ranks whose checkpoint folders are not the same
+// storage (a restart that moved ranks to other hosts) would otherwise start from different steps
+// and train on silently. FAILED_PRECONDITION naming what each rank found.
+absl::Status CheckSameCheckpoint(Trainer::State& s, std::optional<int64_t> latest) {
+  std::vector<std::vector<double>> found;
+  RT_RETURN_IF_ERROR(Guarded(s, "comparing checkpoints across ranks", [&]() -> absl::Status {
+    found = s.comm->AllGatherDoubles({latest ? double(*latest) : -1.0});
+    return absl::OkStatus();
+  }));
+  std::vector<std::string> seen;
+  bool same = true;
+  for (size_t r = 0; r < found.size(); ++r) {
+    same &= found[r][0] == found[0][0];
+    seen.push_back(absl::StrCat("rank ", r, ": ",
+                                found[r][0] < 0 ? "none" : absl::StrCat("step ", found[r][0])));
+  }
+  if (same) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the ranks see different checkpoints in checkpoint.folder = \"", s.config.checkpoint.folder,
+      "\" (", absl::StrJoin(seen, ", "), "): every rank must read the same folder, so on several "
+      "hosts it must be shared storage (the agents' --checkpoint-root)"));
 }
 
 }  // namespace
@@ -109,8 +138,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
     RT_LOG(Info) << "joined " << s->mesh.Describe() << " via " << rank.master_addr << ":"
                  << rank.master_port << " (collectives: " << s->comm->DescribeBackend() << ")";
   }
-  RT_ASSIGN_OR_RETURN(s->dataset, OpenDataset(eval ? ValidationDataSpec(config, dp)
-                                                   : TrainingDataSpec(config, dp, micro_batches)));
+  {
+    const progress::ScopedPhase io(progress::Phase::kIo);
+    RT_ASSIGN_OR_RETURN(s->dataset, OpenDataset(eval ? ValidationDataSpec(config, dp)
+                                                     : TrainingDataSpec(config, dp, micro_batches)));
+  }
   RT_LOG(Info) << "data: " << s->dataset->Describe();
   if (s->dataset->entropy_rate_nats() >= 0) {
     RT_LOG(Info) << absl::StrFormat(
@@ -174,6 +206,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
       ParameterCount(s->model->args()), config.model.dim, config.model.n_layers,
       config.model.n_heads, config.model.n_kv_heads, s->model->args().ffn_hidden_dim(),
       config.model.vocab_size);
+  const progress::ScopedPhase loading(progress::Phase::kIo);  // weights and checkpoints
   if (!config.checkpoint.initial_load_path.empty()) {
     RT_ASSIGN_OR_RETURN(StateDict weights, ReadStateDict(config.checkpoint.initial_load_path));
     RT_RETURN_IF_ERROR(
@@ -186,6 +219,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   if (config.checkpoint.enable && !eval) {
     s->checkpoints.emplace(config.checkpoint.folder, config.checkpoint.keep_latest_k);
     RT_ASSIGN_OR_RETURN(std::optional<int64_t> latest, s->checkpoints->LatestStep());
+    if (s->comm) RT_RETURN_IF_ERROR(CheckSameCheckpoint(*s, latest));
     if (latest) {
       RT_ASSIGN_OR_RETURN(resume, s->checkpoints->Load(*latest));
       RT_RETURN_IF_ERROR(

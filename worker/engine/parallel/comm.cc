@@ -18,6 +18,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "common/progress.h"
+#include "common/trainer_exit.h"
 #ifdef RINGTRAIN_WITH_CUDA
 #include "worker/engine/parallel/nccl_group.h"
 #endif
@@ -197,6 +199,7 @@ void Communicator::StartHeartbeat() {
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     const Mesh& mesh, const RendezvousOptions& options) {
+  const progress::ScopedPhase waiting(progress::Phase::kWait);  // for every rank to arrive
   try {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<uint16_t>(options.master_port);
@@ -224,9 +227,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     comm->StartHeartbeat();
     return comm;
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrFormat(
+    return MarkPeerLost(absl::UnavailableError(absl::StrFormat(
         "rendezvous at %s:%d failed for %s: %s", options.master_addr, options.master_port,
-        mesh.Describe(), e.what()));
+        mesh.Describe(), e.what())));
   }
 }
 
@@ -337,6 +340,7 @@ PendingWork Communicator::SendRecv(c10d::ProcessGroup& group, const at::Tensor& 
 }
 
 void Communicator::Wait(PendingWork& work) {
+  const progress::ScopedPhase waiting(progress::Phase::kWait);  // blocked on peers, not stuck
   const auto start = Clock::now();
   auto add_wait = [&] {
     stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();

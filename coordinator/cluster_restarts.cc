@@ -1,0 +1,225 @@
+// The failure half of Cluster: what caused a run to fail, whether the job restarts, when a
+// restarting job may start again (and on which mesh), and the jobs the pool can no longer hold.
+// The registry is in cluster.cc, scheduling and the rest of the lifecycle in cluster_jobs.cc.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/trainer_exit.h"
+#include "coordinator/cluster.h"
+#include "coordinator/elastic_mesh.h"
+
+namespace ringtrain {
+namespace {
+
+std::string Seconds(absl::Duration d) {
+  return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(100)));
+}
+
+// The final error of a job that fails for good with `cause`: the cause itself, its message
+// saying why there is no restart and listing the failures of the earlier runs.
+JobError FinalError(const JobRecord& job, const JobError& cause, const std::string& why_final) {
+  JobError error = cause;
+  if (!why_final.empty()) absl::StrAppend(&error.message, "; ", why_final);
+  std::vector<std::string> earlier;
+  for (size_t i = 0; i + 1 < job.failures.size(); ++i) {
+    earlier.push_back(absl::StrCat("run ", i + 1, ": ", job.failures[i].message));
+  }
+  if (!earlier.empty()) {
+    absl::StrAppend(&error.message, "; earlier failures: ", absl::StrJoin(earlier, "; "));
+  }
+  return error;
+}
+
+}  // namespace
+
+std::string Cluster::RestartOrdinal(const JobRecord& job) {
+  return absl::StrCat("restart ", job.restart_count + 1, " of ", job.restart.max_restarts);
+}
+
+void Cluster::RunFailedLocked(const std::string& job_id, JobError cause) {
+  auto it = running_.find(job_id);
+  if (it == running_.end()) return;
+  RunningJob& job = it->second;
+  if (job.record.state != JobState::kAssigned && job.record.state != JobState::kRunning) {
+    return;  // the run's first cause wins; a stopped or finished run has had it
+  }
+  const absl::Time now = options_.clock->Now();
+  job.symptom.reset();
+  job.adopting = false;
+  cause.step = job.last_step;
+  cause.unix_ms = absl::ToUnixMillis(now);
+  absl::StatusOr<JobRecord> stored = store_->GetJob(job_id);
+  if (!stored.ok()) {
+    RT_LOG(Error) << "job store: " << stored.status();
+    return;
+  }
+  JobRecord record = *std::move(stored);
+  record.failures.push_back(cause);
+  job.record.failures = record.failures;
+  // A trainer that rejected its config would reject it again: a restart cannot help.
+  const bool rejected = cause.cause == kCauseRankExit && cause.exit_status == kTrainerExitRejected;
+  if (record.restart_count < record.restart.max_restarts && !rejected) {
+    const absl::Duration backoff = absl::Milliseconds(record.restart.backoff_ms);
+    record.wait_reason = absl::StrCat(RestartOrdinal(record), ": stopping the failed run's ranks");
+    if (absl::Status s = store_->UpdateJob(record); !s.ok()) RT_LOG(Error) << "job store: " << s;
+    wait_reasons_[job_id] = record.wait_reason;
+    job.restart_at = now + backoff;
+    job.failed_at_step = job.last_step;
+    ++restarts_by_cause_[cause.cause];
+    TransitionLocked(job_id, JobState::kRestarting,
+                     absl::StrCat(cause.message, "; ", RestartOrdinal(record),
+                                  " from the latest checkpoint in ", Seconds(backoff)));
+    CancelRanksLocked(job, absl::StrCat("job restarting: ", cause.message));
+    return;
+  }
+  std::string why_final;
+  if (rejected) {
+    why_final = "not restarted: the trainer rejected the config, and would again";
+  } else if (record.restart.max_restarts > 0) {
+    why_final = absl::StrCat("no restarts left (", record.restart_count,
+                             " of job.max_restarts = ", record.restart.max_restarts, " used)");
+  }
+  record.error = FinalError(record, cause, why_final);
+  record.wait_reason.clear();
+  if (absl::Status s = store_->UpdateJob(record); !s.ok()) RT_LOG(Error) << "job store: " << s;
+  TransitionLocked(job_id, JobState::kFailed, record.error->message);
+  CancelRanksLocked(job, absl::StrCat("job failed: ", cause.message));
+}
+
+void Cluster::RunSymptomLocked(const std::string& job_id, JobError symptom) {
+  auto it = running_.find(job_id);
+  if (it == running_.end()) return;
+  RunningJob& job = it->second;
+  if (job.record.state != JobState::kAssigned && job.record.state != JobState::kRunning) return;
+  if (job.symptom) return;  // the first symptom stands in until the cause is found
+  RT_LOG(Info) << job_id << ": " << symptom.message << "; waiting up to "
+               << absl::FormatDuration(kSymptomWindow) << " for the rank that caused it";
+  job.symptom = std::move(symptom);
+  job.symptom_deadline = options_.clock->Now() + kSymptomWindow;
+}
+
+void Cluster::SettleSymptomsLocked(absl::Time now) {
+  std::vector<std::string> due;
+  for (const auto& [id, job] : running_) {
+    if (job.symptom && now >= job.symptom_deadline) due.push_back(id);
+  }
+  for (const std::string& id : due) {
+    RunningJob& job = running_.at(id);
+    JobError cause = *job.symptom;
+    // A worker of the run whose session broke: its agent (and with it its trainer) is gone, which
+    // is what the survivors noticed; it is not LOST yet only because its heartbeat timeout has
+    // not passed.
+    for (const RankPlacement& p : job.record.mesh) {
+      auto w = workers_.find(p.worker_id);
+      if (job.exited.count(p.rank) != 0 || w == workers_.end() || w->second.channel != nullptr ||
+          !OwnsRank(w->second, id, p.rank, job.record.restart_count)) {
+        continue;
+      }
+      const std::string noticed = cause.message;
+      cause = JobError{};
+      cause.rank = p.rank;
+      cause.worker_id = p.worker_id;
+      cause.exit_status = -1;
+      cause.cause = kCauseWorkerLost;
+      cause.message = absl::StrCat("worker ", p.worker_id, " (", w->second.info.host_label,
+                                   ") running rank ", p.rank,
+                                   " lost its session (its agent stopped?); then ", noticed);
+      break;
+    }
+    RunFailedLocked(id, std::move(cause));
+  }
+}
+
+std::vector<PendingJob> Cluster::RestartingJobsLocked(absl::Time now) {
+  std::map<std::string, int64_t> pool_by_kind;  // live workers: not lost, busy or idle
+  for (const auto& [id, w] : workers_) {
+    if (w.state != WorkerState::kLost) ++pool_by_kind[w.info.device_kind];
+  }
+  std::vector<PendingJob> restarting;
+  for (auto& [id, job] : running_) {
+    if (job.record.state != JobState::kRestarting) continue;
+    const JobRecord& r = job.record;
+    PendingJob& pending = restarting.emplace_back(
+        PendingJob{id, r.world_size, r.dp, r.cp, r.device_kind, /*hold=*/false});
+    // Elastic: the largest mesh the pool holds now (the job's own when it fits again).
+    if (r.restart.elastic) {
+      absl::StatusOr<ElasticMesh> mesh =
+          ElasticMeshFor(r.config_toml, r.overrides, pool_by_kind[r.device_kind]);
+      if (mesh.ok()) {
+        pending.world_size = mesh->world_size;
+        pending.dp = mesh->dp;
+        pending.cp = mesh->cp;
+        restart_meshes_[id] = *std::move(mesh);
+      } else {
+        restart_meshes_.erase(id);  // no smaller mesh either: it waits, and may be unfit
+      }
+    }
+    const int still_running = static_cast<int>(r.mesh.size() - job.exited.size());
+    if (still_running > 0) {
+      pending.hold = true;
+      SetWaitReasonLocked(id, absl::StrCat(RestartOrdinal(r), ": stopping the failed run (",
+                                           still_running, " of ", r.mesh.size(),
+                                           " ranks still running)"));
+    } else if (now < job.restart_at) {
+      pending.hold = true;
+      SetWaitReasonLocked(id, absl::StrCat(RestartOrdinal(r),
+                                           ": waiting out job.restart_backoff_seconds (",
+                                           Seconds(absl::Milliseconds(r.restart.backoff_ms)),
+                                           ")"));
+    }
+  }
+  return restarting;
+}
+
+void Cluster::FailUnschedulableLocked(const std::set<std::string>& unfit, absl::Time now) {
+  for (auto it = unfit_since_.begin(); it != unfit_since_.end();) {
+    it = unfit.count(it->first) != 0 ? std::next(it) : unfit_since_.erase(it);
+  }
+  std::vector<std::string> expired;
+  for (const std::string& id : unfit) {
+    const absl::Time since = unfit_since_.emplace(id, now).first->second;
+    if (now - since >= options_.unschedulable_timeout) expired.push_back(id);
+  }
+  for (const std::string& id : expired) {
+    unfit_since_.erase(id);
+    absl::StatusOr<JobRecord> record = store_->GetJob(id);
+    if (!record.ok()) continue;
+    JobError error;
+    error.cause = kCauseUnschedulable;
+    error.step = record->last_step;
+    error.unix_ms = absl::ToUnixMillis(now);
+    error.message = absl::StrCat(
+        "FAILED_PRECONDITION: for ", absl::FormatDuration(options_.unschedulable_timeout),
+        " (--unschedulable-timeout) the pool could not hold the job: ", wait_reasons_[id],
+        "; add workers or resubmit it with a smaller mesh");
+    record->failures.push_back(error);
+    record->error = FinalError(*record, error, "");
+    record->wait_reason.clear();
+    if (absl::Status s = store_->UpdateJob(*record); !s.ok()) RT_LOG(Error) << "job store: " << s;
+    auto queued = std::find(queue_.begin(), queue_.end(), id);
+    if (queued != queue_.end()) {
+      queue_.erase(queued);
+      pending_.erase(id);
+    }
+    wait_reasons_.erase(id);
+    TransitionLocked(id, JobState::kFailed, record->error->message);
+    MaybeRetireLocked(id);
+  }
+}
+
+void Cluster::OnRankHungLocked(Worker& worker, const v1::RankHung& hung) {
+  JobError cause;
+  cause.rank = hung.rank();
+  cause.worker_id = worker.info.worker_id;
+  cause.exit_status = -1;
+  cause.cause = kCauseRankHung;
+  cause.message = absl::StrCat("rank ", hung.rank(), " on ", worker.info.worker_id, " (",
+                               worker.info.host_label, ") is hung: ", hung.reason());
+  RT_LOG(Warning) << hung.job_id() << ": " << cause.message;
+  RunFailedLocked(hung.job_id(), std::move(cause));
+}
+
+}  // namespace ringtrain
