@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -396,7 +397,7 @@ TEST_F(ReliabilityTest, AStderrTailCutInsideAUtf8CharacterStillEndsTheJob) {
 TEST_F(ReliabilityTest, AQueueHeadThePoolCanNoLongerHoldDoesNotJamTheQueue) {
   std::unique_ptr<LocalCluster> cluster = Start(3, {"--unschedulable-timeout=5"});
   std::vector<std::string> short_job = Restartable(1, 2, 0);
-  short_job.push_back("training.steps=6");
+  short_job.push_back("training.steps=16");
   v1::Job running = cluster->Submit(ConfigPath("debug_model.toml"), short_job);
   ASSERT_TRUE(cluster->WaitForJob(running.job_id(), [](const v1::Job& j) {
     return j.state() == v1::JOB_STATE_RUNNING;
@@ -406,8 +407,11 @@ TEST_F(ReliabilityTest, AQueueHeadThePoolCanNoLongerHoldDoesNotJamTheQueue) {
   // The one agent the running job does not use dies.
   std::set<int> busy;
   for (int rank = 0; rank < 2; ++rank) {
-    busy.insert(cluster->WorkerOfProcess(cluster->TrainerPid(running.job_id(), rank)));
+    const pid_t trainer = cluster->TrainerPid(running.job_id(), rank);
+    ASSERT_GT(trainer, 0);
+    busy.insert(cluster->WorkerOfProcess(trainer));
   }
+  ASSERT_EQ(busy.size(), 2u);
   int idle = 0;
   while (busy.count(idle) != 0) ++idle;
   cluster->SignalWorker(idle, SIGKILL);

@@ -89,13 +89,27 @@ class FakeCoordinator final : public v1::WorkerService::Service {
       absl::MutexLock lock(&mu_);
       if (message.has_heartbeat()) {
         ++heartbeats_;
-      } else {
-        messages_.push_back(message);
+        continue;
+      }
+      messages_.push_back(message);
+      if (acks_ && message.seq() != 0) {
+        v1::CoordinatorMessage ack;
+        ack.mutable_ack()->set_seq(message.seq());
+        if (refuse_) ack.mutable_ack()->set_refused(refuse_(message));
+        stream->Write(ack);
       }
     }
     absl::MutexLock lock(&mu_);
     stream_ = nullptr;
     return grpc::Status::OK;
+  }
+
+  // From now on, acknowledges every numbered message as the coordinator does, refusing it with
+  // refuse(message) when that is not empty.
+  void Acknowledge(std::function<std::string(const v1::AgentMessage&)> refuse = nullptr) {
+    absl::MutexLock lock(&mu_);
+    acks_ = true;
+    refuse_ = std::move(refuse);
   }
 
   // Writes to the open session; false when there is none.
@@ -149,6 +163,8 @@ class FakeCoordinator final : public v1::WorkerService::Service {
   std::vector<std::string> hellos_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::AgentMessage> messages_ ABSL_GUARDED_BY(mu_);
   int heartbeats_ ABSL_GUARDED_BY(mu_) = 0;
+  bool acks_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<std::string(const v1::AgentMessage&)> refuse_ ABSL_GUARDED_BY(mu_);
   int not_found_ ABSL_GUARDED_BY(mu_) = 0;
   ServerStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
@@ -205,11 +221,20 @@ v1::CoordinatorMessage Assign(const std::string& job_id, const std::string& conf
   return message;
 }
 
-v1::CoordinatorMessage CancelJob(const std::string& job_id) {
+v1::CoordinatorMessage CancelJob(const std::string& job_id, int rank = 0, int attempt = 0) {
   v1::CoordinatorMessage message;
   message.mutable_cancel()->set_job_id(job_id);
   message.mutable_cancel()->set_reason("test");
+  message.mutable_cancel()->set_rank(rank);
+  message.mutable_cancel()->set_attempt(attempt);
   return message;
+}
+
+// The seq of every message, in order.
+std::vector<uint64_t> Seqs(const std::vector<v1::AgentMessage>& messages) {
+  std::vector<uint64_t> seqs;
+  for (const v1::AgentMessage& m : messages) seqs.push_back(m.seq());
+  return seqs;
 }
 
 constexpr char kLongRun[] = "# steps = 1\n# pause = 30\n";
@@ -478,6 +503,87 @@ TEST_F(AgentTest, KeepsTheTrainerAcrossABrokenSessionAndFlushesWhatItBuffered) {
   for (size_t i = 1; i < steps.size(); ++i) EXPECT_EQ(steps[i], steps[i - 1] + 1);
   EXPECT_EQ(steps.back(), 12);
   EXPECT_EQ(Describe(back.messages().back()), "exit steady/0 status 0 signal 0");
+}
+
+TEST_F(AgentTest, KeepsEveryMessageUntilAcknowledgedAndWritesTheRestAgain) {
+  Connect(*coordinator_);  // this coordinator acknowledges nothing
+  ASSERT_TRUE(coordinator_->Send(Assign("acked", "# steps = 3\n")));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("acked") != nullptr; }));
+  const std::vector<v1::AgentMessage> first = coordinator_->messages();
+  EXPECT_EQ(Seqs(first), (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+  coordinator_.reset();  // the stream breaks before any Ack
+  {
+    FakeCoordinator back(port_, "c1b", {"c1-1"});
+    back.Acknowledge();
+    ASSERT_TRUE(WaitFor([&] { return back.ExitOf("acked") != nullptr; }, 10));
+    // The same messages, with the same numbers, in the same order: the coordinator takes a seq once.
+    std::vector<std::string> again, before;
+    for (const v1::AgentMessage& m : back.messages()) again.push_back(Describe(m));
+    for (const v1::AgentMessage& m : first) before.push_back(Describe(m));
+    EXPECT_EQ(again, before);
+    EXPECT_EQ(Seqs(back.messages()), Seqs(first));
+    ASSERT_TRUE(WaitFor([&] { return back.heartbeats() >= 3; }));  // its acks have been read
+  }
+  // Acknowledged: a third session gets nothing again.
+  FakeCoordinator third(port_, "c1c", {"c1-1"});
+  ASSERT_TRUE(WaitFor([&] { return third.hellos().size() == 1 && third.heartbeats() >= 5; }, 10));
+  EXPECT_TRUE(third.messages().empty()) << Describe(third.messages().front());
+}
+
+TEST_F(AgentTest, ARefusedMessageIsDroppedNotWrittenAgain) {
+  coordinator_->Acknowledge([](const v1::AgentMessage& m) -> std::string {
+    return m.has_rank_report() ? "a record for a step outside the job's steps" : "";
+  });
+  Connect(*coordinator_);
+  ASSERT_TRUE(coordinator_->Send(Assign("refused", "# steps = 2\n")));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("refused") != nullptr; }));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->heartbeats() >= 3; }));
+  coordinator_.reset();
+  FakeCoordinator back(port_, "c1b", {"c1-1"});
+  ASSERT_TRUE(WaitFor([&] { return back.hellos().size() == 1 && back.heartbeats() >= 5; }, 10));
+  EXPECT_TRUE(back.messages().empty()) << "refused messages are acknowledged, so dropped";
+}
+
+TEST_F(AgentTest, ACancelForARankThatEndedSendsItsExitAgain) {
+  coordinator_->Acknowledge();
+  Connect(*coordinator_);
+  ASSERT_TRUE(coordinator_->Send(Assign("ended", "# steps = 1\n# exit = 4\n")));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("ended") != nullptr; }));
+  const size_t before = coordinator_->messages().size();
+  // The coordinator still counts this worker as running it (it never read the exit).
+  ASSERT_TRUE(coordinator_->Send(CancelJob("ended")));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->messages().size() == before + 1; }));
+  EXPECT_EQ(Describe(coordinator_->messages().back()), "exit ended/0 status 4 signal 0");
+  // A rank this agent never ran (its assignment was lost): an exit that says so.
+  ASSERT_TRUE(coordinator_->Send(CancelJob("lost", 3, 1)));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("lost") != nullptr; }));
+  const std::unique_ptr<v1::RankExit> lost = coordinator_->ExitOf("lost");
+  EXPECT_EQ(lost->rank(), 3);
+  EXPECT_EQ(lost->attempt(), 1);
+  EXPECT_EQ(lost->exit_status(), 127);
+  EXPECT_TRUE(absl::StrContains(lost->stderr_tail(), "never started on this agent"))
+      << lost->stderr_tail();
+}
+
+TEST_F(AgentTest, ARepeatedAssignmentRunsNothingAgainButTheNextRunDoes) {
+  coordinator_->Acknowledge();
+  Connect(*coordinator_);
+  ASSERT_TRUE(coordinator_->Send(Assign("twice", "# steps = 1\n")));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("twice") != nullptr; }));
+  ASSERT_TRUE(coordinator_->Send(Assign("twice", "# steps = 1\n")));  // the same run, again
+  v1::CoordinatorMessage next = Assign("twice", "# steps = 1\n");
+  next.mutable_assignment()->set_attempt(1);  // the job's next run
+  ASSERT_TRUE(coordinator_->Send(next));
+  ASSERT_TRUE(WaitFor([&] {
+    int exits = 0;
+    for (const v1::AgentMessage& m : coordinator_->messages()) exits += m.has_rank_exit();
+    return exits == 2;
+  }));
+  std::vector<int> started_attempts;
+  for (const v1::AgentMessage& m : coordinator_->messages()) {
+    if (m.has_rank_started()) started_attempts.push_back(m.rank_started().attempt());
+  }
+  EXPECT_EQ(started_attempts, (std::vector<int>{0, 1}));
 }
 
 TEST_F(AgentTest, ShutdownWhileDisconnectedStopsTheTrainerAndReturns) {
