@@ -216,10 +216,13 @@ int RunUp(const UpFlags& flags) {
   for (int i = 0; i < flags.workers; ++i) {
     const std::string name = absl::StrCat("worker-", i);
     fs::create_directories(dir / name, error);
+    // One checkpoint root for every worker (the shared storage of a real cluster): a restarted
+    // job resumes from its latest checkpoint on whichever workers are free.
     std::vector<std::string> argv = {(bin_dir / "ringtrain-worker").string(), "--coordinator",
                                      address, "--host-label", "local", "--advertise-address",
                                      "127.0.0.1", "--work-dir", (dir / name).string(), "--threads",
-                                     std::to_string(flags.threads)};
+                                     std::to_string(flags.threads), "--checkpoint-root",
+                                     (dir / "checkpoints").string()};
     if (!data_root.empty()) {
       argv.push_back("--data-root");
       argv.push_back(data_root.string());
