@@ -249,7 +249,24 @@ absl::Status InsertStateChange(SqliteDb& db, const StateChange& c) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path, Clock* clock) {
+namespace {
+
+// An error of opening the store at `path`; a damaged file (DATA_LOSS, sqlite_db.h) says what to
+// do about it.
+absl::Status OpenError(const std::string& path, const absl::Status& s) {
+  if (s.code() != absl::StatusCode::kDataLoss) {
+    return absl::Status(s.code(), absl::StrCat("job store '", path, "': ", s.message()));
+  }
+  return absl::DataLossError(absl::StrCat(
+      "job store '", path, "' is damaged: SQLite says \"", s.message(),
+      "\". Restore it from a backup, or move it away (with its -wal and -shm files) and start "
+      "with --new-store to begin a new, empty store."));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path, Clock* clock,
+                                                         const JobStoreOptions& options) {
   bool in_memory = path == ":memory:" || path.rfind("file:", 0) == 0;
   if (!in_memory) {
     std::filesystem::path dir = std::filesystem::path(path).parent_path();
@@ -260,31 +277,36 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
                        "' does not exist; create it or choose another path"));
     }
   }
+  RT_ASSIGN_OR_RETURN(StoreStampKeeper stamp,
+                      StoreStampKeeper::BeforeOpen(path, options.new_store));
   absl::StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(path, absl::Seconds(5));
   if (!db.ok()) {
+    if (db.status().code() == absl::StatusCode::kDataLoss) return OpenError(path, db.status());
     return absl::Status(db.status().code(), absl::StrCat("cannot open job store '", path,
                                                          "': ", db.status().message()));
   }
-  std::unique_ptr<JobStore> store(new JobStore(std::move(*db), path, clock));
+  std::unique_ptr<JobStore> store(new JobStore(std::move(*db), path, clock, std::move(stamp)));
   {
     absl::MutexLock lock(&store->mu_);
-    // journal_mode answers "memory" for an in-memory database; that is fine.
-    for (const char* sql : {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL",
+    if (absl::Status s = store->db_->QuickCheck(); !s.ok()) return OpenError(path, s);
+    // journal_mode answers "memory" for an in-memory database; that is fine. Every commit is
+    // synced (FULL), so the stamp CreateJob writes after one never runs ahead of the store.
+    for (const char* sql : {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL",
                             "PRAGMA foreign_keys = ON", kSchema}) {
       absl::Status s = store->db_->Exec(sql);
-      if (!s.ok()) {
-        return absl::Status(s.code(), absl::StrCat("job store '", path, "': ", s.message()));
-      }
+      if (!s.ok()) return OpenError(path, s);
     }
-    if (absl::Status s = AddMissingColumns(*store->db_); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("job store '", path, "': ", s.message()));
-    }
+    if (absl::Status s = AddMissingColumns(*store->db_); !s.ok()) return OpenError(path, s);
+    absl::StatusOr<int64_t> next = store->NextJobNumberLocked();
+    if (!next.ok()) return OpenError(path, next.status());
+    RT_RETURN_IF_ERROR(store->stamp_.AfterOpen(*next, store->NowUnixMs()));
   }
   return store;
 }
 
-JobStore::JobStore(std::unique_ptr<SqliteDb> db, std::string path, Clock* clock)
-    : db_(std::move(db)), path_(std::move(path)), clock_(clock) {}
+JobStore::JobStore(std::unique_ptr<SqliteDb> db, std::string path, Clock* clock,
+                   StoreStampKeeper stamp)
+    : db_(std::move(db)), path_(std::move(path)), clock_(clock), stamp_(std::move(stamp)) {}
 
 JobStore::~JobStore() = default;
 
@@ -333,6 +355,7 @@ absl::StatusOr<JobRecord> JobStore::CreateJob(JobRecord job) {
   RT_RETURN_IF_ERROR(InsertStateChange(*db_, {job.job_id, JobState::kQueued, JobState::kQueued,
                                               "submitted", job.submitted_unix_ms}));
   RT_RETURN_IF_ERROR(tx.Commit());
+  stamp_.Record(number + 1, job.submitted_unix_ms);  // after the commit: may lag, never lead
   return job;
 }
 

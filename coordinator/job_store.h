@@ -17,10 +17,19 @@
 #include "absl/synchronization/mutex.h"
 #include "coordinator/clock.h"
 #include "coordinator/job.h"
+#include "coordinator/store_stamp.h"
 
 namespace ringtrain {
 
 class SqliteDb;
+
+struct JobStoreOptions {
+  // --new-store: start even when the stamp beside the file (store_stamp.h) says the store held
+  // more jobs than it holds (the file is missing, emptied or older), or the stamp cannot be read:
+  // a missing file is created empty, any other taken as it is, the stamp rewritten and a warning
+  // logged. Never overrides a damaged file.
+  bool new_store = false;
+};
 
 // Thread-safe: every method may be called from any thread. One SQLite connection serves all calls
 // under one mutex, so calls run one at a time (each is a short transaction). Errors: NOT_FOUND for
@@ -29,10 +38,16 @@ class SqliteDb;
 class JobStore {
  public:
   // Opens (creating when absent) the database at `path` and its schema (adding the columns a store
-  // written by an older coordinator lacks); ":memory:" gives a private in-memory store. The directory must exist. WAL journal, foreign keys on, 5 s busy timeout.
-  // Submission and state-change times are read from `clock`, which must outlive the store.
+  // written by an older coordinator lacks); ":memory:" gives a private in-memory store. The directory must exist. WAL journal, every commit synced (synchronous
+  // FULL), foreign keys on, 5 s busy timeout. Submission and state-change times are read from
+  // `clock`, which must outlive the store.
+  // Before it is trusted a file is checked: PRAGMA quick_check, DATA_LOSS naming the file, what
+  // SQLite found and what to do when it is damaged or not a database; and its stamp `<path>.stamp`
+  // (store_stamp.h), FAILED_PRECONDITION when the store holds fewer jobs than the stamp recorded
+  // or the stamp cannot be read, unless options.new_store. CreateJob keeps the stamp current.
   static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& path,
-                                                        Clock* clock = Clock::Real());
+                                                        Clock* clock = Clock::Real(),
+                                                        const JobStoreOptions& options = {});
   ~JobStore();
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
@@ -83,7 +98,7 @@ class JobStore {
   absl::StatusOr<std::vector<std::string>> WorkerIds();
 
  private:
-  JobStore(std::unique_ptr<SqliteDb> db, std::string path, Clock* clock);
+  JobStore(std::unique_ptr<SqliteDb> db, std::string path, Clock* clock, StoreStampKeeper stamp);
 
   absl::StatusOr<JobRecord> GetJobLocked(const std::string& job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -94,6 +109,7 @@ class JobStore {
   const std::unique_ptr<SqliteDb> db_ ABSL_PT_GUARDED_BY(mu_);
   const std::string path_;
   Clock* const clock_;
+  StoreStampKeeper stamp_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringtrain

@@ -30,6 +30,7 @@ namespace {
 struct Flags {
   std::string listen = "127.0.0.1:50051";
   std::string db = "./ringtrain.db";
+  bool new_store = false;
   double worker_timeout_seconds = 10;
   double heartbeat_interval_seconds = 1;
   std::string rendezvous_ports = "29500-29999";
@@ -124,10 +125,12 @@ int Run(const Flags& flags) {
   const std::filesystem::path db_dir = std::filesystem::path(flags.db).parent_path();
   if (!db_dir.empty()) std::filesystem::create_directories(db_dir);
 
-  auto store = ringtrain::JobStore::Open(flags.db);
-  if (!store.ok()) {
-    std::fprintf(stderr, "ringtrain-coordinator: cannot open the job store %s: %s\n",
-                 flags.db.c_str(), std::string(store.status().message()).c_str());
+  ringtrain::JobStoreOptions store_options;
+  store_options.new_store = flags.new_store;
+  auto store = ringtrain::JobStore::Open(flags.db, ringtrain::Clock::Real(), store_options);
+  if (!store.ok()) {  // damaged, missing or emptied: the message names the file and the fix
+    std::fprintf(stderr, "ringtrain-coordinator: %s\n",
+                 std::string(store.status().message()).c_str());
     return 1;
   }
   ringtrain::EventHub hub;
@@ -197,8 +200,15 @@ int main(int argc, char** argv) {
   Flags flags;
   app.add_option("--listen", flags.listen, "gRPC address to serve on (HOST:PORT)")
       ->capture_default_str();
-  app.add_option("--db", flags.db, "SQLite job store (created when missing)")
+  app.add_option("--db", flags.db,
+                 "SQLite job store (created at the first start; its stamp <db>.stamp records how "
+                 "many jobs it has held)")
       ->capture_default_str();
+  app.add_flag("--new-store", flags.new_store,
+               "start although the store holds fewer jobs than its stamp recorded (missing: a "
+               "new, empty one is created; emptied or older: taken as it is) or the stamp is "
+               "unreadable; rewrites the stamp. For the one start after a deliberate reset, not "
+               "for every start");
   app.add_option("--worker-timeout", flags.worker_timeout_seconds,
                  "seconds without a heartbeat before a worker is lost")
       ->capture_default_str();

@@ -4,9 +4,15 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 
 namespace ringtrain {
@@ -27,12 +33,19 @@ std::string Describe(const std::string& sql) {
   return out;
 }
 
+// Whether result code `rc` says the file is damaged or not a database at all.
+bool IsDamage(int rc) {
+  const int primary = rc & 0xff;
+  return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB;
+}
+
 // `what` failed with result code `rc`; `message` is SQLite's explanation.
 absl::Status Error(int rc, const std::string& what, const char* message) {
   std::string text = absl::StrCat(what, ": ", message != nullptr ? message : sqlite3_errstr(rc),
                                   " (sqlite code ", rc, ")");
   const int primary = rc & 0xff;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) return absl::UnavailableError(text);
+  if (IsDamage(rc)) return absl::DataLossError(text);
   return absl::InternalError(text);
 }
 
@@ -49,9 +62,10 @@ absl::StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path
       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI;
   const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
-    absl::Status status = absl::FailedPreconditionError(
-        absl::StrCat(db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc), " (sqlite code ",
-                     rc, ")"));
+    const std::string text = absl::StrCat(db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
+                                          " (sqlite code ", rc, ")");
+    absl::Status status = IsDamage(rc) ? absl::DataLossError(text)
+                                       : absl::FailedPreconditionError(text);
     sqlite3_close(db);
     return status;
   }
@@ -72,6 +86,33 @@ absl::Status SqliteDb::Exec(const std::string& sql) {
 }
 
 int64_t SqliteDb::Changes() const { return sqlite3_changes(db_); }
+
+absl::Status SqliteDb::QuickCheck(int max_problems) {
+  constexpr size_t kMaxProblemChars = 200;
+  Statement check(*this, absl::StrCat("PRAGMA quick_check(", max_problems + 1, ")"));
+  // One problem a line; SQLite may put several lines in one row, under a "*** in database" head.
+  std::vector<std::string> problems;
+  while (true) {
+    absl::StatusOr<bool> row = check.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    const std::string text = check.Text(0);
+    if (text == "ok") return absl::OkStatus();
+    for (absl::string_view line :
+         absl::StrSplit(text, absl::ByAnyChar("\r\n"), absl::SkipEmpty())) {
+      if (absl::StartsWith(line, "*** in database")) continue;
+      std::string problem(line.substr(0, kMaxProblemChars));
+      if (line.size() > kMaxProblemChars) problem += "…";
+      problems.push_back(std::move(problem));
+    }
+  }
+  if (problems.empty()) problems.push_back("problems it did not describe");
+  const bool more = static_cast<int>(problems.size()) > max_problems;
+  if (more) problems.resize(max_problems);
+  return absl::DataLossError(absl::StrCat("PRAGMA quick_check found: ",
+                                          absl::StrJoin(problems, "; "),
+                                          more ? "; and more" : ""));
+}
 
 Statement::Statement(SqliteDb& db, const std::string& sql) : db_(db.db_), sql_(sql) {
   const int rc = sqlite3_prepare_v2(db_, sql_.c_str(), -1, &stmt_, nullptr);

@@ -2,7 +2,8 @@
 // than as return-code plumbing: one connection (SqliteDb), one prepared statement with bound
 // values (Statement), one BEGIN IMMEDIATE … COMMIT (Transaction). Every failure comes back as an
 // absl::Status naming the statement that failed, with SQLite's message and result code:
-// UNAVAILABLE when the database stayed busy or locked (retry later), INTERNAL otherwise.
+// UNAVAILABLE when the database stayed busy or locked (retry later), DATA_LOSS when the file is
+// damaged or not a database (SQLITE_CORRUPT, SQLITE_NOTADB: restore it), INTERNAL otherwise.
 // Values are always bound, never spliced into SQL text. sqlite3.h stays out of this header.
 #ifndef RINGTRAIN_COORDINATOR_SQLITE_DB_H_
 #define RINGTRAIN_COORDINATOR_SQLITE_DB_H_
@@ -28,7 +29,8 @@ class SqliteDb {
  public:
   // Opens `path` read-write, creating the file when absent; ":memory:" and "file:" URIs work too.
   // Extended result codes on; a locked database is retried for up to `busy_timeout`.
-  // FAILED_PRECONDITION (SQLite's reason; the caller names the file) when it cannot be opened.
+  // FAILED_PRECONDITION (SQLite's reason; the caller names the file) when it cannot be opened,
+  // DATA_LOSS when SQLite finds it damaged (most damage shows only at the first statement).
   static absl::StatusOr<std::unique_ptr<SqliteDb>> Open(const std::string& path,
                                                         absl::Duration busy_timeout);
   ~SqliteDb();
@@ -38,6 +40,11 @@ class SqliteDb {
   // Runs `sql` — one or more statements that bind nothing and whose rows are not wanted
   // (pragmas, the schema).
   absl::Status Exec(const std::string& sql);
+
+  // PRAGMA quick_check: OK when SQLite finds the file sound; otherwise DATA_LOSS listing the first
+  // `max_problems` problems it reports on one line (or the statement's own error, DATA_LOSS for a
+  // file that is not a database). Reads every page, so it takes time in proportion to the file.
+  absl::Status QuickCheck(int max_problems = 3);
 
   // Rows inserted, updated or deleted by the last such statement that finished.
   int64_t Changes() const;

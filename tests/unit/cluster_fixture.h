@@ -56,6 +56,7 @@ class ClusterFixture : public ::testing::Test {
     std::filesystem::remove(db_path_);
     std::filesystem::remove(db_path_ + "-wal");
     std::filesystem::remove(db_path_ + "-shm");
+    std::filesystem::remove(db_path_ + ".stamp");  // else a later run with this pid is refused
   }
 
   // Registers and attaches `n` cpu workers on host `host`; returns their ids.

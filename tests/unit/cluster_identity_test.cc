@@ -59,7 +59,9 @@ class ClusterIdentityTest : public ::testing::Test {
   void TearDown() override {
     cluster_.reset();
     store_.reset();
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db_path_ + suffix);
+    for (const char* suffix : {"", "-wal", "-shm", ".stamp"}) {
+      std::filesystem::remove(db_path_ + suffix);
+    }
   }
 
   // Registers and attaches one cpu worker; returns its id (its credential in credentials_).
