@@ -15,6 +15,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/printable.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/test_util.h"
@@ -265,6 +266,27 @@ TEST_F(RankSupervisorTest, MissingOrNonExecutableTrainerIsAnError) {
   EXPECT_EQ(sup.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(sup.status().message().find(launch.trainer_path), std::string::npos);
   EXPECT_FALSE(collector_.WaitExit(absl::ZeroDuration()).has_value());
+}
+
+TEST_F(RankSupervisorTest, StderrTailIsValidUtf8AndCutOnACharacter) {
+  // Line 1: 4095 ASCII bytes, then a 3-byte character across the 4096-byte cut, then more; line 2:
+  // raw bytes that are not UTF-8.
+  auto sup = RankSupervisor::Start(Script(R"(
+head -c 4095 /dev/zero | tr '\0' a >&2
+printf '\342\202\254 and the rest\n' >&2
+printf 'raw \377\376 bytes\n' >&2
+exit 1
+)"),
+                                   collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->exit_status, 1);
+  EXPECT_EQ(ValidUtf8(e->stderr_tail), e->stderr_tail);
+  EXPECT_EQ(e->stderr_tail, std::string(4095, 'a') + "\nraw \xef\xbf\xbd\xef\xbf\xbd bytes");
+  // rank.log keeps the bytes as they came.
+  EXPECT_NE(testing::ReadFile(Work("rank.log")).find("a\342\202\254 and the rest\n"),
+            std::string::npos);
 }
 
 TEST_F(RankSupervisorTest, RealTrainerReportsTwoSteps) {

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/printable.h"
 
 namespace ringtrain {
 namespace {
@@ -25,7 +26,10 @@ constexpr std::chrono::milliseconds kPollInterval{100};
 // After the trainer exits, how long its stderr pipe may stay open (held by a straggler) before
 // the tail is reported without the rest.
 constexpr std::chrono::milliseconds kStderrDrain{1000};
-constexpr size_t kMaxTailLineBytes = 4096;  // longer stderr lines are cut in the tail (not the log)
+// Raw bytes kept of a stderr line: kMaxTailLineBytes and 3 more, so that a character that starts
+// before the cut is whole when the tail is made valid UTF-8, and Utf8Prefix drops it whole (cut
+// short, its bytes would become U+FFFD instead).
+constexpr size_t kTailLineKeepBytes = RankSupervisor::kMaxTailLineBytes + 3;
 
 std::string ErrnoText() { return std::strerror(errno); }
 
@@ -246,7 +250,7 @@ void RankSupervisor::StderrLoop() {
         stderr_lines_.push_back(std::move(stderr_partial_));
         stderr_partial_.clear();
         if (stderr_lines_.size() > kStderrTailLines) stderr_lines_.pop_front();
-      } else if (stderr_partial_.size() < kMaxTailLineBytes) {
+      } else if (stderr_partial_.size() < kTailLineKeepBytes) {
         stderr_partial_.push_back(buf[i]);
       }
     }
@@ -260,6 +264,11 @@ std::string RankSupervisor::StderrTail() {
   if (!stderr_partial_.empty()) {
     lines.push_back(stderr_partial_);
     if (lines.size() > kStderrTailLines) lines.erase(lines.begin());
+  }
+  // Valid UTF-8 first (a trainer may print raw bytes; protobuf refuses them), then the cut, which
+  // on valid text drops a character that straddles it whole.
+  for (std::string& line : lines) {
+    line = std::string(Utf8Prefix(ValidUtf8(line), kMaxTailLineBytes));
   }
   return absl::StrJoin(lines, "\n");
 }

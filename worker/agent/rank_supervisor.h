@@ -37,9 +37,12 @@ struct RankLaunch {
 };
 
 struct RankExit {
-  int exit_status = -1;     // the exit status when the trainer exited, else -1
-  int signal = 0;           // the signal that killed it, else 0
-  std::string stderr_tail;  // its last 40 lines of stderr, '\n'-separated
+  int exit_status = -1;  // the exit status when the trainer exited, else -1
+  int signal = 0;        // the signal that killed it, else 0
+  // Its last 40 lines of stderr, '\n'-separated, each cut to at most 4096 bytes on a character
+  // boundary; always valid UTF-8 (a byte that is not is replaced by U+FFFD), so it can go into a
+  // protobuf string as it is.
+  std::string stderr_tail;
 };
 
 // Thread-safety: Cancel() may be called from any thread, concurrently. The callbacks run on the
@@ -83,6 +86,8 @@ class RankSupervisor {
 
   static constexpr std::chrono::milliseconds kDestructorGrace{500};
   static constexpr size_t kStderrTailLines = 40;
+  // Longer stderr lines are cut in the tail (not in rank.log), on a character boundary.
+  static constexpr size_t kMaxTailLineBytes = 4096;
 
  private:
   using Clock = std::chrono::steady_clock;
