@@ -1,12 +1,17 @@
 // The worker agent against a fake coordinator (a real gRPC WorkerService on 127.0.0.1 that records
 // what arrives and sends what a test tells it) and a fake trainer (a shell script whose behaviour
 // the assignment's config sets). Most tests run the Agent class in-process; the last ones run the
-// ringtrain-worker binary for its flags and its SIGTERM handling.
+// ringtrain-worker binary for its flags, its SIGTERM handling, what a SIGKILL leaves behind and
+// its hold on the work dir.
 #include "worker/agent/agent.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -24,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "tests/integration/test_util.h"
+#include "worker/agent/trainer_pid_file.h"
 
 namespace ringtrain {
 namespace {
@@ -649,6 +655,119 @@ TEST_F(AgentTest, BinaryRejectsBadFlagsWithExitCode2) {
   r = testing::RunCommand({worker, "--trainer", dir_ / "nope"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.output, "does not exist")) << r.output;
+}
+
+// Whether a listening socket can be bound on 127.0.0.1:port now (SO_REUSEADDR, as a restarted
+// rendezvous store binds): false while another process still listens on it.
+bool CanListenOn(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok =
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && listen(fd, 1) == 0;
+  close(fd);
+  return ok;
+}
+
+// An agent killed by SIGKILL cannot stop its trainer: the kernel does (PR_SET_PDEATHSIG), so the
+// device and the rendezvous port are free again at once, and the next agent on the work dir starts
+// (the kernel dropped the lock too) and clears the record the dead one left.
+TEST_F(AgentTest, BinaryKilledBySigkillTakesItsTrainerWithIt) {
+  const int port = testing::FreePort();
+  const std::string trainer = dir_ / "listening-trainer.sh";
+  testing::WriteFile(trainer, absl::StrCat(R"(#!/bin/sh
+m=""
+for a in "$@"; do case "$a" in --metrics.jsonl=*) m="${a#--metrics.jsonl=}";; esac; done
+exec ")", testing::PythonPath(), R"(" -c '
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", )", port, R"())
+s.listen()
+open(sys.argv[1], "w").write("listening\n")
+time.sleep(60)
+' "$(dirname "$m")/listening"
+)"));
+  chmod(trainer.c_str(), 0755);
+  const std::vector<std::string> argv = {testing::BinDir() + "/ringtrain-worker", "--coordinator",
+                                         Options().coordinator, "--work-dir", dir_ / "work",
+                                         "--trainer", trainer};
+  Subprocess worker = testing::StartCommand(argv, dir_ / "worker.log");
+  ASSERT_TRUE(WaitFor([&] { return !coordinator_->hellos().empty(); }))
+      << testing::ReadFile(dir_ / "worker.log");
+  ASSERT_TRUE(coordinator_->Send(Assign("pd", kLongRun)));
+  ASSERT_TRUE(WaitFor([&] { return !testing::ReadFile(RankDir("pd", 0) + "/listening").empty(); }))
+      << testing::ReadFile(dir_ / "worker.log");
+  ASSERT_FALSE(coordinator_->messages().empty());
+  const pid_t trainer_pid = coordinator_->messages()[0].rank_started().pid();
+  ASSERT_TRUE(testing::IsRunning(trainer_pid));
+  EXPECT_FALSE(CanListenOn(port));
+
+  kill(worker.pid(), SIGKILL);  // the agent alone: the trainer has a process group of its own
+  EXPECT_EQ(testing::WaitCommand(worker, 5), 128 + SIGKILL);
+  EXPECT_TRUE(WaitFor([&] { return !testing::IsRunning(trainer_pid); }, 2))
+      << "the trainer outlived its agent";
+  EXPECT_TRUE(WaitFor([&] { return CanListenOn(port); }, 2)) << "port " << port << " still taken";
+
+  const std::string pid_file = RankDir("pd", 0) + "/trainer.pid";
+  EXPECT_EQ(access(pid_file.c_str(), F_OK), 0) << "a killed agent cannot remove trainer.pid";
+  Subprocess next = testing::StartCommand(argv, dir_ / "next.log");
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->hellos().size() >= 2; }))
+      << testing::ReadFile(dir_ / "next.log");
+  EXPECT_NE(access(pid_file.c_str(), F_OK), 0) << "the next agent leaves the stale record";
+  next.Signal(SIGTERM);
+  EXPECT_EQ(testing::WaitCommand(next, 8), 0) << testing::ReadFile(dir_ / "next.log");
+}
+
+TEST_F(AgentTest, BinaryRefusesAWorkDirAnotherAgentHolds) {
+  Subprocess first = testing::StartCommand(
+      {testing::BinDir() + "/ringtrain-worker", "--coordinator", Options().coordinator,
+       "--work-dir", dir_ / "work", "--trainer", trainer_},
+      dir_ / "worker.log");
+  ASSERT_TRUE(WaitFor([&] { return !coordinator_->hellos().empty(); }))
+      << testing::ReadFile(dir_ / "worker.log");
+  const testing::CommandResult second = testing::RunCommand(
+      {testing::BinDir() + "/ringtrain-worker", "--coordinator", Options().coordinator,
+       "--work-dir", dir_ / "work", "--trainer", trainer_});
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_TRUE(absl::StrContains(second.output, "work dir '" + dir_ / "work" + "' is in use"))
+      << second.output;
+  EXPECT_TRUE(absl::StrContains(second.output, absl::StrCat("pid ", first.pid()))) << second.output;
+  EXPECT_EQ(coordinator_->registrations().size(), 1u) << "the second agent registered";
+  first.Signal(SIGTERM);
+  EXPECT_EQ(testing::WaitCommand(first, 8), 0) << testing::ReadFile(dir_ / "worker.log");
+}
+
+// A trainer that outlived its agent (one started before trainers died with their agent, or one
+// the kernel had not killed yet) is stopped by the next agent before it registers.
+TEST_F(AgentTest, BinaryStopsATrainerItsPredecessorLeft) {
+  SpawnOptions sleep;
+  sleep.argv = {"/bin/sleep", "30"};
+  absl::StatusOr<Subprocess> leftover = Subprocess::Start(sleep);
+  ASSERT_TRUE(leftover.ok()) << leftover.status();
+  const std::string rank_dir = RankDir("old-job", 3);
+  std::filesystem::create_directories(rank_dir);
+  ASSERT_TRUE(WriteTrainerPidFile(rank_dir + "/trainer.pid", *RecordOf(leftover->pid())).ok());
+
+  Subprocess worker = testing::StartCommand(
+      {testing::BinDir() + "/ringtrain-worker", "--coordinator", Options().coordinator,
+       "--work-dir", dir_ / "work", "--trainer", trainer_},
+      dir_ / "worker.log");
+  EXPECT_EQ(leftover->Wait(std::chrono::milliseconds(5000)), 128 + SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return !coordinator_->hellos().empty(); }))
+      << testing::ReadFile(dir_ / "worker.log");
+  EXPECT_TRUE(absl::StrContains(testing::ReadFile(dir_ / "worker.log"),
+                                absl::StrCat("killed a trainer a previous agent left running: job "
+                                             "old-job rank 3, pid ",
+                                             leftover->pid())))
+      << testing::ReadFile(dir_ / "worker.log");
+  EXPECT_NE(access((rank_dir + "/trainer.pid").c_str(), F_OK), 0);
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(testing::WaitCommand(worker, 8), 0) << testing::ReadFile(dir_ / "worker.log");
 }
 
 }  // namespace

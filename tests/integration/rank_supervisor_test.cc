@@ -1,5 +1,6 @@
 // RankSupervisor against fake trainers (shell scripts written into a TempDir), plus one run of the
-// real ringtrain-trainer when it has been built.
+// real ringtrain-trainer when it has been built. The hang tests' trainers beat as the real one does
+// (hang_detector.h), ten times faster, against limits of about a second.
 #include "worker/agent/rank_supervisor.h"
 
 #include <signal.h>
@@ -7,17 +8,21 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/printable.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/test_util.h"
+#include "worker/agent/trainer_pid_file.h"
 
 namespace ringtrain {
 namespace {
@@ -25,7 +30,8 @@ namespace {
 using ::ringtrain::testing::TempDir;
 using Clock = std::chrono::steady_clock;
 
-// Collects what the callbacks report; on_exit must come exactly once.
+// Collects what the callbacks report; on_exit must come exactly once, on_hung at most once and
+// before it.
 class Collector {
  public:
   RankSupervisor::Callbacks Callbacks() {
@@ -38,7 +44,30 @@ class Collector {
               absl::MutexLock lock(&mu_);
               EXPECT_FALSE(exit_.has_value()) << "on_exit called twice";
               exit_ = e;
+            },
+            [this](const std::string& reason) {
+              absl::MutexLock lock(&mu_);
+              EXPECT_FALSE(exit_.has_value()) << "on_hung after on_exit: " << reason;
+              EXPECT_FALSE(hung_.has_value()) << "on_hung called twice: " << reason;
+              hung_ = reason;
+              hung_at_ = Clock::now();
             }};
+  }
+  // The hang's reason, or nullopt if none came within `timeout`.
+  std::optional<std::string> WaitHung(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](std::optional<std::string>* h) { return h->has_value(); }, &hung_),
+                         timeout);
+    return hung_;
+  }
+  std::optional<std::string> hung() {
+    absl::MutexLock lock(&mu_);
+    return hung_;
+  }
+  Clock::time_point hung_at() {
+    absl::MutexLock lock(&mu_);
+    return hung_at_;
   }
   // The exit, or nullopt if it did not come within `timeout`.
   std::optional<RankExit> WaitExit(absl::Duration timeout) {
@@ -57,13 +86,29 @@ class Collector {
   absl::Mutex mu_;
   std::vector<std::string> records_ ABSL_GUARDED_BY(mu_);
   std::optional<RankExit> exit_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> hung_ ABSL_GUARDED_BY(mu_);
+  Clock::time_point hung_at_ ABSL_GUARDED_BY(mu_);
 };
 
-// Finds the metrics path among the arguments, as the trainer does.
+// Finds the metrics path among the arguments, as the trainer does; `beat N PHASE SECONDS STEP`
+// writes the progress file as the trainer does (a temporary file, renamed).
 constexpr char kPrologue[] = R"(#!/bin/sh
 m=""
 for a in "$@"; do case "$a" in --metrics.jsonl=*) m="${a#--metrics.jsonl=}";; esac; done
+p="$RINGTRAIN_PROGRESS_FILE"
+beat() {
+  printf '{"beat":%d,"phase":"%s","phase_seconds":%s,"step":%d}\n' "$1" "$2" "$3" "$4" > "$p.tmp"
+  mv "$p.tmp" "$p"
+}
 )";
+
+HangLimits Limits(int silence_ms, int stall_ms, int grace_ms) {
+  HangLimits limits;
+  limits.silence_limit = std::chrono::milliseconds(silence_ms);
+  limits.stall_limit = std::chrono::milliseconds(stall_ms);
+  limits.startup_grace = std::chrono::milliseconds(grace_ms);
+  return limits;
+}
 
 class RankSupervisorTest : public ::testing::Test {
  protected:
@@ -265,6 +310,185 @@ TEST_F(RankSupervisorTest, MissingOrNonExecutableTrainerIsAnError) {
   EXPECT_EQ(sup.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(sup.status().message().find(launch.trainer_path), std::string::npos);
   EXPECT_FALSE(collector_.WaitExit(absl::ZeroDuration()).has_value());
+}
+
+TEST_F(RankSupervisorTest, StderrTailIsValidUtf8AndCutOnACharacter) {
+  // Line 1: 4095 ASCII bytes, then a 3-byte character across the 4096-byte cut, then more; line 2:
+  // raw bytes that are not UTF-8.
+  auto sup = RankSupervisor::Start(Script(R"(
+head -c 4095 /dev/zero | tr '\0' a >&2
+printf '\342\202\254 and the rest\n' >&2
+printf 'raw \377\376 bytes\n' >&2
+exit 1
+)"),
+                                   collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->exit_status, 1);
+  EXPECT_EQ(ValidUtf8(e->stderr_tail), e->stderr_tail);
+  EXPECT_EQ(e->stderr_tail, std::string(4095, 'a') + "\nraw \xef\xbf\xbd\xef\xbf\xbd bytes");
+  // rank.log keeps the bytes as they came.
+  EXPECT_NE(testing::ReadFile(Work("rank.log")).find("a\342\202\254 and the rest\n"),
+            std::string::npos);
+}
+
+TEST_F(RankSupervisorTest, ProgressFileIsNamedAndAStaleOneRemoved) {
+  RankLaunch launch = Script(R"(
+d=$(dirname "$m")
+echo "$RINGTRAIN_PROGRESS_FILE" > "$d/seen.txt"
+if [ -e "$RINGTRAIN_PROGRESS_FILE" ]; then echo "stale file left" >> "$d/seen.txt"; fi
+sleep 0.5
+)");
+  launch.hang = Limits(0, 100, 0);
+  std::filesystem::create_directories(launch.work_dir);
+  // It would be a stall at once if it were read.
+  testing::WriteFile(Work("progress.json"),
+                     R"({"beat":9,"phase":"compute","phase_seconds":999,"step":5})");
+  auto sup = RankSupervisor::Start(launch, collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->exit_status, 0);
+  EXPECT_EQ(testing::ReadFile(Work("seen.txt")), Work("progress.json") + "\n");
+  EXPECT_EQ(collector_.hung(), std::nullopt);
+}
+
+TEST_F(RankSupervisorTest, TrainerPidFileWhileItRuns) {
+  auto sup = RankSupervisor::Start(Script(R"(
+touch "$m.running"
+while [ ! -e "$m.go" ]; do sleep 0.02; done
+)"),
+                                   collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  ASSERT_TRUE(WaitFile(Work("metrics.jsonl.running")));
+  absl::StatusOr<TrainerPidRecord> record = ReadTrainerPidFile(Work("trainer.pid"));
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->pid, (*sup)->pid());
+  EXPECT_EQ(record->pgid, (*sup)->pid());
+  EXPECT_TRUE(StillRuns(*record));
+  testing::WriteFile(Work("metrics.jsonl.go"), "");
+  ASSERT_TRUE(collector_.WaitExit(absl::Seconds(10)).has_value());
+  EXPECT_NE(access(Work("trainer.pid").c_str(), F_OK), 0) << "trainer.pid outlives the trainer";
+}
+
+TEST_F(RankSupervisorTest, BeatingTrainerThatFinishesIsNotHung) {
+  RankLaunch launch = Script(R"(
+i=1
+while [ $i -le 15 ]; do beat $i compute 0.$((i % 5)) $((i / 5)); sleep 0.1; i=$((i + 1)); done
+)");
+  launch.hang = Limits(3000, 1000, 1000);  // silence: room for a loaded machine
+  auto sup = RankSupervisor::Start(launch, collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->exit_status, 0) << e->stderr_tail;
+  EXPECT_EQ(collector_.hung(), std::nullopt);
+}
+
+// A trainer stopped by SIGSTOP: no beat; then Cancel. A trainer that handles SIGTERM (as the real
+// one does) gets it only once continued, so it takes the SIGKILL after the grace.
+TEST_F(RankSupervisorTest, StoppedTrainerIsHungAndCancelStillEndsIt) {
+  RankLaunch launch = Script(R"(
+trap 'exit 143' TERM
+i=1
+while [ $i -le 5 ]; do beat $i compute 0.1 7; sleep 0.1; i=$((i + 1)); done
+touch "$p.stopping"
+kill -STOP $$
+sleep 30
+)");
+  launch.hang = Limits(1000, 0, 5000);
+  auto sup = RankSupervisor::Start(launch, collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  ASSERT_TRUE(WaitFile(Work("progress.json.stopping")));
+  const Clock::time_point stopped = Clock::now();
+  std::optional<std::string> reason = collector_.WaitHung(absl::Seconds(5));
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_TRUE(absl::StartsWith(*reason, "no heartbeat from the trainer for ")) << *reason;
+  EXPECT_TRUE(absl::EndsWith(*reason, " s (process stopped or frozen; last step 7)")) << *reason;
+  // The last beat came at most 0.1 s before `stopped` (plus a poll).
+  EXPECT_GE(collector_.hung_at() - stopped, std::chrono::milliseconds(700));
+  EXPECT_LE(collector_.hung_at() - stopped, std::chrono::milliseconds(2000));
+  EXPECT_FALSE(collector_.WaitExit(absl::ZeroDuration()).has_value());  // not stopped by itself
+
+  const Clock::time_point cancelled = Clock::now();
+  (*sup)->Cancel(std::chrono::milliseconds(500));
+  std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->signal, SIGKILL);
+  EXPECT_GE(Clock::now() - cancelled, std::chrono::milliseconds(500));
+  EXPECT_TRUE(Gone((*sup)->pid()));
+}
+
+TEST_F(RankSupervisorTest, ComputingWithoutEndIsAStall) {
+  RankLaunch launch = Script(R"(
+t=0
+while :; do beat $((t + 1)) compute $((t / 10)).$((t % 10)) 3; sleep 0.1; t=$((t + 1)); done
+)");
+  launch.hang = Limits(5000, 1000, 5000);
+  const Clock::time_point start = Clock::now();
+  auto sup = RankSupervisor::Start(launch, collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  std::optional<std::string> reason = collector_.WaitHung(absl::Seconds(10));
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_TRUE(absl::StartsWith(*reason, "computing for 1.")) << *reason;
+  EXPECT_TRUE(absl::EndsWith(
+      *reason, " s without reaching a collective or a step boundary (deadlock?; last step 3)"))
+      << *reason;
+  EXPECT_GE(collector_.hung_at() - start, std::chrono::milliseconds(1000));
+  (*sup)->Cancel(std::chrono::milliseconds(2000));
+  std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->signal, SIGTERM);
+}
+
+TEST_F(RankSupervisorTest, WaitingForPeersIsNotAHang) {
+  RankLaunch launch = Script(R"(
+t=0
+while [ $t -le 20 ]; do
+  beat $((t + 1)) wait $((t / 10)).$((t % 10)) 3; sleep 0.1; t=$((t + 1))
+done
+)");
+  launch.hang = Limits(3000, 500, 1000);
+  auto sup = RankSupervisor::Start(launch, collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  std::optional<RankExit> e = collector_.WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->exit_status, 0) << e->stderr_tail;
+  EXPECT_EQ(collector_.hung(), std::nullopt);
+}
+
+TEST_F(RankSupervisorTest, NoBeatAtAllIsAHangOnlyWhenSilenceIsWatched) {
+  {
+    RankLaunch launch = Script("sleep 30\n");
+    launch.hang = Limits(500, 0, 500);
+    const Clock::time_point start = Clock::now();
+    auto sup = RankSupervisor::Start(launch, collector_.Callbacks());
+    ASSERT_TRUE(sup.ok()) << sup.status();
+    std::optional<std::string> reason = collector_.WaitHung(absl::Seconds(5));
+    ASSERT_TRUE(reason.has_value());
+    EXPECT_GE(collector_.hung_at() - start, std::chrono::milliseconds(1000));
+    EXPECT_TRUE(absl::StrContains(*reason, " s since it started (process stopped or frozen before "
+                                           "its first beat, or a trainer that does not write "
+                                           "RINGTRAIN_PROGRESS_FILE)"))
+        << *reason;
+  }  // the destructor stops it
+  Collector stall_only;
+  RankLaunch launch = Script("sleep 1.5\n");
+  launch.hang = Limits(0, 300, 0);
+  auto sup = RankSupervisor::Start(launch, stall_only.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  ASSERT_TRUE(stall_only.WaitExit(absl::Seconds(10)).has_value());
+  EXPECT_EQ(stall_only.hung(), std::nullopt);
+}
+
+TEST_F(RankSupervisorTest, NegativeHangLimitIsAnError) {
+  RankLaunch launch = Script("");
+  launch.hang.stall_limit = std::chrono::milliseconds(-1);
+  auto sup = RankSupervisor::Start(launch, collector_.Callbacks());
+  ASSERT_FALSE(sup.ok());
+  EXPECT_EQ(sup.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(sup.status().message(), "hang.stall_limit")) << sup.status();
 }
 
 TEST_F(RankSupervisorTest, RealTrainerReportsTwoSteps) {

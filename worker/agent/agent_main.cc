@@ -1,5 +1,9 @@
 // ringtrain-worker: the worker agent process. Flags become AgentOptions; SIGINT and SIGTERM become
-// Agent::Shutdown(), delivered by a watcher thread (never work inside a signal handler).
+// Agent::Shutdown(), delivered by a watcher thread (never work inside a signal handler). The work
+// dir is locked for the process's lifetime and cleared of a crashed predecessor's trainers
+// (work_dir_lock.h) before anything is served. Agent::Run runs on the main thread: trainers are
+// started on the thread that runs it and die with that thread (PR_SET_PDEATHSIG,
+// rank_supervisor.h), so it must live as long as they should; main's lives as long as the process.
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,11 +19,13 @@
 #include "common/log.h"
 #include "common/metrics/metrics_server.h"
 #include "worker/agent/agent.h"
+#include "worker/agent/work_dir_lock.h"
 
 namespace {
 
 constexpr int kExitError = 1;  // the coordinator refused this agent (a bad request or join token)
-constexpr int kExitUsage = 2;  // bad flags or credential files, no trainer, work dir not writable
+// bad flags or credential files, no trainer, work dir not writable or used by another agent
+constexpr int kExitUsage = 2;
 constexpr char kDefaultMetricsAddress[] = "127.0.0.1:9470";
 constexpr int kDefaultMetricsPortScan = 100;
 
@@ -112,6 +118,15 @@ int main(int argc, char** argv) {
     std::cerr << "ringtrain-worker: " << agent.status().message() << "\n";
     return kExitUsage;
   }
+  // Create made the work dir. Held until the process ends; before the metrics port is taken, so a
+  // second agent on this folder leaves nothing behind.
+  absl::StatusOr<ringtrain::WorkDirLock> work_dir_lock =
+      ringtrain::WorkDirLock::Acquire(options.work_dir);
+  if (!work_dir_lock.ok()) {
+    std::cerr << "ringtrain-worker: " << work_dir_lock.status().message() << "\n";
+    return kExitUsage;
+  }
+  ringtrain::StopLeftoverTrainers(options.work_dir);
 
   // Without the flag, agents sharing a machine take the next free port each.
   auto metrics_server = ringtrain::MetricsServer::Start(

@@ -17,6 +17,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/printable.h"
+#include "worker/agent/trainer_pid_file.h"
 
 namespace ringtrain {
 namespace {
@@ -25,7 +28,11 @@ constexpr std::chrono::milliseconds kPollInterval{100};
 // After the trainer exits, how long its stderr pipe may stay open (held by a straggler) before
 // the tail is reported without the rest.
 constexpr std::chrono::milliseconds kStderrDrain{1000};
-constexpr size_t kMaxTailLineBytes = 4096;  // longer stderr lines are cut in the tail (not the log)
+// Raw bytes kept of a stderr line: kMaxTailLineBytes and 3 more, so that a character that starts
+// before the cut is whole when the tail is made valid UTF-8, and Utf8Prefix drops it whole (cut
+// short, its bytes would become U+FFFD instead).
+constexpr size_t kTailLineKeepBytes = RankSupervisor::kMaxTailLineBytes + 3;
+constexpr char kProgressFileName[] = "progress.json";
 
 std::string ErrnoText() { return std::strerror(errno); }
 
@@ -42,6 +49,14 @@ void WriteAll(int fd, const char* data, size_t size) {
   }
 }
 
+// Removes a file an earlier run left, so that nothing stale of it is read.
+absl::Status RemoveStale(const std::string& path) {
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return absl::InternalError(absl::StrCat("cannot remove stale '", path, "': ", ErrnoText()));
+  }
+  return absl::OkStatus();
+}
+
 // The rendezvous variables of the launch: they replace inherited ones of the same names.
 std::vector<std::string> ChildVariables(const RankLaunch& launch) {
   std::vector<std::string> env = {
@@ -53,6 +68,8 @@ std::vector<std::string> ChildVariables(const RankLaunch& launch) {
       "MKL_NUM_THREADS=" + std::to_string(launch.threads),
       // Every rank writes its own <work_dir>/metrics.jsonl, so every agent sees its rank's figures.
       "RINGTRAIN_JSONL_EVERY_RANK=1",
+      // The trainer beats here (hang_detector.h), whether or not this supervisor watches.
+      "RINGTRAIN_PROGRESS_FILE=" + launch.work_dir + "/" + kProgressFileName,
   };
   if (!launch.host_address.empty()) env.push_back("RINGTRAIN_HOST_ADDRESS=" + launch.host_address);
   return env;
@@ -68,6 +85,14 @@ absl::Status CheckLaunch(const RankLaunch& launch) {
   }
   if (launch.threads < 1) {
     return absl::InvalidArgumentError(absl::StrCat("threads = ", launch.threads, ": need >= 1"));
+  }
+  for (const auto& [name, limit] : {std::pair{"hang.silence_limit", launch.hang.silence_limit},
+                                    std::pair{"hang.stall_limit", launch.hang.stall_limit},
+                                    std::pair{"hang.startup_grace", launch.hang.startup_grace}}) {
+    if (limit.count() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " = ", limit.count(), " ms: need >= 0 (0 turns it off)"));
+    }
   }
   if (access(launch.trainer_path.c_str(), F_OK) != 0) {
     return absl::NotFoundError(
@@ -95,10 +120,10 @@ absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const Rank
         absl::StrCat("cannot create work_dir '", launch.work_dir, "': ", ec.message()));
   }
   const std::string metrics_path = launch.work_dir + "/metrics.jsonl";
+  const std::string progress_path = launch.work_dir + "/" + kProgressFileName;
   const std::string log_path = launch.work_dir + "/rank.log";
-  if (unlink(metrics_path.c_str()) != 0 && errno != ENOENT) {
-    return absl::InternalError(
-        absl::StrCat("cannot remove stale '", metrics_path, "': ", ErrnoText()));
+  for (const std::string& stale : {metrics_path, progress_path, progress_path + ".tmp"}) {
+    if (absl::Status s = RemoveStale(stale); !s.ok()) return s;
   }
 
   int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
@@ -121,8 +146,11 @@ absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const Rank
   spawn.stderr_to = Redirect::ToFd(pipe_fds[1]);  // copied to rank.log by StderrLoop
   // The trainer's stragglers go with it, before its group id could be reused.
   spawn.kill_group_on_exit = true;
+  // And the trainer goes with this thread, should the agent die without stopping it (SIGKILL).
+  spawn.parent_death_signal = SIGKILL;
   spawn.exec_error_prefix =
       absl::StrCat("rank_supervisor: cannot exec '", launch.trainer_path, "': ");
+  const Clock::time_point started = Clock::now();
   absl::StatusOr<Subprocess> process = Subprocess::Start(spawn);
   close(pipe_fds[1]);
   if (!process.ok()) {
@@ -132,22 +160,34 @@ absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const Rank
         absl::StrCat("cannot start '", launch.trainer_path, "': ", process.status().message()));
   }
 
-  std::unique_ptr<RankSupervisor> supervisor(
-      new RankSupervisor(std::move(callbacks), metrics_path, log_fd, pipe_fds[0],
-                         *std::move(process)));
+  std::unique_ptr<RankSupervisor> supervisor(new RankSupervisor(
+      std::move(callbacks), launch, log_fd, pipe_fds[0], *std::move(process), started));
+  // Right after fork: its start time is fixed at fork, so the record is right even if it has not
+  // exec'd yet. A record that cannot be written costs only the cleanup after a crash of the agent.
+  absl::StatusOr<TrainerPidRecord> record = RecordOf(supervisor->pid_);
+  absl::Status recorded = record.status();
+  if (record.ok()) recorded = WriteTrainerPidFile(supervisor->pid_file_path_, *record);
+  if (!recorded.ok()) {
+    RT_LOG(Warning) << "trainer pid " << supervisor->pid_ << " not recorded: " << recorded.message()
+                    << " (an agent restarted after a crash would not find it)";
+  }
   RankSupervisor* self = supervisor.get();
   self->stderr_thread_ = std::thread([self] { self->StderrLoop(); });
   self->monitor_thread_ = std::thread([self] { self->MonitorLoop(); });
   return supervisor;
 }
 
-RankSupervisor::RankSupervisor(Callbacks callbacks, std::string metrics_path, int log_fd,
-                               int stderr_fd, Subprocess process)
+RankSupervisor::RankSupervisor(Callbacks callbacks, const RankLaunch& launch, int log_fd,
+                               int stderr_fd, Subprocess process, Clock::time_point started)
     : callbacks_(std::move(callbacks)),
-      metrics_path_(std::move(metrics_path)),
+      metrics_path_(launch.work_dir + "/metrics.jsonl"),
+      progress_path_(launch.work_dir + "/" + kProgressFileName),
+      pid_file_path_(launch.work_dir + "/" + kTrainerPidFileName),
+      watch_progress_(launch.hang.enabled()),
       log_fd_(log_fd),
       stderr_fd_(stderr_fd),
       pid_(process.pid()),
+      hang_(launch.hang, started),
       process_(std::move(process)) {}
 
 RankSupervisor::~RankSupervisor() {
@@ -172,6 +212,7 @@ void RankSupervisor::MonitorLoop() {
   std::optional<int> wait_status;  // nullopt when someone else reaped it (SIGCHLD set to SIG_IGN)
   for (;;) {
     bool exited = false;
+    bool cancelled = false;
     {
       absl::MutexLock lock(&mu_);
       // Poll also sends SIGKILL to what the trainer left in its group (kill_group_on_exit).
@@ -183,12 +224,23 @@ void RankSupervisor::MonitorLoop() {
         process_.Signal(SIGKILL);
         kill_deadline_.reset();
       }
+      cancelled = term_sent_;
     }
     // Read after the reap check: once the trainer has exited, this read sees everything it wrote.
     Deliver(ReadNewRecords());
     if (exited) break;
+    // Only this thread reaps, so the trainer is still unreaped here; a cancelled one is on its way
+    // out, and whoever cancelled it needs no verdict.
+    if (watch_progress_ && !cancelled) {
+      if (std::optional<std::string> reason =
+              hang_.Observe(ReadProgressBeat(progress_path_), Clock::now());
+          reason && callbacks_.on_hung) {
+        callbacks_.on_hung(*reason);
+      }
+    }
     std::this_thread::sleep_for(kPollInterval);
   }
+  unlink(pid_file_path_.c_str());  // reaped: the pid may be reused from now on
   stderr_thread_.join();
 
   RankExit exit;
@@ -246,7 +298,7 @@ void RankSupervisor::StderrLoop() {
         stderr_lines_.push_back(std::move(stderr_partial_));
         stderr_partial_.clear();
         if (stderr_lines_.size() > kStderrTailLines) stderr_lines_.pop_front();
-      } else if (stderr_partial_.size() < kMaxTailLineBytes) {
+      } else if (stderr_partial_.size() < kTailLineKeepBytes) {
         stderr_partial_.push_back(buf[i]);
       }
     }
@@ -260,6 +312,11 @@ std::string RankSupervisor::StderrTail() {
   if (!stderr_partial_.empty()) {
     lines.push_back(stderr_partial_);
     if (lines.size() > kStderrTailLines) lines.erase(lines.begin());
+  }
+  // Valid UTF-8 first (a trainer may print raw bytes; protobuf refuses them), then the cut, which
+  // on valid text drops a character that straddles it whole.
+  for (std::string& line : lines) {
+    line = std::string(Utf8Prefix(ValidUtf8(line), kMaxTailLineBytes));
   }
   return absl::StrJoin(lines, "\n");
 }

@@ -1,6 +1,7 @@
 // The agent's process-supervision core: starts one `ringtrain-trainer` for one rank, relays the
-// step reports it writes to <work_dir>/metrics.jsonl, keeps the tail of its stderr, reports how it
-// ended, and stops it (with its whole process group) on cancel. No LibTorch, no gRPC.
+// step reports it writes to <work_dir>/metrics.jsonl, watches its progress file for a hang
+// (hang_detector.h), keeps the tail of its stderr, reports how it ended, and stops it (with its
+// whole process group) on cancel. No LibTorch, no gRPC.
 #ifndef RINGTRAIN_WORKER_AGENT_RANK_SUPERVISOR_H_
 #define RINGTRAIN_WORKER_AGENT_RANK_SUPERVISOR_H_
 
@@ -19,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/subprocess.h"
+#include "worker/agent/hang_detector.h"
 
 namespace ringtrain {
 
@@ -32,34 +34,59 @@ struct RankLaunch {
   int master_port = 0;
   std::string host_address;  // RINGTRAIN_HOST_ADDRESS: where other ranks reach this one (Gloo)
   std::string device;    // "cpu" or "cuda:N"
-  std::string work_dir;  // created if missing; holds rank.log and metrics.jsonl
+  std::string work_dir;  // created if missing; holds rank.log, metrics.jsonl, progress.json and
+                         // trainer.pid
   int threads = 1;       // OMP_NUM_THREADS and MKL_NUM_THREADS
+  // When the trainer counts as hung (hang_detector.h): (a) no new beat in progress.json for
+  // hang.silence_limit (hang.startup_grace more before the first beat), (b) a beat saying
+  // `compute` for hang.stall_limit. Each 0 = off, the default. Turn (a) on only for trainers known
+  // to write the progress file: one that never does is reported hung once the grace has passed.
+  HangLimits hang;
 };
 
 struct RankExit {
-  int exit_status = -1;     // the exit status when the trainer exited, else -1
-  int signal = 0;           // the signal that killed it, else 0
-  std::string stderr_tail;  // its last 40 lines of stderr, '\n'-separated
+  int exit_status = -1;  // the exit status when the trainer exited, else -1
+  int signal = 0;        // the signal that killed it, else 0
+  // Its last 40 lines of stderr, '\n'-separated, each cut to at most 4096 bytes on a character
+  // boundary; always valid UTF-8 (a byte that is not is replaced by U+FFFD), so it can go into a
+  // protobuf string as it is.
+  std::string stderr_tail;
 };
 
 // Thread-safety: Cancel() may be called from any thread, concurrently. The callbacks run on the
 // supervisor's own monitor thread, one at a time, never while a lock of the supervisor is held, so
 // they may call Cancel(); they must not destroy the supervisor (the destructor joins that thread).
+//
+// Start() sets PR_SET_PDEATHSIG (SIGKILL) in the trainer, which the kernel ties to the *thread*
+// that forks it: the trainer is killed when the thread that called Start() ends, not only when the
+// process does. Call Start() from a thread that lives as long as the trainer should (in the agent
+// the thread that runs Agent::Run, which is main's; Run waits for its rank to end before it
+// returns). In exchange an agent killed by SIGKILL takes its trainer with it: nothing keeps the
+// device or the rendezvous port. Only the trainer gets the signal, not processes it started.
 class RankSupervisor {
  public:
   struct Callbacks {
-    // Each complete line of metrics.jsonl (without its '\n'), in file order, exactly once. 
+    // Each complete line of metrics.jsonl (without its '\n'), in file order, exactly once.
     std::function<void(const std::string& json_line)> on_record;
     // Exactly once, after the process is reaped and every complete line has been delivered.
     std::function<void(const RankExit&)> on_exit;
+    // At most once, when the trainer counts as hung (RankLaunch::hang), with a sentence saying how
+    // (e.g. "no heartbeat from the trainer for 10.2 s (process stopped or frozen; last step 12)",
+    // "computing for 61.0 s without reaching a collective or a step boundary (deadlock?; last
+    // step 12)"). Only while the process runs unreaped and has not been cancelled, so always before
+    // on_exit. The supervisor does not stop the trainer: whoever decides calls Cancel().
+    std::function<void(const std::string& reason)> on_hung;
   };
 
   // Starts `trainer_path config_path overrides... --metrics.jsonl=<work_dir>/metrics.jsonl
-  // --device=<device>` with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS (and
-  // RINGTRAIN_HOST_ADDRESS when host_address is set) added to this process's environment, in a
-  // new process group, stdin from /dev/null, stdout and stderr appended to <work_dir>/rank.log
-  // (truncated first). A metrics.jsonl left from an earlier run is removed first, so no stale
-  // record is delivered.
+  // --device=<device>` with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS,
+  // RINGTRAIN_PROGRESS_FILE=<work_dir>/progress.json (and RINGTRAIN_HOST_ADDRESS when host_address
+  // is set) added to this process's environment, in a new process group, stdin from /dev/null,
+  // stdout and stderr appended to <work_dir>/rank.log (truncated first), SIGKILL as its parent
+  // death signal (see the class comment). A metrics.jsonl or progress.json left from an earlier
+  // run is removed first, so no stale record or beat is read. The trainer's pid, process group and
+  // start time are written to <work_dir>/trainer.pid (trainer_pid_file.h), removed once it is
+  // reaped, so that an agent restarted after a crash can stop it (work_dir_lock.h).
   // Errors: INVALID_ARGUMENT for a bad launch (names the field); NOT_FOUND or FAILED_PRECONDITION,
   // naming the path, when trainer_path does not exist or is not executable (checked before fork,
   // so no callback runs); INTERNAL when the work dir, log, pipe or fork fails. An exec that fails
@@ -83,14 +110,18 @@ class RankSupervisor {
 
   static constexpr std::chrono::milliseconds kDestructorGrace{500};
   static constexpr size_t kStderrTailLines = 40;
+  // Longer stderr lines are cut in the tail (not in rank.log), on a character boundary.
+  static constexpr size_t kMaxTailLineBytes = 4096;
 
  private:
   using Clock = std::chrono::steady_clock;
 
-  RankSupervisor(Callbacks callbacks, std::string metrics_path, int log_fd, int stderr_fd,
-                 Subprocess process);
+  RankSupervisor(Callbacks callbacks, const RankLaunch& launch, int log_fd, int stderr_fd,
+                 Subprocess process, Clock::time_point started);
 
-  void MonitorLoop();  // reaps, tails metrics.jsonl, enforces the kill deadline, calls on_exit
+  // Reaps, tails metrics.jsonl, watches progress.json, enforces the kill deadline, calls on_hung
+  // and on_exit.
+  void MonitorLoop();
   void StderrLoop();   // copies the stderr pipe to rank.log and keeps the tail
   // Reads what metrics.jsonl has gained and returns its new complete lines. Monitor thread only.
   std::vector<std::string> ReadNewRecords();
@@ -99,6 +130,9 @@ class RankSupervisor {
 
   const Callbacks callbacks_;
   const std::string metrics_path_;
+  const std::string progress_path_;
+  const std::string pid_file_path_;  // trainer.pid
+  const bool watch_progress_;        // launch.hang.enabled()
   const int log_fd_;     // rank.log, O_APPEND; closed by the destructor
   const int stderr_fd_;  // read end of the child's stderr pipe; closed by StderrLoop
   const pid_t pid_;  // process_.pid(), readable without the lock
@@ -106,12 +140,15 @@ class RankSupervisor {
   // Monitor thread only.
   int metrics_fd_ = -1;
   std::string metrics_pending_;  // bytes read that do not yet end a line
+  HangDetector hang_;
 
   absl::Mutex mu_;
   Subprocess process_ ABSL_GUARDED_BY(mu_);  // sends no signal once reaped (pid reuse)
   bool term_sent_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<Clock::time_point> kill_deadline_ ABSL_GUARDED_BY(mu_);
   std::optional<Clock::time_point> stderr_drain_deadline_ ABSL_GUARDED_BY(mu_);
+  // Raw bytes, each line cut at kTailLineKeepBytes; made valid UTF-8 and cut on a character
+  // boundary by StderrTail.
   std::deque<std::string> stderr_lines_ ABSL_GUARDED_BY(mu_);
   std::string stderr_partial_ ABSL_GUARDED_BY(mu_);
 
