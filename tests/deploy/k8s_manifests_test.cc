@@ -245,6 +245,18 @@ TEST_P(DeployManifestsTest, WrittenPathsAreVolumesAndSecretsAreRequired) {
   const json* work_volume = volume_at(*worker_, *worker_container_, work);
   ASSERT_NE(work_volume, nullptr) << "--work-dir=" << work << " is not on a volume";
   EXPECT_TRUE(work_volume->contains("emptyDir"));
+  // Checkpoints: one claim every worker pod mounts, so a restarted job finds its checkpoint
+  // whichever workers its ranks land on (ReadWriteMany).
+  const std::string checkpoints =
+      FlagValue(EffectiveArgs(*worker_container_), "--checkpoint-root").value_or("");
+  const json* shared = volume_at(*worker_, *worker_container_, checkpoints);
+  ASSERT_NE(shared, nullptr) << "--checkpoint-root=" << checkpoints << " is not on a volume";
+  ASSERT_TRUE(shared->contains("persistentVolumeClaim")) << "checkpoints must outlive the pod";
+  const json* claim = FindObject(objects(), "PersistentVolumeClaim",
+                                 (*shared)["persistentVolumeClaim"]["claimName"].get<std::string>());
+  ASSERT_NE(claim, nullptr);
+  EXPECT_EQ((*claim)["spec"]["accessModes"], json::array({"ReadWriteMany"}))
+      << "every worker pod mounts the same checkpoints";
   for (const auto& [workload, container] :
        {std::pair{coordinator_, coordinator_container_}, std::pair{worker_, worker_container_}}) {
     const json* tmp = volume_at(*workload, *container, "/tmp");

@@ -47,8 +47,9 @@ TEST_P(DeploySchemaOverlayTest, RendersAndEveryObjectValidates) {
   ASSERT_TRUE(r.objects.is_array());
   const size_t monitors = ObjectsOfKind(r.objects, "ServiceMonitor").size();
   EXPECT_EQ(monitors, v.with_prometheus_operator ? 2u : 0u);
-  EXPECT_EQ(r.objects.size(), 7u + monitors)
-      << "Namespace, ConfigMap, 2 Services, PVC, Deployment, StatefulSet expected:\n"
+  EXPECT_EQ(r.objects.size(), 8u + monitors)
+      << "Namespace, ConfigMap, 2 Services, 2 PVCs (the coordinator's state, the workers' shared "
+         "checkpoints), Deployment, StatefulSet expected:\n"
       << r.validate.output;
 }
 

@@ -46,7 +46,7 @@ std::vector<std::string> Drain(Outbox& outbox) {
   std::vector<std::string> out;
   while (std::optional<v1::AgentMessage> m = outbox.NextToWrite()) {
     out.push_back(Describe(*m));
-    outbox.MarkWritten();
+    outbox.MarkWritten(m->seq());
     outbox.Acknowledge(m->seq());
   }
   return out;
@@ -56,7 +56,6 @@ TEST(OutboxTest, NumbersMessagesAndKeepsThemUntilAcknowledged) {
   Outbox outbox(10);
   EXPECT_TRUE(outbox.empty());
   EXPECT_FALSE(outbox.NextToWrite().has_value());
-  outbox.MarkWritten();  // no-op when empty
   EXPECT_TRUE(outbox.Push(Started()));
   EXPECT_TRUE(outbox.Push(Report("1")));
   EXPECT_TRUE(outbox.Push(Exit(0)));
@@ -64,10 +63,10 @@ TEST(OutboxTest, NumbersMessagesAndKeepsThemUntilAcknowledged) {
   // Reading does not consume: until MarkWritten, the same message is next.
   EXPECT_EQ(outbox.NextToWrite()->seq(), 1u);
   EXPECT_EQ(outbox.NextToWrite()->seq(), 1u);
-  outbox.MarkWritten();
-  outbox.MarkWritten();
+  outbox.MarkWritten(1);
+  outbox.MarkWritten(2);
   EXPECT_EQ(outbox.NextToWrite()->seq(), 3u);
-  outbox.MarkWritten();
+  outbox.MarkWritten(3);
   EXPECT_FALSE(outbox.HasUnwritten());
   // Written is not delivered: every message stays until its Ack.
   EXPECT_EQ(outbox.size(), 3u);
@@ -79,7 +78,7 @@ TEST(OutboxTest, NumbersMessagesAndKeepsThemUntilAcknowledged) {
   ASSERT_TRUE(outbox.HasUnwritten());
   EXPECT_EQ(outbox.NextToWrite()->seq(), 2u);
   EXPECT_EQ(Describe(*outbox.NextToWrite()), "report 1");
-  outbox.MarkWritten();
+  outbox.MarkWritten(2);
   EXPECT_EQ(outbox.NextToWrite()->seq(), 3u);
   // Acks are cumulative, and an old one removes nothing more.
   EXPECT_EQ(outbox.Acknowledge(3), 2u);
@@ -91,14 +90,19 @@ TEST(OutboxTest, NumbersMessagesAndKeepsThemUntilAcknowledged) {
   EXPECT_EQ(outbox.NextToWrite()->seq(), 4u);
 }
 
-TEST(OutboxTest, AnAckOfWhatThisSessionHasNotWrittenYetKeepsTheCursorRight) {
+// The writer writes a message and then marks it written; the reader may take its Ack in between.
+// The cursor is a seq, so the Ack removing the message cannot make it skip the next one.
+TEST(OutboxTest, AnAckBeforeTheWriterMarksItsMessageSkipsNothing) {
   Outbox outbox(10);
-  for (int i = 0; i < 4; ++i) outbox.Push(Report(absl::StrCat(i)));
-  outbox.MarkWritten();  // seq 1 written
-  EXPECT_EQ(outbox.Acknowledge(2), 2u);  // more than written: the cursor does not go negative
-  EXPECT_EQ(outbox.NextToWrite()->seq(), 3u);
-  outbox.MarkWritten();
-  EXPECT_EQ(outbox.NextToWrite()->seq(), 4u);
+  for (int i = 0; i < 3; ++i) outbox.Push(Report(absl::StrCat(i)));
+  const uint64_t written = outbox.NextToWrite()->seq();
+  EXPECT_EQ(outbox.Acknowledge(written), 1u);  // the Ack overtakes MarkWritten
+  outbox.MarkWritten(written);
+  ASSERT_TRUE(outbox.NextToWrite().has_value());
+  EXPECT_EQ(outbox.NextToWrite()->seq(), 2u) << "seq 2 was never written";
+  outbox.MarkWritten(2);
+  EXPECT_EQ(outbox.Acknowledge(3), 2u);  // cumulative, past what was written
+  EXPECT_FALSE(outbox.HasUnwritten());
 }
 
 TEST(OutboxTest, WhenFullOnlyRankReportsAreDropped) {
@@ -113,7 +117,7 @@ TEST(OutboxTest, WhenFullOnlyRankReportsAreDropped) {
   EXPECT_TRUE(outbox.HasRankExit());
   EXPECT_EQ(outbox.size(), 4u);
   // Written but unacknowledged messages still take room.
-  for (int i = 0; i < 4; ++i) outbox.MarkWritten();
+  outbox.MarkWritten(5);  // everything queued (seqs 1, 2, 3 and the exit's 4) was written
   EXPECT_FALSE(outbox.Push(Report("x")));
   outbox.Rewind();
   EXPECT_EQ(Drain(outbox),
@@ -162,7 +166,7 @@ TEST(OutboxTest, ProducersKeepTheirOrderAgainstOneConsumer) {
     ++next[p];
     ASSERT_EQ(m->seq(), static_cast<uint64_t>(received + 1)) << "numbered in queue order";
     ++received;
-    outbox.MarkWritten();
+    outbox.MarkWritten(m->seq());
     outbox.Acknowledge(m->seq());
   }
   for (std::thread& t : producers) t.join();

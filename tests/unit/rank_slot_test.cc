@@ -51,12 +51,14 @@ std::vector<std::string> Drain(Outbox& outbox) {
     } else if (m->has_rank_report()) {
       out.push_back(absl::StrCat("report ", m->rank_report().job_id(), "/",
                                  m->rank_report().rank(), " ", m->rank_report().record_json()));
+    } else if (m->has_rank_hung()) {
+      out.push_back(absl::StrCat("hung ", m->rank_hung().job_id(), "/", m->rank_hung().rank()));
     } else if (m->has_rank_exit()) {
       out.push_back(absl::StrCat("exit ", m->rank_exit().job_id(), "/", m->rank_exit().rank(),
                                  " status ", m->rank_exit().exit_status(), " signal ",
                                  m->rank_exit().signal()));
     }
-    outbox.MarkWritten();
+    outbox.MarkWritten(m->seq());
     outbox.Acknowledge(m->seq());
   }
   return out;
@@ -179,6 +181,33 @@ TEST_F(RankSlotTest, AGivenUpEpochDropsTheRanksLaterMessages) {
   EXPECT_TRUE(outbox_.empty());
 }
 
+TEST_F(RankSlotTest, AHungRankIsReportedBetweenItsStartAndItsExit) {
+  const std::string hold = dir_ / "hold";
+  testing::WriteFile(hold, "");
+  RankLaunch launch = Launch("job-1", 1, "hold = " + hold + "\n");
+  // The fake trainer never beats: hung once 300 ms have passed.
+  launch.hang.silence_limit = std::chrono::milliseconds(300);
+  launch.hang.startup_grace = std::chrono::milliseconds(0);
+  ASSERT_TRUE(slot_.Start(launch, "job-1", 2).ok());
+  ASSERT_TRUE(AwaitChanges(1));
+  EXPECT_TRUE(slot_.info().active) << "the agent only reports; the coordinator stops it";
+  EXPECT_TRUE(slot_.Cancel(std::chrono::milliseconds(2000), "job-1"));
+  ASSERT_TRUE(slot_.AwaitEnd(kWait));
+  std::optional<v1::AgentMessage> hung;
+  while (std::optional<v1::AgentMessage> m = outbox_.NextToWrite()) {
+    if (m->has_rank_hung()) hung = m;
+    outbox_.MarkWritten(m->seq());
+  }
+  ASSERT_TRUE(hung.has_value());
+  EXPECT_EQ(hung->rank_hung().attempt(), 2);
+  EXPECT_NE(hung->rank_hung().reason().find("no heartbeat from the trainer"), std::string::npos)
+      << hung->rank_hung().reason();
+  outbox_.Rewind();
+  EXPECT_EQ(Drain(outbox_), (std::vector<std::string>{"started job-1/1", "hung job-1/1",
+                                                      absl::StrCat("exit job-1/1 status 0 signal ",
+                                                                   SIGTERM)}));
+}
+
 TEST_F(RankSlotTest, MessagesCarryTheRunsAttempt) {
   ASSERT_TRUE(slot_.Start(Launch("job-1", 0, "steps = 1\nexit = 1\n"), "job-1", 2).ok());
   ASSERT_TRUE(slot_.AwaitEnd(kWait));
@@ -189,7 +218,7 @@ TEST_F(RankSlotTest, MessagesCarryTheRunsAttempt) {
                         : m->has_rank_report() ? m->rank_report().attempt()
                                                : m->rank_exit().attempt();
     EXPECT_EQ(attempt, 2) << m->ShortDebugString();
-    outbox_.MarkWritten();
+    outbox_.MarkWritten(m->seq());
     ++messages;
   }
   EXPECT_EQ(messages, 3);

@@ -461,7 +461,7 @@ void Agent::WriterLoop(Stream* stream, grpc::ClientContext* context,
     }
     if (!stream->Write(message)) break;  // the call is over; the reader sees it too
     if (message.has_heartbeat()) metrics_->HeartbeatSent();
-    if (from_outbox) outbox_.MarkWritten();  // kept until its Ack comes back
+    if (from_outbox) outbox_.MarkWritten(message.seq());  // kept until its Ack comes back
   }
   absl::MutexLock lock(&mu_);
   writer_running_ = false;

@@ -3,6 +3,7 @@
 #include "worker/agent/agent.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -35,19 +36,35 @@ absl::Status CheckJobId(const std::string& job_id) {
 // The job's paths resolved under this agent's roots (job_paths.h), as overrides that follow the
 // job's own, so the trainer opens only what was checked. Nothing is read or written before.
 absl::StatusOr<std::vector<std::string>> ConfinedPaths(const AgentOptions& options,
-                                                       const v1::Assignment& a) {
-  const std::vector<std::string> overrides(a.overrides().begin(), a.overrides().end());
-  absl::StatusOr<JobConfig> config = ParseJobConfig(a.config_toml(), overrides, "of the assignment");
-  if (!config.ok()) return config.status();
-  return ResolveJobPaths(*config, JobRoots{options.data_root, options.checkpoint_root}, a.job_id());
+                                                       const v1::Assignment& a,
+                                                       const JobConfig& config) {
+  return ResolveJobPaths(config, JobRoots{options.data_root, options.checkpoint_root}, a.job_id());
+}
+
+// When the rank counts as hung (hang_detector.h), from the job's collective timeout: its beats
+// silent for comm.timeout_seconds, but at least 5 s (a loaded machine may delay a beat) and at
+// most 10 s (a stopped process is found well before its peers' collectives time out); and, when
+// it has peers, computing for comm.timeout_seconds (at least 5 s) without reaching a collective
+// or a step boundary — by then its peers' collectives have timed out waiting for it.
+HangLimits HangLimitsFor(const JobConfig& config, int world_size) {
+  using std::chrono::milliseconds;
+  const milliseconds timeout(static_cast<int64_t>(config.comm.timeout_seconds * 1000));
+  HangLimits hang;
+  hang.silence_limit = std::clamp(timeout, milliseconds(5000), milliseconds(10000));
+  if (world_size > 1) hang.stall_limit = std::max(timeout, milliseconds(5000));
+  return hang;
 }
 
 // Writes the assignment's config to <work_dir>/<job_id>/rank-<rank>/config.toml and describes the
 // trainer to start for it.
 absl::StatusOr<RankLaunch> PrepareLaunch(const AgentOptions& options, const v1::Assignment& a) {
   RT_RETURN_IF_ERROR(CheckJobId(a.job_id()));
-  RT_ASSIGN_OR_RETURN(std::vector<std::string> confined, ConfinedPaths(options, a));
+  const std::vector<std::string> overrides(a.overrides().begin(), a.overrides().end());
+  RT_ASSIGN_OR_RETURN(JobConfig config,
+                      ParseJobConfig(a.config_toml(), overrides, "of the assignment"));
+  RT_ASSIGN_OR_RETURN(std::vector<std::string> confined, ConfinedPaths(options, a, config));
   RankLaunch launch;
+  launch.hang = HangLimitsFor(config, a.world_size());
   launch.work_dir = absl::StrCat(options.work_dir, "/", a.job_id(), "/rank-", a.rank());
   std::error_code ec;
   std::filesystem::create_directories(launch.work_dir, ec);

@@ -47,24 +47,25 @@ size_t Outbox::DropAll() {
   ++epoch_;
   const size_t dropped = messages_.size();
   messages_.clear();
-  written_ = 0;
   return dropped;
 }
 
 std::optional<v1::AgentMessage> Outbox::NextToWrite() const {
   absl::MutexLock lock(&mu_);
-  if (written_ >= messages_.size()) return std::nullopt;
-  return messages_[written_];
+  for (const v1::AgentMessage& m : messages_) {
+    if (m.seq() > written_seq_) return m;  // usually the first, or one past a few in flight
+  }
+  return std::nullopt;
 }
 
-void Outbox::MarkWritten() {
+void Outbox::MarkWritten(uint64_t seq) {
   absl::MutexLock lock(&mu_);
-  written_ = std::min(written_ + 1, messages_.size());
+  written_seq_ = std::max(written_seq_, seq);
 }
 
 void Outbox::Rewind() {
   absl::MutexLock lock(&mu_);
-  written_ = 0;
+  written_seq_ = 0;
 }
 
 size_t Outbox::Acknowledge(uint64_t seq) {
@@ -74,7 +75,6 @@ size_t Outbox::Acknowledge(uint64_t seq) {
     messages_.pop_front();
     ++removed;
   }
-  written_ -= std::min(written_, removed);
   return removed;
 }
 
@@ -85,7 +85,7 @@ size_t Outbox::size() const {
 
 bool Outbox::HasUnwritten() const {
   absl::MutexLock lock(&mu_);
-  return written_ < messages_.size();
+  return !messages_.empty() && messages_.back().seq() > written_seq_;
 }
 
 uint64_t Outbox::dropped_reports() const {

@@ -57,8 +57,9 @@ class Outbox {
 
   // A copy of the oldest message not yet written in this session; nullopt when there is none.
   std::optional<v1::AgentMessage> NextToWrite() const;
-  // The message NextToWrite returned has been written. No-op when there was none.
-  void MarkWritten();
+  // The message with `seq` (from NextToWrite) has been written: the next one is next. By seq, not
+  // position, so an Ack that removes it meanwhile cannot make the cursor skip a message.
+  void MarkWritten(uint64_t seq);
   // A new session: every message not acknowledged is written again, oldest first.
   void Rewind();
   // The coordinator has handled every message with seq <= `seq`: they are removed. Returns how
@@ -80,7 +81,7 @@ class Outbox {
 
   mutable absl::Mutex mu_;
   std::deque<v1::AgentMessage> messages_ ABSL_GUARDED_BY(mu_);  // by seq, oldest first
-  size_t written_ ABSL_GUARDED_BY(mu_) = 0;  // the first written_ were written in this session
+  uint64_t written_seq_ ABSL_GUARDED_BY(mu_) = 0;  // written in this session up to this seq
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t dropped_reports_ ABSL_GUARDED_BY(mu_) = 0;

@@ -74,6 +74,20 @@ absl::Status RankSlot::Start(const RankLaunch& launch, const std::string& job_id
       }
       on_change_();
     };
+    callbacks.on_hung = [this, epoch, job_id, rank, attempt](const std::string& reason) {
+      RT_LOG(Warning) << "job " << job_id << " rank " << rank << " is hung: " << reason;
+      v1::AgentMessage message;
+      v1::RankHung* hung = message.mutable_rank_hung();
+      hung->set_job_id(job_id);
+      hung->set_rank(rank);
+      hung->set_attempt(attempt);
+      hung->set_reason(reason);
+      {
+        absl::MutexLock lock(&mu_);  // after the rank's records, before its exit
+        outbox_->Push(epoch, std::move(message));
+      }
+      on_change_();
+    };
     callbacks.on_exit = [this, epoch, job_id, rank, attempt](const RankExit& e) {
       metrics_->TrainerExited(e.signal == 0 && e.exit_status == 0);
       RT_LOG(Info) << "rank exited: job " << job_id << " rank " << rank
