@@ -117,6 +117,9 @@ struct StateChange {
   JobState to = JobState::kQueued;
   std::string message;
   int64_t unix_ms = 0;
+  // Its place in the store's history, increasing (set by the store): a restarted job enters
+  // ASSIGNED and RUNNING more than once, so a watcher tells changes apart by this, not by state.
+  int64_t seq = 0;
 };
 
 }  // namespace ringtrain

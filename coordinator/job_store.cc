@@ -236,7 +236,8 @@ absl::Status NotFound(const std::string& job_id) {
   return absl::NotFoundError(absl::StrCat("no job '", job_id, "' in the job store"));
 }
 
-absl::Status InsertStateChange(SqliteDb& db, const StateChange& c) {
+// Inserts `c` and sets its seq (the row's, increasing over the whole store).
+absl::Status InsertStateChange(SqliteDb& db, StateChange& c) {
   Statement s(db,
               "INSERT INTO state_changes (job_id, from_state, to_state, message, unix_ms) "
               "VALUES (?, ?, ?, ?, ?)");
@@ -244,7 +245,9 @@ absl::Status InsertStateChange(SqliteDb& db, const StateChange& c) {
       .Bind(2, std::string(JobStateName(c.from)))
       .Bind(3, std::string(JobStateName(c.to)));
   s.Bind(4, c.message).Bind(5, c.unix_ms);
-  return s.Run();
+  RT_RETURN_IF_ERROR(s.Run());
+  c.seq = db.LastInsertRowId();
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -352,8 +355,9 @@ absl::StatusOr<JobRecord> JobStore::CreateJob(JobRecord job) {
   Statement bump(*db_, "UPDATE counters SET value = ? WHERE name = 'next_job_number'");
   bump.Bind(1, number + 1);
   RT_RETURN_IF_ERROR(bump.Run());
-  RT_RETURN_IF_ERROR(InsertStateChange(*db_, {job.job_id, JobState::kQueued, JobState::kQueued,
-                                              "submitted", job.submitted_unix_ms}));
+  StateChange submitted{job.job_id, JobState::kQueued, JobState::kQueued, "submitted",
+                        job.submitted_unix_ms};
+  RT_RETURN_IF_ERROR(InsertStateChange(*db_, submitted));
   RT_RETURN_IF_ERROR(tx.Commit());
   stamp_.Record(number + 1, job.submitted_unix_ms);  // after the commit: may lag, never lead
   return job;
@@ -488,8 +492,8 @@ absl::StatusOr<std::vector<StateChange>> JobStore::StateChanges(const std::strin
   absl::MutexLock lock(&mu_);
   RT_RETURN_IF_ERROR(GetJobLocked(job_id).status());
   Statement s(*db_,
-              "SELECT from_state, to_state, message, unix_ms FROM state_changes WHERE job_id = ? "
-              "ORDER BY seq");
+              "SELECT from_state, to_state, message, unix_ms, seq FROM state_changes "
+              "WHERE job_id = ? ORDER BY seq");
   s.Bind(1, job_id);
   std::vector<StateChange> changes;
   while (true) {
@@ -497,7 +501,7 @@ absl::StatusOr<std::vector<StateChange>> JobStore::StateChanges(const std::strin
     if (!row) break;
     RT_ASSIGN_OR_RETURN(JobState from, ParseState(s.Text(0)));
     RT_ASSIGN_OR_RETURN(JobState to, ParseState(s.Text(1)));
-    changes.push_back({job_id, from, to, s.Text(2), s.Int(3)});
+    changes.push_back({job_id, from, to, s.Text(2), s.Int(3), s.Int(4)});
   }
   return changes;
 }

@@ -85,6 +85,7 @@ v1::JobEvent ToProtoEvent(const StateChange& change) {
   c->set_from_state(ToProto(change.from));
   c->set_to_state(ToProto(change.to));
   c->set_message(change.message);
+  c->set_seq(change.seq);
   SetTimestamp(change.unix_ms, c->mutable_time());
   return out;
 }

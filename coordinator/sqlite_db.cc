@@ -87,6 +87,8 @@ absl::Status SqliteDb::Exec(const std::string& sql) {
 
 int64_t SqliteDb::Changes() const { return sqlite3_changes(db_); }
 
+int64_t SqliteDb::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
+
 absl::Status SqliteDb::QuickCheck(int max_problems) {
   constexpr size_t kMaxProblemChars = 200;
   Statement check(*this, absl::StrCat("PRAGMA quick_check(", max_problems + 1, ")"));

@@ -48,6 +48,8 @@ class SqliteDb {
 
   // Rows inserted, updated or deleted by the last such statement that finished.
   int64_t Changes() const;
+  // The rowid of the last row this connection inserted.
+  int64_t LastInsertRowId() const;
 
  private:
   friend class Statement;

@@ -50,7 +50,7 @@ void WatchReactor::OnJobEvent(const v1::JobEvent& event) {
 
 bool WatchReactor::IsNew(const v1::JobEvent& event) const {
   if (event.has_step()) return event.step().step() >= next_step_;
-  return states_sent_.count(event.state_change().to_state()) == 0;
+  return event.state_change().seq() > last_state_seq_;
 }
 
 bool WatchReactor::LoadReplayPage() {
@@ -116,7 +116,7 @@ void WatchReactor::Pump() {
       }
       next_step_ = event.step().step() + 1;
     } else {
-      states_sent_.insert(event.state_change().to_state());
+      last_state_seq_ = event.state_change().seq();
       if (IsFinalEvent(event)) final_sent_ = true;
     }
     in_flight_ = std::move(event);

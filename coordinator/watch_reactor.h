@@ -58,7 +58,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobEvent>, public JobEv
   std::deque<v1::JobEvent> replay_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::JobEvent> live_ ABSL_GUARDED_BY(mu_);
   int64_t next_step_ ABSL_GUARDED_BY(mu_);  // the lowest step not yet sent
-  std::set<int> states_sent_ ABSL_GUARDED_BY(mu_);  // to_state of every state change sent
+  int64_t last_state_seq_ ABSL_GUARDED_BY(mu_) = 0;  // the seq of the last state change sent
   v1::JobEvent in_flight_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool final_sent_ ABSL_GUARDED_BY(mu_) = false;

@@ -278,14 +278,16 @@ TEST_F(ReliabilityTest, AnElasticRestartRunsOnOneReplicaWithTheSameGlobalBatch) 
   EXPECT_THAT(done.mesh_overrides(), ::testing::Contains("training.global_batch_size=16"));
   // The event stream says what changed.
   bool said = false;
+  std::string assigned;
   for (const v1::JobEvent& e : cluster->Watch(job.job_id(), kSteps + 1, 30)) {
     if (e.has_state_change() && e.state_change().to_state() == v1::JOB_STATE_ASSIGNED) {
+      assigned += e.state_change().message() + "\n";
       said |= e.state_change().message().find(
                   "elastic: data parallel 2 -> 1 (world 2 -> 1, cp 1 kept); global batch 16 "
                   "kept as 2 micro-batches of 8 per rank") != std::string::npos;
     }
   }
-  EXPECT_TRUE(said) << "no ASSIGNED state change names the elastic mesh";
+  EXPECT_TRUE(said) << "no ASSIGNED state change names the elastic mesh:\n" << assigned;
   // dp 1 × 2 micro-batches sums the same samples in another order: within 1e-6 a step of the
   // uninterrupted dp-2 run, and bitwise before the failure.
   const std::vector<std::map<std::string, std::string>> expected =

@@ -161,6 +161,10 @@ TEST(JobStoreTest, TransitionsFollowTheStateMachine) {
                                        JobState::kRestarting, JobState::kAssigned,
                                        JobState::kRunning, JobState::kSucceeded}));
   EXPECT_EQ(changes[1].message, "placed");
+  // Each change has its own increasing seq, so ASSIGNED and RUNNING of a restarted job are
+  // distinct events; the change TransitionJob returns carries the seq it was stored with.
+  for (size_t i = 1; i < changes.size(); ++i) EXPECT_GT(changes[i].seq, changes[i - 1].seq);
+  EXPECT_EQ(changes.back().seq, done->seq);
 }
 
 TEST(JobStoreTest, AllowedTransitionTable) {
@@ -168,6 +172,9 @@ TEST(JobStoreTest, AllowedTransitionTable) {
   EXPECT_TRUE(IsAllowedTransition(S::kQueued, S::kCancelled));
   EXPECT_TRUE(IsAllowedTransition(S::kQueued, S::kFailed));
   EXPECT_TRUE(IsAllowedTransition(S::kAssigned, S::kQueued));
+  EXPECT_TRUE(IsAllowedTransition(S::kAssigned, S::kRestarting));  // a rank failed while starting
+  EXPECT_TRUE(IsAllowedTransition(S::kRestarting, S::kAssigned));
+  EXPECT_FALSE(IsAllowedTransition(S::kQueued, S::kRestarting));
   EXPECT_FALSE(IsAllowedTransition(S::kRestarting, S::kRunning));
   EXPECT_FALSE(IsAllowedTransition(S::kQueued, S::kSucceeded));
   for (S final_state : {S::kSucceeded, S::kFailed, S::kCancelled}) {
