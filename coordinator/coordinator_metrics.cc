@@ -84,7 +84,7 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
   }
   families.push_back(std::move(restarts));
 
-  auto restart_count = GaugeFamily("ringtrain_coordinator_job_restart_count",
+  auto restart_count = GaugeFamily("ringtrain_coordinator_job_restarts",
                                    "Restarts so far of a job not yet finished.");
   for (const Cluster::Counts::Restarts& r : counts.restarts) {
     AddGauge(restart_count, {{"job_id", r.job_id}}, r.restart_count);

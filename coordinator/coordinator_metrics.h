@@ -13,7 +13,7 @@
 //                                  bad_credential|not_assigned|bad_step (see Cluster::Counts)
 //   ringtrain_coordinator_job_restarts_total{cause}    counter rank_exit|rank_hung|worker_lost|
 //                                                              adopt_timeout
-//   ringtrain_coordinator_job_restart_count{job_id}    gauge   restarts of an unfinished job
+//   ringtrain_coordinator_job_restarts{job_id}    gauge   restarts of an unfinished job
 //   ringtrain_coordinator_recomputed_steps_total       counter steps restarted runs computed again
 #ifndef RINGTRAIN_COORDINATOR_COORDINATOR_METRICS_H_
 #define RINGTRAIN_COORDINATOR_COORDINATOR_METRICS_H_

@@ -29,7 +29,7 @@ inline constexpr MetricName kMetricNames[] = {
     {"ringtrain_coordinator_watchers", "gauge", "coordinator", ""},
     {"ringtrain_coordinator_refused_agent_messages_total", "counter", "coordinator", "reason"},
     {"ringtrain_coordinator_job_restarts_total", "counter", "coordinator", "cause"},
-    {"ringtrain_coordinator_job_restart_count", "gauge", "coordinator", "job_id"},
+    {"ringtrain_coordinator_job_restarts", "gauge", "coordinator", "job_id"},
     {"ringtrain_coordinator_recomputed_steps_total", "counter", "coordinator", ""},
     // ringtrain-worker, --metrics-address (default 127.0.0.1:9470, else the next free port up to
     // 9569): its trainer's figures, labelled job_id and rank, and the agent's own.
