@@ -5,7 +5,7 @@
 // first and then published on the EventHub, under one lock, so the store's order is the order
 // watchers see. No gRPC server types here: agents are reached through the AgentChannel each
 // Session stream registers. cluster.cc holds the registry and the entry points, cluster_jobs.cc
-// scheduling and the job lifecycle, cluster_restarts.cc failures and the restart policy.
+// scheduling and the job lifecycle, cluster_restarts.cc failures, the restart policy and re-adoption after a coordinator restart.
 //
 // Failures and restarts. A run fails on its *cause*: a rank that exits with an error, a rank its
 // agent reports hung, a worker lost, or (after a coordinator restart) an agent that does not come

@@ -1,5 +1,6 @@
 // The job half of Cluster: scheduling, starting ranks, state transitions, and how rank reports,
-// exits and lost workers end a job. The registry and the RPC entry points are in cluster.cc.
+// exits and lost workers end a run. The registry and the RPC entry points are in cluster.cc; what a
+// failed run leads to (restarts) and re-adoption after a coordinator restart in cluster_restarts.cc.
 #include "coordinator/cluster.h"
 
 #include <arpa/inet.h>
@@ -420,56 +421,6 @@ void Cluster::MaybeRetireLocked(const std::string& job_id) {
   if (job.exited.size() < job.record.mesh.size()) return;
   running_.erase(it);
   restart_meshes_.erase(job_id);
-}
-
-bool Cluster::AdoptRankLocked(Worker& worker, const std::string& job_id, int rank, int attempt) {
-  auto it = running_.find(job_id);
-  if (it == running_.end() || !it->second.adopting) return false;
-  RunningJob& job = it->second;
-  const std::vector<RankPlacement>& mesh = job.record.mesh;
-  if (rank < 0 || rank >= static_cast<int>(mesh.size()) ||
-      mesh[rank].worker_id != worker.info.worker_id || attempt != job.record.restart_count) {
-    return false;
-  }
-  worker.state = WorkerState::kBusy;
-  worker.job_id = job_id;
-  worker.rank = rank;
-  worker.attempt = attempt;
-  job.adopted.insert(rank);
-  job.started.insert(rank);  // it was running all along
-  MaybeMarkRunningLocked(job_id, job);
-  if (job.adopted.size() == mesh.size()) {
-    job.adopting = false;
-    RT_LOG(Info) << job_id << ": every rank is back after the coordinator restart";
-  }
-  return true;
-}
-
-void Cluster::ExpireAdoptionsLocked(absl::Time now) {
-  std::vector<std::string> expired;
-  for (const auto& [id, job] : running_) {
-    if (job.adopting && now >= job.adopt_deadline) expired.push_back(id);
-  }
-  for (const std::string& id : expired) {
-    RunningJob& job = running_.at(id);
-    job.adopting = false;
-    JobError error;
-    for (const RankPlacement& p : job.record.mesh) {
-      if (job.adopted.count(p.rank) != 0) continue;
-      if (error.rank < 0) {
-        error.rank = p.rank;
-        error.worker_id = p.worker_id;
-        error.exit_status = -1;
-        error.cause = kCauseAdoptTimeout;
-        error.message = absl::StrCat(
-            "the coordinator restarted and rank ", p.rank, "'s worker ", p.worker_id,
-            " did not come back within ", absl::FormatDuration(options_.adopt_timeout));
-      }
-      job.exited.insert(p.rank);  // nobody will report it
-    }
-    RunFailedLocked(id, error);
-    MaybeRetireLocked(id);
-  }
 }
 
 }  // namespace ringtrain

@@ -1,6 +1,7 @@
 // The failure half of Cluster: what caused a run to fail, whether the job restarts, when a
-// restarting job may start again (and on which mesh), and the jobs the pool can no longer hold.
-// The registry is in cluster.cc, scheduling and the rest of the lifecycle in cluster_jobs.cc.
+// restarting job may start again (and on which mesh), the jobs the pool can no longer hold, and
+// the ranks a restarted coordinator takes back. The registry is in cluster.cc, scheduling and the
+// rest of the lifecycle in cluster_jobs.cc.
 #include <algorithm>
 #include <utility>
 
@@ -220,6 +221,56 @@ void Cluster::OnRankHungLocked(Worker& worker, const v1::RankHung& hung) {
                                worker.info.host_label, ") is hung: ", hung.reason());
   RT_LOG(Warning) << hung.job_id() << ": " << cause.message;
   RunFailedLocked(hung.job_id(), std::move(cause));
+}
+
+bool Cluster::AdoptRankLocked(Worker& worker, const std::string& job_id, int rank, int attempt) {
+  auto it = running_.find(job_id);
+  if (it == running_.end() || !it->second.adopting) return false;
+  RunningJob& job = it->second;
+  const std::vector<RankPlacement>& mesh = job.record.mesh;
+  if (rank < 0 || rank >= static_cast<int>(mesh.size()) ||
+      mesh[rank].worker_id != worker.info.worker_id || attempt != job.record.restart_count) {
+    return false;
+  }
+  worker.state = WorkerState::kBusy;
+  worker.job_id = job_id;
+  worker.rank = rank;
+  worker.attempt = attempt;
+  job.adopted.insert(rank);
+  job.started.insert(rank);  // it was running all along
+  MaybeMarkRunningLocked(job_id, job);
+  if (job.adopted.size() == mesh.size()) {
+    job.adopting = false;
+    RT_LOG(Info) << job_id << ": every rank is back after the coordinator restart";
+  }
+  return true;
+}
+
+void Cluster::ExpireAdoptionsLocked(absl::Time now) {
+  std::vector<std::string> expired;
+  for (const auto& [id, job] : running_) {
+    if (job.adopting && now >= job.adopt_deadline) expired.push_back(id);
+  }
+  for (const std::string& id : expired) {
+    RunningJob& job = running_.at(id);
+    job.adopting = false;
+    JobError error;
+    for (const RankPlacement& p : job.record.mesh) {
+      if (job.adopted.count(p.rank) != 0) continue;
+      if (error.rank < 0) {
+        error.rank = p.rank;
+        error.worker_id = p.worker_id;
+        error.exit_status = -1;
+        error.cause = kCauseAdoptTimeout;
+        error.message = absl::StrCat(
+            "the coordinator restarted and rank ", p.rank, "'s worker ", p.worker_id,
+            " did not come back within ", absl::FormatDuration(options_.adopt_timeout));
+      }
+      job.exited.insert(p.rank);  // nobody will report it
+    }
+    RunFailedLocked(id, error);
+    MaybeRetireLocked(id);
+  }
 }
 
 }  // namespace ringtrain

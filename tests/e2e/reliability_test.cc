@@ -150,6 +150,35 @@ void PrintRecovery(const char* what, const RecoveryTimes& t, int64_t failed_at, 
               resumed_after);
 }
 
+// A job underway: submitted, past `step`, and the trainer of the rank a test is about to fail.
+struct Underway {
+  v1::Job job;
+  pid_t trainer = -1;   // -1 (after a test failure) when it was not found
+  int64_t step = 0;     // the job's last reported step when it was found
+};
+
+Underway SubmitAndRunTo(LocalCluster& cluster, const std::vector<std::string>& overrides,
+                        int rank, int64_t step = 8) {
+  Underway u;
+  u.job = cluster.Submit(ConfigPath("debug_model.toml"), overrides);
+  if (!cluster.WaitForJob(u.job.job_id(), [&](const v1::Job& j) { return j.last_step() >= step; },
+                          180, "step " + std::to_string(step))) {
+    return u;
+  }
+  u.trainer = cluster.TrainerPid(u.job.job_id(), rank);
+  u.step = cluster.Get(u.job.job_id()).last_step();
+  if (u.trainer <= 0) ADD_FAILURE() << "no trainer of rank " << rank << "\n" << cluster.Logs();
+  return u;
+}
+
+// The job once it has ended, after a test failure unless it SUCCEEDED.
+v1::Job Succeeded(LocalCluster& cluster, const std::string& job_id) {
+  cluster.WaitForJob(job_id, IsFinal, 240, "end");
+  const v1::Job done = cluster.Get(job_id);
+  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.ShortDebugString() << cluster.Logs();
+  return done;
+}
+
 class ReliabilityTest : public ::testing::Test {
  protected:
   // `workers` agents sharing one checkpoint root; a 4 s heartbeat timeout so a lost agent costs
@@ -167,18 +196,13 @@ class ReliabilityTest : public ::testing::Test {
 TEST_F(ReliabilityTest, AKilledTrainerRestartsFromTheCheckpointAndMatchesBitwise) {
   std::unique_ptr<LocalCluster> cluster = Start(2);
   const std::vector<std::string> job_overrides = Restartable(1, 2, 2);
-  v1::Job job = cluster->Submit(ConfigPath("debug_model.toml"), job_overrides);
-  ASSERT_TRUE(cluster->WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 8; },
-                                  180, "step 8"));
-  const pid_t victim = cluster->TrainerPid(job.job_id(), 1);
-  ASSERT_GT(victim, 0);
-  const int64_t failed_at = cluster->Get(job.job_id()).last_step();
+  const Underway u = SubmitAndRunTo(*cluster, job_overrides, /*rank=*/1);
+  ASSERT_GT(u.trainer, 0);
+  const v1::Job& job = u.job;
   const Clock::time_point killed = Clock::now();
-  kill(victim, SIGKILL);
-  const RecoveryTimes t = WatchRecovery(*cluster, job.job_id(), failed_at, killed, 120);
-  ASSERT_TRUE(cluster->WaitForJob(job.job_id(), IsFinal, 180, "end"));
-  const v1::Job done = cluster->Get(job.job_id());
-  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.ShortDebugString() << cluster->Logs();
+  kill(u.trainer, SIGKILL);
+  const RecoveryTimes t = WatchRecovery(*cluster, job.job_id(), u.step, killed, 120);
+  const v1::Job done = Succeeded(*cluster, job.job_id());
   EXPECT_EQ(done.restart_count(), 1);
   ASSERT_EQ(done.failures_size(), 1);
   EXPECT_EQ(done.failures(0).cause(), "rank_exit");
@@ -188,7 +212,7 @@ TEST_F(ReliabilityTest, AKilledTrainerRestartsFromTheCheckpointAndMatchesBitwise
   const int resumed_after = ExpectBitwiseResume(*cluster, job.job_id(), 2,
                                                 Uninterrupted(*cluster, 2, job_overrides));
   EXPECT_EQ(resumed_after % 5, 0) << "a run resumes from a checkpoint (every 5 steps)";
-  PrintRecovery("trainer SIGKILL", t, failed_at, resumed_after);
+  PrintRecovery("trainer SIGKILL", t, u.step, resumed_after);
   // ringctl shows the restart and its cause.
   CommandResult get = RunCommand(
       {BinDir() + "/ringctl", "get", job.job_id(), "--coordinator", cluster->address()});
@@ -203,76 +227,60 @@ TEST_F(ReliabilityTest, AStoppedTrainerIsFoundHungNamedAndRestarted) {
   // comm.timeout_seconds 15: the agent's heartbeat check (silent for min(15, 10) = 10 s) finds
   // the stopped rank before its peer's collective times out.
   const std::vector<std::string> job_overrides = Restartable(1, 2, 1, /*comm_timeout=*/15);
-  v1::Job job = cluster->Submit(ConfigPath("debug_model.toml"), job_overrides);
-  ASSERT_TRUE(cluster->WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 8; },
-                                  180, "step 8"));
-  const pid_t victim = cluster->TrainerPid(job.job_id(), 1);
-  ASSERT_GT(victim, 0);
-  const int64_t failed_at = cluster->Get(job.job_id()).last_step();
+  const Underway u = SubmitAndRunTo(*cluster, job_overrides, /*rank=*/1);
+  ASSERT_GT(u.trainer, 0);
   const Clock::time_point stopped = Clock::now();
-  kill(victim, SIGSTOP);
-  const RecoveryTimes t = WatchRecovery(*cluster, job.job_id(), failed_at, stopped, 120);
+  kill(u.trainer, SIGSTOP);
+  const RecoveryTimes t = WatchRecovery(*cluster, u.job.job_id(), u.step, stopped, 120);
   EXPECT_GT(t.detected, 0);
   EXPECT_LT(t.detected, 15 + 5) << "within comm.timeout_seconds plus a few seconds";
-  ASSERT_TRUE(cluster->WaitForJob(job.job_id(), IsFinal, 180, "end"));
-  const v1::Job done = cluster->Get(job.job_id());
-  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.ShortDebugString() << cluster->Logs();
+  const v1::Job done = Succeeded(*cluster, u.job.job_id());
   ASSERT_EQ(done.failures_size(), 1);
   EXPECT_EQ(done.failures(0).cause(), "rank_hung");
   EXPECT_EQ(done.failures(0).rank(), 1) << "the stopped rank, not the survivor that noticed";
   EXPECT_THAT(done.failures(0).message(), HasSubstr("is hung: no heartbeat from the trainer"));
-  EXPECT_FALSE(IsRunning(victim)) << "the stopped trainer was killed";
-  const int resumed_after = ExpectBitwiseResume(*cluster, job.job_id(), 2,
+  EXPECT_FALSE(IsRunning(u.trainer)) << "the stopped trainer was killed";
+  const int resumed_after = ExpectBitwiseResume(*cluster, u.job.job_id(), 2,
                                                 Uninterrupted(*cluster, 2, job_overrides));
-  PrintRecovery("trainer SIGSTOP", t, failed_at, resumed_after);
+  PrintRecovery("trainer SIGSTOP", t, u.step, resumed_after);
 }
 
 TEST_F(ReliabilityTest, AKilledAgentTakesItsTrainerAndTheJobRestartsOnTheOthers) {
   std::unique_ptr<LocalCluster> cluster = Start(3);
   const std::vector<std::string> job_overrides = Restartable(1, 2, 1);
-  v1::Job job = cluster->Submit(ConfigPath("debug_model.toml"), job_overrides);
-  ASSERT_TRUE(cluster->WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 8; },
-                                  180, "step 8"));
-  const pid_t trainer = cluster->TrainerPid(job.job_id(), 1);
-  ASSERT_GT(trainer, 0);
-  const int agent = cluster->WorkerOfProcess(trainer);
+  const Underway u = SubmitAndRunTo(*cluster, job_overrides, /*rank=*/1);
+  ASSERT_GT(u.trainer, 0);
+  const int agent = cluster->WorkerOfProcess(u.trainer);
   ASSERT_GE(agent, 0);
-  const int64_t failed_at = cluster->Get(job.job_id()).last_step();
   const Clock::time_point killed = Clock::now();
   cluster->SignalWorker(agent, SIGKILL);
   // Its trainer dies with it: no orphan keeps training.
-  EXPECT_TRUE(WaitFor([&] { return !IsRunning(trainer); }, 3)) << "the trainer outlived its agent";
+  EXPECT_TRUE(WaitFor([&] { return !IsRunning(u.trainer); }, 3))
+      << "the trainer outlived its agent";
   std::printf("agent SIGKILL -> its trainer gone: %.2f s\n", SecondsSince(killed));
-  const RecoveryTimes t = WatchRecovery(*cluster, job.job_id(), failed_at, killed, 120);
-  ASSERT_TRUE(cluster->WaitForJob(job.job_id(), IsFinal, 180, "end"));
-  const v1::Job done = cluster->Get(job.job_id());
-  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.ShortDebugString() << cluster->Logs();
+  const RecoveryTimes t = WatchRecovery(*cluster, u.job.job_id(), u.step, killed, 120);
+  const v1::Job done = Succeeded(*cluster, u.job.job_id());
   ASSERT_EQ(done.failures_size(), 1);
   EXPECT_EQ(done.failures(0).cause(), "worker_lost");
   EXPECT_EQ(done.failures(0).rank(), 1);
   const std::string lost = done.failures(0).worker_id();
   for (const auto& p : done.mesh()) EXPECT_NE(p.worker_id(), lost) << "the lost worker ran again";
-  const int resumed_after = ExpectBitwiseResume(*cluster, job.job_id(), 3,
+  const int resumed_after = ExpectBitwiseResume(*cluster, u.job.job_id(), 3,
                                                 Uninterrupted(*cluster, 2, job_overrides));
-  PrintRecovery("agent SIGKILL", t, failed_at, resumed_after);
+  PrintRecovery("agent SIGKILL", t, u.step, resumed_after);
 }
 
 TEST_F(ReliabilityTest, AnElasticRestartRunsOnOneReplicaWithTheSameGlobalBatch) {
   std::unique_ptr<LocalCluster> cluster = Start(2);
   std::vector<std::string> job_overrides = Restartable(2, 1, 1);
   job_overrides.push_back("job.elastic=true");
-  v1::Job job = cluster->Submit(ConfigPath("debug_model.toml"), job_overrides);
-  ASSERT_TRUE(cluster->WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 8; },
-                                  180, "step 8"));
-  const pid_t trainer = cluster->TrainerPid(job.job_id(), 1);
-  ASSERT_GT(trainer, 0);
-  const int64_t failed_at = cluster->Get(job.job_id()).last_step();
+  const Underway u = SubmitAndRunTo(*cluster, job_overrides, /*rank=*/1);
+  ASSERT_GT(u.trainer, 0);
+  const v1::Job& job = u.job;
   const Clock::time_point killed = Clock::now();
-  cluster->SignalWorker(cluster->WorkerOfProcess(trainer), SIGKILL);  // one worker remains
-  const RecoveryTimes t = WatchRecovery(*cluster, job.job_id(), failed_at, killed, 120);
-  ASSERT_TRUE(cluster->WaitForJob(job.job_id(), IsFinal, 240, "end"));
-  const v1::Job done = cluster->Get(job.job_id());
-  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.ShortDebugString() << cluster->Logs();
+  cluster->SignalWorker(cluster->WorkerOfProcess(u.trainer), SIGKILL);  // one worker remains
+  const RecoveryTimes t = WatchRecovery(*cluster, job.job_id(), u.step, killed, 120);
+  const v1::Job done = Succeeded(*cluster, job.job_id());
   EXPECT_EQ(done.world_size(), 1);
   EXPECT_EQ(done.dp(), 1);
   EXPECT_THAT(done.mesh_overrides(), ::testing::Contains("training.global_batch_size=16"));
@@ -312,7 +320,7 @@ TEST_F(ReliabilityTest, AnElasticRestartRunsOnOneReplicaWithTheSameGlobalBatch) 
     EXPECT_LE(diff, 1e-6) << "dp-1 run, step " << step;
   }
   std::printf("elastic dp 2 -> 1: max |loss - uninterrupted dp 2| = %.3g\n", worst);
-  PrintRecovery("elastic (agent SIGKILL)", t, failed_at, std::stoi(last.front()["step"]) - 1);
+  PrintRecovery("elastic (agent SIGKILL)", t, u.step, std::stoi(last.front()["step"]) - 1);
 }
 
 TEST_F(ReliabilityTest, WhenTheRestartsRunOutTheJobFailsListingEveryCause) {
@@ -431,16 +439,13 @@ TEST_F(ReliabilityTest, AQueueHeadThePoolCanNoLongerHoldDoesNotJamTheQueue) {
 TEST_F(ReliabilityTest, ACoordinatorKilledMidJobStillEndsWithEveryStepOnce) {
   std::unique_ptr<LocalCluster> cluster = Start(2);
   const std::vector<std::string> job_overrides = Restartable(1, 2, 0);
-  v1::Job job = cluster->Submit(ConfigPath("debug_model.toml"), job_overrides);
-  ASSERT_TRUE(cluster->WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 5; },
-                                  180, "step 5"));
+  const Underway u = SubmitAndRunTo(*cluster, job_overrides, /*rank=*/0, /*step=*/5);
+  const v1::Job& job = u.job;
   const Clock::time_point killed = Clock::now();
   cluster->RestartCoordinator(SIGKILL);
   ASSERT_TRUE(WaitFor([&] { return cluster->Workers().size() == 2; }, 30)) << cluster->Logs();
   std::printf("coordinator SIGKILL -> both agents back: %.2f s\n", SecondsSince(killed));
-  ASSERT_TRUE(cluster->WaitForJob(job.job_id(), IsFinal, 180, "end"));
-  const v1::Job done = cluster->Get(job.job_id());
-  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.ShortDebugString() << cluster->Logs();
+  const v1::Job done = Succeeded(*cluster, job.job_id());
   EXPECT_EQ(done.restart_count(), 0) << "the ranks were re-adopted, not restarted";
   const std::vector<std::map<std::string, std::string>> expected =
       Uninterrupted(*cluster, 2, job_overrides);

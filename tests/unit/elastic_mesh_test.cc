@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/config/job_config.h"
+#include "tests/unit/tiny_job_config.h"
 
 namespace ringtrain {
 namespace {
@@ -17,20 +18,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr char kConfig[] = R"(
-[model]
-dim = 64
-n_layers = 1
-n_heads = 4
-n_kv_heads = 2
-vocab_size = 64
-multiple_of = 32
-max_seq_len = 256
-[training]
-seq_len = 64
-local_batch_size = 2
-steps = 3
-)";
+constexpr const char* kConfig = kTinyJobConfig;
 
 // The config with `overrides` then `mesh.overrides`, checked to be the mesh it says.
 void ExpectValid(const std::vector<std::string>& overrides, const ElasticMesh& mesh) {
