@@ -5,8 +5,10 @@
 // alike): one job of the debug config (cp 2, --steps steps) alone, then the same job with
 // --watchers concurrent WatchJob streams on it and --queued jobs behind it. Every round checks that
 // nothing was lost (see load_round.h). Prints a table of the median step time (steps >= 3 of every
-// round of a kind, pooled), the coordinator's peak RSS and the events delivered, and exits 1 when
-// anything was lost or the watched median step time is more than 2 % above the unwatched one.
+// round of a kind, pooled), the coordinator's peak RSS, the CPU the coordinator and the clients
+// (this process) used, and the events delivered; exits 1 when anything was lost or the watched
+// median step time is more than 2 % above the unwatched one. The clients run on the same machine,
+// so with as many cores as ranks their CPU time is taken from the trainers too.
 //   load_bench [--watchers 200] [--queued 100] [--steps 40] [--pairs 3] [--bin-dir build/bin]
 #include <algorithm>
 #include <cstdio>
@@ -33,6 +35,8 @@ struct Kind {
   std::vector<double> step_seconds;  // pooled over the rounds
   int64_t peak_rss_kib = 0;          // the highest VmHWM of any round
   int64_t events = 0;
+  double coordinator_cpu_seconds = 0;  // summed over the rounds
+  double client_cpu_seconds = 0;
   int problems = 0;
 };
 
@@ -61,19 +65,21 @@ void Round(const LoadRoundOptions& options, int pair, const char* name, Kind* ki
   for (const std::string& line : result.problems) std::printf("  problem: %s\n", line.c_str());
   std::printf("pair %d %-9s median step %.4f s, coordinator RSS before %.1f MiB, loaded %.1f MiB, "
               "peak %.1f MiB, after %.1f MiB; %lld events delivered; subscribed by step %lld; "
-              "%d streams reopened%s; %.1f s; %s\n",
+              "%d streams reopened%s; CPU coordinator %.2f s, this process %.2f s; %.1f s; %s\n",
               pair, name, result.median_step_seconds, MiB(result.before.rss_kib),
               MiB(result.loaded.rss_kib), MiB(result.after.hwm_kib), MiB(result.after.rss_kib),
               static_cast<long long>(result.events_delivered),
               static_cast<long long>(result.step_when_subscribed), result.streams_reopened,
               result.open_error.empty() ? "" : (" (" + result.open_error + ")").c_str(),
-              result.seconds,
+              result.coordinator_cpu_seconds, result.client_cpu_seconds, result.seconds,
               problems == 0 ? "nothing lost" : "PROBLEMS");
   std::fflush(stdout);
   kind->step_seconds.insert(kind->step_seconds.end(), result.step_seconds.begin(),
                             result.step_seconds.end());
   kind->peak_rss_kib = std::max(kind->peak_rss_kib, result.after.hwm_kib);
   kind->events += result.events_delivered;
+  kind->coordinator_cpu_seconds += result.coordinator_cpu_seconds;
+  kind->client_cpu_seconds += result.client_cpu_seconds;
   kind->problems += problems;
 }
 
@@ -135,6 +141,12 @@ int main(int argc, char** argv) {
   std::printf("%-30s %12.1f %12.1f %8.2f\n", "coordinator peak RSS (MiB)", MiB(alone.peak_rss_kib),
               MiB(loaded.peak_rss_kib),
               static_cast<double>(loaded.peak_rss_kib) / std::max<int64_t>(1, alone.peak_rss_kib));
+  std::printf("%-30s %12.2f %12.2f %8.2f\n", "coordinator CPU per round (s)",
+              alone.coordinator_cpu_seconds / pairs, loaded.coordinator_cpu_seconds / pairs,
+              loaded.coordinator_cpu_seconds / alone.coordinator_cpu_seconds);
+  std::printf("%-30s %12.2f %12.2f %8.2f\n", "client CPU per round (s)",
+              alone.client_cpu_seconds / pairs, loaded.client_cpu_seconds / pairs,
+              loaded.client_cpu_seconds / alone.client_cpu_seconds);
   std::printf("%-30s %12lld %12lld %8s\n", "events delivered", static_cast<long long>(alone.events),
               static_cast<long long>(loaded.events), "-");
   std::printf("%-30s %12d %12d %8s\n", "problems (something lost)", alone.problems,

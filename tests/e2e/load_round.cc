@@ -1,5 +1,7 @@
 #include "tests/e2e/load_round.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -329,6 +331,23 @@ ProcessMemory ReadProcessMemory(pid_t pid) {
   return memory;
 }
 
+double CpuSeconds(pid_t pid) {
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  // The command name (field 2) is in parentheses and may hold spaces; utime and stime are fields
+  // 14 and 15, in clock ticks.
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(paren + 1));
+  std::string field;
+  int64_t utime = -1, stime = -1;
+  for (int n = 3; n <= 15 && fields >> field; ++n) {
+    if (n == 14) utime = std::atoll(field.c_str());
+    if (n == 15) stime = std::atoll(field.c_str());
+  }
+  if (utime < 0 || stime < 0) return -1;
+  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
 double Median(std::vector<double> values) {
   if (values.empty()) return 0;
   const size_t mid = values.size() / 2;
@@ -345,6 +364,8 @@ LoadRoundResult RunLoadRound(LocalCluster& cluster, const LoadRoundOptions& opti
   const Deadline deadline = Within(options.timeout_seconds, Deadline::max());
   const pid_t coordinator = cluster.coordinator_pid();
   result.before = ReadProcessMemory(coordinator);
+  const double coordinator_cpu = CpuSeconds(coordinator);
+  const double client_cpu = CpuSeconds(getpid());
 
   const std::string config_path = ConfigPath("debug_model.toml");
   const std::string config = ReadFile(config_path);
@@ -393,6 +414,8 @@ LoadRoundResult RunLoadRound(LocalCluster& cluster, const LoadRoundOptions& opti
       result.job_id, [](const v1::Job& j) { return IsFinal(j.state()); }, SecondsLeft(deadline),
       "end");
   for (std::thread& t : watchers) t.join();
+  result.coordinator_cpu_seconds = CpuSeconds(coordinator) - coordinator_cpu;
+  result.client_cpu_seconds = CpuSeconds(getpid()) - client_cpu;
   if (!ended) {
     result.problems = problems.Take();
     result.problems.push_back(result.job_id + " did not end within the round");

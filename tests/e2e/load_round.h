@@ -40,6 +40,8 @@ struct ProcessMemory {
   int64_t hwm_kib = -1;  // VmHWM: the most ever resident (the process's lifetime)
 };
 ProcessMemory ReadProcessMemory(pid_t pid);
+// User + system CPU seconds `pid` has used so far (/proc/<pid>/stat); -1 when unread.
+double CpuSeconds(pid_t pid);
 
 // Step times are taken from this step on: the first steps include the ranks' warm-up.
 inline constexpr int64_t kFirstTimedStep = 3;
@@ -52,6 +54,10 @@ struct LoadRoundResult {
   ProcessMemory loaded;              // every watcher subscribed, every queued job submitted
   ProcessMemory after;               // job ended, watchers closed, queue cancelled (hwm: peak)
   int64_t events_delivered = 0;      // events read by all watchers together
+  // CPU time used during the round by the coordinator, and by this process (the watchers' threads
+  // and the checks): on a machine with as many cores as ranks, theirs is taken from the trainers.
+  double coordinator_cpu_seconds = 0;
+  double client_cpu_seconds = 0;
   // Watch streams that failed UNAVAILABLE before their first event (they never reached the
   // fan-out: the connection could not be made) and were opened again; not a loss, but printed.
   int streams_reopened = 0;

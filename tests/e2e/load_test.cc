@@ -71,8 +71,9 @@ TEST(LoadTest, TwoHundredWatchersAndAHundredQueuedJobsLoseNothing) {
       "rounds; median step time (steps >= %lld) unwatched %.4f s, watched %.4f s, ratio %.3f; "
       "coordinator RSS before %.1f MiB, loaded %.1f MiB, peak (VmHWM) %.1f MiB, after round 1 "
       "%.1f MiB, after round 2 %.1f MiB; events delivered %lld + %lld; every watcher subscribed "
-      "by step %lld; streams reopened before their first event %d%s; rounds %.1f + %.1f + %.1f s; "
-      "test %.1f s\n",
+      "by step %lld; streams reopened before their first event %d%s; CPU s coordinator %.2f / "
+      "%.2f + %.2f, this process %.2f / %.2f + %.2f (unwatched / watched); rounds %.1f + %.1f + "
+      "%.1f s; test %.1f s\n",
       kWatchers, kQueued, kSteps, kWorkers, static_cast<long long>(kFirstTimedStep),
       unwatched_step, watched_step, watched_step / unwatched_step, MiB(first.before.rss_kib),
       MiB(first.loaded.rss_kib), MiB(second.after.hwm_kib), MiB(first.after.rss_kib),
@@ -83,7 +84,9 @@ TEST(LoadTest, TwoHundredWatchersAndAHundredQueuedJobsLoseNothing) {
       (first.open_error + second.open_error).empty()
           ? ""
           : (" (" + first.open_error + second.open_error + ")").c_str(),
-      unwatched.seconds, first.seconds, second.seconds, seconds);
+      unwatched.coordinator_cpu_seconds, first.coordinator_cpu_seconds,
+      second.coordinator_cpu_seconds, unwatched.client_cpu_seconds, first.client_cpu_seconds,
+      second.client_cpu_seconds, unwatched.seconds, first.seconds, second.seconds, seconds);
 
   // Every watcher got the job's whole history: its steps and at least ASSIGNED, RUNNING, SUCCEEDED.
   EXPECT_GE(first.events_delivered, int64_t{kWatchers} * (kSteps + 3));
