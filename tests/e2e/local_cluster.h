@@ -37,6 +37,9 @@ class LocalCluster {
   // Agent i's --work-dir.
   std::string work_dir(int worker) const { return dir_ / ("worker-" + std::to_string(worker)); }
   v1::JobService::Stub& stub() { return *stub_; }
+  // The running coordinator's pid (a new one after RestartCoordinator), e.g. to read its memory
+  // from /proc/<pid>/status.
+  pid_t coordinator_pid() const { return coordinator_.pid(); }
 
   // Stops the coordinator with `signo` (SIGTERM: a clean stop; SIGKILL: a crash) and starts it
   // again on the same address and database.
