@@ -19,37 +19,36 @@ void Add(int64_t bytes) {
   }
 }
 
-// One counted storage: the wrapped allocator's DataPtr (which frees the memory when destroyed) and
-// its size.
-struct Counted {
-  c10::DataPtr inner;
-  int64_t bytes;
-};
+// Each block is the wrapped allocator's raw block with a header in front that holds the size; the
+// data starts kHeader bytes in (64: the alignment the CPU allocator gives, kept). So the DataPtr's
+// context is its data pointer, as LibTorch's raw_allocate/raw_deallocate require (some bf16
+// kernels on CPUs with AVX512-BF16/AMX allocate their workspace that way).
+constexpr size_t kHeader = 64;
 
-void DeleteCounted(void* context) {
-  auto* counted = static_cast<Counted*>(context);
-  live_bytes.fetch_sub(counted->bytes);
-  delete counted;  // frees through the wrapped allocator's deleter
+c10::Allocator* wrapped = nullptr;  // the CPU allocator before ours; set once, before any use
+
+void DeleteCounted(void* data) {
+  if (data == nullptr) return;
+  char* base = static_cast<char*>(data) - kHeader;
+  live_bytes.fetch_sub(*reinterpret_cast<int64_t*>(base));
+  wrapped->raw_deallocate(base);
 }
 
 class CountingCpuAllocator final : public c10::Allocator {
  public:
-  explicit CountingCpuAllocator(c10::Allocator* wrapped) : wrapped_(wrapped) {}
-
   c10::DataPtr allocate(size_t n) override {
-    c10::DataPtr inner = wrapped_->allocate(n);
-    void* data = inner.get();
-    const c10::Device device = inner.device();
+    char* base = static_cast<char*>(wrapped->raw_allocate(n + kHeader));
+    *reinterpret_cast<int64_t*>(base) = static_cast<int64_t>(n);
     Add(static_cast<int64_t>(n));
-    return {data, new Counted{std::move(inner), static_cast<int64_t>(n)}, &DeleteCounted, device};
+    void* data = base + kHeader;
+    return {data, data, &DeleteCounted, c10::Device(c10::DeviceType::CPU)};
   }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &DeleteCounted; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
-
- private:
-  c10::Allocator* wrapped_;
 };
 
 }  // namespace
@@ -57,8 +56,10 @@ class CountingCpuAllocator final : public c10::Allocator {
 void InstallCpuTensorCounter() {
   static std::once_flag once;
   std::call_once(once, [] {
+    // The wrapped allocator hands out raw blocks (its DataPtr's context is its pointer).
+    wrapped = c10::GetCPUAllocator();
     // Owned by LibTorch from here on (SetCPUAllocator's contract), alive for the process.
-    c10::SetCPUAllocator(new CountingCpuAllocator(c10::GetCPUAllocator()));
+    c10::SetCPUAllocator(new CountingCpuAllocator());
     installed = true;
   });
 }
