@@ -52,10 +52,12 @@ size_t Outbox::DropAll() {
 
 std::optional<v1::AgentMessage> Outbox::NextToWrite() const {
   absl::MutexLock lock(&mu_);
-  for (const v1::AgentMessage& m : messages_) {
-    if (m.seq() > written_seq_) return m;  // usually the first, or one past a few in flight
-  }
-  return std::nullopt;
+  // Sorted by seq: the first past written_seq_, however many are in flight unacknowledged.
+  auto next = std::upper_bound(
+      messages_.begin(), messages_.end(), written_seq_,
+      [](uint64_t seq, const v1::AgentMessage& m) { return seq < m.seq(); });
+  if (next == messages_.end()) return std::nullopt;
+  return *next;
 }
 
 void Outbox::MarkWritten(uint64_t seq) {
