@@ -188,11 +188,11 @@ TEST(PrecisionTest, FusedKernelMatchesTiledLocallyAndInTheRing) {
                                          "--metrics.jsonl=" + (dir / "tiled")}));
   ASSERT_EQ(tiled.exit_code, 0) << tiled.output;
   EXPECT_NE(tiled.output.find("attention: local, tiled"), std::string::npos) << tiled.output;
-  const auto fused = RunCommand(Trainer({"--training.steps=5", "--training.attention_kernel=fused",
+  const auto fused = RunCommand(Trainer({"--training.steps=5", "--training.attention_kernel=torch_flash",
                                          "--metrics.jsonl=" + (dir / "fused")}));
   ASSERT_EQ(fused.exit_code, 0) << fused.output;
   EXPECT_NE(fused.output.find("attention: local, fused"), std::string::npos) << fused.output;
-  const auto ring = RunCommand(Launch(2, {"--training.steps=5", "--training.attention_kernel=fused",
+  const auto ring = RunCommand(Launch(2, {"--training.steps=5", "--training.attention_kernel=torch_flash",
                                           "--parallelism.context_parallel_degree=2",
                                           "--metrics.jsonl=" + (dir / "ring")}));
   ASSERT_EQ(ring.exit_code, 0) << ring.output;

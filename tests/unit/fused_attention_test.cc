@@ -106,7 +106,7 @@ TEST(FusedAttentionTest, KernelChoice) {
   EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kAuto, c10::Device(c10::kCPU))->Describe().find(
                 "tiled"),
             std::string::npos);
-  EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kFused, c10::Device(c10::kCPU))->Describe().find(
+  EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kTorchFlash, c10::Device(c10::kCPU))->Describe().find(
                 "fused"),
             std::string::npos);
   EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kTiled, c10::Device(c10::kCUDA, 0))->Describe().find(
@@ -156,7 +156,7 @@ std::vector<Grads> RunRing(const RingCase& c, const at::Tensor& q, const at::Ten
       c.cp, 1,
       [&](int64_t r, Communicator& comm) {
         auto kernel = std::make_shared<RingAttentionKernel>(&comm, seq_len, c.balancer, c.rotate,
-                                                            AttentionKernelKind::kFused);
+                                                            AttentionKernelKind::kTorchFlash);
         const BlockPositions pos{ShardPositions(seq_len, c.cp, r, c.balancer)};
         const at::Tensor idx = pos.AsTensor();
         auto ql = q.index_select(2, idx).detach().requires_grad_();

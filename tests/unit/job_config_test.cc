@@ -127,7 +127,7 @@ dataset_path = "/data/tokens.bin"
 token_dtype = "uint32"
 sampler = "random"
 mixed_precision_param = "bfloat16"
-attention_kernel = "fused"
+attention_kernel = "torch_flash"
 mixed_precision_reduce = "bfloat16"
 global_batch_size = 16
 
@@ -193,7 +193,7 @@ JobConfig FullFileConfig() {
   c.model.rope_theta = 10000.0;
   c.model.max_seq_len = 4096;
   c.training = {1024, 4, 200, 7, 0.5, DatasetKind::kBin, "/data/tokens.bin", TokenDtype::kUint32,
-                SamplerKind::kRandom, MixedPrecision::kBFloat16, AttentionKernelKind::kFused,
+                SamplerKind::kRandom, MixedPrecision::kBFloat16, AttentionKernelKind::kTorchFlash,
                 MixedPrecision::kBFloat16, 16};
   c.optimizer = {OptimizerName::kAdamW, 3e-4, 0.8, 0.99, 1e-9, 0.0};
   c.lr_scheduler = {20, 0.5, DecayType::kCosine, 0.1};
@@ -507,7 +507,7 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{{"training.mixed_precision_param=fp16"},
                  "training.mixed_precision_param = \"fp16\": must be one of \"float32\", \"bfloat16\""},
         RuleCase{{"training.attention_kernel=flash"},
-                 "training.attention_kernel = \"flash\": must be one of \"auto\", \"fused\", \"tiled\""},
+                 "training.attention_kernel = \"flash\": must be one of \"auto\", \"torch_flash\", \"tiled\""},
         RuleCase{{"training.mixed_precision_reduce=bfloat16"},
                  "training.mixed_precision_reduce = \"bfloat16\" needs training.mixed_precision_param = \"bfloat16\""},
         RuleCase{{"training.mixed_precision_reduce=fp16"},

@@ -264,7 +264,7 @@ std::string FusedBlockKernel::Describe() const {
 
 std::shared_ptr<BlockKernel> MakeBlockKernel(AttentionKernelKind kind, const c10::Device& device,
                                              AttentionTiling tiling) {
-  const bool fused = kind == AttentionKernelKind::kFused ||
+  const bool fused = kind == AttentionKernelKind::kTorchFlash ||
                      (kind == AttentionKernelKind::kAuto && device.is_cuda());
   if (fused) return std::make_shared<FusedBlockKernel>(FusedBackend::kAuto, tiling);
   return std::make_shared<TiledBlockKernel>(tiling);
