@@ -24,7 +24,7 @@ enum class LoadBalancer { kHeadTail, kNone };              // parallelism.contex
 enum class RotateMethod { kAllToAll, kAllGather };         // parallelism.context_parallel_rotate_method
 enum class MixedPrecision { kFloat32, kBFloat16 };         // training.mixed_precision_param
 enum class CommBackend { kAuto, kNccl, kGloo };            // comm.backend
-enum class AttentionKernelKind { kAuto, kTorchFlash, kTiled };  // training.attention_kernel
+enum class AttentionKernelKind { kAuto, kRingtrain, kTorchFlash, kTiled };  // training.attention_kernel
 enum class ReshardAfterForward { kDefault, kAlways, kNever };  // parallelism.fsdp_reshard_after_forward
 enum class AcMode { kNone, kFull, kSelective };            // activation_checkpoint.mode
 
@@ -73,7 +73,8 @@ struct ChoiceSpelling<CommBackend> {
 };
 template <>
 struct ChoiceSpelling<AttentionKernelKind> {
-  static constexpr std::array<const char*, 3> kNames = {"auto", "torch_flash", "tiled"};
+  static constexpr std::array<const char*, 4> kNames = {"auto", "ringtrain", "torch_flash",
+                                                       "tiled"};
 };
 
 template <>

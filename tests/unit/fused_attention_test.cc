@@ -103,7 +103,11 @@ TEST(FusedAttentionTest, Bfloat16IsCloseToFloat32) {
 }
 
 TEST(FusedAttentionTest, KernelChoice) {
+  // auto is ringtrain's own fused kernel on the CPU.
   EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kAuto, c10::Device(c10::kCPU))->Describe().find(
+                "ringtrain fused CPU"),
+            std::string::npos);
+  EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kTiled, c10::Device(c10::kCPU))->Describe().find(
                 "tiled"),
             std::string::npos);
   EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kTorchFlash, c10::Device(c10::kCPU))->Describe().find(

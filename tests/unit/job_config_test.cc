@@ -507,7 +507,7 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{{"training.mixed_precision_param=fp16"},
                  "training.mixed_precision_param = \"fp16\": must be one of \"float32\", \"bfloat16\""},
         RuleCase{{"training.attention_kernel=flash"},
-                 "training.attention_kernel = \"flash\": must be one of \"auto\", \"torch_flash\", \"tiled\""},
+                 "training.attention_kernel = \"flash\": must be one of \"auto\", \"ringtrain\", \"torch_flash\", \"tiled\""},
         RuleCase{{"training.mixed_precision_reduce=bfloat16"},
                  "training.mixed_precision_reduce = \"bfloat16\" needs training.mixed_precision_param = \"bfloat16\""},
         RuleCase{{"training.mixed_precision_reduce=fp16"},

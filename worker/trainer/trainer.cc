@@ -16,6 +16,7 @@
 #include "common/progress.h"
 #include "common/trainer_exit.h"
 #include "common/status_macros.h"
+#include "worker/engine/kernels/fused_cpu_attention.h"
 #include "worker/engine/parallel/ring_attention.h"
 #include "worker/trainer/trainer_state.h"
 #ifdef RINGTRAIN_WITH_CUDA
@@ -165,6 +166,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   }
 
   RT_RETURN_IF_ERROR(Guarded(*s, "building the model", [&]() -> absl::Status {
+    // Flush-to-zero / denormals-are-zero on every thread that computes: a softmax that grows
+    // peaky or AdamW's tiny second moments would otherwise run into slow denormal arithmetic.
+    FlushDenormalsOnComputeThreads();
     torch::manual_seed(static_cast<uint64_t>(config.training.seed));
     s->model = Transformer(ModelArgs::FromConfig(config.model));
     s->model->init_weights();

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/engine/kernels/block_plan.h"
+#include "worker/engine/kernels/fused_cpu_attention.h"
 
 namespace ringtrain {
 namespace {
@@ -264,9 +265,15 @@ std::string FusedBlockKernel::Describe() const {
 
 std::shared_ptr<BlockKernel> MakeBlockKernel(AttentionKernelKind kind, const c10::Device& device,
                                              AttentionTiling tiling) {
-  const bool fused = kind == AttentionKernelKind::kTorchFlash ||
-                     (kind == AttentionKernelKind::kAuto && device.is_cuda());
-  if (fused) return std::make_shared<FusedBlockKernel>(FusedBackend::kAuto, tiling);
+  switch (kind) {
+    case AttentionKernelKind::kAuto:
+      if (device.is_cuda()) return std::make_shared<FusedBlockKernel>(FusedBackend::kAuto, tiling);
+      return std::make_shared<FusedCpuBlockKernel>();
+    case AttentionKernelKind::kRingtrain: return std::make_shared<FusedCpuBlockKernel>();
+    case AttentionKernelKind::kTorchFlash:
+      return std::make_shared<FusedBlockKernel>(FusedBackend::kAuto, tiling);
+    case AttentionKernelKind::kTiled: return std::make_shared<TiledBlockKernel>(tiling);
+  }
   return std::make_shared<TiledBlockKernel>(tiling);
 }
 

@@ -1,0 +1,41 @@
+// The element-wise row work of the fused CPU attention kernel (fused_cpu_attention.h), vectorised:
+// 8-wide float vectors with a polynomial exp, compiled twice — for AVX2 + FMA and for the baseline
+// x86-64 (SSE2) — and chosen once at start-up by what the CPU supports. Torch-free.
+//
+// exp: x = n·ln2 + r with |r| <= ln2/2, exp(r) by a degree-7 polynomial (Cephes' expf
+// coefficients), 2^n by the exponent bits; relative error within 2 ulp of std::exp over the range
+// that matters. Results below 2^-126 (x < −87.3, and −inf) are exactly 0: no denormal is ever
+// produced.
+#ifndef RINGTRAIN_WORKER_ENGINE_KERNELS_ATTENTION_ROWS_H_
+#define RINGTRAIN_WORKER_ENGINE_KERNELS_ATTENTION_ROWS_H_
+
+#include <cstdint>
+
+namespace ringtrain {
+
+// One step of online softmax on a score row `s` of `n` entries of which the first `visible` are
+// seen by the row's query (the rest are masked). With the row's running `max` and `sum` (start:
+// −inf, 0) and its output accumulator `acc` (`dim` entries): rescales sum and acc to the new max,
+// writes p = exp(s − max) into s (0 past `visible`) and adds Σp to sum. A row with nothing visible
+// yet keeps max −inf and gets p = 0.
+void SoftmaxRowStep(float* s, int64_t n, int64_t visible, float* max, float* sum, float* acc,
+                    int64_t dim);
+
+// s[j] = exp(s[j] − lse) for j < visible, 0 for the rest (`lse` −inf: all 0).
+void ProbabilityRow(float* s, int64_t n, int64_t visible, float lse);
+
+// dp[j] = p[j] · (dp[j] − delta): the score gradient dS from dP, in place.
+void ScoreGradRow(float* dp, const float* p, int64_t n, float delta);
+
+// x[j] *= a.
+void ScaleRow(float* x, int64_t n, float a);
+
+// exp of each of x[0..n) into y (both may alias): the same exp the rows use, for the tests.
+void VecExp(const float* x, float* y, int64_t n);
+
+// "avx2+fma" or "sse2": the code the row functions run.
+const char* AttentionRowsIsa();
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_ENGINE_KERNELS_ATTENTION_ROWS_H_

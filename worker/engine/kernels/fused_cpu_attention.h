@@ -1,0 +1,91 @@
+// ringtrain's fused CPU attention block kernel (training.attention_kernel = "ringtrain", the CPU
+// default): one pass over (query tile × key tile) pairs in float32 where the score tile never
+// leaves the cache —
+//
+//   S = (scale·Q) Kᵀ   one GEMM into a preallocated tile (BLAS sgemm, the MKL inside LibTorch)
+//   online softmax     vectorised max / exp / sum on S in place (kernels/vec_exp.h), the causal
+//                      mask by index arithmetic: a key tile wholly visible to a query tile is
+//                      "full", one wholly hidden is skipped, and in a "partial" one each row sees
+//                      a prefix of the tile's (ascending) positions
+//   O += P V           one GEMM accumulating into the row block
+//
+// and the FlashAttention-2 backward (recompute P from the final log-sum-exp, dV += Pᵀ dO,
+// dS = P ∘ (dO Vᵀ − delta), dQ += dS K, dK += dSᵀ Q: five GEMMs per tile pair).
+//
+// GQA without expanding K/V: the G query heads of one kv head are stacked as the G·Tq rows of one
+// row block, so each K/V tile is read once for all of them. Tiles are sized from the head dim for
+// a 512 KiB L2; lengths with no good divisor get ragged last tiles, never tiny ones.
+//
+// Threads: the work items are (batch, kv head, query tile), in that order; they are cut into one
+// contiguous range per intra-op thread with equal causal cost (scores computed), in forward and
+// backward alike. In backward each range accumulates dK/dV in its own buffer and the buffers are
+// summed in range order, so the result depends on the thread count only — never on timing.
+// Every thread computes with flush-to-zero and denormals-are-zero set (restored afterwards), so a
+// softmax that grows peaky never runs into slow denormal arithmetic.
+//
+// Inputs of another dtype than float32 are widened (bfloat16) or, for float64 (tests), computed by
+// the tiled kernel.
+//
+// Dimension letters as in tiled_attention.h.
+#ifndef RINGTRAIN_WORKER_ENGINE_KERNELS_FUSED_CPU_ATTENTION_H_
+#define RINGTRAIN_WORKER_ENGINE_KERNELS_FUSED_CPU_ATTENTION_H_
+
+#include <cstdint>
+#include <string>
+
+#include <ATen/Tensor.h>
+
+#include "worker/engine/kernels/block_kernel.h"
+#include "worker/engine/kernels/tiled_attention.h"
+
+namespace ringtrain {
+
+// Tile sizes; 0 = chosen from the head dim and the GQA group (FusedCpuTilingFor).
+struct FusedCpuTiling {
+  int64_t q_tile = 0;   // Tq: query rows per head in one row block (G·Tq rows in all)
+  int64_t kv_tile = 0;  // Tk: keys per tile
+};
+
+// The tiling used for head dim `dim` and group `group` when `requested` leaves a size at 0.
+FusedCpuTiling FusedCpuTilingFor(int64_t dim, int64_t group, FusedCpuTiling requested = {});
+
+// Forward of one causal block (key at p_k visible to the query at p_q iff p_k <= p_q). q (B, H,
+// Lq, D), k and v (B, Hk, Lk, D), float32, contiguous, on the CPU. Same contract as
+// AttentionBlockForward (tiled_attention.h): out zero and lse −inf on rows that see no key.
+BlockOutput FusedCpuAttentionForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                     double scale, FusedCpuTiling tiling = {});
+
+// Backward of one causal block given the FINAL output's lse (B, H, Lq) and delta (B, H, Lq);
+// float32 gradients that sum over blocks to the full ones.
+BlockGrads FusedCpuAttentionBackward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     const at::Tensor& dout, const at::Tensor& delta,
+                                     const at::Tensor& lse, const BlockPositions& q_pos,
+                                     const BlockPositions& k_pos, double scale,
+                                     FusedCpuTiling tiling = {});
+
+class FusedCpuBlockKernel : public BlockKernel {
+ public:
+  explicit FusedCpuBlockKernel(FusedCpuTiling tiling = {}) : tiling_(tiling) {}
+  BlockOutput Forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                      const BlockPositions& q_pos, const BlockPositions& k_pos,
+                      double scale) override;
+  BlockGrads Backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                      const at::Tensor& dout, const FinalStats& final,
+                      const BlockPositions& q_pos, const BlockPositions& k_pos,
+                      double scale) override;
+  std::string Describe() const override;  // "ringtrain fused CPU (tiles from the head dim)"
+
+ private:
+  FusedCpuTiling tiling_;
+  TiledBlockKernel float64_;  // float64 inputs (the tests' references)
+};
+
+// Sets flush-to-zero and denormals-are-zero on the calling thread and on every intra-op thread
+// (the trainer calls it once at start-up; the fused kernel also sets them around its own work).
+// No-op off x86.
+void FlushDenormalsOnComputeThreads();
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_ENGINE_KERNELS_FUSED_CPU_ATTENTION_H_
