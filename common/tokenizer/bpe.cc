@@ -13,6 +13,12 @@ namespace {
 constexpr size_t kMaxCachedWordBytes = 256;
 constexpr size_t kMaxCachedIds = size_t{1} << 24;
 
+// Heap order: `a` comes after `b` (a higher rank, or the same rank further right).
+template <typename C>
+bool LaterCandidate(const C& a, const C& b) {
+  return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+}
+
 uint64_t PairKey(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
@@ -71,6 +77,18 @@ BytePairEncoder::Merge BytePairEncoder::PairMerge(absl::string_view word, const 
   return it == pair_merges_.end() ? Merge{kNoMerge, -1} : it->second;
 }
 
+void BytePairEncoder::QueueMerge(absl::string_view word, int32_t left) {
+  const Symbol& l = symbols_[left];
+  if (l.next < 0) return;
+  const Merge m = PairMerge(word, l, symbols_[l.next]);
+  if (m.rank == kNoMerge) return;
+  candidates_.push_back({m.rank, left, m.id});
+  std::push_heap(candidates_.begin(), candidates_.end(), LaterCandidate<Candidate>);
+}
+
+// Hugging Face's Word::merge_all, which tiktoken's rule gives too: a heap of candidate merges,
+// lowest rank first and leftmost among equals; a candidate whose pair has changed since it was
+// queued (its pair no longer makes the same token) is dropped. O(n log n) in the word's length.
 void BytePairEncoder::MergeWord(absl::string_view word, std::vector<int32_t>* ids) {
   if (vocab_.rule == BpeVocab::Rule::kRanks || vocab_.ignore_merges) {
     const auto it = vocab_.ids.find(word);
@@ -79,31 +97,32 @@ void BytePairEncoder::MergeWord(absl::string_view word, std::vector<int32_t>* id
       return;
     }
   }
-  // S = the word's symbols, one byte each to start; merge the lowest-ranked adjacent pair (the
-  // leftmost of equals) until no pair merges. pairs_[i] is kept for symbols i, i + 1.
+  const auto n = static_cast<int32_t>(word.size());
   symbols_.clear();
-  for (size_t i = 0; i < word.size(); ++i) {
-    symbols_.push_back({static_cast<uint32_t>(i), 1, byte_ids_[static_cast<unsigned char>(word[i])]});
+  for (int32_t i = 0; i < n; ++i) {
+    symbols_.push_back({static_cast<uint32_t>(i), 1, byte_ids_[static_cast<unsigned char>(word[i])],
+                        i - 1, i + 1 < n ? i + 1 : -1});
   }
-  pairs_.clear();
-  for (size_t i = 0; i + 1 < symbols_.size(); ++i) {
-    pairs_.push_back(PairMerge(word, symbols_[i], symbols_[i + 1]));
+  candidates_.clear();
+  for (int32_t i = 0; i + 1 < n; ++i) QueueMerge(word, i);
+  while (!candidates_.empty()) {
+    std::pop_heap(candidates_.begin(), candidates_.end(), LaterCandidate<Candidate>);
+    const Candidate top = candidates_.back();
+    candidates_.pop_back();
+    Symbol& left = symbols_[top.pos];
+    if (left.size == 0 || left.next < 0) continue;  // merged away, or now the last symbol
+    Symbol& right = symbols_[left.next];
+    const Merge now = PairMerge(word, left, right);
+    if (now.rank == kNoMerge || now.id != top.id) continue;  // an expired candidate
+    left.size += right.size;
+    left.id = top.id;
+    right.size = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols_[right.next].prev = top.pos;
+    if (left.prev >= 0) QueueMerge(word, left.prev);
+    QueueMerge(word, top.pos);
   }
-  while (!pairs_.empty()) {
-    size_t best = 0;
-    for (size_t i = 1; i < pairs_.size(); ++i) {
-      if (pairs_[i].rank < pairs_[best].rank) best = i;
-    }
-    if (pairs_[best].rank == kNoMerge) break;
-    Symbol& merged = symbols_[best];
-    merged.size += symbols_[best + 1].size;
-    merged.id = pairs_[best].id;
-    symbols_.erase(symbols_.begin() + best + 1);
-    pairs_.erase(pairs_.begin() + best);
-    if (best > 0) pairs_[best - 1] = PairMerge(word, symbols_[best - 1], merged);
-    if (best < pairs_.size()) pairs_[best] = PairMerge(word, merged, symbols_[best + 1]);
-  }
-  for (const Symbol& s : symbols_) ids->push_back(s.id);
+  for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = symbols_[i].next) ids->push_back(symbols_[i].id);
 }
 
 void BytePairEncoder::Encode(absl::string_view word, std::vector<int32_t>* ids) {

@@ -49,9 +49,18 @@ class BytePairEncoder {
     int32_t rank;
     int32_t id;
   };
+  // A stretch of the word, linked to its neighbours (-1: none); size 0 once merged into its left.
   struct Symbol {
     uint32_t begin;  // byte offset in the word
     uint32_t size;
+    int32_t id;
+    int32_t prev;
+    int32_t next;
+  };
+  // A merge of the symbol at `pos` with its right neighbour, as it was when queued.
+  struct Candidate {
+    int32_t rank;
+    int32_t pos;
     int32_t id;
   };
   static constexpr int32_t kNoMerge = INT32_MAX;
@@ -59,6 +68,8 @@ class BytePairEncoder {
   explicit BytePairEncoder(BpeVocab vocab) : vocab_(std::move(vocab)) {}
   // The merge of symbols `left` and `right` (adjacent) of `word`, or rank kNoMerge.
   Merge PairMerge(absl::string_view word, const Symbol& left, const Symbol& right) const;
+  // Queues the merge of symbols_[left] with its right neighbour, if there is one.
+  void QueueMerge(absl::string_view word, int32_t left);
   void MergeWord(absl::string_view word, std::vector<int32_t>* ids);
 
   BpeVocab vocab_;
@@ -68,8 +79,8 @@ class BytePairEncoder {
   // Word -> its ids (cached_ids_[offset, offset + size)). Cleared when it grows past a bound.
   absl::flat_hash_map<std::string, std::pair<uint32_t, uint32_t>> cache_;
   std::vector<int32_t> cached_ids_;
-  std::vector<Symbol> symbols_;  // scratch, reused across words
-  std::vector<Merge> pairs_;     // scratch: pairs_[i] merges symbols i and i + 1
+  std::vector<Symbol> symbols_;       // scratch, reused across words
+  std::vector<Candidate> candidates_;  // scratch: a heap, the lowest rank (then position) on top
 };
 
 }  // namespace ringtrain

@@ -35,18 +35,23 @@ class RegexSplitter {
 
   // Calls `piece` with every match and every non-empty stretch between matches, in order, so the
   // pieces concatenate to `text`. Bytes that are not valid UTF-8 never match (they end up in the
-  // stretches between matches); an empty match is skipped.
+  // stretches between matches); an empty match is skipped. A match the JIT runs out of stack for
+  // is retried by the interpreter; one that exceeds PCRE2's own limits ends the matching, and the
+  // rest of the text is one stretch (never seen with these patterns: a 2 MB run of spaces works).
   void Split(absl::string_view text, absl::FunctionRef<void(absl::string_view)> piece);
 
   const std::string& pattern() const { return pattern_; }
 
  private:
-  RegexSplitter(std::string pattern, pcre2_code* code, pcre2_match_data* match, bool jit)
-      : pattern_(std::move(pattern)), code_(code), match_(match), jit_(jit) {}
+  RegexSplitter(std::string pattern, pcre2_code* code, bool jit);
+  // The next match at or after `start`: its [begin, end), or false when there is none.
+  bool NextMatch(absl::string_view text, size_t start, size_t* begin, size_t* end);
 
   std::string pattern_;
   pcre2_code* code_;
   pcre2_match_data* match_;
+  pcre2_match_context* context_;  // the JIT stack, grown on demand up to kMaxJitStack
+  pcre2_jit_stack* jit_stack_;
   bool jit_;  // compiled by the JIT (it is unavailable on some platforms: then interpreted)
 };
 
