@@ -195,7 +195,7 @@ TEST_F(TokenizerParityTest, TrainerTrainsOnTokenizedText) {
       BinDir() + "/ringtrain-trainer", ConfigPath("debug_model.toml"), "--training.steps=2",
       "--training.dataset=text", "--training.dataset_path=" + Fixture("train.txt"),
       "--training.tokenizer_path=" + Fixture("llama3.json"), "--training.seq_len=64",
-      "--training.local_batch_size=2", "--model.max_seq_len=64"};
+      "--training.local_batch_size=2", "--model.max_seq_len=64", "--lr_scheduler.warmup_steps=0"};
   std::vector<std::string> argv = base;
   argv.push_back("--model.vocab_size=800");
   CommandResult ran = RunCommand(argv);

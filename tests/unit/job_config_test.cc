@@ -131,6 +131,7 @@ mixed_precision_param = "bfloat16"
 attention_kernel = "torch_flash"
 mixed_precision_reduce = "bfloat16"
 global_batch_size = 16
+tokenizer_path = "/data/tokenizer.json"
 
 [optimizer]
 name = "AdamW"
