@@ -5,7 +5,9 @@
 #     libtorch_cuda, ProcessGroupNCCL and the c10d headers) into the project-local virtual
 #     environment .venv/ (git-ignored). CMake takes its prefix from torch.utils.cmake_prefix_path;
 #     the parity reference and every Python helper in tests/ run on the same interpreter;
-#   - the deploy tests' schema validators (tests/deploy/requirements.txt, PyPI, into the same .venv).
+#   - the deploy tests' schema validators (tests/deploy/requirements.txt) and the tokenizer parity
+#     test's reference (tests/parity/requirements.txt: Hugging Face's tokenizers), PyPI, into the
+#     same .venv.
 # Safe to re-run: it installs only what is missing or at the wrong version. Needs root (or sudo)
 # only when a Debian package is missing.
 set -euo pipefail
@@ -20,6 +22,7 @@ PACKAGES=(
   prometheus-cpp-dev prometheus libsqlite3-dev
   libgtest-dev libgmock-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  libpcre2-dev   # the tokenizer's pre-tokenizer patterns (common/tokenizer)
   libxml2-utils
   libgloo-dev   # only Gloo's headers, which c10d's ProcessGroupGloo.hpp includes and the wheel lacks
   clang libclang-rt-14-dev   # the fuzz build (scripts/fuzz.sh): libFuzzer and the sanitizers
@@ -51,7 +54,8 @@ if ! command -v kubectl >/dev/null; then
 fi
 
 # The project-local virtual environment: the pinned torch (and numpy, which `import torch` asks for),
-# and the deploy tests' validators (tests/deploy/requirements.txt).
+# the deploy tests' validators (tests/deploy/requirements.txt) and the tokenizer reference
+# (tests/parity/requirements.txt); the tests need them, the binaries do not.
 venv="$root/.venv"
 python=${RINGTRAIN_PYTHON:-/usr/bin/python3}
 [ -x "$python" ] || python=$(command -v python3)
@@ -60,7 +64,11 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 requirements=("torch==$RINGTRAIN_TORCH_VERSION" "numpy==$RINGTRAIN_NUMPY_VERSION")
-wanted=$(printf '%s\n' "${requirements[@]}"; cat "$root/tests/deploy/requirements.txt" 2>/dev/null || true)
+test_requirements=()
+for f in "$root/tests/deploy/requirements.txt" "$root/tests/parity/requirements.txt"; do
+  if [ -f "$f" ]; then test_requirements+=("$f"); fi
+done
+wanted=$(printf '%s\n' "${requirements[@]}"; cat "${test_requirements[@]}" /dev/null)
 stamp="$venv/.ringtrain-requirements"
 have_torch=$("$venv/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
 if [ "${have_torch%%+*}" != "$RINGTRAIN_TORCH_VERSION" ] || [ "$wanted" != "$(cat "$stamp" 2>/dev/null)" ]; then
@@ -72,7 +80,7 @@ if [ "${have_torch%%+*}" != "$RINGTRAIN_TORCH_VERSION" ] || [ "$wanted" != "$(ca
   fi
   start=$(date +%s)
   pip_args=(install --quiet --disable-pip-version-check "${requirements[@]}")
-  [ -f "$root/tests/deploy/requirements.txt" ] && pip_args+=(-r "$root/tests/deploy/requirements.txt")
+  for f in "${test_requirements[@]}"; do pip_args+=(-r "$f"); done
   "$venv/bin/python" -m pip "${pip_args[@]}"
   printf '%s\n' "$wanted" > "$stamp"
   echo "setup: Python packages installed in $(( $(date +%s) - start )) s"

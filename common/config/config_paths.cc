@@ -42,6 +42,10 @@ std::vector<ConfigPath> ConfigPaths(const JobConfig& config) {
       add("validation.dataset_path", config.validation.dataset_path, PathRoot::kData);
     }
   }
+  // The tokenizer is read when a text dataset is.
+  const bool reads_text = eval ? config.validation.dataset.value_or(config.training.dataset) == DatasetKind::kText
+                               : config.training.dataset == DatasetKind::kText;
+  if (reads_text) add("training.tokenizer_path", config.training.tokenizer_path, PathRoot::kData);
   add("checkpoint.initial_load_path", config.checkpoint.initial_load_path, PathRoot::kData);
   if (!eval && config.checkpoint.enable) {
     add("checkpoint.folder", config.checkpoint.folder, PathRoot::kCheckpoint);

@@ -30,6 +30,7 @@ struct ConfigPath {
 // mode when validation names its own) are left out:
 //   training.dataset_path        train mode, text/bin dataset                           kData
 //   validation.dataset_path      eval mode, text/bin validation data (empty: the training path)
+//   training.tokenizer_path      when set and the job reads a text dataset             kData
 //   checkpoint.initial_load_path when set                                              kData
 //   checkpoint.folder            train mode with checkpoint.enable                     kCheckpoint
 // metrics.jsonl is not among them: the agent always sets it to a file of its own.

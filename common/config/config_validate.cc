@@ -231,10 +231,13 @@ void CheckTraining(const JobConfig& config, Checker& c) {
       c.Add(absl::StrCat("training.dataset_path = \"\": required when training.dataset = ",
                          Quote(ChoiceName(t.dataset))));
     }
-    // The text dataset tokenises bytes, so every byte value needs an embedding row.
-    if (t.dataset == DatasetKind::kText && config.model.vocab_size > 0 && config.model.vocab_size < 256) {
+    // Without a tokenizer the text dataset tokenises bytes, so every byte value needs an embedding
+    // row. With one, the trainer checks vocab_size against the tokenizer's when it loads it.
+    if (t.dataset == DatasetKind::kText && t.tokenizer_path.empty() && config.model.vocab_size > 0 &&
+        config.model.vocab_size < 256) {
       c.Add(absl::StrCat("model.vocab_size = ", config.model.vocab_size,
-                         ": must be >= 256 when training.dataset = \"text\" (byte tokens)"));
+                         ": must be >= 256 when training.dataset = \"text\" without a "
+                         "training.tokenizer_path (byte tokens)"));
     }
   }
   c.Choice<TokenDtype>("training.token_dtype");

@@ -68,6 +68,10 @@ struct TrainingSection {
   // local_batch_size; a multiple of it accumulates global_batch_size / (dp × local_batch_size)
   // micro-batches of local_batch_size before each optimizer step.
   int64_t global_batch_size = -1;
+  // The tokenizer for dataset = "text" (and text validation data): a Hugging Face tokenizer.json
+  // (byte-level BPE) or a tiktoken file (common/tokenizer/tokenizer.h). Empty: one token per byte.
+  // model.vocab_size must be at least the tokenizer's, which the trainer checks when it loads it.
+  std::string tokenizer_path;
 };
 
 struct OptimizerSection {

@@ -59,6 +59,7 @@ void ExpectConfigEq(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.training.max_norm, b.training.max_norm);
   EXPECT_EQ(a.training.dataset, b.training.dataset);
   EXPECT_EQ(a.training.dataset_path, b.training.dataset_path);
+  EXPECT_EQ(a.training.tokenizer_path, b.training.tokenizer_path);
   EXPECT_EQ(a.training.token_dtype, b.training.token_dtype);
   EXPECT_EQ(a.training.sampler, b.training.sampler);
   EXPECT_EQ(a.training.mixed_precision_param, b.training.mixed_precision_param);
@@ -130,6 +131,7 @@ mixed_precision_param = "bfloat16"
 attention_kernel = "torch_flash"
 mixed_precision_reduce = "bfloat16"
 global_batch_size = 16
+tokenizer_path = "/data/tokenizer.json"
 
 [optimizer]
 name = "AdamW"
@@ -194,7 +196,7 @@ JobConfig FullFileConfig() {
   c.model.max_seq_len = 4096;
   c.training = {1024, 4, 200, 7, 0.5, DatasetKind::kBin, "/data/tokens.bin", TokenDtype::kUint32,
                 SamplerKind::kRandom, MixedPrecision::kBFloat16, AttentionKernelKind::kTorchFlash,
-                MixedPrecision::kBFloat16, 16};
+                MixedPrecision::kBFloat16, 16, "/data/tokenizer.json"};
   c.optimizer = {OptimizerName::kAdamW, 3e-4, 0.8, 0.99, 1e-9, 0.0};
   c.lr_scheduler = {20, 0.5, DecayType::kCosine, 0.1};
   c.parallelism = {2, 2, 4, ReshardAfterForward::kNever, LoadBalancer::kNone, RotateMethod::kAllGather};
@@ -485,7 +487,8 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{{"training.sampler=shuffle"},
                  "training.sampler = \"shuffle\": must be one of \"sequential\", \"random\""},
         RuleCase{{"training.dataset=text", "training.dataset_path=a.txt", "model.vocab_size=128"},
-                 "model.vocab_size = 128: must be >= 256 when training.dataset = \"text\""},
+                 "model.vocab_size = 128: must be >= 256 when training.dataset = \"text\" without a "
+                 "training.tokenizer_path"},
         // optimizer
         RuleCase{{"optimizer.name=Adam"}, "optimizer.name = \"Adam\": must be one of \"AdamW\"; did you mean 'AdamW'?"},
         RuleCase{{"optimizer.lr=0"}, "optimizer.lr = 0.0: must be > 0"},
@@ -588,6 +591,16 @@ TEST(ValidationTest, DisabledCheckpointMayHaveEmptyFolder) {
 TEST(ValidationTest, TextDatasetWithBigVocabIsValid) {
   absl::StatusOr<JobConfig> config = Parse("[training]\ndataset = \"text\"\ndataset_path = \"corpus.txt\"\n");
   EXPECT_TRUE(config.ok()) << config.status();
+}
+
+// With a tokenizer the trainer checks vocab_size against it; the config alone cannot.
+TEST(ValidationTest, TextDatasetWithTokenizerTakesAnyVocab) {
+  absl::StatusOr<JobConfig> config =
+      Parse("", {"training.dataset=text", "training.dataset_path=a.txt",
+                 "training.tokenizer_path=tokenizer.json", "model.vocab_size=128"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->training.tokenizer_path, "tokenizer.json");
+  EXPECT_NE(JobConfigToToml(*config).find("tokenizer_path = \"tokenizer.json\""), std::string::npos);
 }
 
 TEST(ValidationTest, SeveralProblemsAreReportedInOneMessage) {

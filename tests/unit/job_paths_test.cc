@@ -44,6 +44,27 @@ TEST(ConfigPathsTest, ListsOnlyThePathsTheJobUses) {
   EXPECT_EQ(eval[0].key, "validation.dataset_path");
 }
 
+TEST(ConfigPathsTest, TokenizerOnlyWhenATextDatasetIsRead) {
+  const auto text = ConfigPaths(Config({"training.dataset=text", "training.dataset_path=a.txt",
+                                        "training.tokenizer_path=tok/tokenizer.json"}));
+  ASSERT_EQ(text.size(), 2u);
+  EXPECT_EQ(text[1].key, "training.tokenizer_path");
+  EXPECT_EQ(text[1].value, "tok/tokenizer.json");
+  EXPECT_EQ(text[1].root, PathRoot::kData);
+  EXPECT_EQ(ConfigPaths(Config({"training.dataset=bin", "training.dataset_path=a.bin",
+                                "training.tokenizer_path=t.json"})).size(), 1u);
+  // eval reads the validation data: text there needs the tokenizer, bin there does not.
+  EXPECT_EQ(ConfigPaths(Config({"job.mode=eval", "training.dataset=bin", "training.dataset_path=a.bin",
+                                "validation.dataset=text", "validation.dataset_path=v.txt",
+                                "training.tokenizer_path=t.json"})).size(), 2u);
+  EXPECT_EQ(ConfigPaths(Config({"job.mode=eval", "training.dataset=text", "training.dataset_path=a.txt",
+                                "validation.dataset=bin", "validation.dataset_path=v.bin",
+                                "training.tokenizer_path=t.json"})).size(), 1u);
+  const absl::Status climbs = CheckConfigPaths(Config({"training.dataset=text", "training.dataset_path=a.txt",
+                                                       "training.tokenizer_path=../t.json"}));
+  EXPECT_TRUE(absl::StrContains(climbs.message(), "training.tokenizer_path")) << climbs;
+}
+
 TEST(ConfigPathsTest, RefusesWhatCanBeToldWithoutRoots) {
   EXPECT_TRUE(CheckPathText("k", "a/../b").ok());
   EXPECT_TRUE(CheckPathText("k", "./a/b/..").ok());

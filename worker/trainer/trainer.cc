@@ -65,6 +65,7 @@ DatasetSpec TrainingDataSpec(const JobConfig& c, int64_t dp, int64_t micro_batch
   spec.kind = c.training.dataset;
   spec.path = c.training.dataset_path;
   spec.token_dtype = c.training.token_dtype;
+  spec.tokenizer_path = c.training.tokenizer_path;
   spec.vocab_size = c.model.vocab_size;
   spec.seed = static_cast<uint64_t>(c.training.seed);
   spec.min_tokens =

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/tokenizer/tokenizer.h"
 #include "worker/engine/data/synthetic_source.h"
 
 namespace ringtrain {
@@ -127,8 +128,46 @@ class TextDataset : public TokenDataset {
   std::string bytes_;
 };
 
+// text with a tokenizer: each file's ids, concatenated. Immutable after construction; Read is
+// thread-safe.
+class TokenizedTextDataset : public TokenDataset {
+ public:
+  TokenizedTextDataset(std::string path, int64_t num_files, std::string tokenizer,
+                       std::vector<int32_t> tokens)
+      : path_(std::move(path)),
+        num_files_(num_files),
+        tokenizer_(std::move(tokenizer)),
+        tokens_(std::move(tokens)) {}
+
+  int64_t num_tokens() const override { return static_cast<int64_t>(tokens_.size()); }
+
+  void Read(int64_t begin, int64_t count, int64_t* out) const override {
+    for (int64_t i = 0; i < count; ++i) out[i] = tokens_[begin + i];
+  }
+
+  std::string Describe() const override {
+    return absl::StrCat("text ", path_, ": ", num_tokens(), " tokens (", num_files_,
+                        num_files_ == 1 ? " file" : " files", ", ", tokenizer_, ")");
+  }
+
+ private:
+  std::string path_;
+  int64_t num_files_;
+  std::string tokenizer_;
+  std::vector<int32_t> tokens_;
+};
+
 absl::StatusOr<std::unique_ptr<TokenDataset>> OpenTextDataset(const DatasetSpec& spec) {
-  if (spec.vocab_size < kByteVocab) {
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (!spec.tokenizer_path.empty()) {
+    RT_ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(spec.tokenizer_path));
+    if (spec.vocab_size < tokenizer->vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "text ", spec.path, ": model.vocab_size = ", spec.vocab_size, " is smaller than the ",
+          tokenizer->vocab_size(), " ids of the tokenizer ", spec.tokenizer_path,
+          "; set model.vocab_size >= ", tokenizer->vocab_size()));
+    }
+  } else if (spec.vocab_size < kByteVocab) {
     return absl::InvalidArgumentError(absl::StrCat(
         "text ", spec.path, ": vocab_size = ", spec.vocab_size, " is too small; text datasets use ",
         "one token per byte and need vocab_size >= ", kByteVocab));
@@ -143,7 +182,22 @@ absl::StatusOr<std::unique_ptr<TokenDataset>> OpenTextDataset(const DatasetSpec&
     files.push_back(spec.path);
   }
   std::string bytes;
-  for (const fs::path& file : files) RT_RETURN_IF_ERROR(AppendFile(file.string(), &bytes));
+  std::vector<int32_t> tokens;
+  for (const fs::path& file : files) {
+    RT_RETURN_IF_ERROR(AppendFile(file.string(), &bytes));
+    if (tokenizer == nullptr) continue;
+    tokenizer->Encode(bytes, &tokens);  // file by file: a pre-token never spans two files
+    bytes.clear();
+  }
+  if (tokenizer != nullptr) {
+    if (tokens.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "text ", spec.path, ": no data (", files.size(),
+          " non-hidden regular files, all empty); point dataset.path at a non-empty file or folder"));
+    }
+    return std::make_unique<TokenizedTextDataset>(spec.path, static_cast<int64_t>(files.size()),
+                                                  tokenizer->Describe(), std::move(tokens));
+  }
   if (bytes.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "text ", spec.path, ": no data (", files.size(),

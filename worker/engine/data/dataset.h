@@ -1,7 +1,8 @@
 // Token datasets: a finite array of token ids, read by window. Torch-free.
 //
 //   synthetic  a seeded first-order Markov source over the vocabulary whose entropy rate is known
-//   text       UTF-8 files (or a folder of them, read in sorted path order), one token per byte
+//   text       UTF-8 files (or a folder of them, read in sorted path order), one token per byte, or
+//              with a tokenizer (common/tokenizer/tokenizer.h) each file's BPE ids, concatenated
 //   bin        a raw little-endian uint16 (or uint32) token array, nanoGPT's .bin layout
 #ifndef RINGTRAIN_WORKER_ENGINE_DATA_DATASET_H_
 #define RINGTRAIN_WORKER_ENGINE_DATA_DATASET_H_
@@ -20,6 +21,7 @@ struct DatasetSpec {
   DatasetKind kind = DatasetKind::kSynthetic;
   std::string path;                    // file or folder (text), file (bin); unused for synthetic
   TokenDtype token_dtype = TokenDtype::kUint16;  // bin only
+  std::string tokenizer_path;          // text only: empty = one token per byte
   int64_t vocab_size = 0;              // every token must be < vocab_size
   uint64_t seed = 0;                   // synthetic only: the source (transitions and samples)
   uint64_t sample_stream = 0;          // synthetic only: 0 = training walk, others = held-out walks
@@ -40,8 +42,9 @@ class TokenDataset {
 
 // Opens or generates the dataset. Errors name the path and what was wrong: NOT_FOUND for a missing
 // file, INVALID_ARGUMENT for a file whose size is not a multiple of the token size, a token id
-// >= vocab_size (with its offset), an empty dataset, or a text/bin kind without a path. No error
-// carries bytes of the file (a token's value included).
+// >= vocab_size (with its offset), an empty dataset, a text/bin kind without a path, or a tokenizer
+// with more ids than vocab_size (naming both numbers); the tokenizer's own errors (tokenizer.h). No
+// error carries bytes of the file (a token's value included).
 absl::StatusOr<std::unique_ptr<TokenDataset>> OpenDataset(const DatasetSpec& spec);
 
 }  // namespace ringtrain

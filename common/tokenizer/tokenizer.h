@@ -1,0 +1,87 @@
+// A byte-level BPE tokenizer, loaded from either of the two files current models ship:
+//
+//   tokenizer.json  Hugging Face's format with model.type "BPE": the pre-tokenizer ByteLevel
+//                   (GPT-2's pattern when its use_regex is true), or a Sequence of Split steps
+//                   (behavior "Isolated", Regex patterns) followed by ByteLevel with use_regex
+//                   false, as Llama 3 ships; added_tokens (special or not) are matched in the raw
+//                   text before anything else, leftmost-longest; ignore_merges is honoured.
+//   tiktoken        one "base64-bytes rank" line per token (Llama 3's tokenizer.model): ids are
+//                   the ranks, merges are implied by them (tiktoken's rule, bpe.h), and the text
+//                   is pre-tokenized with Llama 3's pattern (= tiktoken's cl100k_base). The file
+//                   has no special tokens, so none are matched.
+//
+// Encode gives what Hugging Face's encode(text, add_special_tokens=False) or tiktoken's
+// encode(text, allowed_special="all") gives: no BOS/EOS or other post-processing. Torch-free.
+#ifndef RINGTRAIN_COMMON_TOKENIZER_TOKENIZER_H_
+#define RINGTRAIN_COMMON_TOKENIZER_TOKENIZER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/tokenizer/bpe.h"
+#include "common/tokenizer/regex_splitter.h"
+
+namespace ringtrain {
+
+struct AddedToken {
+  std::string content;
+  int32_t id = 0;
+};
+
+// What a tokenizer file describes (tokenizer_json.cc and tiktoken_file.cc fill it).
+struct TokenizerParts {
+  std::string format;                 // "tokenizer.json" or "tiktoken"
+  std::vector<std::string> patterns;  // pre-tokenizer splits, applied in order to every piece
+  bool add_prefix_space = false;      // ByteLevel: a space before a segment not starting with one
+  BpeVocab vocab;
+  std::vector<AddedToken> added;
+};
+
+// Not thread-safe (the BPE word cache, the regex match blocks): one per thread.
+class Tokenizer {
+ public:
+  // Reads `path`: a file whose first non-blank byte is '{' is a tokenizer.json, anything else a
+  // tiktoken file. NOT_FOUND for a missing file; INVALID_ARGUMENT naming the file and what is wrong
+  // (not JSON, an unsupported model type or pre-tokenizer, a missing field, bad base64 at line N).
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromParts(TokenizerParts parts);
+
+  // Appends the ids of `text` to `ids`. `progress`, when given, is called with the bytes of `text`
+  // done so far, about every MiB and at the end.
+  void Encode(absl::string_view text, std::vector<int32_t>* ids,
+              const std::function<void(int64_t)>& progress = nullptr);
+
+  // Largest id + 1 over the vocabulary and the added tokens: the least model.vocab_size.
+  int64_t vocab_size() const { return vocab_size_; }
+  // One line for logs: "tokenizer.json: byte-level BPE, 1000 ids (744 merges, 2 added tokens)".
+  std::string Describe() const;
+
+ private:
+  Tokenizer(TokenizerParts parts, BytePairEncoder bpe,
+            std::vector<std::unique_ptr<RegexSplitter>> splitters);
+  // Pre-tokenizes `text` (no added tokens in it) with splitters_[level..] and encodes each piece.
+  void EncodeSegment(absl::string_view text, size_t level, std::vector<int32_t>* ids);
+  // The longest added token starting at text[pos], or nullptr.
+  const AddedToken* AddedTokenAt(absl::string_view text, size_t pos) const;
+
+  TokenizerParts parts_;
+  BytePairEncoder bpe_;
+  std::vector<std::unique_ptr<RegexSplitter>> splitters_;
+  std::vector<std::vector<const AddedToken*>> added_by_first_byte_;  // 256 lists, longest first
+  int64_t vocab_size_ = 0;
+};
+
+namespace tokenizer_internal {
+// The two file formats, parsed. `name` is the path, for messages; errors never quote the file.
+absl::StatusOr<TokenizerParts> ParseTokenizerJson(const std::string& name, const std::string& text);
+absl::StatusOr<TokenizerParts> ParseTiktoken(const std::string& name, const std::string& text);
+}  // namespace tokenizer_internal
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_COMMON_TOKENIZER_TOKENIZER_H_

@@ -1,0 +1,215 @@
+// The C++ tokenizer against Hugging Face's `tokenizers` (tests/parity/tokenizer_reference.py, on
+// the project venv): a byte-level BPE trained by the script on a small text, then the ids of a
+// corpus with accents, CJK, emoji, whitespace runs, tabs, CR/LF and digits — from the real
+// ringtrain-tokenize, bit for bit, for a Llama 3-style tokenizer.json, a GPT-2-style one and the
+// same vocabulary as a tiktoken file. Then the .bin round trip: the `bin` dataset reads back
+// exactly those ids, the `text` dataset with the tokenizer gives the same, and the trainer trains
+// on it.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/integration/test_util.h"
+#include "worker/engine/data/dataset.h"
+
+namespace ringtrain::testing {
+namespace {
+
+std::vector<int64_t> ReadLittleEndian(const std::string& path, int width) {
+  const std::string bytes = ReadFile(path);
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i + width <= bytes.size(); i += width) {
+    uint64_t v = 0;
+    for (int b = width - 1; b >= 0; --b) v = (v << 8) | static_cast<unsigned char>(bytes[i + b]);
+    ids.push_back(static_cast<int64_t>(v));
+  }
+  return ids;
+}
+
+// Equal ids, or where they first differ.
+::testing::AssertionResult SameIds(const std::vector<int64_t>& ours,
+                                   const std::vector<int64_t>& reference) {
+  for (size_t i = 0; i < ours.size() && i < reference.size(); ++i) {
+    if (ours[i] != reference[i]) {
+      return ::testing::AssertionFailure() << "first difference at id " << i << ": ours "
+                                           << ours[i] << ", reference " << reference[i];
+    }
+  }
+  if (ours.size() != reference.size()) {
+    return ::testing::AssertionFailure() << ours.size() << " ids, reference " << reference.size();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class TokenizerParityTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    const CommandResult made = RunCommand({PythonPath(), Script(), "make-fixture", "--out-dir",
+                                           dir_->path()});
+    ASSERT_EQ(made.exit_code, 0)
+        << "the reference needs the venv's tokenizers (scripts/setup.sh installs "
+           "tests/parity/requirements.txt):\n"
+        << made.output;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string Script() { return SourceDir() + "/tests/parity/tokenizer_reference.py"; }
+  static std::string Fixture(const std::string& name) { return *dir_ / name; }
+
+  // Hugging Face's ids of `text` with the tokenizer.json `tokenizer`.
+  static std::vector<int64_t> Reference(const std::string& tokenizer, const std::string& text,
+                                        bool special_as_text = false) {
+    const std::string out = *dir_ / ("reference-" + std::to_string(counter_++) + ".bin");
+    std::vector<std::string> argv = {PythonPath(), Script(), "encode", "--tokenizer",
+                                     Fixture(tokenizer), "--text", Fixture(text), "--out", out};
+    if (special_as_text) argv.push_back("--special-as-text");
+    const CommandResult ran = RunCommand(argv);
+    EXPECT_EQ(ran.exit_code, 0) << ran.output;
+    return ReadLittleEndian(out, 4);
+  }
+
+  // ringtrain-tokenize's ids of `text` (uint32 output).
+  static std::vector<int64_t> Ours(const std::string& tokenizer, const std::string& text) {
+    const std::string out = *dir_ / ("ours-" + std::to_string(counter_++) + ".bin");
+    const CommandResult ran = RunCommand({BinDir() + "/ringtrain-tokenize", Fixture(text),
+                                          "--tokenizer", Fixture(tokenizer), "--out", out,
+                                          "--dtype", "uint32"});
+    EXPECT_EQ(ran.exit_code, 0) << ran.output;
+    return ReadLittleEndian(out, 4);
+  }
+
+  static TempDir* dir_;
+  static int counter_;
+};
+
+TempDir* TokenizerParityTest::dir_ = nullptr;
+int TokenizerParityTest::counter_ = 0;
+
+TEST_F(TokenizerParityTest, Llama3StyleJsonMatchesHuggingFace) {
+  for (const char* text : {"corpus.txt", "train.txt"}) {
+    const std::vector<int64_t> reference = Reference("llama3.json", text);
+    ASSERT_GT(reference.size(), 100u);
+    EXPECT_TRUE(SameIds(Ours("llama3.json", text), reference)) << text;
+  }
+}
+
+TEST_F(TokenizerParityTest, Gpt2StyleJsonMatchesHuggingFace) {
+  for (const char* text : {"corpus.txt", "train.txt"}) {
+    EXPECT_TRUE(SameIds(Ours("gpt2.json", text), Reference("gpt2.json", text))) << text;
+  }
+}
+
+// The same vocabulary as tiktoken lines: ranks instead of merges, Llama 3's pattern, and no
+// special tokens (so the reference encodes "<|endoftext|>" as text too).
+TEST_F(TokenizerParityTest, TiktokenFileMatchesHuggingFace) {
+  for (const char* text : {"corpus.txt", "train.txt"}) {
+    EXPECT_TRUE(SameIds(Ours("llama3.tiktoken", text),
+                        Reference("llama3.json", text, /*special_as_text=*/true)))
+        << text;
+  }
+}
+
+TEST_F(TokenizerParityTest, BinRoundTripAndTextDataset) {
+  const std::vector<int64_t> reference = Reference("llama3.json", "train.txt");
+  const std::string bin = *dir_ / "train.bin";
+  const CommandResult ran = RunCommand({BinDir() + "/ringtrain-tokenize", Fixture("train.txt"),
+                                        "--tokenizer", Fixture("llama3.json"), "--out", bin});
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  // 800 ids fit uint16, which auto picks; the summary says how to train on it.
+  EXPECT_NE(ran.output.find(" tokens (uint16)"), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("tokens/s"), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("training.token_dtype = \"uint16\""), std::string::npos) << ran.output;
+
+  DatasetSpec spec;
+  spec.kind = DatasetKind::kBin;
+  spec.path = bin;
+  spec.vocab_size = 800;
+  absl::StatusOr<std::unique_ptr<TokenDataset>> data = OpenDataset(spec);
+  ASSERT_TRUE(data.ok()) << data.status();
+  std::vector<int64_t> read((*data)->num_tokens());
+  (*data)->Read(0, (*data)->num_tokens(), read.data());
+  EXPECT_TRUE(SameIds(read, reference));
+
+  spec.kind = DatasetKind::kText;
+  spec.path = Fixture("train.txt");
+  spec.tokenizer_path = Fixture("llama3.json");
+  data = OpenDataset(spec);
+  ASSERT_TRUE(data.ok()) << data.status();
+  read.assign((*data)->num_tokens(), -1);
+  (*data)->Read(0, (*data)->num_tokens(), read.data());
+  EXPECT_TRUE(SameIds(read, reference));
+  EXPECT_NE((*data)->Describe().find("tokenizer.json: byte-level BPE, 800 ids"), std::string::npos)
+      << (*data)->Describe();
+
+  spec.vocab_size = 512;
+  data = OpenDataset(spec);
+  ASSERT_FALSE(data.ok());
+  EXPECT_NE(std::string(data.status().message()).find("model.vocab_size = 512 is smaller than "
+                                                      "the 800 ids of the tokenizer"),
+            std::string::npos)
+      << data.status();
+}
+
+TEST_F(TokenizerParityTest, EosSeparatorAndErrors) {
+  const std::vector<int64_t> corpus = Reference("llama3.json", "corpus.txt");
+  const std::vector<int64_t> train = Reference("llama3.json", "train.txt");
+  const std::string out = *dir_ / "two.bin";
+  CommandResult ran = RunCommand({BinDir() + "/ringtrain-tokenize", Fixture("corpus.txt"),
+                                  Fixture("train.txt"), "--tokenizer", Fixture("llama3.json"),
+                                  "--out", out, "--eos-id", "0"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  std::vector<int64_t> expected = corpus;
+  expected.push_back(0);
+  expected.insert(expected.end(), train.begin(), train.end());
+  expected.push_back(0);
+  EXPECT_TRUE(SameIds(ReadLittleEndian(out, 2), expected));
+
+  ran = RunCommand({BinDir() + "/ringtrain-tokenize", Fixture("corpus.txt"), "--tokenizer",
+                    *dir_ / "absent.json", "--out", *dir_ / "never.bin"});
+  EXPECT_EQ(ran.exit_code, 1);
+  EXPECT_NE(ran.output.find("absent.json"), std::string::npos) << ran.output;
+  ran = RunCommand({BinDir() + "/ringtrain-tokenize", Fixture("corpus.txt"), "--tokenizer",
+                    Fixture("llama3.json"), "--out", *dir_ / "never.bin", "--eos-id", "800"});
+  EXPECT_EQ(ran.exit_code, 1);
+  EXPECT_NE(ran.output.find("--eos-id 800 is not below the tokenizer's 800 ids"),
+            std::string::npos)
+      << ran.output;
+  ran = RunCommand({BinDir() + "/ringtrain-tokenize", dir_->path(), "--tokenizer",
+                    Fixture("llama3.json"), "--out", *dir_ / "never.bin"});
+  EXPECT_EQ(ran.exit_code, 1);
+  EXPECT_NE(ran.output.find("but a folder"), std::string::npos) << ran.output;
+  EXPECT_NE(RunCommand({"/bin/ls", *dir_ / "never.bin"}).exit_code, 0) << "a failed run left a file";
+  EXPECT_EQ(RunCommand({BinDir() + "/ringtrain-tokenize", "--out", "x"}).exit_code, 2);
+}
+
+// training.dataset = "text" with training.tokenizer_path: the trainer tokenizes and trains, and
+// refuses a model whose vocabulary is smaller than the tokenizer's, naming both.
+TEST_F(TokenizerParityTest, TrainerTrainsOnTokenizedText) {
+  const std::vector<std::string> base = {
+      BinDir() + "/ringtrain-trainer", ConfigPath("debug_model.toml"), "--training.steps=2",
+      "--training.dataset=text", "--training.dataset_path=" + Fixture("train.txt"),
+      "--training.tokenizer_path=" + Fixture("llama3.json"), "--training.seq_len=64",
+      "--training.local_batch_size=2", "--model.max_seq_len=64", "--lr_scheduler.warmup_steps=0"};
+  std::vector<std::string> argv = base;
+  argv.push_back("--model.vocab_size=800");
+  CommandResult ran = RunCommand(argv);
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("tokenizer.json: byte-level BPE, 800 ids"), std::string::npos)
+      << ran.output;
+
+  argv = base;
+  argv.push_back("--model.vocab_size=512");
+  ran = RunCommand(argv);
+  EXPECT_NE(ran.exit_code, 0);
+  EXPECT_NE(ran.output.find("model.vocab_size = 512 is smaller than the 800 ids"), std::string::npos)
+      << ran.output;
+}
+
+}  // namespace
+}  // namespace ringtrain::testing
