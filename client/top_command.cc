@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
 #include "client/job_format.h"
@@ -24,9 +25,9 @@ bool IsFinal(v1::JobState state) {
 }
 
 std::string StateName(v1::JobState state) {
-  std::string name = v1::JobState_Name(state);
-  constexpr absl::string_view kPrefix = "JOB_STATE_";
-  return name.rfind(kPrefix, 0) == 0 ? name.substr(kPrefix.size()) : name;
+  absl::string_view name = v1::JobState_Name(state);
+  absl::ConsumePrefix(&name, "JOB_STATE_");
+  return std::string(name);
 }
 
 void Show(const TopFlags& flags, const v1::Job& job, v1::JobState state, const RankTable& table,

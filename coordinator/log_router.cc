@@ -1,10 +1,17 @@
 #include "coordinator/log_router.h"
 
+#include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 
 namespace ringtrain {
+
+LogRouter::LogRouter() {
+  std::random_device random;
+  absl::MutexLock lock(&mu_);
+  next_id_ = (uint64_t{random()} << 32 | random()) | 1;
+}
 
 uint64_t LogRouter::Add(const std::string& worker_id, LogSink* sink) {
   absl::MutexLock lock(&mu_);

@@ -34,6 +34,10 @@ class LogSink {
 // Thread-safe.
 class LogRouter {
  public:
+  // Request ids start at a random number, so a late answer to a request of an earlier coordinator
+  // process (an agent keeps its queue across sessions) does not match a stream of this one.
+  LogRouter();
+
   // Longer than the agents' follow keep-alive (LogServer::kFollowKeepAlive, 20 s).
   static constexpr absl::Duration kAnswerTimeout = absl::Seconds(45);
 
@@ -57,7 +61,7 @@ class LogRouter {
   };
 
   absl::Mutex mu_;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Route> routes_ ABSL_GUARDED_BY(mu_);
 };
 

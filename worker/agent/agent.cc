@@ -359,6 +359,7 @@ grpc::Status Agent::RunSession(bool* opened) {
     session_over_ = false;
     welcomed_ = false;
     outbox_.Rewind();  // what the last session wrote but never saw acknowledged goes again
+    replies_.clear();  // the streams they answer ended with the last session
     hello.mutable_hello()->set_worker_id(worker_id_);
     hello.mutable_hello()->set_credential(credential_);
     interval = heartbeat_interval_;
