@@ -169,14 +169,15 @@ TEST(RankDirsTest, KeepsTheNewestRankFoldersAndNothingElse) {
   EXPECT_TRUE(fs::exists(work / "job-000004/rank-0"));
   EXPECT_TRUE(fs::exists(work / "checkpoints/job-000001/rank-0"));
   EXPECT_TRUE(fs::exists(work / "agent.lock"));
-  // Within the limit: nothing goes.
-  EXPECT_TRUE(PruneRankDirs(work.path(), 2, "", work / "checkpoints").empty());
+  // Within the limit (three rank folders left): nothing goes.
+  EXPECT_TRUE(PruneRankDirs(work.path(), 3, "", work / "checkpoints").empty());
 }
 
 TEST(RankDirsTest, AFolderWhoseTrainerMayRunIsKept) {
   testing::TempDir work;
   MakeRankDir(work.path(), "job-000001", 0, 500);
   testing::WriteFile(work / "job-000001/rank-0/trainer.pid", "pid=1\n");
+  MakeRankDir(work.path(), "job-000001", 0, 500);  // the oldest again after the write
   MakeRankDir(work.path(), "job-000002", 0, 100);
   EXPECT_TRUE(PruneRankDirs(work.path(), 1, "", "").empty());
   EXPECT_TRUE(fs::exists(work / "job-000001/rank-0"));

@@ -36,19 +36,6 @@ constexpr char kProgressFileName[] = "progress.json";
 
 std::string ErrnoText() { return std::strerror(errno); }
 
-// Writes all of `data` to `fd`, retrying on EINTR and short writes; gives up on other errors.
-void WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    ssize_t n = write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
 // Removes a file an earlier run left, so that nothing stale of it is read.
 absl::Status RemoveStale(const std::string& path) {
   if (unlink(path.c_str()) != 0 && errno != ENOENT) {
