@@ -34,7 +34,8 @@ bool IsFinal(const v1::Job& job) {
 }
 
 std::vector<std::string> Mesh(int cp, int steps) {
-  return {"parallelism.context_parallel_degree=" + std::to_string(cp),
+  return {"parallelism.data_parallel_replicate_degree=1",
+          "parallelism.context_parallel_degree=" + std::to_string(cp),
           "training.steps=" + std::to_string(steps), "lr_scheduler.warmup_steps=2",
           "metrics.log_freq=1"};
 }
@@ -52,7 +53,7 @@ std::vector<std::string> Lines(const std::string& text) {
 
 TEST(LogsTest, RunningAndFinishedRanksAndTopOfACp4Job) {
   LocalCluster cluster(4);
-  const v1::Job job = cluster.Submit(ConfigPath("debug_model.toml"), Mesh(4, 24));
+  const v1::Job job = cluster.Submit(ConfigPath("debug_model.toml"), Mesh(4, 16));
   ASSERT_TRUE(cluster.WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 2; },
                                  120, "two steps"));
 
@@ -133,7 +134,7 @@ TEST(LogsTest, RunningAndFinishedRanksAndTopOfACp4Job) {
   // The finished rank's log: whole, ending with the exit note; the follow saw exactly the same.
   const CommandResult finished = Ringctl(cluster, {"logs", job.job_id(), "--rank", "0"});
   ASSERT_EQ(finished.exit_code, 0) << finished.output;
-  EXPECT_THAT(finished.output, HasSubstr("step 24/24"));
+  EXPECT_THAT(finished.output, HasSubstr("step 16/16"));
   EXPECT_TRUE(absl::EndsWith(finished.output, "  agent  trainer exited with status 0\n"))
       << finished.output;
   EXPECT_EQ(ReadFile(follow_out), finished.output);
@@ -185,7 +186,9 @@ TEST(LogsTest, CrashedRanksAndAWorkerThatIsGone) {
   WriteFile(cluster.data_root() + "/tiny.txt", "too short");
   const v1::Job bad = cluster.Submit(
       ConfigPath("debug_model.toml"),
-      {"training.steps=3", "training.dataset=text", "training.dataset_path=tiny.txt"});
+      {"parallelism.data_parallel_replicate_degree=1", "training.steps=3",
+       "lr_scheduler.warmup_steps=1", "training.dataset=text", "training.dataset_path=tiny.txt"});
+  ASSERT_FALSE(bad.job_id().empty());
   ASSERT_TRUE(cluster.WaitForJob(bad.job_id(), IsFinal, 120, "failed"));
   const v1::Job bad_end = cluster.Get(bad.job_id());
   ASSERT_EQ(bad_end.state(), v1::JOB_STATE_FAILED);
