@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
@@ -40,7 +41,7 @@ void Show(const TopFlags& flags, const v1::Job& job, v1::JobState state, const R
   std::cout << EscapeForTerminal(job.job_id()) << " (" << EscapeForTerminal(job.name()) << ")  "
             << StateName(state) << "  step " << table.step << "/" << job.total_steps()
             << "  world " << job.world_size() << " = dp " << job.dp() << " x cp " << job.cp()
-            << "  step time " << absl::StrCat(table.step_seconds) << " s\n"
+            << absl::StrFormat("  step time %.3f s\n", table.step_seconds)
             << FormatRankTable(table);
   std::cout.flush();
 }
