@@ -83,6 +83,11 @@ class CoordinatorClient {
   // make a unary call first (GetJob) to report an unreachable coordinator before streaming.
   std::unique_ptr<JobEventStream> WatchJob(const std::string& job_id, int64_t from_step);
 
+  // For streaming calls made in their own files (client/logs_command.cc): the stub (every call
+  // through it carries the channel's token), and a failed call's mapped error (with the TLS hint).
+  v1::JobService::Stub& stub() { return *stub_; }
+  absl::Status CallFailed(const grpc::Status& status) const { return Failed(status); }
+
  private:
   // The mapped error of a failed call, with a hint when TLS may be why it failed.
   absl::Status Failed(const grpc::Status& status) const;

@@ -9,9 +9,11 @@
 
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
+#include "client/logs_command.h"
 #include "client/loss_compare_command.h"
 #include "client/plan_command.h"
 #include "client/service_commands.h"
+#include "client/top_command.h"
 
 namespace {
 
@@ -80,6 +82,10 @@ int main(int argc, char** argv) {
   for (ringtrain::ServiceCommand& command : ringtrain::AddServiceCommands(app, &service)) {
     subcommands.push_back({command.app, std::move(command.run)});
   }
+  ringtrain::LogsFlags logs;
+  subcommands.push_back({ringtrain::AddLogsCommand(app, &logs), [&] { return ringtrain::RunLogs(logs); }});
+  ringtrain::TopFlags top;
+  subcommands.push_back({ringtrain::AddTopCommand(app, &top), [&] { return ringtrain::RunTop(top); }});
 
   CredentialFlags credentials;
   for (const Subcommand& subcommand : subcommands) AddCredentialFlags(subcommand.app, &credentials);

@@ -125,7 +125,10 @@ absl::Status Cluster::Reconcile() {
 
 void Cluster::Start() {
   ticker_ = std::thread([this] {
-    while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(250))) Tick();
+    while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(250))) {
+      Tick();
+      log_router_.Expire(absl::Now());  // outside mu_ (log_router.h's lock order)
+    }
   });
 }
 

@@ -40,6 +40,7 @@
 #include "coordinator/event_hub.h"
 #include "coordinator/job.h"
 #include "coordinator/job_store.h"
+#include "coordinator/log_router.h"
 #include "coordinator/scheduler.h"
 #include "ringtrain/v1/job_service.pb.h"
 #include "ringtrain/v1/worker_service.pb.h"
@@ -130,6 +131,12 @@ class Cluster {
   // One tick of the background loop, callable from tests: expired adoptions, LOST workers, purged
   // workers, then scheduling.
   void Tick();
+
+  // Sends `message` (a LogRequest) down `worker_id`'s session (cluster_logs.cc). UNAVAILABLE naming
+  // the worker, its host and why when it is unknown (purged), LOST or between sessions.
+  absl::Status SendToWorker(const std::string& worker_id, const v1::CoordinatorMessage& message);
+  // Where the agents' LogChunks find their StreamLogs streams (expired by the background tick).
+  LogRouter* log_router() { return &log_router_; }
 
   // What /metrics reports about the pool and the jobs (computed on demand).
   struct Counts {
@@ -301,6 +308,8 @@ class Cluster {
   // Workers the store knows from an earlier coordinator that have not registered again, and when
   // their credentials are purged.
   std::map<std::string, absl::Time> absent_workers_ ABSL_GUARDED_BY(mu_);
+
+  LogRouter log_router_;  // its own lock, never taken while holding mu_
 
   absl::Notification stop_;
   std::thread ticker_;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "common/grpc/client_util.h"
+#include "coordinator/logs_reactor.h"
 #include "coordinator/paging.h"
 #include "coordinator/proto_convert.h"
 #include "coordinator/session_reactor.h"
@@ -137,6 +138,41 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContex
   if (n < workers.size()) response->set_next_page_token(NextPageToken("workers", workers[n - 1].worker_id()));
   for (size_t i = 0; i < n; ++i) *response->add_workers() = std::move(workers[i]);
   return FinishNow(context, rpcs_, "ListWorkers", absl::OkStatus());
+}
+
+grpc::ServerWriteReactor<v1::StreamLogsResponse>* JobServiceImpl::StreamLogs(
+    grpc::CallbackServerContext* context, const v1::StreamLogsRequest* request) {
+  if (absl::Status a = auth_.Check(context); !a.ok()) {
+    return RefuseStream<v1::StreamLogsResponse>(rpcs_, "StreamLogs", a);
+  }
+  absl::Status status = CheckJobId(request->job_id());
+  if (status.ok() && (request->rank() < 0 || request->tail_lines() < 0 ||
+                      request->from_offset() < 0)) {
+    status = absl::InvalidArgumentError("rank, tail_lines and from_offset must be >= 0");
+  }
+  std::string worker_id;
+  if (status.ok()) {
+    absl::StatusOr<JobRecord> job = store_->GetJob(request->job_id());
+    status = job.status();
+    if (status.ok() && request->rank() >= job->world_size) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          request->job_id(), " has ranks 0..", job->world_size - 1, "; there is no rank ",
+          request->rank()));
+    }
+    if (status.ok()) {
+      for (const RankPlacement& placement : job->mesh) {
+        if (placement.rank == request->rank()) worker_id = placement.worker_id;
+      }
+      if (worker_id.empty()) {
+        status = absl::FailedPreconditionError(absl::StrCat(
+            request->job_id(), " is ", JobStateName(job->state),
+            " and its rank ", request->rank(), " has not been placed on a worker, so it has no "
+            "log yet: try again once it is ASSIGNED"));
+      }
+    }
+  }
+  if (!status.ok()) return RefuseStream<v1::StreamLogsResponse>(rpcs_, "StreamLogs", status);
+  return new LogsReactor(cluster_, cluster_->log_router(), rpcs_, worker_id, *request);
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,

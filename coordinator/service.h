@@ -36,6 +36,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
                                         const v1::ListWorkersRequest* request,
                                         v1::ListWorkersResponse* response) override;
+  // A LogsReactor (logs_reactor.h) reading from the worker the job's mesh places the rank on.
+  grpc::ServerWriteReactor<v1::StreamLogsResponse>* StreamLogs(
+      grpc::CallbackServerContext* context, const v1::StreamLogsRequest* request) override;
 
  private:
   Cluster* const cluster_;

@@ -36,7 +36,10 @@ void SessionReactor::MaybeFinish() {
 void SessionReactor::OnReadDone(bool ok) {
   if (!ok) {
     // The agent closed its side or the connection broke.
-    if (!worker_id_.empty()) cluster_->DetachSession(worker_id_, this);
+    if (!worker_id_.empty()) {
+      cluster_->DetachSession(worker_id_, this);
+      cluster_->log_router()->SessionEnded(worker_id_);
+    }
     Close(absl::OkStatus());
     return;
   }
@@ -53,6 +56,9 @@ void SessionReactor::OnReadDone(bool ok) {
       return;
     }
     worker_id_ = in_.hello().worker_id();
+  } else if (in_.has_log_chunk()) {
+    // An answer for a StreamLogs stream (not numbered, not acknowledged).
+    cluster_->log_router()->Deliver(worker_id_, in_.log_chunk());
   } else {
     const std::string refused = cluster_->OnAgentMessage(worker_id_, in_);
     // Acknowledged once handled (stored), refused or not: the agent may forget it now.
@@ -83,7 +89,10 @@ void SessionReactor::OnWriteDone(bool ok) {
 }
 
 void SessionReactor::OnDone() {
-  if (!worker_id_.empty()) cluster_->DetachSession(worker_id_, this);
+  if (!worker_id_.empty()) {
+    cluster_->DetachSession(worker_id_, this);
+    cluster_->log_router()->SessionEnded(worker_id_);
+  }
   delete this;
 }
 

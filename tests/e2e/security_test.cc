@@ -17,6 +17,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "common/grpc/credentials.h"
+#include "ringtrain/v1/job_service.grpc.pb.h"
 #include "ringtrain/v1/worker_service.grpc.pb.h"
 #include "tests/integration/test_util.h"
 
@@ -186,6 +187,24 @@ TEST_F(SecurityTest, JobServiceTakesOnlyAClientToken) {
   const CommandResult bad_file = Ringctl({"--tls-ca", ca, "--token-file", F("nope")});
   EXPECT_EQ(bad_file.exit_code, 2) << bad_file.output;
   EXPECT_THAT(bad_file.output, HasSubstr("--token-file " + F("nope") + ": cannot read it"));
+
+  // StreamLogs (ringctl logs) is checked like every other call: refused before the job is looked
+  // up; with the client token it gets as far as the (unknown) job.
+  auto stream_logs = [&](const std::string& token) {
+    auto stub = v1::JobService::NewStub(MakeChannel(address_, Tls(token), grpc::ChannelArguments()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::StreamLogsRequest request;
+    request.set_job_id("job-000001");
+    auto reader = stub->StreamLogs(&context, request);
+    v1::StreamLogsResponse response;
+    while (reader->Read(&response)) {
+    }
+    return reader->Finish();
+  };
+  EXPECT_EQ(stream_logs("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(stream_logs("join-secret").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(stream_logs("client-secret-1").error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(SecurityTest, WorkerServiceTakesOnlyAJoinTokenAndHealthStaysOpen) {

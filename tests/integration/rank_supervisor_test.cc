@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -16,12 +17,14 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/printable.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/test_util.h"
+#include "worker/agent/rank_log.h"
 #include "worker/agent/trainer_pid_file.h"
 
 namespace ringtrain {
@@ -206,8 +209,64 @@ echo "to stdout"
             "job.toml --training.steps=2 --a.b=c --metrics.jsonl=" + Work("metrics.jsonl") +
                 " --device=cuda:1\n"
                 "RANK=2 WORLD_SIZE=4 MASTER_ADDR=10.0.0.7 MASTER_PORT=1234 OMP_NUM_THREADS=3\n");
-  EXPECT_EQ(testing::ReadFile(Work("rank.log")), "to stdout\n");
+  // rank.log: the agent's start note, the trainer's line, the agent's exit note (rank_log.h).
+  const std::vector<std::string> log = absl::StrSplit(testing::ReadFile(Work("rank.log")), '\n',
+                                                      absl::SkipEmpty());
+  ASSERT_EQ(log.size(), 3u) << testing::ReadFile(Work("rank.log"));
+  EXPECT_EQ(ParseRankLogLine(log[0]).stream, "agent");
+  EXPECT_TRUE(absl::StartsWith(ParseRankLogLine(log[0]).text, "trainer started: rank 2 of 4, pid "));
+  EXPECT_EQ(ParseRankLogLine(log[1]).stream, "stdout");
+  EXPECT_EQ(ParseRankLogLine(log[1]).text, "to stdout");
+  EXPECT_EQ(ParseRankLogLine(log[2]).text, "trainer exited with status 0");
   EXPECT_TRUE(collector_.records().empty());  // no metrics file: not an error
+}
+
+TEST_F(RankSupervisorTest, RankLogStampsBothStreamsInOrderAndAppendsAcrossRuns) {
+  const std::string script = R"(
+echo "out 1"
+echo "err 1" >&2
+sleep 0.2
+printf 'out 2 without newline'
+echo "err 2" >&2
+exit 4
+)";
+  for (int run = 0; run < 2; ++run) {
+    Collector collector;
+    const absl::Time started = absl::Now() - absl::Seconds(1);
+    auto sup = RankSupervisor::Start(Script(script), collector.Callbacks());
+    ASSERT_TRUE(sup.ok()) << sup.status();
+    ASSERT_TRUE(collector.WaitExit(absl::Seconds(10)).has_value());
+    const std::vector<std::string> log = absl::StrSplit(testing::ReadFile(Work("rank.log")), '\n',
+                                                        absl::SkipEmpty());
+    ASSERT_EQ(log.size(), 6u * (run + 1)) << testing::ReadFile(Work("rank.log"));
+    std::vector<std::string> seen;
+    for (size_t i = 6 * run; i < log.size(); ++i) {
+      const RankLogLine line = ParseRankLogLine(log[i]);
+      EXPECT_GE(absl::FromUnixMicros(line.time_unix_micros), started) << log[i];
+      EXPECT_LE(absl::FromUnixMicros(line.time_unix_micros), absl::Now()) << log[i];
+      seen.push_back(line.stream + ": " + line.text);
+    }
+    EXPECT_EQ(seen.front().rfind("agent: trainer started", 0), 0u);
+    EXPECT_EQ(seen.back(), "agent: trainer exited with status 4");
+    // Each stream in its own order; "out 2" is written when stdout closes.
+    auto index = [&](const std::string& s) {
+      return std::find(seen.begin(), seen.end(), s) - seen.begin();
+    };
+    EXPECT_LT(index("stdout: out 1"), index("stderr: err 2"));
+    EXPECT_LT(index("stderr: err 1"), index("stderr: err 2"));
+    EXPECT_LT(index("stderr: err 1"), static_cast<long>(seen.size()));
+    EXPECT_LT(index("stdout: out 2 without newline"), static_cast<long>(seen.size()));
+  }
+}
+
+TEST_F(RankSupervisorTest, KilledTrainerIsNotedInTheLog) {
+  auto sup = RankSupervisor::Start(Script("echo 'about to die' >&2\nkill -9 $$\n"),
+                                   collector_.Callbacks());
+  ASSERT_TRUE(sup.ok()) << sup.status();
+  ASSERT_TRUE(collector_.WaitExit(absl::Seconds(10)).has_value());
+  const std::string log = testing::ReadFile(Work("rank.log"));
+  EXPECT_NE(log.find(" stderr about to die\n"), std::string::npos) << log;
+  EXPECT_NE(log.find(" agent trainer killed by signal 9 (Killed)\n"), std::string::npos) << log;
 }
 
 TEST_F(RankSupervisorTest, ExitStatusAndStderrTail) {

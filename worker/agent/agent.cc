@@ -148,7 +148,18 @@ Agent::Agent(AgentOptions options, std::string device_kind, DeviceInfo device_in
       stub_(v1::WorkerService::NewStub(channel_)),
       metrics_(std::make_shared<AgentMetrics>()),
       outbox_(options_.max_buffered),
-      rank_(&outbox_, metrics_.get(), [this] { WakeWriter(); }) {}
+      rank_(&outbox_, metrics_.get(), [this] { WakeWriter(); }),
+      log_server_(
+          options_.work_dir,
+          [this](const std::string& job_id, int rank) {
+            const RankSlot::Info info = rank_.info();
+            return info.active && info.job_id == job_id && info.rank == rank;
+          },
+          [this](v1::AgentMessage message) {
+            absl::MutexLock lock(&mu_);
+            replies_.push_back(std::move(message));
+            writer_wakeup_ = true;
+          }) {}
 
 Agent::~Agent() {
   Shutdown();
@@ -348,6 +359,7 @@ grpc::Status Agent::RunSession(bool* opened) {
     session_over_ = false;
     welcomed_ = false;
     outbox_.Rewind();  // what the last session wrote but never saw acknowledged goes again
+    replies_.clear();  // the streams they answer ended with the last session
     hello.mutable_hello()->set_worker_id(worker_id_);
     hello.mutable_hello()->set_credential(credential_);
     interval = heartbeat_interval_;
@@ -381,6 +393,8 @@ grpc::Status Agent::RunSession(bool* opened) {
         HandleAssignment(message.assignment());
       } else if (message.has_cancel()) {
         HandleCancel(message.cancel());
+      } else if (message.has_log_request()) {
+        log_server_.Handle(message.log_request());
       } else {
         RT_LOG(Warning) << "ignoring a message of unknown kind from the coordinator";
       }
@@ -404,7 +418,7 @@ grpc::Status Agent::RunSession(bool* opened) {
 }
 
 bool Agent::WriterHasWork() const {
-  return session_over_ || (welcomed_ && outbox_.HasUnwritten()) ||
+  return session_over_ || (welcomed_ && (outbox_.HasUnwritten() || !replies_.empty())) ||
          (stop_requested_ && !rank_.active());
 }
 
@@ -444,6 +458,9 @@ void Agent::WriterLoop(Stream* stream, grpc::ClientContext* context,
       } else if (welcomed_ && (queued = outbox_.NextToWrite())) {
         message = *std::move(queued);
         from_outbox = true;
+      } else if (welcomed_ && !replies_.empty()) {
+        message = std::move(replies_.front());
+        replies_.pop_front();
       } else if (may_close) {
         close = true;
       } else {

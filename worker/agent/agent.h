@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 #include "ringtrain/v1/worker_service.grpc.pb.h"
 #include "worker/agent/agent_metrics.h"
 #include "worker/agent/device_probe.h"
+#include "worker/agent/log_server.h"
 #include "worker/agent/outbox.h"
 #include "worker/agent/rank_slot.h"
 #include "worker/agent/rank_supervisor.h"
@@ -39,6 +41,9 @@ struct AgentOptions {
   std::string data_root;        // datasets, initial weights (read-only); empty = jobs may not name files
   std::string checkpoint_root;  // created; <job_id>/ per job; empty = <work_dir>/checkpoints
   int threads = 1;                              // OMP threads per trainer
+  // Rank folders (<work_dir>/<job_id>/rank-<r>/, with the rank's log) kept: before a rank starts,
+  // the oldest beyond this many are removed (rank_dirs.h). At least 1.
+  int keep_rank_dirs = 50;
   std::string trainer_path;                     // an executable file
   ChannelSecurity security;                     // TLS and join token (default: plaintext, none)
 
@@ -163,6 +168,12 @@ class Agent {
 
   // The current or last trainer (its own lock); it tells the writer when it queues or ends.
   RankSlot rank_;
+
+  // LogChunks to write (not numbered, not kept across sessions: the coordinator asks again).
+  std::deque<v1::AgentMessage> replies_ ABSL_GUARDED_BY(mu_);
+  // Answers LogRequests from the rank logs (its own thread; queues on replies_). Last, so that it
+  // is destroyed first: its thread calls into rank_ and mu_.
+  LogServer log_server_;
 
   std::thread force_stop_thread_;  // joined by the destructor
 };

@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "common/trainer_exit.h"
 #include "worker/agent/job_paths.h"
+#include "worker/agent/rank_dirs.h"
 
 namespace ringtrain {
 namespace {
@@ -126,7 +127,16 @@ void Agent::HandleAssignment(const v1::Assignment& a) {
   }
   rank_.Release();  // the last rank's supervisor, outside mu_ (it has ended)
 
-  // Assignments arrive on this thread only, so no other rank can start in between.
+  // Assignments arrive on this thread only, so no other rank can start in between. Room for this
+  // rank's folder first (rank_dirs.h): the oldest beyond --keep-rank-dirs go.
+  if (CheckJobId(a.job_id()).ok()) {
+    const std::string dir = absl::StrCat(options_.work_dir, "/", a.job_id(), "/rank-", a.rank());
+    for (const std::string& removed : PruneRankDirs(options_.work_dir, options_.keep_rank_dirs - 1,
+                                                    dir, options_.checkpoint_root)) {
+      RT_LOG(Info) << "removed the rank folder " << removed << " (keeping the last "
+                   << options_.keep_rank_dirs << ", --keep-rank-dirs)";
+    }
+  }
   absl::StatusOr<RankLaunch> launch = PrepareLaunch(options_, a);
   absl::Status started = launch.status();
   if (started.ok()) started = rank_.Start(*launch, a.job_id(), a.attempt());

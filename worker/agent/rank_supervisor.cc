@@ -36,19 +36,6 @@ constexpr char kProgressFileName[] = "progress.json";
 
 std::string ErrnoText() { return std::strerror(errno); }
 
-// Writes all of `data` to `fd`, retrying on EINTR and short writes; gives up on other errors.
-void WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    ssize_t n = write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
 // Removes a file an earlier run left, so that nothing stale of it is read.
 absl::Status RemoveStale(const std::string& path) {
   if (unlink(path.c_str()) != 0 && errno != ENOENT) {
@@ -126,15 +113,24 @@ absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const Rank
     if (absl::Status s = RemoveStale(stale); !s.ok()) return s;
   }
 
-  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  // Appended to: a rank that runs here again (a restart) continues its log.
+  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) {
     return absl::InternalError(absl::StrCat("cannot open '", log_path, "': ", ErrnoText()));
   }
   int pipe_fds[2];
+  int out_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     std::string why = ErrnoText();
     close(log_fd);
     return absl::InternalError("cannot create the stderr pipe: " + why);
+  }
+  if (pipe2(out_fds, O_CLOEXEC) != 0) {
+    std::string why = ErrnoText();
+    close(log_fd);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return absl::InternalError("cannot create the stdout pipe: " + why);
   }
   SpawnOptions spawn;
   spawn.argv = {launch.trainer_path, launch.config_path};
@@ -142,8 +138,8 @@ absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const Rank
   spawn.argv.push_back("--metrics.jsonl=" + metrics_path);
   spawn.argv.push_back("--device=" + launch.device);
   spawn.env = ChildVariables(launch);
-  spawn.stdout_to = Redirect::ToFd(log_fd);
-  spawn.stderr_to = Redirect::ToFd(pipe_fds[1]);  // copied to rank.log by StderrLoop
+  spawn.stdout_to = Redirect::ToFd(out_fds[1]);   // copied to rank.log by OutputLoop
+  spawn.stderr_to = Redirect::ToFd(pipe_fds[1]);  // and the tail kept
   // The trainer's stragglers go with it, before its group id could be reused.
   spawn.kill_group_on_exit = true;
   // And the trainer goes with this thread, should the agent die without stopping it (SIGKILL).
@@ -153,15 +149,20 @@ absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const Rank
   const Clock::time_point started = Clock::now();
   absl::StatusOr<Subprocess> process = Subprocess::Start(spawn);
   close(pipe_fds[1]);
+  close(out_fds[1]);
   if (!process.ok()) {
     close(log_fd);
     close(pipe_fds[0]);
+    close(out_fds[0]);
     return absl::InternalError(
         absl::StrCat("cannot start '", launch.trainer_path, "': ", process.status().message()));
   }
 
-  std::unique_ptr<RankSupervisor> supervisor(new RankSupervisor(
-      std::move(callbacks), launch, log_fd, pipe_fds[0], *std::move(process), started));
+  std::unique_ptr<RankSupervisor> supervisor(new RankSupervisor(std::move(callbacks), launch, log_fd,
+                                                                out_fds[0], pipe_fds[0],
+                                                                *std::move(process), started));
+  supervisor->log_.Write("agent", absl::StrCat("trainer started: rank ", launch.rank, " of ",
+                                               launch.world_size, ", pid ", supervisor->pid_));
   // Right after fork: its start time is fixed at fork, so the record is right even if it has not
   // exec'd yet. A record that cannot be written costs only the cleanup after a crash of the agent.
   absl::StatusOr<TrainerPidRecord> record = RecordOf(supervisor->pid_);
@@ -172,19 +173,22 @@ absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const Rank
                     << " (an agent restarted after a crash would not find it)";
   }
   RankSupervisor* self = supervisor.get();
-  self->stderr_thread_ = std::thread([self] { self->StderrLoop(); });
+  self->output_thread_ = std::thread([self] { self->OutputLoop(); });
   self->monitor_thread_ = std::thread([self] { self->MonitorLoop(); });
   return supervisor;
 }
 
 RankSupervisor::RankSupervisor(Callbacks callbacks, const RankLaunch& launch, int log_fd,
-                               int stderr_fd, Subprocess process, Clock::time_point started)
+                               int stdout_fd, int stderr_fd, Subprocess process,
+                               Clock::time_point started)
     : callbacks_(std::move(callbacks)),
       metrics_path_(launch.work_dir + "/metrics.jsonl"),
       progress_path_(launch.work_dir + "/" + kProgressFileName),
       pid_file_path_(launch.work_dir + "/" + kTrainerPidFileName),
       watch_progress_(launch.hang.enabled()),
       log_fd_(log_fd),
+      log_(log_fd),
+      stdout_fd_(stdout_fd),
       stderr_fd_(stderr_fd),
       pid_(process.pid()),
       hang_(launch.hang, started),
@@ -241,12 +245,18 @@ void RankSupervisor::MonitorLoop() {
     std::this_thread::sleep_for(kPollInterval);
   }
   unlink(pid_file_path_.c_str());  // reaped: the pid may be reused from now on
-  stderr_thread_.join();
+  output_thread_.join();
 
   RankExit exit;
   if (wait_status && WIFEXITED(*wait_status)) exit.exit_status = WEXITSTATUS(*wait_status);
   if (wait_status && WIFSIGNALED(*wait_status)) exit.signal = WTERMSIG(*wait_status);
   exit.stderr_tail = StderrTail();
+  // The log's last line for this run, before anyone hears that the rank ended.
+  log_.Write("agent", exit.signal != 0 ? absl::StrCat("trainer killed by signal ", exit.signal, " (",
+                                                      strsignal(exit.signal), ")")
+                      : exit.exit_status >= 0
+                          ? absl::StrCat("trainer exited with status ", exit.exit_status)
+                          : std::string("trainer ended (reaped elsewhere: no exit status)"));
   if (callbacks_.on_exit) callbacks_.on_exit(exit);
 }
 
@@ -276,34 +286,68 @@ void RankSupervisor::Deliver(const std::vector<std::string>& lines) {
   for (const std::string& line : lines) callbacks_.on_record(line);
 }
 
-void RankSupervisor::StderrLoop() {
+void RankSupervisor::OutputLoop() {
   char buf[16 * 1024];
+  int fds[2] = {stdout_fd_, stderr_fd_};
+  std::string partial[2];  // bytes of each stream that do not yet end a line
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
       if (stderr_drain_deadline_ && Clock::now() >= *stderr_drain_deadline_) break;
     }
-    pollfd p{stderr_fd_, POLLIN, 0};
-    int ready = poll(&p, 1, static_cast<int>(kPollInterval.count()));
+    pollfd p[2];
+    nfds_t n_open = 0;
+    for (int fd : fds) {
+      if (fd >= 0) p[n_open++] = pollfd{fd, POLLIN, 0};
+    }
+    if (n_open == 0) break;  // both closed: every writer has gone
+    const int ready = poll(p, n_open, static_cast<int>(kPollInterval.count()));
     if (ready < 0 && errno != EINTR) break;
     if (ready <= 0) continue;
-    ssize_t n = read(stderr_fd_, buf, sizeof(buf));
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) break;  // EOF: every writer has closed it
-    WriteAll(log_fd_, buf, static_cast<size_t>(n));
-
-    absl::MutexLock lock(&mu_);
-    for (ssize_t i = 0; i < n; ++i) {
-      if (buf[i] == '\n') {
-        stderr_lines_.push_back(std::move(stderr_partial_));
-        stderr_partial_.clear();
-        if (stderr_lines_.size() > kStderrTailLines) stderr_lines_.pop_front();
-      } else if (stderr_partial_.size() < kTailLineKeepBytes) {
-        stderr_partial_.push_back(buf[i]);
+    for (nfds_t k = 0; k < n_open; ++k) {
+      if (p[k].revents == 0) continue;
+      const int stream = p[k].fd == stdout_fd_ ? 0 : 1;
+      const ssize_t n = read(p[k].fd, buf, sizeof(buf));
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) {  // EOF (or a broken pipe): what is left is the stream's last line
+        if (!partial[stream].empty()) OutputLine(stream, partial[stream], true);
+        partial[stream].clear();
+        fds[stream] = -1;
+        continue;
+      }
+      std::string& pending = partial[stream];
+      for (ssize_t i = 0; i < n; ++i) {
+        if (buf[i] == '\n') {
+          OutputLine(stream, pending, true);
+          pending.clear();
+        } else {
+          pending.push_back(buf[i]);
+          if (pending.size() == kMaxRankLogText) {  // a cut piece; the line goes on
+            OutputLine(stream, pending, false);
+            pending.clear();
+          }
+        }
       }
     }
   }
+  // Drain deadline passed with a pipe still held open by a straggler: keep what was read.
+  for (int stream = 0; stream < 2; ++stream) {
+    if (!partial[stream].empty()) OutputLine(stream, partial[stream], true);
+  }
+  close(stdout_fd_);
   close(stderr_fd_);
+}
+
+void RankSupervisor::OutputLine(int stream, const std::string& line, bool ends_line) {
+  log_.Write(stream == 0 ? "stdout" : "stderr", line);
+  if (stream == 0) return;
+  absl::MutexLock lock(&mu_);
+  std::string& tail = stderr_partial_;  // raw, at most kTailLineKeepBytes of the line
+  tail.append(line, 0, kTailLineKeepBytes - std::min(tail.size(), kTailLineKeepBytes));
+  if (!ends_line) return;
+  stderr_lines_.push_back(std::move(tail));
+  tail.clear();
+  if (stderr_lines_.size() > kStderrTailLines) stderr_lines_.pop_front();
 }
 
 std::string RankSupervisor::StderrTail() {

@@ -1,7 +1,8 @@
 // The agent's process-supervision core: starts one `ringtrain-trainer` for one rank, relays the
 // step reports it writes to <work_dir>/metrics.jsonl, watches its progress file for a hang
-// (hang_detector.h), keeps the tail of its stderr, reports how it ended, and stops it (with its
-// whole process group) on cancel. No LibTorch, no gRPC.
+// (hang_detector.h), writes its stdout and stderr to <work_dir>/rank.log with a timestamp per line
+// (rank_log.h), keeps the tail of its stderr, reports how it ended, and stops it (with its whole
+// process group) on cancel. No LibTorch, no gRPC.
 #ifndef RINGTRAIN_WORKER_AGENT_RANK_SUPERVISOR_H_
 #define RINGTRAIN_WORKER_AGENT_RANK_SUPERVISOR_H_
 
@@ -21,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/subprocess.h"
 #include "worker/agent/hang_detector.h"
+#include "worker/agent/rank_log.h"
 
 namespace ringtrain {
 
@@ -82,7 +84,9 @@ class RankSupervisor {
   // --device=<device>` with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS,
   // RINGTRAIN_PROGRESS_FILE=<work_dir>/progress.json (and RINGTRAIN_HOST_ADDRESS when host_address
   // is set) added to this process's environment, in a new process group, stdin from /dev/null,
-  // stdout and stderr appended to <work_dir>/rank.log (truncated first), SIGKILL as its parent
+  // stdout and stderr through pipes into <work_dir>/rank.log (appended to: rank_log.h's records,
+  // each line stamped when read, with the agent's own lines saying when the trainer started and
+  // how it ended), SIGKILL as its parent
   // death signal (see the class comment). A metrics.jsonl or progress.json left from an earlier
   // run is removed first, so no stale record or beat is read. The trainer's pid, process group and
   // start time are written to <work_dir>/trainer.pid (trainer_pid_file.h), removed once it is
@@ -116,13 +120,16 @@ class RankSupervisor {
  private:
   using Clock = std::chrono::steady_clock;
 
-  RankSupervisor(Callbacks callbacks, const RankLaunch& launch, int log_fd, int stderr_fd,
-                 Subprocess process, Clock::time_point started);
+  RankSupervisor(Callbacks callbacks, const RankLaunch& launch, int log_fd, int stdout_fd,
+                 int stderr_fd, Subprocess process, Clock::time_point started);
 
   // Reaps, tails metrics.jsonl, watches progress.json, enforces the kill deadline, calls on_hung
   // and on_exit.
   void MonitorLoop();
-  void StderrLoop();   // copies the stderr pipe to rank.log and keeps the tail
+  // Copies the stdout and stderr pipes to rank.log, a record per line, and keeps stderr's tail.
+  void OutputLoop();
+  // A line of `stream` (0 stdout, 1 stderr), or with !ends_line a cut piece of a long one.
+  void OutputLine(int stream, const std::string& line, bool ends_line);
   // Reads what metrics.jsonl has gained and returns its new complete lines. Monitor thread only.
   std::vector<std::string> ReadNewRecords();
   void Deliver(const std::vector<std::string>& lines);
@@ -134,7 +141,9 @@ class RankSupervisor {
   const std::string pid_file_path_;  // trainer.pid
   const bool watch_progress_;        // launch.hang.enabled()
   const int log_fd_;     // rank.log, O_APPEND; closed by the destructor
-  const int stderr_fd_;  // read end of the child's stderr pipe; closed by StderrLoop
+  RankLogWriter log_;    // over log_fd_
+  const int stdout_fd_;  // read end of the child's stdout pipe; closed by OutputLoop
+  const int stderr_fd_;  // read end of the child's stderr pipe; closed by OutputLoop
   const pid_t pid_;  // process_.pid(), readable without the lock
 
   // Monitor thread only.
@@ -148,11 +157,11 @@ class RankSupervisor {
   std::optional<Clock::time_point> kill_deadline_ ABSL_GUARDED_BY(mu_);
   std::optional<Clock::time_point> stderr_drain_deadline_ ABSL_GUARDED_BY(mu_);
   // Raw bytes, each line cut at kTailLineKeepBytes; made valid UTF-8 and cut on a character
-  // boundary by StderrTail.
+  // boundary by StderrTail. stderr_partial_ is a long line whose cut pieces are still coming.
   std::deque<std::string> stderr_lines_ ABSL_GUARDED_BY(mu_);
   std::string stderr_partial_ ABSL_GUARDED_BY(mu_);
 
-  std::thread stderr_thread_;  // joined by the monitor thread
+  std::thread output_thread_;  // joined by the monitor thread
   std::thread monitor_thread_;
 };
 
