@@ -36,6 +36,11 @@ std::string FuzzAdmissionFields(const uint8_t* data, size_t size);
 // metrics.jsonl), for a trainer of rank 1 of 2; then Collect(). Nothing may throw.
 std::string FuzzAgentRecord(const uint8_t* data, size_t size);
 
+// A tokenizer file then text: the bytes up to the first NUL are the file (a tokenizer.json when its
+// first non-blank byte is '{', else tiktoken), the rest the text. A file that loads encodes any
+// text to ids below vocab_size (none only for empty text), the same ids twice.
+std::string FuzzTokenizer(const uint8_t* data, size_t size);
+
 // serialize_internal::UnpickleStateDict on the bytes as data.pkl, every storage record a fixed
 // 256-byte buffer. A dict that loads holds contiguous, CPU, self-owned tensors, every byte of
 // which can be read.

@@ -29,6 +29,7 @@ const Target kTargets[] = {
     {"config", FuzzConfig},          {"admission", FuzzAdmission},
     {"admission_fields", FuzzAdmissionFields}, {"agent_record", FuzzAgentRecord},
     {"pickle", FuzzPickle},          {"state_dict", FuzzStateDict},
+    {"tokenizer", FuzzTokenizer},
 };
 
 // Names the target in gtest's messages instead of dumping its bytes.
