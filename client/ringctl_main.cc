@@ -87,8 +87,10 @@ int main(int argc, char** argv) {
 
   ringtrain::LossCompareFlags loss_compare;
   ringtrain::ServiceFlags service;
-  ringtrain::CompareFlags compare{ringtrain::kDefaultCoordinator};
-  ringtrain::ExportFlags export_flags{ringtrain::kDefaultCoordinator};
+  ringtrain::CompareFlags compare;
+  compare.coordinator = ringtrain::kDefaultCoordinator;
+  ringtrain::ExportFlags export_flags;
+  export_flags.coordinator = ringtrain::kDefaultCoordinator;
   std::vector<Subcommand> subcommands = {
       {ringtrain::AddLossCompareCommand(app, &loss_compare),
        [&] { return ringtrain::RunLossCompare(loss_compare); }},
