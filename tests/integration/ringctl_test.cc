@@ -141,8 +141,10 @@ TEST(RingctlHelpTest, EverySubcommandsHelpGivesAnExample) {
   ASSERT_NE(list, std::string::npos) << top.output;
   std::istringstream lines(top.output.substr(list));
   std::vector<std::string> names;
-  for (std::string line; std::getline(lines, line);) {
-    // "  submit                      Submit a job: ..."
+  std::string header;
+  std::getline(lines, header);  // "Subcommands:"
+  for (std::string line; std::getline(lines, line) && !line.empty();) {
+    // "  submit                      Submit a job: ..."; the list ends at a blank line
     if (line.size() < 3 || line[0] != ' ' || line[2] == ' ') continue;
     names.push_back(line.substr(2, line.find(' ', 2) - 2));
   }
