@@ -180,6 +180,10 @@ CLI::App* AddUpCommand(CLI::App& app, UpFlags* flags) {
                   "(default: none, jobs that name a file are refused)");
   cmd->add_option("--bin-dir", flags->bin_dir,
                   "Where ringtrain-coordinator and ringtrain-worker are (default: beside ringctl)");
+  cmd->footer(
+      "Examples:\n"
+      "  ringctl up --workers 4\n"
+      "  ringctl up --workers 2 --dir /tmp/cluster --data-root ~/datasets");
   return cmd;
 }
 

@@ -91,6 +91,10 @@ CLI::App* AddLogsCommand(CLI::App& app, LogsFlags* flags) {
   cmd->add_option("--output", flags->output, "table (for people) or json (for scripts)")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
+  cmd->footer(
+      "Examples:\n"
+      "  ringctl logs job-000001 --rank 1 --follow\n"
+      "  ringctl logs job-000001 --tail 50");
   return cmd;
 }
 

@@ -68,6 +68,12 @@ CLI::App* AddLossCompareCommand(CLI::App& app, LossCompareFlags* flags) {
   cmd->add_option("--device-kind", flags->device_kind,
                   "With --coordinator: the kind of worker the jobs run on")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->footer(
+      "Examples:\n"
+      "  ringctl loss-compare --test-nproc 4 "
+      "--test-options=\"--parallelism.context_parallel_degree=4\" --steps 20 --atol 1e-4\n"
+      "  ringctl loss-compare --coordinator 127.0.0.1:50051 "
+      "--test-options=\"--parallelism.context_parallel_degree=2\" --steps 10 --assert-equal");
   return cmd;
 }
 

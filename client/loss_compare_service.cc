@@ -5,28 +5,16 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "client/job_format.h"
+#include "client/job_steps.h"
 #include "client/watch.h"
 
 namespace ringtrain {
-namespace {
-
-// The JSONL line of a step: the trainer's record as relayed, or (should a coordinator not relay
-// it) the event's fields, which protobuf carries bit-exact.
-std::string RecordLine(const v1::StepEvent& event) {
-  std::string record(absl::StripAsciiWhitespace(event.record_json()));
-  if (!record.empty() && record.find('\n') == std::string::npos) return record;
-  return nlohmann::json{{"step", event.step()}, {"loss", event.loss()}}.dump();
-}
-
-}  // namespace
 
 absl::StatusOr<StepLosses> RunSideAsJob(CoordinatorClient& client, LossCompareSide* side, int steps,
                                         const std::string& device_kind) {
@@ -68,7 +56,7 @@ absl::StatusOr<StepLosses> RunSideAsJob(CoordinatorClient& client, LossCompareSi
                            WatchPrinter::Steps::kTerminalOnly);
   FollowOptions follow;
   follow.on_step = [&](const v1::StepEvent& event) {
-    jsonl << RecordLine(event) << "\n" << std::flush;
+    jsonl << StepRecordLine(event) << "\n" << std::flush;
     to_log.OnStep(event);
   };
   follow.on_state = [&](const v1::StateChange& change) { to_log.OnState(change); };

@@ -153,7 +153,11 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* flags) {
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
   cmd->allow_extras();  // the --section.key=value overrides
-  cmd->footer("Overrides: any config key as --section.key=value, e.g. --training.seq_len=65536.");
+  cmd->footer(
+      "Overrides: any config key as --section.key=value, e.g. --training.seq_len=65536.\n"
+      "Example:\n"
+      "  ringctl plan configs/llama3_8b.toml --world 8 --parallelism.context_parallel_degree=8 "
+      "--device-memory 80GiB");
   flags->plan = cmd;
   return cmd;
 }

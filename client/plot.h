@@ -1,11 +1,14 @@
-// `ringctl plot JOB --out FILE.svg`: FetchPlotSeries reads a job's points from the coordinator's
-// WatchJob history, RenderLossSvg (client/plot_svg.h) draws them, RunPlot writes the file.
+// `ringctl plot JOB [JOB...] --out FILE.svg`: FetchPlotSeries reads a job's points from the
+// coordinator's WatchJob history (client/job_steps.h), RenderLossSvg (one job: loss and learning
+// rate) or RenderOverlaySvg (several: their losses, one colour each, a legend) from
+// client/plot_svg.h draws them, RunPlot writes the file.
 #ifndef RINGTRAIN_CLIENT_PLOT_H_
 #define RINGTRAIN_CLIENT_PLOT_H_
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "client/coordinator_client.h"
@@ -17,26 +20,19 @@ class App;
 
 namespace ringtrain {
 
-// A job's steps from the coordinator, as of now: GetJob (with a deadline) first; then WatchJob from
-// `from_step`. For a finished job the stream is read to its end. For one that is not finished the
-// read stops once it has delivered the job's last_step from that GetJob (the stream would go on
-// live) and the stream is cancelled; with no steps yet no stream is opened. A step that appears
-// twice (a job resumed from a checkpoint) keeps its latest value. Titles the series
-// "JOB (NAME)" unless `title` is non-empty.
-//
-// Errors: GetJob's (NOT_FOUND for an unknown id, UNAVAILABLE "cannot reach coordinator at ...");
-// the stream's; DEADLINE_EXCEEDED when no event arrives for `idle_timeout` before the read is
-// complete.
+// A job's steps from the coordinator, as of now (FetchJobSteps: the whole history of a finished
+// job, the steps so far of a running one). Titles the series "JOB (NAME)" unless `title` is
+// non-empty; the subtitle is the state, the steps and the last loss. Errors are FetchJobSteps'.
 absl::StatusOr<PlotSeries> FetchPlotSeries(
     CoordinatorClient& client, const std::string& job_id, int64_t from_step,
     const std::string& title, std::chrono::milliseconds idle_timeout = std::chrono::seconds(30));
 
 struct PlotFlags {
   std::string coordinator;  // set by the caller to its default
-  std::string job_id;
-  std::string out;  // the SVG file to write
+  std::vector<std::string> job_ids;  // one: loss and lr; several: their losses overlaid
+  std::string out;                   // the SVG file to write
   int64_t from_step = 0;
-  std::string title;  // empty: "JOB (NAME)"
+  std::string title;  // empty: "JOB (NAME)", or for several jobs "JOB_A vs JOB_B ..."
 };
 
 // Adds the `plot` subcommand to `app`; parsing fills `*flags`, which must outlive `app`.

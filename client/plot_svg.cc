@@ -17,6 +17,9 @@ constexpr double kWidth = 900, kHeight = 500;
 constexpr double kLeft = 80, kRight = kWidth - 90, kTop = 84, kBottom = kHeight - 56;
 constexpr char kLossColor[] = "#1f77b4", kLrColor[] = "#ff7f0e", kNanColor[] = "#d62728";
 constexpr char kGridColor[] = "#e5e5e5", kAxisColor[] = "#333333";
+// One colour per job of an overlay, in order (matplotlib's tab10), repeating after ten.
+constexpr const char* kSeriesColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
 // 1, 2, 5 or 10 × 10^k near x > 0: the nearest when `round`, else the smallest not below x.
 double NiceNumber(double x, bool round) {
@@ -85,8 +88,9 @@ std::string Line(double x1, double y1, double x2, double y2, absl::string_view s
                       Num(y2), "\" stroke=\"", stroke, "\"/>\n");
 }
 
-// The three axes with their ticks, labels and the loss grid.
-std::string Axes(const Scale& x, const Scale& loss, const Scale& lr) {
+// The axes with their ticks, labels and the loss grid; the right (learning rate) one when `lr` is
+// given.
+std::string Axes(const Scale& x, const Scale& loss, const Scale* lr) {
   std::string out = "<g class=\"grid\" stroke-width=\"1\">\n";
   for (double v : x.ticks.values)
     absl::StrAppend(&out, Line(x(v), kTop, x(v), kBottom, kGridColor));
@@ -105,19 +109,23 @@ std::string Axes(const Scale& x, const Scale& loss, const Scale& lr) {
     absl::StrAppend(&out, Line(kLeft - 5, loss(v), kLeft, loss(v), kAxisColor),
                     Text(kLeft - 8, loss(v) + 4, "end", FormatTick(v, loss.ticks.step)));
   }
-  for (double v : lr.ticks.values) {
-    absl::StrAppend(&out, Line(kRight, lr(v), kRight + 5, lr(v), kAxisColor),
-                    Text(kRight + 8, lr(v) + 4, "start", FormatTick(v, lr.ticks.step)));
+  if (lr != nullptr) {
+    for (double v : lr->ticks.values) {
+      absl::StrAppend(&out, Line(kRight, (*lr)(v), kRight + 5, (*lr)(v), kAxisColor),
+                      Text(kRight + 8, (*lr)(v) + 4, "start", FormatTick(v, lr->ticks.step)));
+    }
   }
   const double mid_y = (kTop + kBottom) / 2;
   absl::StrAppend(
       &out, Text((kLeft + kRight) / 2, kHeight - 16, "middle", "step", "font-size=\"12\""),
       Text(20, mid_y, "middle", "loss",
-           absl::StrCat("font-size=\"12\" transform=\"rotate(-90 20 ", Num(mid_y), ")\"")),
-      Text(kWidth - 14, mid_y, "middle", "learning rate",
-           absl::StrCat("font-size=\"12\" transform=\"rotate(90 ", Num(kWidth - 14), " ",
-                        Num(mid_y), ")\"")),
-      "</g>\n");
+           absl::StrCat("font-size=\"12\" transform=\"rotate(-90 20 ", Num(mid_y), ")\"")));
+  if (lr != nullptr) {
+    absl::StrAppend(&out, Text(kWidth - 14, mid_y, "middle", "learning rate",
+                               absl::StrCat("font-size=\"12\" transform=\"rotate(90 ",
+                                            Num(kWidth - 14), " ", Num(mid_y), ")\"")));
+  }
+  absl::StrAppend(&out, "</g>\n");
   return out;
 }
 
@@ -141,6 +149,50 @@ std::string Legend(bool any_nan) {
     absl::StrAppend(&out, "<path d=\"", Cross(kLeft + 320, y, 4), "\" stroke=\"", kNanColor,
                     "\" stroke-width=\"2\"/>\n",
                     Text(kLeft + 330, y + 4, "start", "non-finite loss (NaN)"));
+  }
+  absl::StrAppend(&out, "</g>\n");
+  return out;
+}
+
+// The XML declaration, the <svg> element's start, a comment saying what the picture holds, the
+// document title and the title and subtitle text on top.
+std::string Header(absl::string_view comment, absl::string_view title,
+                   absl::string_view subtitle) {
+  std::string svg = absl::StrCat(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"", kWidth, "\" height=\"",
+      kHeight, "\" viewBox=\"0 0 ", kWidth, " ", kHeight, "\" font-family=\"sans-serif\">\n",
+      "<!-- ringctl plot: ", comment, " -->\n", "<title>", XmlEscape(title), "</title>\n",
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+      Text(kWidth / 2, 28, "middle", title, "font-size=\"18\" font-weight=\"bold\""));
+  if (!subtitle.empty()) {
+    absl::StrAppend(
+        &svg, Text(kWidth / 2, 47, "middle", subtitle, "font-size=\"12\" fill=\"#555555\""));
+  }
+  return svg;
+}
+
+// One element of class "loss-point" (plus `extra_class`) per point: a dot of `color`, or a red
+// cross at the bottom of the plot for a non-finite loss. Each has a <title> "<label>step N loss X
+// lr Y". Many thousands stay legible as a line, so the dots shrink as they crowd.
+std::string Points(const std::vector<PlotPoint>& points, const Scale& x, const Scale& loss,
+                   absl::string_view extra_class, absl::string_view color,
+                   absl::string_view label) {
+  const double radius = points.size() > 400 ? 1.2 : points.size() > 100 ? 2 : 3;
+  const std::string classes = absl::StrCat("loss-point", extra_class.empty() ? "" : " ", extra_class);
+  std::string out = absl::StrCat("<g class=\"loss-points\" fill=\"", color, "\">\n");
+  for (const PlotPoint& p : points) {
+    const std::string title =
+        absl::StrCat("<title>", XmlEscape(label), "step ", p.step, " loss ", PlotValueText(p.loss),
+                     " lr ", PlotValueText(p.lr), "</title>");
+    if (std::isfinite(p.loss)) {
+      absl::StrAppend(&out, "<circle class=\"", classes, "\" cx=\"", Num(x(p.step)), "\" cy=\"",
+                      Num(loss(p.loss)), "\" r=\"", Num(radius), "\">", title, "</circle>\n");
+    } else {  // at the bottom of the plot: the value has no place on the axis
+      absl::StrAppend(&out, "<path class=\"", classes, " nan\" d=\"",
+                      Cross(x(p.step), kBottom - 6, 4), "\" stroke=\"", kNanColor,
+                      "\" stroke-width=\"2\">", title, "</path>\n");
+    }
   }
   absl::StrAppend(&out, "</g>\n");
   return out;
@@ -224,21 +276,12 @@ std::string RenderLossSvg(const PlotSeries& series) {
   const bool any_nan = std::any_of(points.begin(), points.end(),
                                    [](const PlotPoint& p) { return !std::isfinite(p.loss); });
 
-  std::string svg = absl::StrCat(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"", kWidth, "\" height=\"",
-      kHeight, "\" viewBox=\"0 0 ", kWidth, " ", kHeight, "\" font-family=\"sans-serif\">\n",
-      "<!-- ringctl plot: loss (left axis) and learning rate (right axis) by step. Exactly one "
-      "element with class \"loss-point\" per step (points == steps): a circle, or a red cross "
-      "(class \"nan\") for a non-finite loss, which also breaks the loss line. -->\n",
-      "<title>", XmlEscape(series.title), "</title>\n",
-      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-      Text(kWidth / 2, 28, "middle", series.title, "font-size=\"18\" font-weight=\"bold\""));
-  if (!series.subtitle.empty()) {
-    absl::StrAppend(
-        &svg, Text(kWidth / 2, 47, "middle", series.subtitle, "font-size=\"12\" fill=\"#555555\""));
-  }
-  absl::StrAppend(&svg, Legend(any_nan), Axes(x, loss, lr));
+  std::string svg = Header(
+      "loss (left axis) and learning rate (right axis) by step. Exactly one element with class "
+      "\"loss-point\" per step (points == steps): a circle, or a red cross (class \"nan\") for a "
+      "non-finite loss, which also breaks the loss line.",
+      series.title, series.subtitle);
+  absl::StrAppend(&svg, Legend(any_nan), Axes(x, loss, &lr));
   if (points.empty()) {
     absl::StrAppend(&svg, Text((kLeft + kRight) / 2, (kTop + kBottom) / 2, "middle", "no steps yet",
                                "font-size=\"16\" fill=\"#888888\""));
@@ -251,20 +294,60 @@ std::string RenderLossSvg(const PlotSeries& series) {
                             absl::StrCat("class=\"loss\" fill=\"none\" stroke=\"", kLossColor,
                                          "\" stroke-width=\"1.5\"")));
 
-  // The points: many thousands stay legible as a line, so shrink the dots as they crowd.
-  const double radius = points.size() > 400 ? 1.2 : points.size() > 100 ? 2 : 3;
-  absl::StrAppend(&svg, "<g class=\"loss-points\" fill=\"", kLossColor, "\">\n");
-  for (const PlotPoint& p : points) {
-    const std::string title = absl::StrCat("<title>step ", p.step, " loss ",
-                                           PlotValueText(p.loss), " lr ", PlotValueText(p.lr),
-                                           "</title>");
-    if (std::isfinite(p.loss)) {
-      absl::StrAppend(&svg, "<circle class=\"loss-point\" cx=\"", Num(x(p.step)), "\" cy=\"",
-                      Num(loss(p.loss)), "\" r=\"", Num(radius), "\">", title, "</circle>\n");
-    } else {  // at the bottom of the plot: the value has no place on the axis
-      absl::StrAppend(&svg, "<path class=\"loss-point nan\" d=\"", Cross(x(p.step), kBottom - 6, 4),
-                      "\" stroke=\"", kNanColor, "\" stroke-width=\"2\">", title, "</path>\n");
-    }
+  absl::StrAppend(&svg, Points(points, x, loss, "", kLossColor, ""), "</svg>\n");
+  return svg;
+}
+
+std::string RenderOverlaySvg(const std::string& title, const std::vector<PlotSeries>& series) {
+  std::vector<PlotPoint> all;  // for the axes' ranges
+  for (const PlotSeries& one : series) all.insert(all.end(), one.points.begin(), one.points.end());
+  const auto loss_of = [](const PlotPoint& p) { return p.loss; };
+  double first_step = 0, last_step = 1;
+  if (!all.empty()) {
+    const auto [lo, hi] = std::minmax_element(
+        all.begin(), all.end(), [](const PlotPoint& a, const PlotPoint& b) { return a.step < b.step; });
+    first_step = lo->step;
+    last_step = hi->step;
+  }
+  const auto [loss_lo, loss_hi] = FiniteRange(all, loss_of);
+  const Scale x{NiceTicks(first_step, last_step, 10, /*integer_steps=*/true), kLeft, kRight};
+  const Scale loss{NiceTicks(loss_lo, loss_hi, 6), kBottom, kTop};
+
+  std::string svg = Header(
+      "the loss of several jobs by step, one colour each (legend top right). Each job's polylines "
+      "have the classes \"loss series-K\" (K = 0, 1, ... in the legend's order), and each of its "
+      "steps is one element with classes \"loss-point series-K\" (\"nan\" too for a non-finite "
+      "loss).",
+      title, absl::StrCat(series.size(), " job", series.size() == 1 ? "" : "s", ", loss by step"));
+  absl::StrAppend(&svg, Axes(x, loss, nullptr));
+  if (all.empty()) {
+    absl::StrAppend(&svg, Text((kLeft + kRight) / 2, (kTop + kBottom) / 2, "middle", "no steps yet",
+                               "font-size=\"16\" fill=\"#888888\""));
+  }
+  constexpr size_t kColors = sizeof(kSeriesColors) / sizeof(kSeriesColors[0]);
+  for (size_t k = 0; k < series.size(); ++k) {
+    const std::string cls = absl::StrCat("series-", k);
+    absl::StrAppend(&svg, Polylines(series[k].points, loss_of, x, loss,
+                                    absl::StrCat("class=\"loss ", cls, "\" fill=\"none\" stroke=\"",
+                                                 kSeriesColors[k % kColors],
+                                                 "\" stroke-width=\"1.5\"")),
+                    Points(series[k].points, x, loss, cls, kSeriesColors[k % kColors],
+                           absl::StrCat(series[k].title, ": ")));
+  }
+  // The legend last, so it is drawn over the lines: a swatch and "title — subtitle" per job.
+  const double legend_x = kRight - 330, row = 16;
+  absl::StrAppend(&svg, "<g class=\"legend\" font-size=\"11\">\n<rect x=\"", Num(legend_x - 6),
+                  "\" y=\"", Num(kTop + 4), "\" width=\"332\" height=\"",
+                  Num(row * series.size() + 8),
+                  "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#cccccc\"/>\n");
+  for (size_t k = 0; k < series.size(); ++k) {
+    const double y = kTop + 4 + row * (k + 0.5) + 4;
+    const std::string label = series[k].subtitle.empty()
+                                  ? series[k].title
+                                  : absl::StrCat(series[k].title, " — ", series[k].subtitle);
+    absl::StrAppend(&svg, Line(legend_x, y, legend_x + 22, y, kSeriesColors[k % kColors]),
+                    Text(legend_x + 28, y + 4, "start", label,
+                         absl::StrCat("class=\"legend-entry series-", k, "\"")));
   }
   absl::StrAppend(&svg, "</g>\n</svg>\n");
   return svg;

@@ -38,6 +38,15 @@ struct PlotSeries {
 // series, all-NaN series; text is XML-escaped.
 std::string RenderLossSvg(const PlotSeries& series);
 
+// Several jobs' losses in one SVG (`ringctl plot JOB_A JOB_B ...`), on one loss axis (no learning
+// rate), one colour each, with a legend naming each series (its title, then its subtitle). The
+// contract tests count on: each maximal run of finite losses of series K is one
+// <polyline class="loss series-K">; each point of series K is one element whose class list holds
+// "loss-point" and "series-K" (and "nan" for a non-finite loss); the legend is one
+// <g class="legend"> with one <text class="legend-entry series-K"> per series. Any input works, as
+// for RenderLossSvg; text is XML-escaped.
+std::string RenderOverlaySvg(const std::string& title, const std::vector<PlotSeries>& series);
+
 // Round tick values covering [lo, hi] (lo <= hi, both finite): `first` <= lo and `last` >= hi are
 // ticks too, `step` is 1, 2 or 5 × 10^k, and there are about `target` of them (never more than
 // 4 × target + 1). lo == hi gets a range around the value. With integer_steps, step >= 1. Where

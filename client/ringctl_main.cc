@@ -7,8 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "client/compare_command.h"
 #include "client/coordinator_client.h"
+#include "client/coordinator_flag.h"
 #include "client/exit_codes.h"
+#include "client/export_command.h"
 #include "client/logs_command.h"
 #include "client/loss_compare_command.h"
 #include "client/plan_command.h"
@@ -73,11 +76,29 @@ int main(int argc, char** argv) {
   CLI::App app{"ringctl: the ringtrain client", "ringctl"};
   app.require_subcommand(1);
 
+  // Shown in `ringctl --help`; PlaceCoordinatorFlag moves it after the subcommand before parsing.
+  std::string coordinator;
+  app.add_option("--coordinator", coordinator,
+                 "The coordinator's address for any subcommand, given before or after it; default "
+                 "$RINGTRAIN_COORDINATOR, else 127.0.0.1:50051");
+  app.footer(
+      "Examples:\n"
+      "  ringctl up --workers 4\n"
+      "  ringctl --coordinator 127.0.0.1:50051 submit configs/debug_model.toml --follow\n"
+      "  ringctl SUBCOMMAND --help     (each shows an example)");
+
   ringtrain::LossCompareFlags loss_compare;
   ringtrain::ServiceFlags service;
+  ringtrain::CompareFlags compare;
+  compare.coordinator = ringtrain::kDefaultCoordinator;
+  ringtrain::ExportFlags export_flags;
+  export_flags.coordinator = ringtrain::kDefaultCoordinator;
   std::vector<Subcommand> subcommands = {
       {ringtrain::AddLossCompareCommand(app, &loss_compare),
        [&] { return ringtrain::RunLossCompare(loss_compare); }},
+      {ringtrain::AddCompareCommand(app, &compare), [&] { return ringtrain::RunCompare(compare); }},
+      {ringtrain::AddExportCommand(app, &export_flags),
+       [&] { return ringtrain::RunExport(export_flags); }},
   };
   for (ringtrain::ServiceCommand& command : ringtrain::AddServiceCommands(app, &service)) {
     subcommands.push_back({command.app, std::move(command.run)});
@@ -94,8 +115,26 @@ int main(int argc, char** argv) {
   subcommands.push_back(
       {ringtrain::AddPlanCommand(app, &plan), [&] { return ringtrain::RunPlan(plan); }});
 
+  // $RINGTRAIN_COORDINATOR is the default of every subcommand that talks to a running coordinator;
+  // not of `up` (which starts one) nor `loss-compare` (where --coordinator chooses to run on the
+  // cluster instead of locally: that takes the flag).
+  const char* env = std::getenv(ringtrain::kCoordinatorEnv);
+  std::vector<std::string> args = ringtrain::PlaceCoordinatorFlag(
+      std::vector<std::string>(argv + 1, argv + argc), env == nullptr ? "" : env,
+      [&app](const std::string& name) {
+        for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+          if (sub->get_name() == name) {
+            return name != "up" && name != "loss-compare" &&
+                   sub->get_option_no_throw("--coordinator") != nullptr;
+          }
+        }
+        return false;
+      });
+  args.insert(args.begin(), argv[0]);
+  std::vector<char*> placed;
+  for (std::string& arg : args) placed.push_back(arg.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(placed.size()), placed.data());
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help, or the error with a hint
     return code == 0 ? 0 : ringtrain::kExitUsage;

@@ -11,8 +11,10 @@
 #include "absl/strings/strip.h"
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
+#include "client/job_filter.h"
 #include "client/job_format.h"
 #include "client/watch.h"
+#include "common/printable.h"
 
 namespace ringtrain {
 namespace {
@@ -42,7 +44,9 @@ std::string OverrideKey(absl::string_view arg) {
 }
 
 void AddCommonFlags(CLI::App* cmd, ServiceFlags* flags) {
-  cmd->add_option("--coordinator", flags->coordinator, "The coordinator's address (host:port)")
+  cmd->add_option("--coordinator", flags->coordinator,
+                  "The coordinator's address (host:port); also before the subcommand, default "
+                  "$RINGTRAIN_COORDINATOR")
       ->capture_default_str();
   cmd->add_option("--output", flags->output, "table (for people) or json (for scripts)")
       ->check(CLI::IsMember({"table", "json"}))
@@ -75,9 +79,14 @@ int RunSubmit(const ServiceFlags& flags) {
   const absl::StatusOr<v1::Job> job = client.SubmitJob(request, options);
   if (!job.ok()) return Report("submit", job.status());
   if (FormatOf(flags) == OutputFormat::kJson) {
-    std::cout << MessageJson(*job) << std::endl;
+    std::cout << MessageJson(*job) << std::endl;  // the warnings are its "warnings"
   } else {
     std::cout << "submitted " << job->job_id() << " (" << MeshSummary(*job) << ")" << std::endl;
+  }
+  // What the coordinator accepted but changed or ignores (a key the service manages, a clamped
+  // learning-rate phase): on stderr, so scripts reading stdout are not disturbed.
+  for (const std::string& warning : job->warnings()) {
+    std::cerr << "ringctl submit: warning: " << EscapeForTerminal(warning) << std::endl;
   }
   if (!flags.follow) return kExitOk;
   return RunWatch(client, job->job_id(), 0, FormatOf(flags));
@@ -94,15 +103,20 @@ int RunGet(const ServiceFlags& flags) {
 }
 
 int RunList(const ServiceFlags& flags) {
+  const absl::StatusOr<JobFilter> filter = ParseJobFilter(flags.list_states, flags.list_name);
+  if (!filter.ok()) return Report("list", filter.status());
   CoordinatorClient client(flags.coordinator);
-  const absl::StatusOr<std::vector<v1::Job>> jobs = client.ListJobs();
+  absl::StatusOr<std::vector<v1::Job>> jobs = client.ListJobs();
   if (!jobs.ok()) return Report("list", jobs.status());
+  const bool filtered = !filter->states.empty() || !filter->name.empty();
+  jobs = FilterJobs(*filter, *jobs);
   if (FormatOf(flags) == OutputFormat::kJson) {
     std::vector<const google::protobuf::Message*> messages;
     for (const v1::Job& job : *jobs) messages.push_back(&job);
     std::cout << MessageJsonArray(messages) << std::endl;
   } else if (jobs->empty()) {
-    std::cout << "no jobs on the coordinator at " << flags.coordinator << std::endl;
+    std::cout << "no jobs" << (filtered ? " that match --state/--name" : "")
+              << " on the coordinator at " << flags.coordinator << std::endl;
   } else {
     std::cout << FormatJobTable(*jobs, NowSeconds()) << std::flush;
   }
@@ -190,7 +204,12 @@ std::vector<ServiceCommand> AddServiceCommands(CLI::App& app, ServiceFlags* flag
       ->check(CLI::IsMember({"cpu", "cuda"}));
   submit->add_flag("--follow", flags->follow, "Watch the job until it ends");
   submit->allow_extras();  // the --section.key=value overrides, wherever they appear
-  submit->footer("Overrides: any config key as --section.key=value, e.g. --training.steps=20.");
+  submit->footer(
+      "Overrides: any config key as --section.key=value, e.g. --training.steps=20.\n"
+      "Examples:\n"
+      "  ringctl submit configs/debug_model.toml --parallelism.context_parallel_degree=4 --follow\n"
+      "  ringctl --coordinator 10.0.0.5:50051 submit configs/debug_model.toml --name cp4 "
+      "--training.steps=10");
   flags->submit = submit;
   commands.push_back({submit, [flags] { return RunSubmit(*flags); }});
 
@@ -203,6 +222,10 @@ std::vector<ServiceCommand> AddServiceCommands(CLI::App& app, ServiceFlags* flag
   watch->add_option("--from-step", flags->from_step, "First step to show (0: the whole history)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  watch->footer(
+      "Examples:\n"
+      "  ringctl watch job-000001\n"
+      "  ringctl watch job-000001 --from-step 0 --output json > steps.jsonl");
   commands.push_back({watch, [flags] {
                         CoordinatorClient client(flags->coordinator);
                         return RunWatch(client, flags->job_id, flags->from_step, FormatOf(*flags));
@@ -211,15 +234,25 @@ std::vector<ServiceCommand> AddServiceCommands(CLI::App& app, ServiceFlags* flag
   CLI::App* get = app.add_subcommand("get", "Show one job: state, mesh, error, times, progress.");
   AddCommonFlags(get, flags);
   get->add_option("JOB", flags->job_id, "The job id")->required();
+  get->footer("Example:\n  ringctl get job-000001 --output json");
   commands.push_back({get, [flags] { return RunGet(*flags); }});
 
   CLI::App* list = app.add_subcommand("list", "List the coordinator's jobs, newest first.");
   AddCommonFlags(list, flags);
+  list->add_option("--state", flags->list_states,
+                   "Only jobs in these states (any case; repeat or separate with commas): queued, "
+                   "assigned, running, succeeded, failed, cancelled, restarting");
+  list->add_option("--name", flags->list_name, "Only jobs whose name contains this text");
+  list->footer(
+      "Examples:\n"
+      "  ringctl list --state running,queued\n"
+      "  RINGTRAIN_COORDINATOR=10.0.0.5:50051 ringctl list --name cp4 --state failed");
   commands.push_back({list, [flags] { return RunList(*flags); }});
 
   CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job; prints its resulting state.");
   AddCommonFlags(cancel, flags);
   cancel->add_option("JOB", flags->job_id, "The job id")->required();
+  cancel->footer("Example:\n  ringctl cancel job-000001");
   commands.push_back({cancel, [flags] { return RunCancel(*flags); }});
 
   CLI::App* workers = app.add_subcommand(
@@ -230,6 +263,10 @@ std::vector<ServiceCommand> AddServiceCommands(CLI::App& app, ServiceFlags* flag
   workers->add_option("--timeout", flags->timeout, "Seconds to wait with --wait (then exit 3)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  workers->footer(
+      "Examples:\n"
+      "  ringctl workers\n"
+      "  ringctl workers --wait 4 --timeout 120");
   commands.push_back({workers, [flags] { return RunWorkers(*flags); }});
 
   commands.push_back({AddUpCommand(app, &flags->up), [flags] { return RunUp(flags->up); }});

@@ -1,7 +1,8 @@
 // ringctl's service subcommands — submit, watch, get, list, cancel, workers, up, plot — which talk
 // to ringtrain-coordinator's JobService (client/coordinator_client.h). Every one accepts
-// `--coordinator ADDR` (default 127.0.0.1:50051) and all but `plot` (client/plot.h), which writes a
-// file, `--output table|json` (default table).
+// `--coordinator ADDR` (default $RINGTRAIN_COORDINATOR, else 127.0.0.1:50051; before or after the
+// subcommand: client/coordinator_flag.h) and all but `plot` (client/plot.h), which writes a file,
+// `--output table|json` (default table).
 // Exit statuses are client/exit_codes.h's.
 #ifndef RINGTRAIN_CLIENT_SERVICE_COMMANDS_H_
 #define RINGTRAIN_CLIENT_SERVICE_COMMANDS_H_
@@ -34,6 +35,10 @@ struct ServiceFlags {
   std::string device_kind;  // empty: the coordinator's default ("cpu")
   bool follow = false;
   CLI::App* submit = nullptr;  // for its extra `--section.key=value` args
+
+  // list
+  std::vector<std::string> list_states;  // --state, any case, commas allowed
+  std::string list_name;                 // --name: a substring of the job's name
 
   // watch, get, cancel
   std::string job_id;

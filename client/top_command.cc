@@ -59,6 +59,10 @@ CLI::App* AddTopCommand(CLI::App& app, TopFlags* flags) {
   cmd->add_option("--output", flags->output, "table (for people) or json (for scripts)")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
+  cmd->footer(
+      "Examples:\n"
+      "  ringctl top job-000001\n"
+      "  ringctl top job-000001 --once --output json");
   return cmd;
 }
 

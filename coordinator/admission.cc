@@ -11,6 +11,7 @@
 #include "common/config/config_limits.h"
 #include "common/config/config_paths.h"
 #include "common/config/job_config.h"
+#include "common/config/lr_phases.h"
 #include "common/printable.h"
 #include "common/status_macros.h"
 
@@ -33,6 +34,20 @@ std::string Echo(absl::string_view text) {
 }
 
 }  // namespace
+
+std::vector<std::string> AdmissionWarnings(const JobConfig& config) {
+  std::vector<std::string> warnings;
+  if (!config.metrics.jsonl.empty()) {
+    warnings.push_back(absl::StrCat(
+        "metrics.jsonl = \"", Echo(config.metrics.jsonl),
+        "\" is ignored: on the service the worker writes each rank's step records itself and the "
+        "coordinator stores rank 0's; get them as JSONL with `ringctl export JOB --out FILE` (the "
+        "same records) or follow them with `ringctl watch JOB --output json`"));
+  }
+  LrPhases phases = ResolveLrPhases(config);
+  for (std::string& warning : phases.warnings) warnings.push_back(std::move(warning));
+  return warnings;
+}
 
 absl::Status CheckDeviceKind(const std::string& kind) {
   if (kind == "cpu" || kind == "cuda") return absl::OkStatus();
@@ -90,6 +105,7 @@ absl::StatusOr<JobRecord> AdmitSubmitRequest(const v1::SubmitJobRequest& request
   job.restart.max_restarts = static_cast<int>(config->job.max_restarts);
   job.restart.backoff_ms = static_cast<int64_t>(config->job.restart_backoff_seconds * 1000.0);
   job.restart.elastic = config->job.elastic;
+  job.warnings = AdmissionWarnings(*config);
   return job;
 }
 

@@ -7,10 +7,12 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/config/job_config.h"
 #include "coordinator/job.h"
 #include "ringtrain/v1/job_service.pb.h"
 
@@ -31,8 +33,14 @@ absl::Status CheckDeviceKind(const std::string& kind);
 // coordinator picks one). INVALID_ARGUMENT naming the offending byte offset otherwise.
 absl::Status CheckJobName(absl::string_view name);
 
+// What a valid config asks for that the service changes or ignores, one line each, naming the key
+// and where the data goes instead or what was used: metrics.jsonl (the service keeps the step
+// records; `ringctl export`), and learning-rate phases longer than the run (clamped,
+// common/config/lr_phases.h).
+std::vector<std::string> AdmissionWarnings(const JobConfig& config);
+
 // The record a valid request becomes (no job id, no name when the request has none, state
-// QUEUED). INVALID_ARGUMENT naming what is wrong otherwise; a request beyond a bound names the
+// QUEUED, AdmissionWarnings in `warnings`). INVALID_ARGUMENT naming what is wrong otherwise; a request beyond a bound names the
 // limit and the actual size. Never throws, whatever the bytes.
 absl::StatusOr<JobRecord> AdmitSubmitRequest(const v1::SubmitJobRequest& request);
 

@@ -139,6 +139,7 @@ void Cluster::Stop() {
 
 absl::StatusOr<JobRecord> Cluster::Submit(const v1::SubmitJobRequest& request) {
   RT_ASSIGN_OR_RETURN(JobRecord job, AdmitSubmitRequest(request));
+  std::vector<std::string> warnings = std::move(job.warnings);
   absl::MutexLock lock(&mu_);
   std::vector<WorkerInfo> registered;
   for (const auto& [id, worker] : workers_) {
@@ -156,7 +157,9 @@ absl::StatusOr<JobRecord> Cluster::Submit(const v1::SubmitJobRequest& request) {
   RT_LOG(Info) << "submitted " << stored.job_id << " (world " << stored.world_size << " = dp "
                << stored.dp << " x cp " << stored.cp << ", " << stored.device_kind << ")";
   ScheduleLocked();
-  return store_->GetJob(stored.job_id);
+  RT_ASSIGN_OR_RETURN(JobRecord reply, store_->GetJob(stored.job_id));
+  reply.warnings = std::move(warnings);  // the reply's only: not stored
+  return reply;
 }
 
 absl::StatusOr<JobRecord> Cluster::Cancel(const std::string& job_id) {

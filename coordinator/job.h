@@ -97,6 +97,9 @@ struct JobRecord {
   // Set by an elastic restart onto a smaller mesh, applied after `overrides` (world_size and dp
   // are then the smaller mesh's); empty while the job runs on the mesh it asked for.
   std::vector<std::string> mesh_overrides;
+  // What admission accepted but changed or ignores (v1::Job.warnings): on SubmitJob's reply only,
+  // never stored.
+  std::vector<std::string> warnings;
 };
 
 // One step report of one job (rank 0's figures), as the trainer wrote it.

@@ -55,6 +55,7 @@ v1::Job ToProto(const JobRecord& job) {
   out.set_max_restarts(job.restart.max_restarts);
   for (const JobError& e : job.failures) ToProto(e, out.add_failures());
   for (const std::string& o : job.mesh_overrides) out.add_mesh_overrides(o);
+  for (const std::string& w : job.warnings) out.add_warnings(w);
   SetTimestamp(job.submitted_unix_ms, out.mutable_submitted_time());
   if (job.started_unix_ms > 0) SetTimestamp(job.started_unix_ms, out.mutable_started_time());
   if (job.finished_unix_ms > 0) SetTimestamp(job.finished_unix_ms, out.mutable_finished_time());

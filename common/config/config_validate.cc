@@ -286,20 +286,12 @@ void CheckOptimizer(const OptimizerSection& o, Checker& c) {
 
 void CheckLrScheduler(const JobConfig& config, Checker& c) {
   const LrSchedulerSection& s = config.lr_scheduler;
-  const int64_t steps = config.training.steps;
   c.NonNegative("lr_scheduler.warmup_steps", s.warmup_steps);
   c.UnitInterval("lr_scheduler.decay_ratio", s.decay_ratio, /*include_one=*/true);
   c.Choice<DecayType>("lr_scheduler.decay_type");
   c.UnitInterval("lr_scheduler.min_lr_factor", s.min_lr_factor, /*include_one=*/true);
-  if (steps <= 0 || s.warmup_steps < 0 || !(s.decay_ratio >= 0 && s.decay_ratio <= 1)) return;
-  // Warmup and decay are consecutive phases; both must fit in the run.
-  const int64_t decay_steps = std::llround(static_cast<double>(steps) * s.decay_ratio);
-  if (s.warmup_steps > steps - decay_steps) {
-    c.Add(absl::StrCat("lr_scheduler.warmup_steps = ", s.warmup_steps,
-                       " plus the decay steps round(training.steps × lr_scheduler.decay_ratio) = round(", steps,
-                       " × ", FormatDouble(s.decay_ratio), ") = ", decay_steps, " exceeds training.steps = ", steps,
-                       " (valid: warmup_steps <= ", steps - decay_steps, " with this decay_ratio)"));
-  }
+  // A warmup or decay longer than the run is clamped with a warning, not refused
+  // (common/config/lr_phases.h).
 }
 
 void CheckParallelism(const JobConfig& config, Checker& c) {

@@ -84,7 +84,7 @@ struct OptimizerSection {
 };
 
 struct LrSchedulerSection {
-  int64_t warmup_steps = 0;          // >= 0, <= training.steps
+  int64_t warmup_steps = 0;          // >= 0; more than the run is clamped (lr_phases.h)
   double decay_ratio = 0.0;          // in [0, 1]
   DecayType decay_type = DecayType::kLinear;
   double min_lr_factor = 0.0;        // in [0, 1]

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,33 @@ TEST_F(RingctlTest, ConflictingFlagsAreAUsageError) {
   EXPECT_NE(result.output.find("--assert-equal cannot be combined"), std::string::npos);
   EXPECT_EQ(RunCommand({BinDir() + "/ringctl", "loss-compare"}).exit_code, 2);  // no --steps
   EXPECT_FALSE(std::filesystem::exists(dir_ / "calls.txt"));
+}
+
+// Every subcommand's --help ends with an example (CLI11's footer), found from `ringctl --help`'s
+// list of subcommands, so a subcommand added later is held to it too.
+TEST(RingctlHelpTest, EverySubcommandsHelpGivesAnExample) {
+  const CommandResult top = RunCommand({BinDir() + "/ringctl", "--help"});
+  ASSERT_EQ(top.exit_code, 0) << top.output;
+  EXPECT_NE(top.output.find("RINGTRAIN_COORDINATOR"), std::string::npos) << top.output;
+  const size_t list = top.output.find("Subcommands:");
+  ASSERT_NE(list, std::string::npos) << top.output;
+  std::istringstream lines(top.output.substr(list));
+  std::vector<std::string> names;
+  std::string header;
+  std::getline(lines, header);  // "Subcommands:"
+  for (std::string line; std::getline(lines, line) && !line.empty();) {
+    // "  submit                      Submit a job: ..."; the list ends at a blank line
+    if (line.size() < 3 || line[0] != ' ' || line[2] == ' ') continue;
+    names.push_back(line.substr(2, line.find(' ', 2) - 2));
+  }
+  EXPECT_GE(names.size(), 12u) << top.output;
+  for (const std::string& name : names) {
+    const CommandResult help = RunCommand({BinDir() + "/ringctl", name, "--help"});
+    EXPECT_EQ(help.exit_code, 0) << name << ": " << help.output;
+    EXPECT_NE(help.output.find("Example"), std::string::npos) << name << ": " << help.output;
+    EXPECT_NE(help.output.find("ringctl " + name), std::string::npos)
+        << name << "'s example runs it: " << help.output;
+  }
 }
 
 }  // namespace

@@ -31,6 +31,23 @@ TEST(AdmissionTest, AdmitsAPlainRequest) {
   EXPECT_EQ(job->name, "ça va — 日本語 job");
 }
 
+TEST(AdmissionTest, WarnsOfKeysTheServiceManagesAndOfClampedLrPhases) {
+  v1::SubmitJobRequest request;
+  request.add_overrides("metrics.jsonl=out/steps.jsonl");
+  request.add_overrides("training.steps=10");
+  request.add_overrides("lr_scheduler.warmup_steps=200");
+  const absl::StatusOr<JobRecord> job = AdmitSubmitRequest(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->warnings.size(), 2u);
+  EXPECT_THAT(job->warnings[0], HasSubstr("metrics.jsonl = \"out/steps.jsonl\" is ignored"));
+  EXPECT_THAT(job->warnings[0], HasSubstr("ringctl export JOB"));
+  EXPECT_THAT(job->warnings[0], HasSubstr("ringctl watch JOB --output json"));
+  EXPECT_EQ(job->warnings[1],
+            "lr_scheduler.warmup_steps = 200 is more than training.steps = 10: clamped to 10");
+  // A plain request: nothing to say.
+  EXPECT_TRUE(AdmitSubmitRequest(v1::SubmitJobRequest())->warnings.empty());
+}
+
 TEST(AdmissionTest, RefusesOversizedConfigBeforeParsing) {
   v1::SubmitJobRequest request;
   request.set_config_toml(std::string(3900000, '#'));  // a comment: would parse fine

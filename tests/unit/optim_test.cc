@@ -98,5 +98,18 @@ TEST(LrScheduleTest, LinearDecayAndConstant) {
   for (int k = 1; k <= 7; ++k) EXPECT_DOUBLE_EQ(constant.LrAt(k), 3e-4);
 }
 
+TEST(LrScheduleTest, PhasesLongerThanTheRunAreClamped) {
+  // Warmup 200 over a 10-step run: clamped to 10, so the run ends at the full rate.
+  LrSchedule warmup({1.0, 10, 200, 0.0, DecayType::kLinear, 0.0});
+  EXPECT_DOUBLE_EQ(warmup.FactorAt(1), 0.1);
+  EXPECT_DOUBLE_EQ(warmup.FactorAt(10), 1.0);
+  // Warmup 8 and round(10 × 0.5) = 5 decay steps: decay shortened to 2 (steps 9 and 10).
+  LrSchedule decay({1.0, 10, 8, 0.5, DecayType::kLinear, 0.0});
+  EXPECT_EQ(decay.decay_steps(), 2);
+  EXPECT_DOUBLE_EQ(decay.FactorAt(8), 1.0);
+  EXPECT_DOUBLE_EQ(decay.FactorAt(9), 0.5);
+  EXPECT_DOUBLE_EQ(decay.FactorAt(10), 0.0);
+}
+
 }  // namespace
 }  // namespace ringtrain

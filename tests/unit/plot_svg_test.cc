@@ -103,6 +103,37 @@ TEST(RenderLossSvgTest, NoPointsAndExtremeValues) {
   EXPECT_EQ(CountPoints(dir / "huge.svg"), 3);
 }
 
+TEST(RenderOverlaySvgTest, EachJobIsASeriesWithItsLegendEntry) {
+  TempDir dir;
+  PlotSeries a{"job-000001 (cp1)", "SUCCEEDED, steps 1–4", {}};
+  PlotSeries b{"job-000002 (cp4)", "RUNNING, steps 1–3", {}};
+  for (int step = 1; step <= 4; ++step) a.points.push_back({step, 5.0 - step, 1e-3});
+  for (int step = 1; step <= 3; ++step) b.points.push_back({step, step == 2 ? kNaN : 5.5 - step, 1e-3});
+  const std::string svg = RenderOverlaySvg("cp1 vs cp4 <&>", {a, b});
+  WriteFile(dir / "overlay.svg", svg);
+  ExpectFiniteCoordinates(svg);
+  int nan = 0;
+  EXPECT_EQ(CountPoints(dir / "overlay.svg", &nan), 7);
+  EXPECT_EQ(nan, 1);
+  EXPECT_EQ(Occurrences(svg, "<polyline class=\"loss series-0\""), 1);
+  EXPECT_EQ(Occurrences(svg, "<polyline class=\"loss series-1\""), 2) << "the NaN breaks it";
+  EXPECT_EQ(Occurrences(svg, "class=\"loss-point series-0\""), 4);
+  EXPECT_EQ(Occurrences(svg, "class=\"legend-entry series-0\""), 1);
+  EXPECT_EQ(Occurrences(svg, "class=\"legend-entry series-1\""), 1);
+  EXPECT_TRUE(Has(svg, ">job-000001 (cp1) — SUCCEEDED, steps 1–4</text>")) << svg;
+  EXPECT_TRUE(Has(svg, "<title>job-000002 (cp4): step 3 loss 2.5 lr 0.001</title>"));
+  EXPECT_TRUE(Has(svg, "<title>cp1 vs cp4 &lt;&amp;&gt;</title>"));
+  EXPECT_FALSE(Has(svg, "learning rate")) << "one loss axis, no rate axis";
+  // The two series differ in colour.
+  EXPECT_TRUE(Has(svg, "class=\"loss series-0\" fill=\"none\" stroke=\"#1f77b4\""));
+  EXPECT_TRUE(Has(svg, "class=\"loss series-1\" fill=\"none\" stroke=\"#ff7f0e\""));
+
+  const std::string empty = RenderOverlaySvg("none yet", {{"a", "", {}}, {"b", "", {}}});
+  WriteFile(dir / "empty.svg", empty);
+  EXPECT_EQ(CountPoints(dir / "empty.svg"), 0);
+  EXPECT_TRUE(Has(empty, "no steps yet"));
+}
+
 TEST(NiceTicksTest, RoundValuesCoveringTheRange) {
   const struct {
     double lo, hi;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/config/lr_phases.h"
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/trainer_exit.h"
@@ -246,6 +247,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
     }
   }
   s->optimizer = std::make_unique<AdamW>(std::move(named_params), adam);
+  // Phases longer than the run are clamped (by LrSchedule too); say so where the user looks.
+  const LrPhases phases = ResolveLrPhases(config);
+  for (const std::string& warning : phases.warnings) RT_LOG(Warning) << warning;
   s->schedule.emplace(LrScheduleOptions{config.optimizer.lr, config.training.steps,
                                         config.lr_scheduler.warmup_steps,
                                         config.lr_scheduler.decay_ratio,

@@ -2,11 +2,17 @@
 
 #include <cmath>
 
+#include "common/config/lr_phases.h"
+
 namespace ringtrain {
 
 LrSchedule::LrSchedule(const LrScheduleOptions& options)
-    : options_(options),
-      decay_steps_(std::llround(double(options.total_steps) * options.decay_ratio)) {}
+    : options_(options) {
+  const LrPhases phases =
+      ResolveLrPhases(options.total_steps, options.warmup_steps, options.decay_ratio);
+  options_.warmup_steps = phases.warmup_steps;
+  decay_steps_ = phases.decay_steps;
+}
 
 double LrSchedule::FactorAt(int64_t step) const {
   const int64_t warmup = options_.warmup_steps;

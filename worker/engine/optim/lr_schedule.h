@@ -1,6 +1,7 @@
 // Learning-rate schedule: linear warmup, stable, then linear or cosine decay. Torch-free.
 //
-// For step k (1-based) of N with W warmup steps and D = round(N · decay_ratio) decay steps:
+// For step k (1-based) of N with W warmup steps and D = round(N · decay_ratio) decay steps, both
+// first fitted into the run (common/config/lr_phases.h: W <= N, then D <= N − W):
 //   k <= W            factor = k / W
 //   k <= N − D        factor = 1
 //   otherwise         progress = (k − (N − D)) / D, f = 1 − progress (linear) or
