@@ -149,6 +149,7 @@ def main(argv=None):
         print(f"  item {item}: {time.time() - item_start:.0f} s", flush=True)
     info["seconds"] = round(time.time() - start, 1)
 
+    bench.rows.sort(key=lambda r: r["item"])  # stable: item 1 adds item 2's MFU rows
     missing = [r["figure"] for r in bench.rows if r["ours"] is None]
     bench.errors += [f"no figure: {m}" for m in missing]
     print(f"\nringtrain-bench: {len(bench.rows)} figures in {info['seconds']:.0f} s\n")
