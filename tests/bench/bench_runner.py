@@ -147,7 +147,8 @@ class Runner:
         log_path = self._run(name, [self.python, PEER, "--init", f"{fixture}/init.pt",
                                     "--tokens", f"{fixture}/tokens.bin", "--seq-len", str(seq),
                                     "--steps", str(steps), "--warmup", str(warmup),
-                                    "--threads", str(threads), "--attention", attention]
+                                    "--threads", str(threads),
+                                "--trainer", os.path.join(self.bin, "ringtrain-trainer"), "--attention", attention]
                              + model_flags())
         return last_json(log_path, name)
 
@@ -192,6 +193,7 @@ class Runner:
                                 "127.0.0.1", "--work-dir", os.path.join(cluster, "worker-0"),
                                 "--checkpoint-root", os.path.join(cluster, "checkpoints"),
                                 "--threads", str(threads),
+                                "--trainer", os.path.join(self.bin, "ringtrain-trainer"),
                                 "--metrics-address", f"127.0.0.1:{free_port()}"],
                                os.path.join(cluster, "worker-0.log")))
             ringctl = os.path.join(self.bin, "ringctl")
@@ -205,6 +207,10 @@ class Runner:
                        "--metrics.log_freq=1000"] + list(extra)
             log_path = self._run(name, [ringctl, "submit", "--coordinator", address, "--follow",
                                         "--output", "json"] + config)
+        except CaseError as e:
+            logs = "".join(f"{path}:\n{tail(path, 5)}" for path in (
+                os.path.join(cluster, "coordinator.log"), os.path.join(cluster, "worker-0.log")))
+            raise CaseError(f"{e}\n{logs}")
         finally:
             for p in reversed(procs):
                 stop(p)
