@@ -147,8 +147,7 @@ class Runner:
         log_path = self._run(name, [self.python, PEER, "--init", f"{fixture}/init.pt",
                                     "--tokens", f"{fixture}/tokens.bin", "--seq-len", str(seq),
                                     "--steps", str(steps), "--warmup", str(warmup),
-                                    "--threads", str(threads),
-                                "--trainer", os.path.join(self.bin, "ringtrain-trainer"), "--attention", attention]
+                                    "--threads", str(threads), "--attention", attention]
                              + model_flags())
         return last_json(log_path, name)
 
