@@ -1,0 +1,282 @@
+"""The seven comparisons of ringtrain-bench (issue 16), each a function of the bench context that
+adds rows (figure, ours, peer, ratio, target) and keeps its raw figures. Sizes come from SIZES:
+"quick" runs each comparison at a tiny size so the test suite keeps it working; "full" is the run
+RESULTS.md records. Standard library only.
+
+Dimension letters: L sequence length, Lc = L / cp the local length, D head dim, d = model dim.
+"""
+import os
+
+from bench_runner import MODEL, CaseError, median
+
+MiB = 1024 * 1024
+
+SIZES = {
+    "quick": {
+        "compare_seqs": [256], "compare_steps": {256: 4}, "all_kernels_up_to": 256,
+        "kernel_head_dims": [32, 64, 128], "kernel_seqs": [256], "kernel_reps": 2, "gemm": 256,
+        "grow_seqs": [256, 512], "grow_steps": 3, "cp_seq": 512, "service_seq": 256,
+        "service_steps": 4,
+    },
+    "full": {
+        "compare_seqs": [512, 2048, 8192, 16384],
+        "compare_steps": {512: 6, 2048: 6, 8192: 4, 16384: 3}, "all_kernels_up_to": 2048,
+        "kernel_head_dims": [32, 64, 128], "kernel_seqs": [4096], "kernel_reps": 3, "gemm": 2048,
+        "grow_seqs": [1024, 2048, 4096, 8192], "grow_steps": 3, "cp_seq": 8192,
+        "service_seq": 2048, "service_steps": 6,
+    },
+}
+WARMUP = 2        # items 1 and 7: steps 1 and 2 left out (the issue's "steps 3…N") ...
+GROW_WARMUP = 1   # ... but step 1 alone in runs of 3 steps (items 3 to 6, item 1's longest)
+
+
+def warmup(steps):
+    return WARMUP if steps > WARMUP + 1 else GROW_WARMUP
+
+
+class Bench:
+    def __init__(self, runner, size, threads, kernels):
+        self.run = runner
+        self.size = SIZES[size]
+        self.threads = threads
+        self.kernels = kernels      # the block kernels compared; kernels[0] is ours for the targets
+        self.rows = []
+        self.raw = {}
+        self.errors = []
+        self._gemm = {}
+
+    def row(self, item, figure, ours, peer=None, target=None, fmt="{:.3f}", ratio=None):
+        """target: (op, bound, on) with op "<=" or ">=", on "ratio" or "ours"."""
+        if ratio is None and peer not in (None, 0) and ours is not None:
+            ratio = ours / peer
+        met = None
+        if target is not None:
+            op, bound, on = target
+            value = ratio if on == "ratio" else ours
+            if value is not None:
+                met = value <= bound if op == "<=" else value >= bound
+        self.rows.append({"item": item, "figure": figure, "ours": ours, "peer": peer,
+                          "ratio": ratio, "target": None if target is None else
+                          f"{target[2]} {target[0]} {target[1]:g}", "met": met, "fmt": fmt})
+
+    def gemm(self, threads):
+        """The float32 GEMM rate (FLOP/s) at `threads`, measured once per run."""
+        if threads not in self._gemm:
+            result = self.run.attention_bench(f"gemm {threads} thread(s)", [], [64], [64],
+                                              [threads], self.size["kernel_reps"] + 2,
+                                              self.size["gemm"])
+            self._gemm[threads] = result["gemm"][0]["flops_per_second"]
+        return self._gemm[threads]
+
+
+def step_flops(seq):
+    """Model FLOPs of one step at batch 1: 6 × matmul parameters per token, plus causal attention
+    6·L·d per layer per token (forward and backward, the masked half not counted)."""
+    d, kv = MODEL["dim"], MODEL["dim"] // MODEL["n_heads"] * MODEL["n_kv_heads"]
+    hidden = int(2 * 4 * d / 3)
+    hidden = MODEL["multiple_of"] * ((hidden + MODEL["multiple_of"] - 1) // MODEL["multiple_of"])
+    per_layer = d * d * 2 + d * kv * 2 + 3 * d * hidden  # wq, wo, wk, wv, w1, w2, w3
+    matmul_params = MODEL["n_layers"] * per_layer + d * MODEL["vocab_size"]  # + output
+    return seq * (6 * matmul_params + 6 * seq * d * MODEL["n_layers"])
+
+
+def math_attention_bytes(seq):
+    """What the plain-math peer keeps per step, roughly: 3 (H, L, L) float32 tensors per layer."""
+    return 3 * 4 * MODEL["n_heads"] * seq * seq * MODEL["n_layers"]
+
+
+def available_bytes():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+# ---- 1. step time and peak memory vs PyTorch eager -------------------------------------------
+def compare_eager(b):
+    s, t = b.size, b.threads
+    for seq in s["compare_seqs"]:
+        steps = s["compare_steps"][seq]
+        fixture = b.run.fixture(max(seq * steps + 1, 4096))
+        peers = {}
+        for attention in ("sdpa", "math"):
+            need = math_attention_bytes(seq)
+            if attention == "math" and need > available_bytes() / 2:
+                b.raw[f"peer {attention} L={seq}"] = f"skipped: needs ~{need / 2**30:.0f} GiB"
+                continue
+            peers[attention] = b.run.peer(f"torch eager {attention} L={seq}", fixture, seq, steps,
+                                          warmup(steps), t, attention)
+            b.raw[f"peer {attention} L={seq}"] = peers[attention]
+        kernels = b.kernels if seq <= s["all_kernels_up_to"] else b.kernels[:1]
+        for kernel in kernels:
+            ours = b.run.trainer(f"ringtrain {kernel} L={seq}", seq, steps, warmup(steps),
+                                 threads=t, kernel=kernel, fixture=fixture)
+            b.raw[f"ours {kernel} L={seq}"] = ours.records
+            step, mem = ours.step_seconds(), ours.peak_tensor_bytes()
+            primary = kernel == b.kernels[0]
+            for attention, peer in peers.items():
+                target = None
+                if primary and attention == "sdpa":
+                    bound = {2048: 0.8, 8192: 0.6}.get(seq)
+                    target = ("<=", bound, "ratio") if bound else None
+                b.row(1, f"step s, {kernel} vs {attention}, L {seq}", step,
+                      peer["median_step_seconds"], target)
+                b.row(1, f"peak tensor MiB, {kernel} vs {attention}, L {seq}", mem / MiB,
+                      peer["peak_tensor_bytes"] / MiB,
+                      ("<=", 1.0, "ratio") if primary and attention == "sdpa" else None, "{:.1f}")
+                loss_ours, loss_peer = ours.records[0]["loss"], peer["losses"][0]
+                if abs(loss_ours - loss_peer) > 1e-3 * abs(loss_peer):
+                    raise CaseError(f"L={seq}: step-1 loss {loss_ours} (ours, {kernel}) and "
+                                    f"{loss_peer} (torch {attention}) differ: not the same model")
+            b.row(1, f"step max/min steps {warmup(steps) + 1}..N, {kernel}, L {seq}",
+                  ours.step_spread(),
+                  target=("<=", 1.1, "ours") if primary else None)
+            bound = {2048: 0.5, 8192: 0.45}.get(seq)
+            b.row(2, f"step MFU (of the GEMM rate, {t} threads), {kernel}, L {seq}",
+                  step_flops(seq) / step / b.gemm(t),
+                  target=(">=", bound, "ours") if primary and bound else None, fmt="{:.1%}")
+
+
+# ---- 2. the machine's limit: GEMM rate and the kernels' rate --------------------------------
+def kernel_rate(b):
+    s, t = b.size, b.threads
+    threads = sorted({1, t})
+    result = b.run.attention_bench("attention_bench", b.kernels, s["kernel_head_dims"],
+                                   s["kernel_seqs"], threads, s["kernel_reps"], s["gemm"])
+    b.raw["attention_bench"] = result
+    for g in result["gemm"]:
+        b._gemm.setdefault(g["threads"], g["flops_per_second"])
+        b.row(2, f"GEMM float32 {s['gemm']}², {g['threads']} thread(s), GFLOP/s",
+              g["flops_per_second"] / 1e9, fmt="{:.1f}")
+    by_key = {(c["kernel"], c["head_dim"], c["seq"], c["threads"]): c for c in result["attention"]}
+    for (kernel, d, seq, threads), c in sorted(by_key.items()):
+        primary = kernel == b.kernels[0]
+        if threads == 1:
+            bound = 0.35 if d == 32 else 0.5
+            target = (">=", bound, "ours") if primary and seq >= 4096 else None
+            b.row(2, f"attention fwd+bwd / GEMM, {kernel}, D {d}, L {seq}, 1 thread",
+                  c["fraction_of_gemm"], target=target, fmt="{:.1%}")
+        else:
+            one = by_key.get((kernel, d, seq, 1))
+            speedup = c["flops_per_second"] / one["flops_per_second"] if one else None
+            b.row(2, f"attention fwd+bwd / GEMM, {kernel}, D {d}, L {seq}, {threads} threads",
+                  c["fraction_of_gemm"], fmt="{:.1%}")
+            b.row(2, f"attention {threads}-thread speed-up, {kernel}, D {d}, L {seq}", speedup,
+                  target=(">=", 1.8, "ours") if primary and seq >= 4096 else None, fmt="{:.2f}x")
+
+
+# ---- 3. how cost grows with the sequence, per cp ---------------------------------------------
+def growth(b):
+    """Memory per rank must grow with the LOCAL length Lc = L / cp alone: the growth per local
+    token between the two longest runs (where activations, not weights and AdamW state, set the
+    peak) must be the same for every cp: at most 15 % above cp = 1's (the "peer" column)."""
+    s = b.size
+    b.raw["growth"] = {"kernel": b.kernels[0]}
+    slopes, longest = {}, {}
+    for cp in (1, 2, 4):
+        points = []
+        for seq in s["grow_seqs"]:
+            run = grow_run(b, cp, seq)
+            step, mem, rss = run.step_seconds(), run.peak_tensor_bytes(), run.peak_rss_bytes()
+            points.append((seq // cp, mem, rss))
+            b.raw["growth"][f"cp{cp} L={seq}"] = {"step_seconds": step, "peak_tensor_bytes": mem,
+                                                 "peak_rss_bytes": rss}
+            b.row(3, f"cp {cp}, L {seq}: step s", step)
+            b.row(3, f"cp {cp}, L {seq}: peak tensor MiB per rank", mem / MiB, fmt="{:.1f}")
+        (lc0, mem0, _), (lc1, mem1, rss1) = points[-2], points[-1]
+        slopes[cp] = (mem1 - mem0) / (lc1 - lc0)
+        b.row(3, f"cp {cp}: peak memory per rank per local token (Lc {lc0}..{lc1}), KiB",
+              slopes[cp] / 1024, slopes[1] / 1024 if cp > 1 else None,
+              ("<=", 1.15, "ratio") if cp > 1 else None, "{:.1f}")
+        # The longest L whose cp ranks fit in the memory available at start, extrapolated along
+        # that growth from the longest run (its RSS: tensors plus libraries and heap).
+        if slopes[cp] > 0:
+            longest[cp] = int(cp * (lc1 + (available_bytes() / cp - rss1) / slopes[cp]))
+        b.row(3, f"cp {cp}: longest L in {available_bytes() / 2**30:.0f} GiB (extrapolated)",
+              longest.get(cp), target=(">=", 131072, "ours") if cp == 4 else None, fmt="{:,}")
+    b.raw["growth"]["longest_extrapolated"] = longest
+
+
+def grow_run(b, cp, seq, balancer="headtail", rotate="alltoall"):
+    """One rank per cp rank, one thread each: the runs items 3 to 6 share."""
+    return b.run.trainer(f"ringtrain cp={cp} {balancer} {rotate} L={seq}", seq,
+                         b.size["grow_steps"], GROW_WARMUP, nproc=cp, threads=1,
+                         kernel=b.kernels[0], cp=cp, balancer=balancer, rotate=rotate)
+
+
+# ---- 4. cp = 2 vs cp = 1 ---------------------------------------------------------------------
+def cp_scaling(b):
+    seq = b.size["cp_seq"]
+    one, two = grow_run(b, 1, seq), grow_run(b, 2, seq)
+    b.row(4, f"cp 2 speed-up over cp 1, L {seq}, 1 thread per rank (ideal 2.00x)",
+          one.step_seconds() / two.step_seconds(), target=(">=", 1.9, "ours"), fmt="{:.2f}x")
+
+
+# ---- 5. overlap of the ring transfers --------------------------------------------------------
+def overlap(b):
+    """The share of ring transfer time hidden behind compute, estimated: allgather moves the same
+    K/V and dK/dV bytes without overlap, so its communication wait less the gradient sync
+    (alltoall's comm wait less its exposed ring wait) is the transfer time unhidden; alltoall's
+    exposed ring wait is what overlap left of it."""
+    seq = b.size["cp_seq"]
+    a = grow_run(b, 2, seq, rotate="alltoall")
+    g = grow_run(b, 2, seq, rotate="allgather")
+    ring_wait = max(a.per_rank("ring_wait_seconds"))
+    grad_sync = max(a.per_rank("comm_wait_seconds")) - ring_wait
+    unhidden = max(g.per_rank("comm_wait_seconds")) - grad_sync
+    share = 1 - ring_wait / unhidden if unhidden > 0 else None
+    b.raw["overlap"] = {"ring_wait": ring_wait, "grad_sync": grad_sync, "allgather_transfer":
+                        unhidden}
+    b.row(5, f"cp 2 alltoall: ring transfer hidden, L {seq}", share,
+          target=(">=", 0.9, "ours"), fmt="{:.1%}")
+    b.row(5, f"cp 2 exposed transfer s/step, alltoall vs allgather, L {seq}", ring_wait,
+          max(unhidden, 0.0), fmt="{:.4f}")
+    b.row(5, f"cp 2 step s, alltoall vs allgather, L {seq}", a.step_seconds(), g.step_seconds())
+
+
+# ---- 6. load balance -------------------------------------------------------------------------
+def load_balance(b):
+    seq = b.size["cp_seq"]
+    for balancer in ("headtail", "none"):
+        cpu = grow_run(b, 4, seq, balancer=balancer).per_rank("attention_cpu_seconds")
+        if min(cpu) <= 0:
+            raise CaseError(f"cp=4 {balancer}: a rank reports no attention CPU time: {cpu}")
+        b.row(6, f"cp 4 attention CPU time max/min over ranks, {balancer}, L {seq}",
+              max(cpu) / min(cpu), target=("<=", 1.05, "ours") if balancer == "headtail" else None,
+              fmt="{:.3f}")
+
+
+# ---- 7. service overhead ---------------------------------------------------------------------
+def service_overhead(b):
+    s, t = b.size, b.threads
+    seq, steps = s["service_seq"], s["service_steps"]
+    kernel = [f"--training.attention_kernel={b.kernels[0]}"]
+    local = b.run.trainer(f"ringtrain-run L={seq}", seq, steps, WARMUP, threads=t,
+                          kernel=b.kernels[0])
+    records = b.run.service_job(f"coordinator job L={seq}", seq, steps, t, kernel)
+    service = median([r["step_seconds"] for r in records[WARMUP:]])
+    b.row(7, f"step s through the coordinator vs ringtrain-run, L {seq}", service,
+          local.step_seconds(), fmt="{:.4f}")
+    b.row(7, "service overhead (step time)", service / local.step_seconds() - 1,
+          target=("<=", 0.01, "ours"), fmt="{:+.1%}")
+
+
+ITEMS = {1: compare_eager, 2: kernel_rate, 3: growth, 4: cp_scaling, 5: overlap,
+         6: load_balance, 7: service_overhead}
+TITLES = {1: "step time and peak memory vs PyTorch eager", 2: "GEMM rate, kernel rate, MFU",
+          3: "cost vs sequence length per cp", 4: "CP scaling", 5: "ring transfer overlap",
+          6: "load balance", 7: "service overhead"}
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def machine():
+    return {"cpu": cpu_model(), "cores": os.cpu_count(),
+            "memory_available_gib": round(available_bytes() / 2**30, 1)}
