@@ -19,6 +19,8 @@
 extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
                        const int* k, const float* alpha, const float* a, const int* lda,
                        const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
+// MKL's per-thread thread count (returns the previous one; 0 = the global setting).
+extern "C" int MKL_Set_Num_Threads_Local(int threads);  // mkl_set_num_threads_local in C
 
 namespace ringtrain {
 namespace {
@@ -37,6 +39,18 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
   const float one = 1.0f;
   sgemm_(&tb, &ta, &in, &im, &ik, &one, b, &ildb, a, &ilda, &beta, c, &ildc);
 }
+
+// One MKL thread for the GEMMs of this thread while alive: each intra-op thread computes its own
+// tiles, and LibTorch leaves MKL free to start a team of its own inside ours (measured: 2 threads
+// ran slower than 1 at head dim 32).
+class SequentialBlas {
+ public:
+  SequentialBlas() : saved_(MKL_Set_Num_Threads_Local(1)) {}
+  ~SequentialBlas() { MKL_Set_Num_Threads_Local(saved_); }
+
+ private:
+  int saved_;
+};
 
 // Flush-to-zero and denormals-are-zero on this thread while alive; the old mode after.
 class DenormalsAreZero {
@@ -252,6 +266,7 @@ BlockOutput FusedCpuAttentionForward(const at::Tensor& q, const at::Tensor& k, c
 
   at::parallel_for(0, parts, 1, [&](int64_t part_begin, int64_t part_end) {
     DenormalsAreZero daz;
+    SequentialBlas sequential;
     Scratch w(max_rows, tiling.kv_tile, s.dim);
     for (int64_t part = part_begin; part < part_end; ++part) {
       for (int64_t item = bounds[size_t(part)]; item < bounds[size_t(part + 1)]; ++item) {
@@ -345,6 +360,7 @@ BlockGrads FusedCpuAttentionBackward(const at::Tensor& q, const at::Tensor& k, c
 
   at::parallel_for(0, parts, 1, [&](int64_t part_begin, int64_t part_end) {
     DenormalsAreZero daz;
+    SequentialBlas sequential;
     Scratch w(max_rows, tiling.kv_tile, s.dim);
     std::vector<float> row_lse(static_cast<size_t>(max_rows)), row_delta(static_cast<size_t>(max_rows));
     for (int64_t part = part_begin; part < part_end; ++part) {
