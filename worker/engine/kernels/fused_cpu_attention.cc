@@ -207,9 +207,10 @@ struct Scratch {
   Scratch(int64_t rows, int64_t cols, int64_t dim)
       : q(size_t(rows * dim)), s(size_t(rows * cols)), p2(size_t(rows * cols)),
         a(size_t(rows * dim)), b(size_t(rows * dim)), row_max(size_t(rows)), row_sum(size_t(rows)),
-        visible(size_t(rows)) {}
-  std::vector<float> q, s, p2, a, b, row_max, row_sum;
-  std::vector<int64_t> visible;
+        lse(size_t(rows)), delta(size_t(rows)) {}
+  std::vector<float> q, s, p2, a, b;
+  std::vector<float> row_max, row_sum;  // forward: the online softmax's running max and sum
+  std::vector<float> lse, delta;        // backward: the final statistics of the rows
 };
 
 // Copies the G heads' rows of query tile `qt` for (b, kv head) into `rows` ((G·Tq) × cols),
@@ -226,6 +227,29 @@ void GatherRows(const float* x, const Shape& s, int64_t b, int64_t hk, const Til
       for (int64_t i = 0; i < tq * cols; ++i) dst[i] = src[i] * mul;
     }
   }
+}
+
+// One work item: batch b, kv head, query tile (item i = ((b · Hk) + kv head) · tiles + tile).
+struct Item {
+  int64_t b, kv_head, q_tile;
+};
+
+// Calls fn(part, item, scratch) for every item, the items of each part in order on one intra-op
+// thread, with flush-to-zero set and MKL sequential there, and one Scratch per thread.
+template <class Fn>
+void ForEachItem(const Plan& plan, const Shape& s, const std::vector<int64_t>& bounds,
+                 int64_t parts, const FusedCpuTiling& tiling, const Fn& fn) {
+  const int64_t tiles = plan.q_tile_count();
+  at::parallel_for(0, parts, 1, [&](int64_t part_begin, int64_t part_end) {
+    DenormalsAreZero daz;
+    SequentialBlas sequential;
+    Scratch scratch(s.group * tiling.q_tile, tiling.kv_tile, s.dim);
+    for (int64_t part = part_begin; part < part_end; ++part) {
+      for (int64_t i = bounds[size_t(part)]; i < bounds[size_t(part + 1)]; ++i) {
+        fn(part, Item{i / (tiles * s.kv_heads), (i / tiles) % s.kv_heads, i % tiles}, scratch);
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -262,61 +286,51 @@ BlockOutput FusedCpuAttentionForward(const at::Tensor& q, const at::Tensor& k, c
   float* outp = out.data_ptr<float>();
   float* lsep = lse.data_ptr<float>();
   const float fscale = float(scale);
-  const int64_t max_rows = s.group * tiling.q_tile;
 
-  at::parallel_for(0, parts, 1, [&](int64_t part_begin, int64_t part_end) {
-    DenormalsAreZero daz;
-    SequentialBlas sequential;
-    Scratch w(max_rows, tiling.kv_tile, s.dim);
-    for (int64_t part = part_begin; part < part_end; ++part) {
-      for (int64_t item = bounds[size_t(part)]; item < bounds[size_t(part + 1)]; ++item) {
-        const int64_t qt_index = item % plan.q_tile_count();
-        const int64_t hk = (item / plan.q_tile_count()) % s.kv_heads;
-        const int64_t b = item / (plan.q_tile_count() * s.kv_heads);
-        const Tile& qt = plan.q_tiles[size_t(qt_index)];
-        const auto& pairs = plan.pairs[size_t(qt_index)];
-        if (pairs.empty()) continue;  // out 0, lse −inf already
-        const int64_t tq = qt.size(), rows = s.group * tq;
-        GatherRows(qp, s, b, hk, qt, s.dim, fscale, w.q.data());
-        std::fill(w.a.begin(), w.a.begin() + rows * s.dim, 0.0f);
-        std::fill(w.row_max.begin(), w.row_max.begin() + rows, kNegInf);
-        std::fill(w.row_sum.begin(), w.row_sum.begin() + rows, 0.0f);
-        for (const Plan::Pair& pair : pairs) {
-          const Tile& kt = plan.k_tiles[size_t(pair.k_tile)];
-          const int64_t tk = kt.size();
-          const float* k_tile = kp + ((b * s.kv_heads + hk) * s.lk + kt.begin) * s.dim;
-          const float* v_tile = vp + ((b * s.kv_heads + hk) * s.lk + kt.begin) * s.dim;
-          Gemm(false, true, rows, tk, s.dim, w.q.data(), s.dim, k_tile, s.dim, 0.0f, w.s.data(),
-               tk);  // S = (scale·Q) Kᵀ
-          for (int64_t i = 0; i < tq; ++i) {
-            const int64_t pq = q_pos.positions[size_t(qt.begin + i)];
-            const int64_t prefix = VisiblePrefix(k_pos.positions, kt, pair.cover, pq);
-            for (int64_t g = 0; g < s.group; ++g) {
-              const int64_t r = g * tq + i;
-              float* row = w.s.data() + r * tk;
-              if (prefix < 0) MaskRow(row, k_pos.positions, kt, pq);
-              SoftmaxRowStep(row, tk, prefix < 0 ? tk : prefix, &w.row_max[size_t(r)],
-                             &w.row_sum[size_t(r)], w.a.data() + r * s.dim, s.dim);
-            }
-          }
-          Gemm(false, false, rows, s.dim, tk, w.s.data(), tk, v_tile, s.dim, 1.0f, w.a.data(),
-               s.dim);  // O += P V
-          scores[size_t(part)] += rows * tk;
-        }
+  ForEachItem(plan, s, bounds, parts, tiling, [&](int64_t part, const Item& item, Scratch& w) {
+    const int64_t b = item.b, hk = item.kv_head;
+    const Tile& qt = plan.q_tiles[size_t(item.q_tile)];
+    const auto& pairs = plan.pairs[size_t(item.q_tile)];
+    if (pairs.empty()) return;  // out 0, lse −inf already
+    const int64_t tq = qt.size(), rows = s.group * tq;
+    GatherRows(qp, s, b, hk, qt, s.dim, fscale, w.q.data());
+    std::fill(w.a.begin(), w.a.begin() + rows * s.dim, 0.0f);
+    std::fill(w.row_max.begin(), w.row_max.begin() + rows, kNegInf);
+    std::fill(w.row_sum.begin(), w.row_sum.begin() + rows, 0.0f);
+    for (const Plan::Pair& pair : pairs) {
+      const Tile& kt = plan.k_tiles[size_t(pair.k_tile)];
+      const int64_t tk = kt.size();
+      const float* k_tile = kp + ((b * s.kv_heads + hk) * s.lk + kt.begin) * s.dim;
+      const float* v_tile = vp + ((b * s.kv_heads + hk) * s.lk + kt.begin) * s.dim;
+      Gemm(false, true, rows, tk, s.dim, w.q.data(), s.dim, k_tile, s.dim, 0.0f, w.s.data(),
+           tk);  // S = (scale·Q) Kᵀ
+      for (int64_t i = 0; i < tq; ++i) {
+        const int64_t pq = q_pos.positions[size_t(qt.begin + i)];
+        const int64_t prefix = VisiblePrefix(k_pos.positions, kt, pair.cover, pq);
         for (int64_t g = 0; g < s.group; ++g) {
-          const int64_t head = hk * s.group + g;
-          for (int64_t i = 0; i < tq; ++i) {
-            const int64_t r = g * tq + i;
-            const int64_t row = (b * s.heads + head) * s.lq + qt.begin + i;
-            const float sum = w.row_sum[size_t(r)];
-            if (sum <= 0.0f) continue;  // saw no key: out 0, lse −inf
-            const float* acc = w.a.data() + r * s.dim;
-            float* dst = outp + row * s.dim;
-            const float inv = 1.0f / sum;
-            for (int64_t d = 0; d < s.dim; ++d) dst[d] = acc[d] * inv;
-            lsep[row] = w.row_max[size_t(r)] + std::log(sum);
-          }
+          const int64_t r = g * tq + i;
+          float* row = w.s.data() + r * tk;
+          if (prefix < 0) MaskRow(row, k_pos.positions, kt, pq);
+          SoftmaxRowStep(row, tk, prefix < 0 ? tk : prefix, &w.row_max[size_t(r)],
+                         &w.row_sum[size_t(r)], w.a.data() + r * s.dim, s.dim);
         }
+      }
+      Gemm(false, false, rows, s.dim, tk, w.s.data(), tk, v_tile, s.dim, 1.0f, w.a.data(),
+           s.dim);  // O += P V
+      scores[size_t(part)] += rows * tk;
+    }
+    for (int64_t g = 0; g < s.group; ++g) {
+      const int64_t head = hk * s.group + g;
+      for (int64_t i = 0; i < tq; ++i) {
+        const int64_t r = g * tq + i;
+        const int64_t row = (b * s.heads + head) * s.lq + qt.begin + i;
+        const float sum = w.row_sum[size_t(r)];
+        if (sum <= 0.0f) continue;  // saw no key: out 0, lse −inf
+        const float* acc = w.a.data() + r * s.dim;
+        float* dst = outp + row * s.dim;
+        const float inv = 1.0f / sum;
+        for (int64_t d = 0; d < s.dim; ++d) dst[d] = acc[d] * inv;
+        lsep[row] = w.row_max[size_t(r)] + std::log(sum);
       }
     }
   });
@@ -356,66 +370,55 @@ BlockGrads FusedCpuAttentionBackward(const at::Tensor& q, const at::Tensor& k, c
   const float* deltap = deltac.data_ptr<float>();
   float* dqp = dq.data_ptr<float>();
   const float fscale = float(scale);
-  const int64_t max_rows = s.group * tiling.q_tile;
 
-  at::parallel_for(0, parts, 1, [&](int64_t part_begin, int64_t part_end) {
-    DenormalsAreZero daz;
-    SequentialBlas sequential;
-    Scratch w(max_rows, tiling.kv_tile, s.dim);
-    std::vector<float> row_lse(static_cast<size_t>(max_rows)), row_delta(static_cast<size_t>(max_rows));
-    for (int64_t part = part_begin; part < part_end; ++part) {
-      float* dkp = dk_parts[size_t(part)].data_ptr<float>();
-      float* dvp = dv_parts[size_t(part)].data_ptr<float>();
-      for (int64_t item = bounds[size_t(part)]; item < bounds[size_t(part + 1)]; ++item) {
-        const int64_t qt_index = item % plan.q_tile_count();
-        const int64_t hk = (item / plan.q_tile_count()) % s.kv_heads;
-        const int64_t b = item / (plan.q_tile_count() * s.kv_heads);
-        const Tile& qt = plan.q_tiles[size_t(qt_index)];
-        const auto& pairs = plan.pairs[size_t(qt_index)];
-        if (pairs.empty()) continue;
-        const int64_t tq = qt.size(), rows = s.group * tq;
-        GatherRows(qp, s, b, hk, qt, s.dim, fscale, w.q.data());  // scale·Q
-        GatherRows(dop, s, b, hk, qt, s.dim, 1.0f, w.a.data());   // dO
-        GatherRows(lsep, s, b, hk, qt, 1, 1.0f, row_lse.data());
-        GatherRows(deltap, s, b, hk, qt, 1, 1.0f, row_delta.data());
-        std::fill(w.b.begin(), w.b.begin() + rows * s.dim, 0.0f);  // dQ / scale
-        for (const Plan::Pair& pair : pairs) {
-          const Tile& kt = plan.k_tiles[size_t(pair.k_tile)];
-          const int64_t tk = kt.size();
-          const int64_t kv_offset = ((b * s.kv_heads + hk) * s.lk + kt.begin) * s.dim;
-          const float* k_tile = kp + kv_offset;
-          const float* v_tile = vp + kv_offset;
-          float* p = w.s.data();
-          float* ds = w.p2.data();
-          Gemm(false, true, rows, tk, s.dim, w.q.data(), s.dim, k_tile, s.dim, 0.0f, p, tk);
-          for (int64_t i = 0; i < tq; ++i) {
-            const int64_t pq = q_pos.positions[size_t(qt.begin + i)];
-            const int64_t prefix = VisiblePrefix(k_pos.positions, kt, pair.cover, pq);
-            for (int64_t g = 0; g < s.group; ++g) {
-              const int64_t r = g * tq + i;
-              if (prefix < 0) MaskRow(p + r * tk, k_pos.positions, kt, pq);
-              ProbabilityRow(p + r * tk, tk, prefix < 0 ? tk : prefix, row_lse[size_t(r)]);
-            }
-          }
-          Gemm(true, false, tk, s.dim, rows, p, tk, w.a.data(), s.dim, 1.0f, dvp + kv_offset,
-               s.dim);  // dV += Pᵀ dO
-          Gemm(false, true, rows, tk, s.dim, w.a.data(), s.dim, v_tile, s.dim, 0.0f, ds,
-               tk);  // dP = dO Vᵀ
-          for (int64_t r = 0; r < rows; ++r) {
-            ScoreGradRow(ds + r * tk, p + r * tk, tk, row_delta[size_t(r)]);  // dS
-          }
-          Gemm(false, false, rows, s.dim, tk, ds, tk, k_tile, s.dim, 1.0f, w.b.data(),
-               s.dim);  // dQ/scale += dS K
-          Gemm(true, false, tk, s.dim, rows, ds, tk, w.q.data(), s.dim, 1.0f, dkp + kv_offset,
-               s.dim);  // dK += dSᵀ (scale·Q)
-        }
+  ForEachItem(plan, s, bounds, parts, tiling, [&](int64_t part, const Item& item, Scratch& w) {
+    const int64_t b = item.b, hk = item.kv_head;
+    float* dkp = dk_parts[size_t(part)].data_ptr<float>();
+    float* dvp = dv_parts[size_t(part)].data_ptr<float>();
+    const Tile& qt = plan.q_tiles[size_t(item.q_tile)];
+    const auto& pairs = plan.pairs[size_t(item.q_tile)];
+    if (pairs.empty()) return;
+    const int64_t tq = qt.size(), rows = s.group * tq;
+    GatherRows(qp, s, b, hk, qt, s.dim, fscale, w.q.data());  // scale·Q
+    GatherRows(dop, s, b, hk, qt, s.dim, 1.0f, w.a.data());   // dO
+    GatherRows(lsep, s, b, hk, qt, 1, 1.0f, w.lse.data());
+    GatherRows(deltap, s, b, hk, qt, 1, 1.0f, w.delta.data());
+    std::fill(w.b.begin(), w.b.begin() + rows * s.dim, 0.0f);  // dQ / scale
+    for (const Plan::Pair& pair : pairs) {
+      const Tile& kt = plan.k_tiles[size_t(pair.k_tile)];
+      const int64_t tk = kt.size();
+      const int64_t kv_offset = ((b * s.kv_heads + hk) * s.lk + kt.begin) * s.dim;
+      const float* k_tile = kp + kv_offset;
+      const float* v_tile = vp + kv_offset;
+      float* p = w.s.data();
+      float* ds = w.p2.data();
+      Gemm(false, true, rows, tk, s.dim, w.q.data(), s.dim, k_tile, s.dim, 0.0f, p, tk);
+      for (int64_t i = 0; i < tq; ++i) {
+        const int64_t pq = q_pos.positions[size_t(qt.begin + i)];
+        const int64_t prefix = VisiblePrefix(k_pos.positions, kt, pair.cover, pq);
         for (int64_t g = 0; g < s.group; ++g) {
-          const int64_t head = hk * s.group + g;
-          float* dst = dqp + ((b * s.heads + head) * s.lq + qt.begin) * s.dim;
-          const float* src = w.b.data() + g * tq * s.dim;
-          for (int64_t i = 0; i < tq * s.dim; ++i) dst[i] = src[i] * fscale;
+          const int64_t r = g * tq + i;
+          if (prefix < 0) MaskRow(p + r * tk, k_pos.positions, kt, pq);
+          ProbabilityRow(p + r * tk, tk, prefix < 0 ? tk : prefix, w.lse[size_t(r)]);
         }
       }
+      Gemm(true, false, tk, s.dim, rows, p, tk, w.a.data(), s.dim, 1.0f, dvp + kv_offset,
+           s.dim);  // dV += Pᵀ dO
+      Gemm(false, true, rows, tk, s.dim, w.a.data(), s.dim, v_tile, s.dim, 0.0f, ds,
+           tk);  // dP = dO Vᵀ
+      for (int64_t r = 0; r < rows; ++r) {
+        ScoreGradRow(ds + r * tk, p + r * tk, tk, w.delta[size_t(r)]);  // dS
+      }
+      Gemm(false, false, rows, s.dim, tk, ds, tk, k_tile, s.dim, 1.0f, w.b.data(),
+           s.dim);  // dQ/scale += dS K
+      Gemm(true, false, tk, s.dim, rows, ds, tk, w.q.data(), s.dim, 1.0f, dkp + kv_offset,
+           s.dim);  // dK += dSᵀ (scale·Q)
+    }
+    for (int64_t g = 0; g < s.group; ++g) {
+      const int64_t head = hk * s.group + g;
+      float* dst = dqp + ((b * s.heads + head) * s.lq + qt.begin) * s.dim;
+      const float* src = w.b.data() + g * tq * s.dim;
+      for (int64_t i = 0; i < tq * s.dim; ++i) dst[i] = src[i] * fscale;
     }
   });
   for (int64_t part = 1; part < parts; ++part) {  // in part order: the same sum every run
