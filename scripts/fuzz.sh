@@ -38,6 +38,7 @@ sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=unde
 sanitize+=" -fno-sanitize=vptr -fno-omit-frame-pointer"
 launcher=()
 if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
 mkdir -p "$build_dir"

@@ -17,6 +17,7 @@ source "$root/scripts/versions.sh"
 
 PACKAGES=(
   build-essential cmake pkg-config git
+  ccache   # scripts/build.sh compiles through it: a rebuild, or CI's clean clone, reuses objects
   python3 python3-venv
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev prometheus libsqlite3-dev
