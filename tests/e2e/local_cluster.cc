@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -214,6 +215,17 @@ std::string RawField(const std::string& json_line, const std::string& key) {
   while (pos < json_line.size() && json_line[pos] == ' ') ++pos;
   const size_t end = json_line.find_first_of(",}", pos);
   return json_line.substr(pos, end - pos);
+}
+
+bool IgnoresSignal(pid_t pid, int signo) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("SigIgn:", 0) != 0) continue;
+    const uint64_t mask = std::stoull(line.substr(7), nullptr, 16);
+    return (mask >> (signo - 1)) & 1;
+  }
+  return false;
 }
 
 }  // namespace ringtrain::testing

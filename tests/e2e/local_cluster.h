@@ -92,6 +92,9 @@ class LocalCluster {
 // Raw JSON text of `key` in a flat JSON object line (so doubles compare bitwise).
 std::string RawField(const std::string& json_line, const std::string& key);
 
+// Whether process `pid` ignores signal `signo` (the SigIgn mask of /proc/PID/status).
+bool IgnoresSignal(pid_t pid, int signo);
+
 }  // namespace ringtrain::testing
 
 #endif  // RINGTRAIN_TESTS_E2E_LOCAL_CLUSTER_H_

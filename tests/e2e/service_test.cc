@@ -167,6 +167,13 @@ TEST(ServiceTest, KilledTrainerFailsTheJobNamingRankAndWorker) {
   v1::Job job = cluster.Submit(ConfigPath("debug_model.toml"), Mesh(1, 4, 1000));
   ASSERT_TRUE(cluster.WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 1; },
                                  120, "first step"));
+  // A survivor writing to the dead rank's socket must get EPIPE (an error that ends it with exit
+  // 3, a symptom), never die of SIGPIPE and be taken for the cause: every trainer ignores it.
+  for (int rank = 0; rank < 4; ++rank) {
+    const pid_t pid = cluster.TrainerPid(job.job_id(), rank);
+    ASSERT_GT(pid, 0) << "rank " << rank;
+    EXPECT_TRUE(IgnoresSignal(pid, SIGPIPE)) << "rank " << rank << "'s trainer (pid " << pid << ")";
+  }
   const pid_t victim = cluster.TrainerPid(job.job_id(), 2);
   ASSERT_GT(victim, 0);
   const Clock::time_point start = Clock::now();

@@ -156,8 +156,10 @@ TEST_F(RankSlotTest, OneRankAtATimeAndCancelByJob) {
   EXPECT_FALSE(slot_.AwaitEnd(absl::Milliseconds(50)));
   EXPECT_FALSE(slot_.Cancel(std::chrono::milliseconds(2000), "job-2"));  // not this job's rank
   EXPECT_TRUE(slot_.info().active);
+  EXPECT_FALSE(slot_.info().stopping);
   EXPECT_TRUE(slot_.Cancel(std::chrono::milliseconds(2000), "job-1"));
   ASSERT_TRUE(slot_.AwaitEnd(kWait));
+  EXPECT_FALSE(slot_.info().stopping);  // ended: its log is complete
   EXPECT_FALSE(slot_.Cancel(std::chrono::milliseconds(2000)));  // nothing runs
   EXPECT_EQ(Drain(outbox_), (std::vector<std::string>{
                                 "started job-1/0", absl::StrCat("exit job-1/0 status 0 signal ",

@@ -153,7 +153,11 @@ Agent::Agent(AgentOptions options, std::string device_kind, DeviceInfo device_in
           options_.work_dir,
           [this](const std::string& job_id, int rank) {
             const RankSlot::Info info = rank_.info();
-            return info.active && info.job_id == job_id && info.rank == rank;
+            if (!info.active || info.job_id != job_id || info.rank != rank) {
+              return LogServer::RankState::kNotRunning;
+            }
+            return info.stopping ? LogServer::RankState::kStopping
+                                 : LogServer::RankState::kRunning;
           },
           [this](v1::AgentMessage message) {
             absl::MutexLock lock(&mu_);

@@ -57,7 +57,11 @@ bool LogServer::Answer(v1::LogRequest& request, bool keepalive_due, v1::LogChunk
   const std::string path = absl::StrCat(work_dir_, "/", request.job_id(), "/rank-",
                                         request.rank(), "/", kRankLogFileName);
   // Asked before the read: a rank that has ended has written everything the read below sees.
-  const bool running = running_(request.job_id(), request.rank());
+  const RankState state = running_(request.job_id(), request.rank());
+  // The job is over but this trainer is still being stopped: its last lines and the agent's note
+  // are still to come (SIGTERM, then SIGKILL after the grace), so wait for them.
+  if (state == RankState::kStopping && !request.follow() && !keepalive_due) return false;
+  const bool running = state != RankState::kNotRunning;
   if (request.offset() < 0) {
     absl::StatusOr<int64_t> start = int64_t{0};
     if (request.tail_lines() > 0) start = RankLogTailOffset(path, request.tail_lines());

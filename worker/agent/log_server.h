@@ -3,7 +3,9 @@
 // Each request gets exactly one LogChunk: at once when there are lines to send, an error, or the
 // end of the log; a following request while the rank still runs here is held until new lines come
 // (checked every kPollInterval) or kFollowKeepAlive passes (then an empty chunk: the coordinator
-// asks again if its client is still there).
+// asks again if its client is still there). A snapshot of a rank that is being stopped is held
+// until it has ended (at most kFollowKeepAlive), so the log of a job that has just failed or been
+// cancelled reads whole, ending in the agent's note of how each trainer ended.
 //
 // Thread-safety: Handle() may be called from any thread. `running` and `reply` run on the server's
 // own thread with no lock of the server held; they must not call back into it.
@@ -25,8 +27,14 @@ namespace ringtrain {
 
 class LogServer {
  public:
-  // Whether the trainer of `rank` of `job_id` runs on this agent now.
-  using RankRunning = std::function<bool(const std::string& job_id, int rank)>;
+  // Where the trainer of a rank stands on this agent.
+  enum class RankState {
+    kNotRunning,  // never ran here, or has ended: its log is complete
+    kRunning,
+    kStopping,  // still running, but told to stop (its job ended or restarts): its log is not
+                // complete until the agent has noted how it ended
+  };
+  using RankRunning = std::function<RankState(const std::string& job_id, int rank)>;
   // Sends a LogChunk (an AgentMessage with seq 0) up the session.
   using Reply = std::function<void(v1::AgentMessage message)>;
 

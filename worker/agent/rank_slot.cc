@@ -43,7 +43,7 @@ RankSlot::~RankSlot() { Release(); }
 
 RankSlot::Info RankSlot::info() const {
   absl::MutexLock lock(&mu_);
-  return Info{active_, job_id_, rank_, attempt_};
+  return Info{active_, job_id_, rank_, attempt_, active_ && stopping_};
 }
 
 bool RankSlot::active() const {
@@ -106,6 +106,7 @@ absl::Status RankSlot::Start(const RankLaunch& launch, const std::string& job_id
     metrics_->TrainerStarted(job_id, rank, launch.world_size);
     RT_ASSIGN_OR_RETURN(supervisor_, RankSupervisor::Start(launch, std::move(callbacks)));
     active_ = true;
+    stopping_ = false;
     job_id_ = job_id;
     rank_ = rank;
     attempt_ = attempt;
@@ -129,6 +130,7 @@ bool RankSlot::Cancel(std::chrono::milliseconds grace, absl::string_view job_id)
   // Released (orphaned, or left running after AwaitEnd timed out): nothing here to signal.
   if (supervisor_ == nullptr) return false;
   supervisor_->Cancel(grace);
+  stopping_ = true;
   return true;
 }
 

@@ -51,6 +51,7 @@ class RankSlot {
     std::string job_id;   // the current or last rank's job; "" before the first
     int rank = 0;
     int attempt = 0;      // its run (Assignment.attempt)
+    bool stopping = false;  // active, and Cancel() has asked it to stop
   };
   Info info() const;
   bool active() const;
@@ -91,6 +92,7 @@ class RankSlot {
   // Destroyed only outside mu_ and outside its own callbacks (Release).
   std::unique_ptr<RankSupervisor> supervisor_ ABSL_GUARDED_BY(mu_);
   bool active_ ABSL_GUARDED_BY(mu_) = false;  // started, on_exit not yet called
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // Cancel() signalled the active rank
   std::string job_id_ ABSL_GUARDED_BY(mu_);
   int rank_ ABSL_GUARDED_BY(mu_) = 0;
   int attempt_ ABSL_GUARDED_BY(mu_) = 0;

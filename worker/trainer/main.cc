@@ -3,6 +3,7 @@
 // Exit status (common/trainer_exit.h): 0 done, 1 the run failed, 2 the command line or config was
 // rejected, 3 this rank lost contact with a peer (a collective or the rendezvous failed).
 #include <malloc.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -73,6 +74,10 @@ void KeepFreedMemoryInHeap() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write to a peer that died must fail as EPIPE, which Gloo turns into an error and the
+  // trainer into exit 3 (a lost peer: a symptom). Killed by SIGPIPE instead, a survivor would look
+  // like a cause, and the coordinator would blame the healthy rank and its worker.
+  signal(SIGPIPE, SIG_IGN);
   // First, so the agent hears from this process while LibTorch and the rendezvous start.
   if (const char* path = std::getenv("RINGTRAIN_PROGRESS_FILE")) {
     ringtrain::progress::StartHeartbeatFile(path);
