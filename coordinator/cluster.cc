@@ -100,6 +100,7 @@ absl::Status Cluster::Reconcile() {
       running.last_loss = job.last_loss;
       running.adopting = true;
       running.adopt_deadline = deadline;
+      running.assigned_at = now;  // a rank not yet started has start_timeout from now
       if (job.state == JobState::kRunning) {
         for (const RankPlacement& p : job.mesh) running.started.insert(p.rank);
       }
@@ -308,6 +309,10 @@ absl::Status Cluster::AttachSession(const std::string& worker_id, const std::str
       channel->Send(AssignmentMessage(running->second, running->second.record.mesh.at(w.rank), w));
     }
   }
+  // An agent back (after its own restart, say) may hold the records a finished job still lacks.
+  for (const auto& [id, job] : running_) {
+    if (!job.missing_steps.empty()) AskForStepsLocked(id, job, w);
+  }
   ScheduleLocked();
   return absl::OkStatus();
 }
@@ -355,6 +360,7 @@ std::string Cluster::OnAgentMessage(const std::string& worker_id,
       rank = message.rank_exit().rank();
       attempt = message.rank_exit().attempt();
       break;
+    case v1::AgentMessage::kStepRecords: return OnStepRecordsLocked(w, message.step_records());
     default: return "";  // Heartbeat (and a repeated Hello) only refresh last_heartbeat
   }
   // A message sent again (its Ack was lost with a broken stream) was taken the first time.
@@ -426,6 +432,8 @@ void Cluster::Tick() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = options_.clock->Now();
   ExpireAdoptionsLocked(now);
+  ExpireStartsLocked(now);
+  ExpireRecordWaitsLocked(now);
   SettleSymptomsLocked(now);
   for (auto& [id, w] : workers_) {
     if (w.state == WorkerState::kLost) continue;

@@ -42,6 +42,7 @@
 #include "coordinator/job_store.h"
 #include "coordinator/log_router.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/step_ranges.h"
 #include "ringtrain/v1/job_service.pb.h"
 #include "ringtrain/v1/worker_service.pb.h"
 
@@ -73,6 +74,13 @@ struct ClusterOptions {
   // A queued (or restarting) job that the pool cannot hold — more ranks than live workers of its
   // kind, after workers were lost — fails (cause "unschedulable") once that has lasted this long.
   absl::Duration unschedulable_timeout = absl::Minutes(10);
+  // A rank whose agent took its assignment but has not reported its trainer started this long
+  // after: its worker is declared lost (and blamed), rather than a healthy rank that times out
+  // waiting for it at the rendezvous.
+  absl::Duration start_timeout = absl::Seconds(30);
+  // Every rank exited 0 but the store lacks some steps: how long every agent is asked for the
+  // records (kept in the rank's work dir) before the job fails naming the missing steps.
+  absl::Duration records_timeout = absl::Seconds(30);
   // Where heartbeat ages and the adoption deadline are measured; must outlive the Cluster. Only
   // the background tick's period (Start) runs on real time.
   Clock* clock = Clock::Real();
@@ -209,6 +217,13 @@ class Cluster {
     absl::Time restart_at;
     int64_t failed_at_step = 0;
     bool awaiting_resume = false;  // the restarted run's first step record is still to come
+    // When the current run was assigned (or found ASSIGNED after a restart): its ranks must
+    // start within start_timeout.
+    absl::Time assigned_at;
+    // Every rank exited 0 but these steps are not in the store: asked of every agent until
+    // records_deadline (cluster_records.cc). Empty otherwise.
+    std::vector<StepRange> missing_steps;
+    absl::Time records_deadline;
   };
 
   Cluster(JobStore* store, EventHub* hub, ClusterOptions options);
@@ -281,6 +296,26 @@ class Cluster {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails restarted jobs whose ranks did not all come back by their deadline.
   void ExpireAdoptionsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Declares lost (and so blames) the worker of each rank that has not started start_timeout
+  // after its run was assigned.
+  void ExpireStartsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // cluster_records.cc. Every rank of `job`'s run exited 0: SUCCEEDED when the store holds every
+  // step 1..total_steps, else the missing steps are asked of every agent (the job stays RUNNING,
+  // its wait reason naming them) until records_timeout.
+  void FinishRunLocked(const std::string& job_id, RunningJob& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends `job`'s StepRecordsRequest to `worker` (when its session is up).
+  void AskForStepsLocked(const std::string& job_id, const RunningJob& job, const Worker& worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An agent's answer: each record taken as a RankReport's; SUCCEEDED once no step is missing.
+  // "" when taken or not wanted (the job no longer waits), else why it was refused.
+  std::string OnStepRecordsLocked(Worker& worker, const v1::StepRecords& records)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails, for good, jobs whose missing steps did not arrive by records_deadline.
+  void ExpireRecordWaitsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores one parsed step record of a live job (the first record of a step is kept) and
+  // publishes it; false when the store failed (logged).
+  bool StoreStepLocked(RunningJob& job, const StepEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops workers lost (or, after a restart, absent) for purge_lost_after, here and in the store.
   void PurgeWorkersLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -1,4 +1,4 @@
-// The job half of Cluster: scheduling, starting ranks, state transitions, and how rank reports,
+// The job half of Cluster: scheduling, starting ranks, state transitions, and how rank
 // exits and lost workers end a run. The registry and the RPC entry points are in cluster.cc; what a
 // failed run leads to (restarts) and re-adoption after a coordinator restart in cluster_restarts.cc.
 #include "coordinator/cluster.h"
@@ -9,8 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <limits>
-#include <optional>
 #include <set>
 #include <utility>
 
@@ -22,7 +20,6 @@
 #include "common/printable.h"
 #include "common/trainer_exit.h"
 #include "coordinator/proto_convert.h"
-#include "nlohmann/json.hpp"
 
 namespace ringtrain {
 namespace {
@@ -54,35 +51,6 @@ bool LocalPortIsFree(int port) {
 std::string DescribeExit(const v1::RankExit& exit) {
   if (exit.signal() != 0) return absl::StrCat("was killed by signal ", exit.signal());
   return absl::StrCat("exited with status ", exit.exit_status());
-}
-
-// The trainer's step record → a StepEvent; nullopt for a JSON object without "step" (a record
-// that is not a step report, e.g. an eval's validation loss); INVALID_ARGUMENT for text that is
-// not a JSON object or whose "step" is not an integer.
-absl::StatusOr<std::optional<StepEvent>> ParseStepRecord(const std::string& job_id,
-                                                         const std::string& json) {
-  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return absl::InvalidArgumentError("a record that is not a JSON object");
-  if (!j.contains("step")) return std::nullopt;
-  if (!j["step"].is_number_integer()) {
-    return absl::InvalidArgumentError("a record whose \"step\" is not an integer");
-  }
-  // A field the record lacks reads 0; a JSON null (how the trainer writes a NaN) reads NaN.
-  auto number = [&](const char* key) {
-    auto it = j.find(key);
-    if (it == j.end()) return 0.0;
-    return it->is_number() ? it->get<double>() : std::numeric_limits<double>::quiet_NaN();
-  };
-  StepEvent event;
-  event.job_id = job_id;
-  event.step = j["step"].get<int64_t>();
-  event.loss = number("loss");
-  event.grad_norm = number("grad_norm");
-  event.lr = number("lr");
-  event.tokens_per_second = number("tokens_per_second");
-  event.step_seconds = number("step_seconds");
-  event.record_json = json;
-  return event;
 }
 
 }  // namespace
@@ -228,6 +196,8 @@ void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPl
   running.symptom.reset();
   running.adopting = false;
   running.awaiting_resume = restart;
+  running.assigned_at = options_.clock->Now();
+  running.missing_steps.clear();
   for (const RankPlacement& p : mesh) {
     Worker& w = workers_.at(p.worker_id);
     w.state = WorkerState::kBusy;
@@ -290,61 +260,6 @@ void Cluster::MaybeMarkRunningLocked(const std::string& job_id, const RunningJob
   }
 }
 
-std::string Cluster::OnRankReportLocked(Worker& worker, const v1::RankReport& report) {
-  if (report.rank() != 0) return "";  // every rank's record holds the same global figures
-  // A report that arrives after the run ended (a rank finishing a step while it was being
-  // stopped) is not part of the job's history: watchers have already seen the state change.
-  auto running = running_.find(report.job_id());
-  if (running == running_.end() || (running->second.record.state != JobState::kAssigned &&
-                                     running->second.record.state != JobState::kRunning)) {
-    RT_LOG(Info) << report.job_id() << " rank " << report.rank()
-                 << ": report after the run ended, not recorded";
-    return "";
-  }
-  RunningJob& job = running->second;
-  absl::StatusOr<std::optional<StepEvent>> parsed =
-      ParseStepRecord(report.job_id(), report.record_json());
-  if (!parsed.ok()) {
-    const std::string what =
-        absl::StrCat(report.job_id(), " rank 0 sent ", parsed.status().message());
-    RefuseLocked(&worker, worker.info.worker_id, "bad_step", what);
-    return what;
-  }
-  const std::optional<StepEvent>& event = *parsed;
-  if (!event) return "";  // not a step report: nothing to store
-  const int64_t total = job.record.total_steps;
-  if (event->step < 1 || event->step > total) {
-    const std::string what =
-        absl::StrCat(report.job_id(), " rank 0 sent a record for step ", event->step,
-                     ", outside the job's steps 1..", total);
-    RefuseLocked(&worker, worker.info.worker_id, "bad_step", what);
-    return what;
-  }
-  if (job.awaiting_resume) {
-    // The restarted run's first step: it resumed from the checkpoint of the step before.
-    job.awaiting_resume = false;
-    const int64_t recomputed = std::max<int64_t>(0, job.failed_at_step - (event->step - 1));
-    recomputed_steps_ += recomputed;
-    RT_LOG(Info) << report.job_id() << " run " << job.record.restart_count + 1
-                 << " resumed after step " << event->step - 1 << ": " << recomputed
-                 << " step(s) the failed run had reported are computed again";
-  }
-  // The first record of a step is the one kept (the store ignores a second for the same step):
-  // a replay, or a step a restarted run computes again, changes nothing.
-  absl::StatusOr<bool> added = store_->AppendStepEvent(*event);
-  if (!added.ok()) {
-    RT_LOG(Error) << report.job_id() << " step " << event->step << ": " << added.status();
-    return "";
-  }
-  if (!*added) return "";
-  if (event->step > job.last_step) {
-    job.last_step = event->step;
-    job.last_loss = event->loss;
-  }
-  hub_->Publish(report.job_id(), ToProtoEvent(*event));
-  return "";
-}
-
 void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {
   // OnAgentMessage has checked that the worker runs this rank: it is free again.
   worker.state = WorkerState::kIdle;
@@ -365,7 +280,7 @@ void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {
       if (job.record.state == JobState::kAssigned) {
         TransitionLocked(exit.job_id(), JobState::kRunning, "every rank started");
       }
-      TransitionLocked(exit.job_id(), JobState::kSucceeded, "every rank exited 0");
+      FinishRunLocked(exit.job_id(), job);
     }
   } else if (live) {
     JobError error;

@@ -273,4 +273,30 @@ void Cluster::ExpireAdoptionsLocked(absl::Time now) {
   }
 }
 
+void Cluster::ExpireStartsLocked(absl::Time now) {
+  std::vector<std::pair<std::string, int>> late;  // (worker id, rank)
+  for (const auto& [id, job] : running_) {
+    if (job.record.state != JobState::kAssigned || job.adopting ||
+        now - job.assigned_at < options_.start_timeout) {
+      continue;
+    }
+    for (const RankPlacement& p : job.record.mesh) {
+      if (job.started.count(p.rank) == 0 && job.exited.count(p.rank) == 0) {
+        late.emplace_back(p.worker_id, p.rank);
+      }
+    }
+  }
+  // Every late rank's worker is lost: the first one's loss fails the run and blames it; the others
+  // are freed (their ranks are stopped with the run) and not offered work again until they
+  // register anew.
+  for (const auto& [worker_id, rank] : late) {
+    auto w = workers_.find(worker_id);
+    if (w == workers_.end() || w->second.state == WorkerState::kLost) continue;
+    LoseWorkerLocked(w->second,
+                     absl::StrCat("it took rank ", rank, "'s assignment but did not start its "
+                                  "trainer within ", Seconds(options_.start_timeout),
+                                  " (--rank-start-timeout)"));
+  }
+}
+
 }  // namespace ringtrain

@@ -49,6 +49,7 @@ inline constexpr char kCauseWorkerLost[] = "worker_lost";    // its worker stopp
 inline constexpr char kCauseAdoptTimeout[] = "adopt_timeout";  // not back after a restart
 inline constexpr char kCauseUnschedulable[] = "unschedulable";  // the pool cannot hold it
 inline constexpr char kCauseNoPort[] = "no_port";            // no rendezvous port was free
+inline constexpr char kCauseStepsMissing[] = "steps_missing";  // records that never arrived
 
 // Why a run of a job failed: the rank that caused it (not the survivors that noticed), with the
 // tail of its stderr.

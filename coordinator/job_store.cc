@@ -488,6 +488,20 @@ absl::StatusOr<std::vector<StepEvent>> JobStore::StepEvents(const std::string& j
   return events;
 }
 
+absl::StatusOr<std::vector<int64_t>> JobStore::StoredSteps(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  RT_RETURN_IF_ERROR(GetJobLocked(job_id).status());
+  Statement s(*db_, "SELECT step FROM step_events WHERE job_id = ? ORDER BY step");
+  s.Bind(1, job_id);
+  std::vector<int64_t> steps;
+  while (true) {
+    RT_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    steps.push_back(s.Int(0));
+  }
+  return steps;
+}
+
 absl::StatusOr<std::vector<StateChange>> JobStore::StateChanges(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   RT_RETURN_IF_ERROR(GetJobLocked(job_id).status());

@@ -82,6 +82,8 @@ class JobStore {
   // Step events with step >= from_step, ordered by step, at most `limit` (limit <= 0: all).
   absl::StatusOr<std::vector<StepEvent>> StepEvents(const std::string& job_id, int64_t from_step,
                                                     int64_t limit);
+  // The steps the job has events for, ascending (what MissingSteps in step_ranges.h reads).
+  absl::StatusOr<std::vector<int64_t>> StoredSteps(const std::string& job_id);
   // The job's state changes, oldest first.
   absl::StatusOr<std::vector<StateChange>> StateChanges(const std::string& job_id);
 

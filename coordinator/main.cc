@@ -39,6 +39,8 @@ struct Flags {
   double adopt_timeout_seconds = 20;
   double purge_lost_after_seconds = 600;
   double unschedulable_timeout_seconds = 600;
+  double rank_start_timeout_seconds = 30;
+  double records_timeout_seconds = 30;
   ringtrain::ServerTlsFiles tls;
   std::string client_token_file;
   std::string worker_token_file;
@@ -84,6 +86,8 @@ int Run(const Flags& flags) {
   options.adopt_timeout = absl::Seconds(flags.adopt_timeout_seconds);
   options.purge_lost_after = absl::Seconds(flags.purge_lost_after_seconds);
   options.unschedulable_timeout = absl::Seconds(flags.unschedulable_timeout_seconds);
+  options.start_timeout = absl::Seconds(flags.rank_start_timeout_seconds);
+  options.records_timeout = absl::Seconds(flags.records_timeout_seconds);
   if (!ParsePortRange(flags.rendezvous_ports, &options.rendezvous_port_first,
                       &options.rendezvous_port_last)) {
     std::fprintf(stderr, "ringtrain-coordinator: --rendezvous-ports \"%s\" is not FIRST-LAST "
@@ -234,6 +238,17 @@ int main(int argc, char** argv) {
                  "seconds a queued or restarting job may wait while the pool cannot hold it at "
                  "all (more ranks than live workers of its kind, after workers were lost) before "
                  "it fails; jobs behind it start meanwhile")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--rank-start-timeout", flags.rank_start_timeout_seconds,
+                 "seconds an agent has, after taking a rank's assignment, to report its trainer "
+                 "started; past that its worker is declared lost and blamed for the failed run")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--records-timeout", flags.records_timeout_seconds,
+                 "seconds a job whose ranks all exited 0 waits for step records the store lacks "
+                 "(asked of every agent, which keep them in their work dirs) before it fails "
+                 "naming the missing steps")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--metrics-address", flags.metrics_address,

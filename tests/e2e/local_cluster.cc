@@ -12,6 +12,8 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "common/grpc/credentials.h"
+
 namespace ringtrain::testing {
 namespace {
 
@@ -31,8 +33,11 @@ void Stop(Subprocess& process) {
 }  // namespace
 
 LocalCluster::LocalCluster(int workers, std::vector<std::string> coordinator_flags,
-                           std::vector<std::string> worker_flags)
-    : coordinator_flags_(std::move(coordinator_flags)) {
+                           std::vector<std::string> worker_flags, Protection protection,
+                           StartOrder order)
+    : coordinator_flags_(std::move(coordinator_flags)),
+      protection_(protection),
+      worker_flags_(std::move(worker_flags)) {
   std::filesystem::create_directories(data_root());
   address_ = "127.0.0.1:" + std::to_string(FreePort());
   // Rendezvous ports of this cluster's jobs: a block of 100 chosen by pid, so tests running side by
@@ -42,20 +47,94 @@ LocalCluster::LocalCluster(int workers, std::vector<std::string> coordinator_fla
                                std::to_string(first + 99));
   coordinator_metrics_ = "127.0.0.1:" + std::to_string(FreePort());
   coordinator_flags_.push_back("--metrics-address=" + coordinator_metrics_);
-  StartCoordinator();
-  stub_ = v1::JobService::NewStub(
-      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  ChannelSecurity security;
+  if (protection_ == Protection::kTlsAndTokens) {
+    const std::vector<std::string> tls = MakePki();
+    coordinator_flags_.insert(coordinator_flags_.end(), tls.begin(), tls.end());
+    worker_flags_.insert(worker_flags_.end(), {"--tls-ca", Pki("ca.crt"), "--join-token-file",
+                                               Pki("join-token")});
+    absl::StatusOr<ChannelSecurity> loaded =
+        LoadChannelSecurity({Pki("ca.crt"), "", ""}, "client-secret");
+    if (!loaded.ok()) ADD_FAILURE() << loaded.status();
+    if (loaded.ok()) security = *std::move(loaded);
+  }
+  if (order == StartOrder::kCoordinatorFirst) StartCoordinator();
+  stub_ = v1::JobService::NewStub(MakeChannel(address_, security, grpc::ChannelArguments()));
   for (int i = 0; i < workers; ++i) {
-    const std::string name = "worker-" + std::to_string(i);
     worker_metrics_.push_back("127.0.0.1:" + std::to_string(FreePort()));
-    std::vector<std::string> argv = {
-        BinDir() + "/ringtrain-worker", "--coordinator", address_, "--work-dir", work_dir(i),
-        "--threads", "1", "--host-label", "local", "--advertise-address", "127.0.0.1",
-        "--metrics-address", worker_metrics_.back(), "--data-root", data_root()};
-    argv.insert(argv.end(), worker_flags.begin(), worker_flags.end());
-    workers_.push_back(StartCommand(argv, dir_ / (name + ".log")));
+    worker_starts_.push_back(0);
+    workers_.emplace_back();
+    StartWorker(i);
+  }
+  if (order == StartOrder::kAgentsFirst) {
+    const bool tried = WaitFor(
+        [&] {
+          for (int i = 0; i < workers; ++i) {
+            const std::string log = ReadFile(dir_ / ("worker-" + std::to_string(i) + ".log"));
+            if (log.find("cannot reach coordinator") == std::string::npos) return false;
+          }
+          return true;
+        },
+        30);
+    if (!tried) ADD_FAILURE() << "the agents never tried the absent coordinator\n" << Logs();
+    StartCoordinator();
   }
   if (!WaitForIdleWorkers(workers, 30)) ADD_FAILURE() << "workers did not register\n" << Logs();
+}
+
+std::vector<std::string> LocalCluster::MakePki() {
+  std::filesystem::create_directories(dir_ / "pki");
+  const auto openssl = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "/usr/bin/openssl");
+    const CommandResult r = RunCommand(args);
+    if (r.exit_code != 0) ADD_FAILURE() << "openssl: " << r.output;
+  };
+  WriteFile(Pki("san.cnf"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
+  openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+           "-days", "1", "-subj", "/CN=ringtrain test CA", "-keyout", Pki("ca.key"), "-out",
+           Pki("ca.crt")});
+  openssl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj",
+           "/CN=127.0.0.1", "-keyout", Pki("server.key"), "-out", Pki("server.csr")});
+  openssl({"x509", "-req", "-in", Pki("server.csr"), "-CA", Pki("ca.crt"), "-CAkey",
+           Pki("ca.key"), "-CAcreateserial", "-days", "1", "-extfile", Pki("san.cnf"), "-out",
+           Pki("server.crt")});
+  WriteFile(Pki("client-tokens"), "client-secret\n");
+  WriteFile(Pki("client-token"), "client-secret\n");
+  WriteFile(Pki("join-token"), "join-secret\n");
+  return {"--tls-cert", Pki("server.crt"), "--tls-key", Pki("server.key"), "--client-token-file",
+          Pki("client-tokens"), "--worker-token-file", Pki("join-token")};
+}
+
+std::vector<std::string> LocalCluster::ringctl_flags() const {
+  std::vector<std::string> flags = {"--coordinator", address_};
+  if (protection_ == Protection::kTlsAndTokens) {
+    flags.insert(flags.end(), {"--tls-ca", Pki("ca.crt"), "--token-file", Pki("client-token")});
+  }
+  return flags;
+}
+
+void LocalCluster::StartWorker(int worker) {
+  const std::string name = "worker-" + std::to_string(worker);
+  std::vector<std::string> argv = {
+      BinDir() + "/ringtrain-worker", "--coordinator", address_, "--work-dir", work_dir(worker),
+      "--threads", "1", "--host-label", "local", "--advertise-address", "127.0.0.1",
+      "--metrics-address", worker_metrics_.at(worker), "--data-root", data_root()};
+  argv.insert(argv.end(), worker_flags_.begin(), worker_flags_.end());
+  // The first start's log is worker-<i>.log, a restart's worker-<i>-<n>.log.
+  const int starts = worker_starts_.at(worker)++;
+  const std::string log = starts == 0 ? name + ".log" : name + "-" + std::to_string(starts) + ".log";
+  workers_.at(worker) = StartCommand(argv, dir_ / log);
+}
+
+void LocalCluster::RestartWorker(int worker, int signo) {
+  Subprocess& agent = workers_.at(worker);
+  if (signo == SIGTERM) {
+    Stop(agent);
+  } else {
+    agent.Signal(signo);
+    WaitCommand(agent, 10);
+  }
+  StartWorker(worker);
 }
 
 LocalCluster::~LocalCluster() {
@@ -71,13 +150,17 @@ void LocalCluster::StartCoordinator() {
       argv, dir_ / ("coordinator-" + std::to_string(coordinator_starts_++) + ".log"));
 }
 
-void LocalCluster::RestartCoordinator(int signo) {
+void LocalCluster::StopCoordinator(int signo) {
   if (signo == SIGTERM) {
     Stop(coordinator_);
   } else {
     coordinator_.Signal(signo);
     WaitCommand(coordinator_, 10);
   }
+}
+
+void LocalCluster::RestartCoordinator(int signo) {
+  StopCoordinator(signo);
   StartCoordinator();
 }
 

@@ -18,16 +18,38 @@
 
 namespace ringtrain::testing {
 
+// How the cluster's processes reach each other.
+enum class Protection {
+  kPlaintext,
+  // As deployed beyond loopback: TLS (a CA and a server certificate for 127.0.0.1 made with
+  // openssl in the cluster's folder), client tokens for the JobService and a join token for the
+  // agents. The cluster's own stub and ringctl_flags() carry the CA and a client token.
+  kTlsAndTokens,
+};
+
+// Which starts first.
+enum class StartOrder {
+  kCoordinatorFirst,
+  // The agents first: the coordinator starts once every agent has logged a failed attempt to
+  // reach it (as when a deployment starts its workers before its coordinator).
+  kAgentsFirst,
+};
+
 class LocalCluster {
  public:
   // Starts the coordinator and `workers` agents, and waits until every agent is IDLE. Every agent
   // gets --work-dir <dir>/worker-<i> (so its checkpoints go to <dir>/worker-<i>/checkpoints/<job>/)
   // and --data-root data_root(), then `worker_flags`.
   explicit LocalCluster(int workers, std::vector<std::string> coordinator_flags = {},
-                        std::vector<std::string> worker_flags = {});
+                        std::vector<std::string> worker_flags = {},
+                        Protection protection = Protection::kPlaintext,
+                        StartOrder order = StartOrder::kCoordinatorFirst);
   ~LocalCluster();
 
   const std::string& address() const { return address_; }
+  // The flags a ringctl command needs to reach this cluster's coordinator: --coordinator, and with
+  // kTlsAndTokens --tls-ca and --token-file.
+  std::vector<std::string> ringctl_flags() const;
   // HOST:PORT of each process's Prometheus /metrics (ports picked free).
   const std::string& coordinator_metrics() const { return coordinator_metrics_; }
   const std::vector<std::string>& worker_metrics() const { return worker_metrics_; }
@@ -44,6 +66,13 @@ class LocalCluster {
   // Stops the coordinator with `signo` (SIGTERM: a clean stop; SIGKILL: a crash) and starts it
   // again on the same address and database.
   void RestartCoordinator(int signo = SIGTERM);
+  // The two halves of RestartCoordinator, for a coordinator that stays away a while.
+  void StopCoordinator(int signo);
+  void StartCoordinator();
+
+  // Stops agent `worker` with `signo` (SIGTERM: a clean stop; SIGKILL: a crash) and starts it
+  // again with the same flags and work dir.
+  void RestartWorker(int worker, int signo = SIGTERM);
 
   // Sends `signo` to agent `worker` (an index, 0..workers-1; SIGKILL: the agent dies) and, for
   // SIGKILL, reaps it.
@@ -76,7 +105,11 @@ class LocalCluster {
   std::string Logs() const;
 
  private:
-  void StartCoordinator();
+  void StartWorker(int worker);
+  // kTlsAndTokens: makes the CA, the server certificate and the token files in <dir>/pki; returns
+  // the coordinator's flags and sets pki_.
+  std::vector<std::string> MakePki();
+  std::string Pki(const std::string& name) const { return dir_ / "pki" / name; }
 
   TempDir dir_;
   std::string address_;
@@ -85,6 +118,9 @@ class LocalCluster {
   std::vector<std::string> coordinator_flags_;
   Subprocess coordinator_;
   int coordinator_starts_ = 0;
+  const Protection protection_;
+  std::vector<std::string> worker_flags_;
+  std::vector<int> worker_starts_;
   std::vector<Subprocess> workers_;
   std::unique_ptr<v1::JobService::Stub> stub_;
 };

@@ -25,173 +25,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/printable.h"
 #include "tests/e2e/local_cluster.h"
+#include "tests/e2e/reliability_util.h"
 
 namespace ringtrain::testing {
 namespace {
 
 using ::testing::HasSubstr;
-using Clock = std::chrono::steady_clock;
-
-constexpr int kSteps = 24;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-bool IsFinal(const v1::Job& job) {
-  return job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_FAILED ||
-         job.state() == v1::JOB_STATE_CANCELLED;
-}
-
-// The debug config as a job of kSteps steps on a dp × cp mesh that checkpoints every 5 steps and
-// may restart `max_restarts` times after 1 s.
-std::vector<std::string> Restartable(int dp, int cp, int max_restarts, double comm_timeout = 10) {
-  return {"parallelism.data_parallel_replicate_degree=" + std::to_string(dp),
-          "parallelism.context_parallel_degree=" + std::to_string(cp),
-          "training.steps=" + std::to_string(kSteps),
-          "lr_scheduler.warmup_steps=5",
-          "metrics.log_freq=1000",
-          "checkpoint.enable=true",
-          "checkpoint.interval=5",
-          "job.max_restarts=" + std::to_string(max_restarts),
-          "job.restart_backoff_seconds=1",
-          "comm.timeout_seconds=" + absl::StrCat(comm_timeout)};
-}
-
-// The uninterrupted run: the same config through ringtrain-run (checkpoints off), its records by
-// step (1-based index 0..kSteps-1).
-std::vector<std::map<std::string, std::string>> Uninterrupted(const LocalCluster& cluster,
-                                                              int nproc,
-                                                              const std::vector<std::string>& job) {
-  const std::string out = cluster.dir() / "uninterrupted.jsonl";
-  std::vector<std::string> run = {BinDir() + "/ringtrain-run", "--nproc", std::to_string(nproc),
-                                  ConfigPath("debug_model.toml")};
-  for (const std::string& o : job) run.push_back("--" + o);
-  run.push_back("--checkpoint.enable=false");
-  run.push_back("--metrics.jsonl=" + out);
-  CommandResult result = RunCommand(run);
-  EXPECT_EQ(result.exit_code, 0) << result.output;
-  return ReadJsonl(out);
-}
-
-// Every stored step record of the job (WatchJob replays them once each, in order).
-std::vector<std::string> StoredRecords(LocalCluster& cluster, const std::string& job_id) {
-  grpc::Status status;
-  std::vector<std::string> records;
-  for (const v1::JobEvent& e : cluster.Watch(job_id, 0, 30, &status)) {
-    if (e.has_step()) records.push_back(e.step().record_json());
-  }
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  return records;
-}
-
-// The step records the job's last run wrote on the worker that ran its rank 0: they start after
-// the checkpoint it resumed from, and include the steps the failed run had already reported.
-std::vector<std::map<std::string, std::string>> LastRunRecords(const LocalCluster& cluster,
-                                                               const std::string& job_id,
-                                                               int workers) {
-  for (int i = 0; i < workers; ++i) {
-    const std::string path = cluster.work_dir(i) + "/" + job_id + "/rank-0/metrics.jsonl";
-    if (!std::filesystem::exists(path)) continue;
-    std::vector<std::map<std::string, std::string>> records = ReadJsonl(path);
-    if (!records.empty() && records.front()["step"] != "1") return records;
-  }
-  return {};
-}
-
-// Every step stored once, in order, and each loss bitwise the uninterrupted run's; the last run's
-// own records (the recomputed steps too) likewise. Returns the step the last run resumed after.
-int ExpectBitwiseResume(LocalCluster& cluster, const std::string& job_id, int workers,
-                        const std::vector<std::map<std::string, std::string>>& expected) {
-  const std::vector<std::string> stored = StoredRecords(cluster, job_id);
-  EXPECT_EQ(stored.size(), static_cast<size_t>(kSteps));
-  EXPECT_EQ(expected.size(), static_cast<size_t>(kSteps));
-  for (size_t i = 0; i < stored.size() && i < expected.size(); ++i) {
-    EXPECT_EQ(RawField(stored[i], "step"), std::to_string(i + 1));
-    EXPECT_EQ(RawField(stored[i], "loss"), expected[i].at("loss")) << "step " << i + 1;
-  }
-  std::vector<std::map<std::string, std::string>> last = LastRunRecords(cluster, job_id, workers);
-  EXPECT_FALSE(last.empty()) << "no restarted run's records found";
-  if (last.empty()) return 0;
-  const int resumed_after = std::stoi(last.front()["step"]) - 1;
-  EXPECT_EQ(last.size(), static_cast<size_t>(kSteps - resumed_after));
-  for (auto& record : last) {
-    const int step = std::stoi(record["step"]);
-    EXPECT_EQ(record["loss"], expected.at(step - 1).at("loss")) << "resumed run, step " << step;
-  }
-  return resumed_after;
-}
-
-// How long after `start` the job was first seen RESTARTING, RUNNING again, and past `step`.
-struct RecoveryTimes {
-  double detected = -1;  // RESTARTING
-  double running = -1;   // RUNNING in its next run
-  double training = -1;  // a step beyond the one it had reached
-};
-
-RecoveryTimes WatchRecovery(LocalCluster& cluster, const std::string& job_id, int64_t step,
-                            Clock::time_point start, double timeout) {
-  RecoveryTimes t;
-  cluster.WaitForJob(job_id, [&](const v1::Job& j) {
-    const double now = SecondsSince(start);
-    if (t.detected < 0 && j.state() == v1::JOB_STATE_RESTARTING) t.detected = now;
-    if (t.detected >= 0 && t.running < 0 && j.state() == v1::JOB_STATE_RUNNING) t.running = now;
-    if (t.running >= 0 && t.training < 0 && j.last_step() > step) t.training = now;
-    return t.training >= 0 || IsFinal(j);
-  }, timeout, "training again after the failure");
-  return t;
-}
-
-void PrintRecovery(const char* what, const RecoveryTimes& t, int64_t failed_at, int resumed_after) {
-  std::printf("%s: RESTARTING after %.2f s, RUNNING again after %.2f s, training (past step %lld) "
-              "after %.2f s; steps recomputed %lld (failed at step %lld, resumed after %d)\n",
-              what, t.detected, t.running, static_cast<long long>(failed_at), t.training,
-              static_cast<long long>(failed_at - resumed_after), static_cast<long long>(failed_at),
-              resumed_after);
-}
-
-// A job underway: submitted, past `step`, and the trainer of the rank a test is about to fail.
-struct Underway {
-  v1::Job job;
-  pid_t trainer = -1;   // -1 (after a test failure) when it was not found
-  int64_t step = 0;     // the job's last reported step when it was found
-};
-
-Underway SubmitAndRunTo(LocalCluster& cluster, const std::vector<std::string>& overrides,
-                        int rank, int64_t step = 8) {
-  Underway u;
-  u.job = cluster.Submit(ConfigPath("debug_model.toml"), overrides);
-  if (!cluster.WaitForJob(u.job.job_id(), [&](const v1::Job& j) { return j.last_step() >= step; },
-                          180, "step " + std::to_string(step))) {
-    return u;
-  }
-  u.trainer = cluster.TrainerPid(u.job.job_id(), rank);
-  u.step = cluster.Get(u.job.job_id()).last_step();
-  if (u.trainer <= 0) ADD_FAILURE() << "no trainer of rank " << rank << "\n" << cluster.Logs();
-  return u;
-}
-
-// The job once it has ended, after a test failure unless it SUCCEEDED.
-v1::Job Succeeded(LocalCluster& cluster, const std::string& job_id) {
-  cluster.WaitForJob(job_id, IsFinal, 240, "end");
-  const v1::Job done = cluster.Get(job_id);
-  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.ShortDebugString() << cluster.Logs();
-  return done;
-}
-
-class ReliabilityTest : public ::testing::Test {
- protected:
-  // `workers` agents sharing one checkpoint root; a 4 s heartbeat timeout so a lost agent costs
-  // seconds, not the default 10.
-  std::unique_ptr<LocalCluster> Start(int workers, std::vector<std::string> coordinator = {},
-                                      std::vector<std::string> agent = {}) {
-    coordinator.push_back("--worker-timeout=4");
-    agent.push_back("--checkpoint-root=" + checkpoints_.path());
-    return std::make_unique<LocalCluster>(workers, coordinator, agent);
-  }
-
-  TempDir checkpoints_;
-};
 
 TEST_F(ReliabilityTest, AKilledTrainerRestartsFromTheCheckpointAndMatchesBitwise) {
   std::unique_ptr<LocalCluster> cluster = Start(2);
@@ -245,8 +84,18 @@ TEST_F(ReliabilityTest, AStoppedTrainerIsFoundHungNamedAndRestarted) {
   PrintRecovery("trainer SIGSTOP", t, u.step, resumed_after);
 }
 
-TEST_F(ReliabilityTest, AKilledAgentTakesItsTrainerAndTheJobRestartsOnTheOthers) {
-  std::unique_ptr<LocalCluster> cluster = Start(3);
+// The agent-restart and coordinator-restart cases run in plaintext and as deployed beyond
+// loopback (TLS, client tokens, join tokens), where an agent reaches its coordinator again through
+// a TLS channel.
+class ProtectedReliabilityTest : public ReliabilityTest,
+                                 public ::testing::WithParamInterface<Protection> {};
+
+std::string ProtectionName(const ::testing::TestParamInfo<Protection>& info) {
+  return info.param == Protection::kPlaintext ? "Plaintext" : "TlsAndTokens";
+}
+
+TEST_P(ProtectedReliabilityTest, AKilledAgentTakesItsTrainerAndTheJobRestartsOnTheOthers) {
+  std::unique_ptr<LocalCluster> cluster = Start(3, {}, {}, GetParam());
   const std::vector<std::string> job_overrides = Restartable(1, 2, 1);
   const Underway u = SubmitAndRunTo(*cluster, job_overrides, /*rank=*/1);
   ASSERT_GT(u.trainer, 0);
@@ -436,15 +285,21 @@ TEST_F(ReliabilityTest, AQueueHeadThePoolCanNoLongerHoldDoesNotJamTheQueue) {
   EXPECT_THAT(failed.error().message(), HasSubstr("needs 3 cpu workers, the pool has 2"));
 }
 
-TEST_F(ReliabilityTest, ACoordinatorKilledMidJobStillEndsWithEveryStepOnce) {
-  std::unique_ptr<LocalCluster> cluster = Start(2);
+TEST_P(ProtectedReliabilityTest, ACoordinatorKilledMidJobStillEndsWithEveryStepOnce) {
+  std::unique_ptr<LocalCluster> cluster = Start(2, {}, {}, GetParam());
   const std::vector<std::string> job_overrides = Restartable(1, 2, 0);
   const Underway u = SubmitAndRunTo(*cluster, job_overrides, /*rank=*/0, /*step=*/5);
   const v1::Job& job = u.job;
   const Clock::time_point killed = Clock::now();
   cluster->RestartCoordinator(SIGKILL);
+  // Back within their heartbeat timeout (--worker-timeout=4 here) of the coordinator's return.
   ASSERT_TRUE(WaitFor([&] { return cluster->Workers().size() == 2; }, 30)) << cluster->Logs();
   std::printf("coordinator SIGKILL -> both agents back: %.2f s\n", SecondsSince(killed));
+  const int64_t seen = cluster->Get(job.job_id()).last_step();
+  ASSERT_TRUE(cluster->WaitForJob(job.job_id(),
+                                  [&](const v1::Job& j) { return j.last_step() > seen; }, 60,
+                                  "a step after the restart"));
+  std::printf("coordinator SIGKILL -> the job's next step: %.2f s\n", SecondsSince(killed));
   const v1::Job done = Succeeded(*cluster, job.job_id());
   EXPECT_EQ(done.restart_count(), 0) << "the ranks were re-adopted, not restarted";
   const std::vector<std::map<std::string, std::string>> expected =
@@ -456,6 +311,10 @@ TEST_F(ReliabilityTest, ACoordinatorKilledMidJobStillEndsWithEveryStepOnce) {
     EXPECT_EQ(RawField(stored[i], "loss"), expected.at(i).at("loss")) << "step " << i + 1;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Protections, ProtectedReliabilityTest,
+                         ::testing::Values(Protection::kPlaintext, Protection::kTlsAndTokens),
+                         ProtectionName);
 
 }  // namespace
 }  // namespace ringtrain::testing

@@ -23,6 +23,7 @@
 #include "common/status_macros.h"
 #include "worker/agent/device_probe.h"
 #include "worker/agent/job_paths.h"
+#include "worker/agent/step_records.h"
 
 namespace ringtrain {
 namespace {
@@ -61,14 +62,19 @@ class Backoff {
   std::mt19937 rng_{std::random_device{}()};
 };
 
+// A channel of its own to the coordinator. Two gRPC defaults matter here (grpc 1.51):
+// - GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is also the connect timeout: the deadline of every connection
+//   attempt (TCP connect, TLS handshake, the server's HTTP/2 SETTINGS) is at least that far from
+//   when the attempt starts. Set to the agent's 200 ms, as it was, a TLS attempt never finished in
+//   time once its channel had failed: "tcp handshaker shutdown", "Handshake read failed",
+//   "connection attempt timed out before receiving SETTINGS frame", for ever, while plaintext
+//   attempts (no handshake) finished first. So it keeps its default (20 s).
+// - Channels with equal arguments share subchannels (and with them the connection backoff) through
+//   the global pool: a channel made to replace a failed one would inherit its backoff. A local
+//   pool makes each channel start afresh; the agent's own backoff paces the attempts.
 std::shared_ptr<grpc::Channel> MakeChannel(const AgentOptions& options) {
-  // gRPC's own reconnect backoff (1 s growing to 120 s by default) would fail our attempts fast
-  // long after the coordinator is back; keep it in step with the agent's.
   grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-              static_cast<int>(options.initial_backoff.count()));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options.initial_backoff.count()));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options.max_backoff.count()));
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return ringtrain::MakeChannel(options.coordinator, options.security, args);
 }
 
@@ -201,6 +207,12 @@ void Agent::Shutdown() {
   if (running_) force_stop_thread_ = std::thread([this] { ForceStopLoop(); });
 }
 
+void Agent::NewChannel() {
+  stub_.reset();
+  channel_ = MakeChannel(options_);
+  stub_ = v1::WorkerService::NewStub(channel_);
+}
+
 void Agent::ForceStopLoop() {
   absl::MutexLock lock(&mu_);
   const absl::Duration wait = absl::FromChrono(stop_deadline_ - Clock::now()) + kForceStopAfter;
@@ -216,6 +228,15 @@ bool Agent::SleepUnlessStopped(std::chrono::milliseconds delay) {
   mu_.AwaitWithTimeout(absl::Condition(&stop_requested_), absl::FromChrono(delay));
   return !stop_requested_;
 }
+
+namespace {
+
+// A call that failed because the coordinator could not be reached (or answered too late).
+bool IsUnreachable(absl::StatusCode code) {
+  return code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded;
+}
+
+}  // namespace
 
 absl::Status Agent::Run() {
   Backoff backoff(options_.initial_backoff, options_.max_backoff);
@@ -243,6 +264,7 @@ absl::Status Agent::Run() {
         const std::chrono::milliseconds delay = backoff.Next();
         RT_LOG(Warning) << registered.message() << " (retrying in " << Seconds(delay) << " s)";
         SleepUnlessStopped(delay);
+        if (IsUnreachable(registered.code())) NewChannel();
         continue;
       }
     }
@@ -275,6 +297,7 @@ absl::Status Agent::Run() {
                       << trainer << " (reconnecting in " << Seconds(delay) << " s)";
     }
     SleepUnlessStopped(delay);
+    NewChannel();  // the session broke: the next attempt starts from a fresh connection
   }
 
   rank_.AwaitEnd(absl::FromChrono(options_.cancel_grace) + absl::Seconds(5));
@@ -399,6 +422,21 @@ grpc::Status Agent::RunSession(bool* opened) {
         HandleCancel(message.cancel());
       } else if (message.has_log_request()) {
         log_server_.Handle(message.log_request());
+      } else if (message.has_step_records_request()) {
+        // Rare (a finished job whose store lacks steps) and one sequential read of one file.
+        std::vector<v1::AgentMessage> answer =
+            AnswerStepRecords(options_.work_dir, message.step_records_request());
+        int64_t records = 0;
+        for (const v1::AgentMessage& m : answer) records += m.step_records().record_json_size();
+        RT_LOG(Info) << "the coordinator asked for steps "
+                     << message.step_records_request().first_step() << "-"
+                     << message.step_records_request().last_step() << " of "
+                     << message.step_records_request().job_id() << " rank "
+                     << message.step_records_request().rank() << ": sending " << records
+                     << " records from this work dir";
+        absl::MutexLock lock(&mu_);
+        for (v1::AgentMessage& m : answer) replies_.push_back(std::move(m));
+        writer_wakeup_ = true;
       } else {
         RT_LOG(Warning) << "ignoring a message of unknown kind from the coordinator";
       }

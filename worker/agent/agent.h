@@ -129,14 +129,18 @@ class Agent {
   // Started by Shutdown() during Run(): cancels the call if it is still open well after
   // stop_deadline_ (a Write stuck on a coordinator that stopped reading).
   void ForceStopLoop();
+  // Replaces channel_ and stub_ with ones that share no connection state with the old.
+  void NewChannel();
   bool RunReturned() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !running_; }
   bool WriterStopped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !writer_running_; }
 
   const AgentOptions options_;
   const std::string device_kind_;
   const DeviceInfo device_info_;  // what Register reports (device_probe.h), probed once in Create
-  const std::shared_ptr<grpc::Channel> channel_;
-  const std::unique_ptr<v1::WorkerService::Stub> stub_;
+  // The channel to the coordinator; a new one (NewChannel) before each attempt after one that
+  // could not reach it. Used by Run's thread only (the writer uses the session's stream).
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
   const std::shared_ptr<AgentMetrics> metrics_;
 
   // What the coordinator has yet to hear, kept across sessions (its own lock).

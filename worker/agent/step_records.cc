@@ -1,0 +1,61 @@
+#include "worker/agent/step_records.h"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace ringtrain {
+namespace {
+
+// Job ids name a folder under the work dir: no separators, no "..".
+bool SafeJobId(const std::string& job_id) {
+  return !job_id.empty() && job_id != "." && job_id != ".." &&
+         std::all_of(job_id.begin(), job_id.end(), [](char c) {
+           return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
+                  c == '.';
+         });
+}
+
+v1::AgentMessage Empty(const v1::StepRecordsRequest& request) {
+  v1::AgentMessage message;
+  v1::StepRecords* records = message.mutable_step_records();
+  records->set_job_id(request.job_id());
+  records->set_rank(request.rank());
+  return message;
+}
+
+}  // namespace
+
+std::vector<v1::AgentMessage> AnswerStepRecords(const std::string& work_dir,
+                                                const v1::StepRecordsRequest& request) {
+  std::vector<v1::AgentMessage> out = {Empty(request)};
+  if (!SafeJobId(request.job_id()) || request.rank() < 0) return out;
+  std::ifstream in(absl::StrCat(work_dir, "/", request.job_id(), "/rank-", request.rank(),
+                                "/metrics.jsonl"));
+  std::set<int64_t> seen;
+  size_t bytes = 0;
+  std::string line;
+  // getline on a last line without its newline: the trainer was killed mid-write; the parse
+  // below refuses a torn record.
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+    const int64_t step = j["step"].get<int64_t>();
+    if (step < request.first_step() || step > request.last_step()) continue;
+    if (!seen.insert(step).second) continue;
+    if (bytes > 0 && bytes + line.size() > kStepRecordsChunkBytes) {
+      out.back().mutable_step_records()->set_more(true);
+      out.push_back(Empty(request));
+      bytes = 0;
+    }
+    out.back().mutable_step_records()->add_record_json(line);
+    bytes += line.size();
+  }
+  return out;
+}
+
+}  // namespace ringtrain
