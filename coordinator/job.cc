@@ -1,5 +1,7 @@
 #include "coordinator/job.h"
 
+#include <cstdio>
+
 namespace ringtrain {
 
 const char* JobStateName(JobState state) {
@@ -41,6 +43,12 @@ bool IsAllowedTransition(JobState from, JobState to) {
     case S::kRestarting: return to == S::kAssigned || to == S::kFailed || to == S::kCancelled;
     default: return false;  // final states stay final
   }
+}
+
+std::string JobIdForNumber(int64_t number) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "job-%06lld", static_cast<long long>(number));
+  return buf;
 }
 
 }  // namespace ringtrain

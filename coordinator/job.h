@@ -34,6 +34,9 @@ bool IsTerminal(JobState state);
 // RESTARTING → ASSIGNED | FAILED | CANCELLED; nothing leaves a final state.
 bool IsAllowedTransition(JobState from, JobState to);
 
+// "job-000042": the id of the store's 42nd job (numbered from 1, never reused).
+std::string JobIdForNumber(int64_t number);
+
 // Where one rank runs. cp_group = dp_index (the cp ranks of one data-parallel replica).
 struct RankPlacement {
   int rank = 0;

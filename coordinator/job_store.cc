@@ -1,95 +1,27 @@
-// The job state machine over SQL: the schema, the mapping of JobRecord and its lists to columns,
-// and each store operation as one short transaction. SQLite's C API stays in sqlite_db.cc.
+// The job state machine over SQL: the mapping of JobRecord and its lists to columns, and each store
+// operation as one short transaction. The tables are in job_store_schema.cc, what opening checks of
+// a file's records in job_store_check.cc; SQLite's C API stays in sqlite_db.cc.
 #include "coordinator/job_store.h"
 
-#include <cstdio>
 #include <filesystem>
 #include <limits>
-#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "coordinator/job_store_check.h"
+#include "coordinator/job_store_schema.h"
 #include "coordinator/sqlite_db.h"
 #include "nlohmann/json.hpp"
 
 namespace ringtrain {
 namespace {
 
-// Lists (overrides, mesh) and the error are JSON columns: they are always read and written whole.
-// REAL columns may be NULL: SQLite has no NaN, so a NaN (a diverged loss) is stored as NULL.
-constexpr const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS counters (
-  name  TEXT PRIMARY KEY,
-  value INTEGER NOT NULL
-);
-INSERT OR IGNORE INTO counters (name, value) VALUES ('next_job_number', 1);
-CREATE TABLE IF NOT EXISTS jobs (
-  job_number        INTEGER PRIMARY KEY,
-  job_id            TEXT NOT NULL UNIQUE,
-  name              TEXT NOT NULL,
-  state             TEXT NOT NULL,
-  config_toml       TEXT NOT NULL,
-  overrides_json    TEXT NOT NULL,
-  world_size        INTEGER NOT NULL,
-  dp                INTEGER NOT NULL,
-  cp                INTEGER NOT NULL,
-  mesh_json         TEXT NOT NULL,
-  wait_reason       TEXT NOT NULL,
-  error_json        TEXT,
-  submitted_unix_ms INTEGER NOT NULL,
-  started_unix_ms   INTEGER NOT NULL,
-  finished_unix_ms  INTEGER NOT NULL,
-  total_steps       INTEGER NOT NULL,
-  last_step         INTEGER NOT NULL,
-  last_loss         REAL,
-  device_kind       TEXT NOT NULL DEFAULT 'cpu',
-  restart_json      TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS state_changes (
-  seq        INTEGER PRIMARY KEY AUTOINCREMENT,
-  job_id     TEXT NOT NULL REFERENCES jobs (job_id),
-  from_state TEXT NOT NULL,
-  to_state   TEXT NOT NULL,
-  message    TEXT NOT NULL,
-  unix_ms    INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS state_changes_by_job ON state_changes (job_id, seq);
-CREATE TABLE IF NOT EXISTS step_events (
-  job_id            TEXT NOT NULL REFERENCES jobs (job_id),
-  step              INTEGER NOT NULL,
-  loss              REAL,
-  grad_norm         REAL,
-  lr                REAL,
-  tokens_per_second REAL,
-  step_seconds      REAL,
-  record_json       TEXT NOT NULL,
-  PRIMARY KEY (job_id, step)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS workers (
-  worker_id          TEXT PRIMARY KEY,
-  credential_sha256  TEXT NOT NULL,
-  registered_unix_ms INTEGER NOT NULL
-) WITHOUT ROWID;
-)sql";
-
 constexpr const char* kJobColumns =
     "job_id, name, state, config_toml, overrides_json, world_size, dp, cp, mesh_json, wait_reason, "
     "error_json, submitted_unix_ms, started_unix_ms, finished_unix_ms, total_steps, last_step, "
     "last_loss, device_kind, restart_json";
-
-// Columns added after the first release, with their definitions: a store written by an older
-// coordinator gains them when it is opened (ALTER TABLE ... ADD COLUMN), its rows taking the
-// default.
-constexpr std::pair<const char*, const char*> kAddedJobColumns[] = {
-    {"restart_json", "TEXT NOT NULL DEFAULT '{}'"},
-};
-
-std::string JobIdFor(int64_t number) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "job-%06lld", static_cast<long long>(number));
-  return buf;
-}
 
 absl::StatusOr<JobState> ParseState(const std::string& name) {
   auto state = JobStateFromName(name);
@@ -161,22 +93,6 @@ void ReadRestartJson(const nlohmann::json& r, JobRecord* job) {
   for (const auto& o : r.value("mesh_overrides", nlohmann::json::array())) {
     job->mesh_overrides.push_back(o.get<std::string>());
   }
-}
-
-// Adds the kAddedJobColumns a store written by an older coordinator lacks.
-absl::Status AddMissingColumns(SqliteDb& db) {
-  std::set<std::string> have;
-  Statement info(db, "PRAGMA table_info(jobs)");
-  while (true) {
-    RT_ASSIGN_OR_RETURN(bool row, info.Step());
-    if (!row) break;
-    have.insert(info.Text(1));
-  }
-  for (const auto& [name, definition] : kAddedJobColumns) {
-    if (have.count(name) != 0) continue;
-    RT_RETURN_IF_ERROR(db.Exec(absl::StrCat("ALTER TABLE jobs ADD COLUMN ", name, " ", definition)));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<nlohmann::json> ParseJsonColumn(const std::string& text, const char* column) {
@@ -254,16 +170,22 @@ absl::Status InsertStateChange(SqliteDb& db, StateChange& c) {
 
 namespace {
 
-// An error of opening the store at `path`; a damaged file (DATA_LOSS, sqlite_db.h) says what to
-// do about it.
+// The refusal of a store at `path` that is damaged or lost records; `finding` says what is wrong.
+// --new-store never takes such a file, so the remedy moves it away first.
+absl::Status Damaged(const std::string& path, absl::string_view finding) {
+  return absl::DataLossError(absl::StrCat(
+      "job store '", path, "' is damaged: ", finding,
+      ". Restore it from a backup, or move it away (with its -wal and -shm files) and start "
+      "with --new-store to begin a new, empty store."));
+}
+
+// An error of opening the store at `path`; a file SQLite finds damaged (DATA_LOSS, sqlite_db.h)
+// says what to do about it.
 absl::Status OpenError(const std::string& path, const absl::Status& s) {
   if (s.code() != absl::StatusCode::kDataLoss) {
     return absl::Status(s.code(), absl::StrCat("job store '", path, "': ", s.message()));
   }
-  return absl::DataLossError(absl::StrCat(
-      "job store '", path, "' is damaged: SQLite says \"", s.message(),
-      "\". Restore it from a backup, or move it away (with its -wal and -shm files) and start "
-      "with --new-store to begin a new, empty store."));
+  return Damaged(path, absl::StrCat("SQLite says \"", s.message(), "\""));
 }
 
 }  // namespace
@@ -294,14 +216,21 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
     if (absl::Status s = store->db_->QuickCheck(); !s.ok()) return OpenError(path, s);
     // journal_mode answers "memory" for an in-memory database; that is fine. Every commit is
     // synced (FULL), so the stamp CreateJob writes after one never runs ahead of the store.
-    for (const char* sql : {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL",
-                            "PRAGMA foreign_keys = ON", kSchema}) {
+    for (const char* sql :
+         {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL", "PRAGMA foreign_keys = ON"}) {
       absl::Status s = store->db_->Exec(sql);
       if (!s.ok()) return OpenError(path, s);
     }
-    if (absl::Status s = AddMissingColumns(*store->db_); !s.ok()) return OpenError(path, s);
+    // A sound file may still have lost tables or rows (dropped or deleted by hand, a tool, a
+    // partial restore): refused like damage, before the stamp compares the counter it keeps.
+    absl::StatusOr<std::string> lost = PrepareSchema(*store->db_);
+    if (!lost.ok()) return OpenError(path, lost.status());
+    if (!lost->empty()) return Damaged(path, *lost);
     absl::StatusOr<int64_t> next = store->NextJobNumberLocked();
     if (!next.ok()) return OpenError(path, next.status());
+    lost = FindLostRecords(*store->db_, *next);
+    if (!lost.ok()) return OpenError(path, lost.status());
+    if (!lost->empty()) return Damaged(path, *lost);
     RT_RETURN_IF_ERROR(store->stamp_.AfterOpen(*next, store->NowUnixMs()));
   }
   return store;
@@ -330,7 +259,7 @@ absl::StatusOr<JobRecord> JobStore::CreateJob(JobRecord job) {
   Transaction tx(*db_);
   RT_RETURN_IF_ERROR(tx.status());
   RT_ASSIGN_OR_RETURN(int64_t number, NextJobNumberLocked());
-  job.job_id = JobIdFor(number);
+  job.job_id = JobIdForNumber(number);
   job.state = JobState::kQueued;
   job.submitted_unix_ms = NowUnixMs();
   job.started_unix_ms = job.finished_unix_ms = 0;
@@ -461,6 +390,11 @@ absl::StatusOr<bool> JobStore::AppendStepEvent(const StepEvent& e) {
   RT_RETURN_IF_ERROR(insert.Run());
   bool is_new = db_->Changes() > 0;
   if (is_new) {
+    // The count lets Open tell a step event lost later from one that never arrived.
+    Statement count(*db_,
+                    "UPDATE jobs SET step_event_count = step_event_count + 1 WHERE job_id = ?");
+    count.Bind(1, e.job_id);
+    RT_RETURN_IF_ERROR(count.Run());
     Statement progress(
         *db_, "UPDATE jobs SET last_step = ?, last_loss = ? WHERE job_id = ? AND last_step <= ?");
     progress.Bind(1, e.step).Bind(2, e.loss).Bind(3, e.job_id).Bind(4, e.step);

@@ -27,7 +27,7 @@ struct JobStoreOptions {
   // --new-store: start even when the stamp beside the file (store_stamp.h) says the store held
   // more jobs than it holds (the file is missing, emptied or older), or the stamp cannot be read:
   // a missing file is created empty, any other taken as it is, the stamp rewritten and a warning
-  // logged. Never overrides a damaged file.
+  // logged. Never overrides a damaged file, nor one that lost tables or records.
   bool new_store = false;
 };
 
@@ -37,13 +37,16 @@ struct JobStoreOptions {
 // when the database file stays locked by another process, INTERNAL for other SQLite failures.
 class JobStore {
  public:
-  // Opens (creating when absent) the database at `path` and its schema (adding the columns a store
-  // written by an older coordinator lacks); ":memory:" gives a private in-memory store. The directory must exist. WAL journal, every commit synced (synchronous
-  // FULL), foreign keys on, 5 s busy timeout. Submission and state-change times are read from
-  // `clock`, which must outlive the store.
-  // Before it is trusted a file is checked: PRAGMA quick_check, DATA_LOSS naming the file, what
-  // SQLite found and what to do when it is damaged or not a database; and its stamp `<path>.stamp`
-  // (store_stamp.h), FAILED_PRECONDITION when the store holds fewer jobs than the stamp recorded
+  // Opens (creating when absent) the database at `path`; ":memory:" gives a private in-memory
+  // store. The directory must exist. A new file gets the schema, a store written by an older
+  // coordinator the tables and columns it lacks (job_store_schema.h). WAL journal, every commit
+  // synced (synchronous FULL), foreign keys on, 5 s busy timeout. Submission and state-change
+  // times are read from `clock`, which must outlive the store.
+  // Before it is trusted a file is checked, DATA_LOSS naming the file, what is wrong and what to
+  // do (never overridden by options.new_store): PRAGMA quick_check (damaged, or not a database); a
+  // table or the job counter missing; a job between 1 and the counter missing; a job holding
+  // fewer step events than it took (job_store_check.h). Then its stamp `<path>.stamp`
+  // (store_stamp.h): FAILED_PRECONDITION when the store holds fewer jobs than the stamp recorded
   // or the stamp cannot be read, unless options.new_store. CreateJob keeps the stamp current.
   static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& path,
                                                         Clock* clock = Clock::Real(),

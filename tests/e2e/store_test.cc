@@ -1,5 +1,6 @@
 // The crash-safe job store against the real ringtrain-coordinator (no workers: submitted jobs stay
-// QUEUED): a store that is damaged, missing or emptied between two starts is refused — the process
+// QUEUED): a store that is damaged, lost a table or jobs, is missing or emptied between two starts
+// is refused — the process
 // exits non-zero within seconds, one line on stderr naming the file and the fix — `--new-store`
 // starts anyway, and a normal restart keeps every job.
 #include <grpcpp/grpcpp.h>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/sqlite_db.h"
 #include "ringtrain/v1/job_service.grpc.pb.h"
 #include "tests/integration/test_util.h"
 
@@ -192,6 +194,36 @@ TEST_F(StoreTest, ADamagedStoreIsRefused) {
   ended = coordinator_.StartExpectingExit(db_, {"--new-store"});
   ExpectOneLine(ended);
   EXPECT_TRUE(Contains(ended.err, "is damaged")) << ended.err;
+}
+
+// Rows and tables removed from a sound file (SQLite finds nothing wrong) are damage too;
+// --new-store does not take such a file, and nothing is made again in it.
+TEST_F(StoreTest, AStoreThatLostAJobOrATableIsRefused) {
+  auto edit = [&](const std::string& sql) {
+    auto db = SqliteDb::Open(db_, absl::Seconds(5));
+    ASSERT_TRUE(db.ok()) << db.status();
+    ASSERT_TRUE((*db)->Exec(sql).ok()) << sql;
+  };
+  ASSERT_NO_FATAL_FAILURE(edit("DELETE FROM jobs WHERE job_id = 'job-000002'"));
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{}, {"--new-store"}}) {
+    Ended ended = coordinator_.StartExpectingExit(db_, flags);
+    ExpectOneLine(ended);
+    EXPECT_TRUE(Contains(ended.err, "job store '" + db_ + "' is damaged: it lacks 1 of the 2 jobs "
+                                    "its job counter says it took: job-000002. Restore it from a "
+                                    "backup, or move it away"))
+        << ended.err;
+  }
+
+  RemoveDb();
+  fs::copy_file(*made_ / "two-jobs.db", db_);
+  ASSERT_NO_FATAL_FAILURE(edit("DROP TABLE step_events"));
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{}, {"--new-store"}}) {
+    Ended ended = coordinator_.StartExpectingExit(db_, flags);
+    ExpectOneLine(ended);
+    EXPECT_TRUE(Contains(ended.err, "job store '" + db_ + "' is damaged: it lacks the table "
+                                    "step_events (the jobs' step events). Restore it"))
+        << ended.err;
+  }
 }
 
 TEST_F(StoreTest, AMissingStoreIsRefusedUntilNewStore) {
