@@ -150,8 +150,9 @@ void Cluster::AskForStepsLocked(const std::string& job_id, const RunningJob& job
 
 std::string Cluster::OnStepRecordsLocked(Worker& worker, const v1::StepRecords& records) {
   auto it = running_.find(records.job_id());
-  if (it == running_.end() || it->second.missing_steps.empty() || records.rank() != 0) {
-    return "";  // not (or no longer) wanted: the job has them, or has ended
+  if (it == running_.end() || it->second.missing_steps.empty() || records.rank() != 0 ||
+      it->second.record.state != JobState::kRunning) {
+    return "";  // not (or no longer) wanted: the job has them, or has ended (a cancel)
   }
   RunningJob& job = it->second;
   int64_t taken = 0;
@@ -195,7 +196,10 @@ std::string Cluster::OnStepRecordsLocked(Worker& worker, const v1::StepRecords& 
 void Cluster::ExpireRecordWaitsLocked(absl::Time now) {
   std::vector<std::string> expired;
   for (const auto& [id, job] : running_) {
-    if (!job.missing_steps.empty() && now >= job.records_deadline) expired.push_back(id);
+    if (job.missing_steps.empty() || now < job.records_deadline) continue;
+    if (job.record.state == JobState::kRunning) {
+      expired.push_back(id);
+    }
   }
   for (const std::string& id : expired) {
     RunningJob& job = running_.at(id);

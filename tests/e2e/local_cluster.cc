@@ -122,7 +122,8 @@ void LocalCluster::StartWorker(int worker) {
   argv.insert(argv.end(), worker_flags_.begin(), worker_flags_.end());
   // The first start's log is worker-<i>.log, a restart's worker-<i>-<n>.log.
   const int starts = worker_starts_.at(worker)++;
-  const std::string log = starts == 0 ? name + ".log" : name + "-" + std::to_string(starts) + ".log";
+  const std::string log =
+      starts == 0 ? name + ".log" : name + "-" + std::to_string(starts) + ".log";
   workers_.at(worker) = StartCommand(argv, dir_ / log);
 }
 

@@ -109,7 +109,7 @@ class LocalCluster {
   // kTlsAndTokens: makes the CA, the server certificate and the token files in <dir>/pki; returns
   // the coordinator's flags and sets pki_.
   std::vector<std::string> MakePki();
-  std::string Pki(const std::string& name) const { return dir_ / "pki" / name; }
+  std::string Pki(const std::string& name) const { return dir_ / ("pki/" + name); }
 
   TempDir dir_;
   std::string address_;

@@ -73,6 +73,7 @@ TEST_F(ClusterTest, SecondJobWaitsWithAReasonThenRuns) {
   EXPECT_EQ(next->wait_reason, "waiting for 2 idle cpu workers, 0 free");
 
   std::map<int, std::string> ranks = AssignedWorkers(big->job_id);
+  for (int step = 1; step <= 3; ++step) Report(ranks[0], big->job_id, step, 1.0);
   for (const auto& [rank, worker] : ranks) Exit(worker, big->job_id, rank, 0);
   EXPECT_EQ(StateOf(big->job_id), JobState::kSucceeded);
   EXPECT_EQ(StateOf(next->job_id), JobState::kAssigned);
@@ -213,7 +214,7 @@ TEST_F(ClusterTest, RestartKeepsFinishedJobsRequeuesQueuedAndFailsRanksThatDoNot
   auto done = Submit(1, 2);
   ASSERT_TRUE(done.ok());
   std::map<int, std::string> ranks = AssignedWorkers(done->job_id);
-  Report(ranks[0], done->job_id, 1, 3.5);
+  for (int step = 1; step <= 3; ++step) Report(ranks[0], done->job_id, step, 3.5);
   for (const auto& [rank, w] : ranks) Exit(w, done->job_id, rank, 0);
   auto running = Submit(1, 2);
   auto queued = Submit(1, 2);
@@ -223,7 +224,7 @@ TEST_F(ClusterTest, RestartKeepsFinishedJobsRequeuesQueuedAndFailsRanksThatDoNot
   channels_.clear();
   Reopen();
   EXPECT_EQ(StateOf(done->job_id), JobState::kSucceeded);
-  EXPECT_EQ(store_->StepEvents(done->job_id, 0, 0)->size(), 1u);
+  EXPECT_EQ(store_->StepEvents(done->job_id, 0, 0)->size(), 3u);
   EXPECT_EQ(StateOf(running->job_id), JobState::kAssigned);  // waiting for its agents
   EXPECT_EQ(StateOf(queued->job_id), JobState::kQueued);
   clock_.Advance(absl::Milliseconds(400));
