@@ -44,7 +44,7 @@ std::string EscapeForTerminal(absl::string_view text, bool keep_newlines) {
     }
     if (keep_newlines && (cp == '\n' || cp == '\t')) {
       out += static_cast<char>(cp);
-    } else if (IsControl(cp)) {
+    } else if (IsUnprintable(cp)) {
       out += cp < 0x80 ? absl::StrFormat("\\x%02x", cp) : absl::StrFormat("\\u%04x", cp);
     } else {
       out.append(text.data() + i, length);

@@ -81,6 +81,30 @@ TEST(AdmissionTest, RefusesNamesThatDoNotPrint) {
   EXPECT_TRUE(AdmitSubmitRequest(request).ok());
 }
 
+TEST(AdmissionTest, RefusesNamesWithBidirectionalControls) {
+  v1::SubmitJobRequest request;
+  request.set_name("safe\u202etxt.exe");  // U+202E, RIGHT-TO-LEFT OVERRIDE
+  std::string message = Refusal(request);
+  EXPECT_THAT(message, HasSubstr("byte 4 is the bidirectional control U+202E; job names must be printable"));
+  EXPECT_EQ(message.find("\u202e"), std::string::npos) << "the name is echoed escaped";
+  for (const char* name : {"a\u202ab", "a\u202db", "a\u2066b", "a\u2069b"}) {
+    request.set_name(name);
+    EXPECT_THAT(Refusal(request), HasSubstr("byte 1 is the bidirectional control U+20")) << name;
+  }
+  request.set_name("a\u200fb");  // U+200F, a mark: it reorders no run of text after it
+  EXPECT_TRUE(AdmitSubmitRequest(request).ok());
+  request.set_name("\u05e9\u05dc\u05d5\u05dd job");  // right-to-left letters are fine
+  EXPECT_TRUE(AdmitSubmitRequest(request).ok());
+}
+
+TEST(AdmissionTest, RefusesPathsWithBidirectionalControls) {
+  v1::SubmitJobRequest request;
+  request.add_overrides("training.dataset=bin");
+  request.add_overrides("training.dataset_path=data/\u202enib.txt");
+  EXPECT_THAT(Refusal(request), HasSubstr("training.dataset_path = \"data/\\xe2\\x80\\xaenib.txt\": a path must "
+                                          "not contain bidirectional controls (U+202E at byte 5)"));
+}
+
 TEST(AdmissionTest, EchoesNoRawBytesOfABadDeviceKind) {
   v1::SubmitJobRequest request;
   request.set_device_kind("gpu\x1b[2J");
