@@ -49,6 +49,17 @@ std::string ValidUtf8(absl::string_view text);
 // sequence (a cut that would split a character drops the whole character).
 absl::string_view Utf8Prefix(absl::string_view text, size_t max_bytes);
 
+// How much of a value an error message echoes. Any value a user sent (a config value, an override,
+// a key, a job name, a path) is cut to this before it is quoted: gRPC carries a status message in
+// at most 16 KiB of metadata, and a message over that reaches the client as RESOURCE_EXHAUSTED
+// instead of the error; what is left is enough to recognise the value.
+inline constexpr size_t kMaxEchoBytes = 160;
+
+// `text` itself when it has at most `max_bytes` bytes; else its Utf8Prefix of `max_bytes` bytes
+// followed by "… (N bytes)", N being the whole size. Cut before escaping, so that an escape is never
+// split; the result is at most max_bytes + 25 bytes.
+std::string Excerpt(absl::string_view text, size_t max_bytes = kMaxEchoBytes);
+
 }  // namespace ringtrain
 
 #endif  // RINGTRAIN_COMMON_PRINTABLE_H_

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/printable.h"
 
 namespace ringtrain {
 namespace config_internal {
@@ -85,7 +86,7 @@ const Field* FindField(const Section& section, absl::string_view key) {
 std::string UnknownSection(absl::string_view name, const std::vector<Section>& sections) {
   const std::vector<std::string> names = SectionNames(sections);
   std::string problem =
-      absl::StrCat("unknown section [", name, "] (valid sections: ", absl::StrJoin(names, ", "), ")");
+      absl::StrCat("unknown section [", Excerpt(name), "] (valid sections: ", absl::StrJoin(names, ", "), ")");
   const std::string guess = ClosestMatch(name, names);
   if (!guess.empty()) absl::StrAppend(&problem, "; did you mean '", guess, "'?");
   return problem;
@@ -93,7 +94,7 @@ std::string UnknownSection(absl::string_view name, const std::vector<Section>& s
 
 std::string UnknownKey(const Section& section, absl::string_view key) {
   const std::vector<std::string> keys = KeyNames(section);
-  std::string problem = absl::StrCat("unknown key ", section.name, ".", key, " (valid keys in [", section.name,
+  std::string problem = absl::StrCat("unknown key ", section.name, ".", Excerpt(key), " (valid keys in [", section.name,
                                      "]: ", absl::StrJoin(keys, ", "), ")");
   const std::string guess = ClosestMatch(key, keys);
   if (!guess.empty()) absl::StrAppend(&problem, "; did you mean '", guess, "'?");
@@ -105,7 +106,7 @@ std::string KeyOutsideSection(absl::string_view key, const std::vector<Section>&
   for (const Section& s : sections) {
     if (FindField(s, key) != nullptr) owners.push_back(absl::StrCat(s.name, ".", key));
   }
-  std::string problem = absl::StrCat("key '", key, "' is not in a section (valid sections: ",
+  std::string problem = absl::StrCat("key '", Excerpt(key), "' is not in a section (valid sections: ",
                                      absl::StrJoin(SectionNames(sections), ", "), ")");
   if (!owners.empty()) absl::StrAppend(&problem, "; did you mean ", absl::StrJoin(owners, " or "), "?");
   return problem;

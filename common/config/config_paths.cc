@@ -51,7 +51,7 @@ std::vector<ConfigPath> ConfigPaths(const JobConfig& config) {
 }
 
 absl::Status CheckPathText(absl::string_view key, absl::string_view value) {
-  const std::string shown = absl::StrCat(key, " = \"", absl::CHexEscape(value), "\"");
+  const std::string shown = absl::StrCat(Excerpt(key), " = \"", absl::CHexEscape(Excerpt(value)), "\"");
   if (value.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(shown, ": a path must not be empty"));
   }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/config/config_limits.h"
+#include "common/printable.h"
 
 namespace ringtrain {
 namespace config_internal {
@@ -152,7 +153,7 @@ class Checker {
     const std::vector<std::string> valid = ChoiceNames<E>();
     std::vector<std::string> quoted;
     for (const std::string& option : valid) quoted.push_back(Quote(option));
-    std::string problem = absl::StrCat(key, " = ", Quote(v), ": ", prefix, absl::StrJoin(quoted, ", "));
+    std::string problem = absl::StrCat(key, " = ", Quote(Excerpt(v)), ": ", prefix, absl::StrJoin(quoted, ", "));
     const std::string guess = ClosestMatch(v, valid);
     if (!guess.empty()) absl::StrAppend(&problem, "; did you mean '", guess, "'?");
     Add(std::move(problem));
@@ -269,7 +270,7 @@ void CheckActivationCheckpoint(const JobConfig& config, Checker& c) {
   const int64_t layers = config.model.n_layers;
   if (error != std::errc() || end != option.data() + option.size() || every < 1 ||
       (layers > 0 && every > layers)) {
-    c.Add(absl::StrCat("activation_checkpoint.selective_ac_option = ", Quote(option),
+    c.Add(absl::StrCat("activation_checkpoint.selective_ac_option = ", Quote(Excerpt(option)),
                        ": must be \"op\" (keep attention outputs) or an integer N in [1, model.n_layers = ",
                        layers, "] (checkpoint every N-th block)"));
   }

@@ -4,8 +4,11 @@
 #include "coordinator/admission.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "common/config/config_limits.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -111,6 +114,42 @@ TEST(AdmissionTest, EchoesNoRawBytesOfABadDeviceKind) {
   const std::string message = Refusal(request);
   EXPECT_THAT(message, HasSubstr("device_kind \"gpu\\x1b[2J\" is not a kind of worker"));
   EXPECT_EQ(message.find('\x1b'), std::string::npos);
+}
+
+// Every value a refusal echoes is cut (common/printable.h Excerpt), so that the error fits in
+// gRPC's trailers: a 200 KB value used to come back as a 200 KB message, which the client refused
+// as RESOURCE_EXHAUSTED instead of showing the error.
+TEST(AdmissionTest, EchoesOnlyAnExcerptOfAHugeValue) {
+  const std::string huge(200 * 1024, 'v');
+  std::string array = "1";
+  for (int i = 0; i < 60000; ++i) array += ", 1";
+  const std::vector<std::pair<std::string, std::string>> configs = {  // {config, what the error shows}
+      {"[training]\ndataset = \"" + huge + "\"\n", "training.dataset = \"vvvv"},  // a choice
+      {"[training]\nsteps = \"" + huge + "\"\n", "training.steps = \"vvvv"},      // the wrong type
+      {"[training]\nsteps = [" + array + "]\n", "training.steps = ["},       // an array
+      {"[model]\n" + std::string(200, 'k') + " = 1\n", "unknown key model.kkkk"},  // a long key
+      {"[training]\ndataset = \"bin\"\ndataset_path = \"\\u0001" + huge + "\"\n",
+       "training.dataset_path = \"\\x01vvvv"},  // a path with a control character
+      {"[activation_checkpoint]\nselective_ac_option = \"" + huge + "\"\n", "selective_ac_option = \"vvvv"},
+  };
+  for (const auto& [config, shown] : configs) {
+    v1::SubmitJobRequest request;
+    request.set_config_toml(config);
+    const std::string message = Refusal(request);
+    EXPECT_LT(message.size(), 1024u) << message.substr(0, 300);
+    EXPECT_THAT(message, HasSubstr(shown)) << message.substr(0, 300);  // enough to recognise it
+  }
+  v1::SubmitJobRequest request;
+  request.add_overrides("training.dataset=" + huge);
+  EXPECT_LT(Refusal(request).size(), 1024u);
+  // 25 overrides at the 4 KiB limit, each naming an unknown key: 20 problems listed, each cut.
+  v1::SubmitJobRequest many;
+  for (int i = 0; i < 25; ++i) {
+    many.add_overrides(absl::StrCat("training.x", i, "=", std::string(kMaxOverrideBytes - 20, 's')));
+  }
+  const std::string message = Refusal(many);
+  EXPECT_THAT(message, HasSubstr("... and 5 more problems"));
+  EXPECT_LT(message.size(), 20 * 600u);  // uncut: 20 × 4 KiB
 }
 
 TEST(AdmissionTest, RefusesDegreesThatWouldNarrow) {

@@ -62,5 +62,14 @@ TEST(PrintableTest, Utf8PrefixNeverSplitsACharacter) {
   EXPECT_EQ(Utf8Prefix("\xf0\x9f\x98\x80x", 3), "");
 }
 
+TEST(PrintableTest, ExcerptCutsLongValuesOnCharactersAndSaysHowLong) {
+  EXPECT_EQ(Excerpt("short"), "short");
+  EXPECT_EQ(Excerpt(std::string(kMaxEchoBytes, 'v')), std::string(kMaxEchoBytes, 'v'));
+  EXPECT_EQ(Excerpt(std::string(200 * 1024, 'v')),
+            std::string(kMaxEchoBytes, 'v') + "\xe2\x80\xa6 (204800 bytes)");
+  EXPECT_EQ(Excerpt("ab日本", 4), "ab\xe2\x80\xa6 (8 bytes)");  // 日 would be split: dropped whole
+  EXPECT_LE(Excerpt(std::string(1 << 20, 'v')).size(), kMaxEchoBytes + 25);
+}
+
 }  // namespace
 }  // namespace ringtrain
