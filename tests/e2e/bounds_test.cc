@@ -124,7 +124,8 @@ TEST_F(BoundsTest, HugeErrorListIsCapped) {
 
 TEST_F(BoundsTest, OverflowingDegreeIsRefused) {
   EXPECT_NE(Refusal("", {"parallelism.data_parallel_replicate_degree=4294967297"})
-                .find("parallelism.data_parallel_replicate_degree = 4294967297: must be <= 16384"),
+                .find("parallelism.data_parallel_replicate_degree = 4294967297: must be -1 (fill the world) or in "
+                      "[1, 16384]"),
             std::string::npos);
 }
 

@@ -152,10 +152,23 @@ TEST(AdmissionTest, EchoesOnlyAnExcerptOfAHugeValue) {
   EXPECT_LT(message.size(), 20 * 600u);  // uncut: 20 × 4 KiB
 }
 
+// The coordinator refuses at submit what the trainer would: the same bounds, the same code.
+TEST(AdmissionTest, RefusesValuesOutsideTheirBounds) {
+  for (const char* override_text : {"comm.timeout_seconds=1e308", "comm.timeout_seconds=1e-9",
+                                    "model.vocab_size=4294967297", "job.restart_backoff_seconds=1e-9"}) {
+    v1::SubmitJobRequest request;
+    request.add_overrides(override_text);
+    const std::string key = std::string(override_text).substr(0, std::string(override_text).find('='));
+    EXPECT_THAT(Refusal(request), HasSubstr(key + " = ")) << override_text;
+    EXPECT_THAT(Refusal(request), HasSubstr(": must be ")) << override_text;
+  }
+}
+
 TEST(AdmissionTest, RefusesDegreesThatWouldNarrow) {
   v1::SubmitJobRequest request;
   request.add_overrides("parallelism.data_parallel_replicate_degree=4294967297");
-  EXPECT_THAT(Refusal(request), HasSubstr("parallelism.data_parallel_replicate_degree = 4294967297: must be <= 16384"));
+  EXPECT_THAT(Refusal(request), HasSubstr("parallelism.data_parallel_replicate_degree = 4294967297: must be -1 "
+                                          "(fill the world) or in [1, 16384]"));
 }
 
 }  // namespace
