@@ -129,6 +129,14 @@ TEST_F(BoundsTest, OverflowingDegreeIsRefused) {
             std::string::npos);
 }
 
+// A 200 KB value used to come back whole in the error, over gRPC's 16 KiB trailer limit: the client
+// saw RESOURCE_EXHAUSTED ("received metadata size exceeds hard limit") instead of the refusal.
+TEST_F(BoundsTest, HugeValueIsEchoedOnlyInPart) {
+  const std::string message = Refusal("[training]\ndataset = \"" + std::string(200 * 1024, 'v') + "\"\n");
+  EXPECT_NE(message.find("training.dataset = \"vvvv"), std::string::npos) << message.substr(0, 300);
+  EXPECT_LT(message.size(), 1024u) << message.substr(0, 300);
+}
+
 TEST_F(BoundsTest, NamesWithControlCharactersAreRefusedAndEscapedByRingctl) {
   EXPECT_NE(Refusal("", {}, "evil\x1b]0;title\x07").find("byte 4 is the control character U+001B"),
             std::string::npos);
