@@ -1,5 +1,6 @@
 #include "common/printable.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace ringtrain {
@@ -44,7 +45,7 @@ std::string EscapeForTerminal(absl::string_view text, bool keep_newlines) {
     }
     if (keep_newlines && (cp == '\n' || cp == '\t')) {
       out += static_cast<char>(cp);
-    } else if (IsControl(cp)) {
+    } else if (IsUnprintable(cp)) {
       out += cp < 0x80 ? absl::StrFormat("\\x%02x", cp) : absl::StrFormat("\\u%04x", cp);
     } else {
       out.append(text.data() + i, length);
@@ -76,6 +77,11 @@ absl::string_view Utf8Prefix(absl::string_view text, size_t max_bytes) {
   // Back up over continuation bytes (10xxxxxx) to the start of the character the cut falls in.
   while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xc0) == 0x80) --end;
   return text.substr(0, end);
+}
+
+std::string Excerpt(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  return absl::StrCat(Utf8Prefix(text, max_bytes), "\xe2\x80\xa6 (", text.size(), " bytes)");
 }
 
 }  // namespace ringtrain

@@ -66,11 +66,11 @@ absl::Status CheckJobName(absl::string_view name) {
       return absl::InvalidArgumentError(absl::StrCat("name \"", Echo(name), "\": byte ", i,
                                                      " is not valid UTF-8; job names are UTF-8 text"));
     }
-    if (IsControl(cp)) {
+    if (IsUnprintable(cp)) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "name \"%s\": byte %d is the control character U+%04X; job names must be printable (UTF-8 is "
-          "fine, control characters are not)",
-          Echo(name), i, cp));
+          "name \"%s\": byte %d is the %s U+%04X; job names must be printable (UTF-8 is fine, control "
+          "characters and bidirectional controls are not)",
+          Echo(name), i, IsBidiControl(cp) ? "bidirectional control" : "control character", cp));
     }
     i += length;
   }

@@ -22,15 +22,16 @@ namespace ringtrain {
 // admissible SubmitJobRequest is far smaller (config_limits.h: <= 256 KiB + 256 × 4 KiB + a name).
 inline constexpr int kMaxReceiveMessageBytes = 4 * 1024 * 1024;
 
-// Job names: at most this many bytes of UTF-8, no control characters.
+// Job names: at most this many bytes of UTF-8, no control characters (CheckJobName).
 inline constexpr size_t kMaxJobNameBytes = 128;
 
 // OK for the kinds of worker there are ("cpu", "cuda"); INVALID_ARGUMENT naming them otherwise.
 absl::Status CheckDeviceKind(const std::string& kind);
 
 // OK for a name of at most kMaxJobNameBytes bytes of valid UTF-8 with no C0 or C1 control character
-// (U+0000-U+001F, U+007F-U+009F), so that it prints as itself on a terminal; "" is fine (the
-// coordinator picks one). INVALID_ARGUMENT naming the offending byte offset otherwise.
+// (U+0000-U+001F, U+007F-U+009F) and no bidirectional control (U+202A-U+202E, U+2066-U+2069), so
+// that it prints as itself on a terminal; "" is fine (the coordinator picks one). INVALID_ARGUMENT
+// naming the offending byte offset and code point otherwise.
 absl::Status CheckJobName(absl::string_view name);
 
 // What a valid config asks for that the service changes or ignores, one line each, naming the key

@@ -7,8 +7,10 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "coordinator/job_store_check.h"
 #include "coordinator/job_store_schema.h"
@@ -148,8 +150,9 @@ absl::StatusOr<std::vector<JobRecord>> ReadJobs(Statement& s) {
   return jobs;
 }
 
+// The id is a client's (GetJob, CancelJob, a page token): escaped and cut, as every echoed value is.
 absl::Status NotFound(const std::string& job_id) {
-  return absl::NotFoundError(absl::StrCat("no job '", job_id, "' in the job store"));
+  return absl::NotFoundError(absl::StrCat("no job '", absl::CHexEscape(Excerpt(job_id)), "' in the job store"));
 }
 
 // Inserts `c` and sets its seq (the row's, increasing over the whole store).

@@ -1,59 +1,141 @@
 #include "common/config/config_fields.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/config/config_limits.h"
+#include "common/printable.h"
 
 namespace ringtrain {
 namespace config_internal {
 
+namespace {
+
+// The bounds of the table below. Each is far beyond any real run (configs/llama3_8b.toml: dim 4096,
+// 32 layers, vocab 128,256, seq_len 8,192) and keeps what is computed from it in range: parameter
+// counts (vocab × dim, layers × dim × ffn) and memory plans in int64, token ids in 32 bits, the
+// coordinator's 32-bit world sizes, durations in int64 milliseconds.
+constexpr int64_t kMaxWidth = int64_t{1} << 16;     // dim, heads, multiple_of
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxVocab = int64_t{1} << 32;     // ids are uint32 (token files, the synthetic source)
+constexpr int64_t kMaxSeqLen = int64_t{1} << 24;    // 16M tokens
+constexpr int64_t kMaxLocalBatch = int64_t{1} << 20;
+constexpr double kMaxCommTimeoutSeconds = 86400;    // a day
+constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+
+IntBounds Count(int64_t min, int64_t max = kUnbounded, const char* why = "") {
+  return {min, max, nullptr, why};
+}
+IntBounds CountOrMinusOne(int64_t max, const char* minus_one, const char* why = "") {
+  return {1, max, minus_one, why};
+}
+RealBounds Real(double min, double max, bool above_min, bool below_max) {
+  return {min, max, above_min, below_max, false, ""};
+}
+RealBounds Positive(double max = std::numeric_limits<double>::max()) { return Real(0, max, true, false); }
+RealBounds NonNegative() { return Real(0, std::numeric_limits<double>::max(), false, false); }
+RealBounds Seconds(double min, double max) { return {min, max, false, false, true, ""}; }
+
+}  // namespace
+
 std::vector<Section> Sections(JobConfig& c) {
   return {
       {"job",
-       {{"mode", Choice(&c.job.mode)}, {"max_restarts", &c.job.max_restarts},
-        {"restart_backoff_seconds", &c.job.restart_backoff_seconds}, {"elastic", &c.job.elastic}}},
+       {{"mode", Choice(&c.job.mode)}, {"max_restarts", &c.job.max_restarts, Count(0, kMaxRestarts)},
+        {"restart_backoff_seconds", &c.job.restart_backoff_seconds, Seconds(0, kMaxRestartBackoffSeconds)},
+        {"elastic", &c.job.elastic}}},
       {"model",
-       {{"dim", &c.model.dim}, {"n_layers", &c.model.n_layers}, {"n_heads", &c.model.n_heads},
-        {"n_kv_heads", &c.model.n_kv_heads}, {"vocab_size", &c.model.vocab_size},
-        {"multiple_of", &c.model.multiple_of}, {"ffn_dim_multiplier", &c.model.ffn_dim_multiplier},
-        {"norm_eps", &c.model.norm_eps}, {"rope_theta", &c.model.rope_theta},
-        {"max_seq_len", &c.model.max_seq_len}}},
+       {{"dim", &c.model.dim, Count(1, kMaxWidth)},
+        {"n_layers", &c.model.n_layers, Count(1, kMaxLayers)},
+        {"n_heads", &c.model.n_heads, Count(1, kMaxWidth)},
+        {"n_kv_heads", &c.model.n_kv_heads, Count(1, kMaxWidth)},
+        {"vocab_size", &c.model.vocab_size, Count(1, kMaxVocab, " (token ids are 32-bit)")},
+        {"multiple_of", &c.model.multiple_of, Count(1, kMaxWidth)},
+        {"ffn_dim_multiplier", &c.model.ffn_dim_multiplier, Positive(64)},
+        {"norm_eps", &c.model.norm_eps, Positive(1)},
+        {"rope_theta", &c.model.rope_theta, Positive(1e12)},
+        {"max_seq_len", &c.model.max_seq_len, Count(1, kMaxSeqLen)}}},
       {"training",
-       {{"seq_len", &c.training.seq_len}, {"local_batch_size", &c.training.local_batch_size},
-        {"steps", &c.training.steps}, {"seed", &c.training.seed}, {"max_norm", &c.training.max_norm},
+       {{"seq_len", &c.training.seq_len, Count(1, kMaxSeqLen)},
+        {"local_batch_size", &c.training.local_batch_size, Count(1, kMaxLocalBatch)},
+        // steps × samples × seq_len has its own bound (2^62 tokens, config_validate.cc).
+        {"steps", &c.training.steps, Count(1)}, {"seed", &c.training.seed, Count(0)},
+        {"max_norm", &c.training.max_norm, Positive()},
         {"dataset", Choice(&c.training.dataset)}, {"dataset_path", &c.training.dataset_path},
         {"token_dtype", Choice(&c.training.token_dtype)}, {"sampler", Choice(&c.training.sampler)},
         {"mixed_precision_param", Choice(&c.training.mixed_precision_param)},
         {"attention_kernel", Choice(&c.training.attention_kernel)},
         {"mixed_precision_reduce", Choice(&c.training.mixed_precision_reduce)},
-        {"global_batch_size", &c.training.global_batch_size},
+        {"global_batch_size", &c.training.global_batch_size,
+         CountOrMinusOne(kMaxWorldSize * kMaxLocalBatch, "data-parallel degree × local_batch_size")},
         {"tokenizer_path", &c.training.tokenizer_path}}},
       {"optimizer",
-       {{"name", Choice(&c.optimizer.name)}, {"lr", &c.optimizer.lr}, {"beta1", &c.optimizer.beta1},
-        {"beta2", &c.optimizer.beta2}, {"eps", &c.optimizer.eps},
-        {"weight_decay", &c.optimizer.weight_decay}}},
+       {{"name", Choice(&c.optimizer.name)}, {"lr", &c.optimizer.lr, Positive()},
+        {"beta1", &c.optimizer.beta1, Real(0, 1, false, true)},
+        {"beta2", &c.optimizer.beta2, Real(0, 1, false, true)}, {"eps", &c.optimizer.eps, Positive()},
+        {"weight_decay", &c.optimizer.weight_decay, NonNegative()}}},
       {"lr_scheduler",
-       {{"warmup_steps", &c.lr_scheduler.warmup_steps}, {"decay_ratio", &c.lr_scheduler.decay_ratio},
-        {"decay_type", Choice(&c.lr_scheduler.decay_type)}, {"min_lr_factor", &c.lr_scheduler.min_lr_factor}}},
+       {{"warmup_steps", &c.lr_scheduler.warmup_steps, Count(0)},
+        {"decay_ratio", &c.lr_scheduler.decay_ratio, Real(0, 1, false, false)},
+        {"decay_type", Choice(&c.lr_scheduler.decay_type)},
+        {"min_lr_factor", &c.lr_scheduler.min_lr_factor, Real(0, 1, false, false)}}},
       {"parallelism",
-       {{"data_parallel_replicate_degree", &c.parallelism.data_parallel_replicate_degree},
-        {"data_parallel_shard_degree", &c.parallelism.data_parallel_shard_degree},
-        {"context_parallel_degree", &c.parallelism.context_parallel_degree},
+       {{"data_parallel_replicate_degree", &c.parallelism.data_parallel_replicate_degree,
+         CountOrMinusOne(kMaxWorldSize, "fill the world", " (the largest world size)")},
+        {"data_parallel_shard_degree", &c.parallelism.data_parallel_shard_degree,
+         CountOrMinusOne(kMaxWorldSize, "fill the world", " (the largest world size)")},
+        {"context_parallel_degree", &c.parallelism.context_parallel_degree,
+         Count(1, kMaxWorldSize, " (the largest world size)")},
         {"fsdp_reshard_after_forward", Choice(&c.parallelism.fsdp_reshard_after_forward)},
         {"context_parallel_load_balancer", Choice(&c.parallelism.context_parallel_load_balancer)},
         {"context_parallel_rotate_method", Choice(&c.parallelism.context_parallel_rotate_method)}}},
       {"checkpoint",
        {{"enable", &c.checkpoint.enable}, {"folder", &c.checkpoint.folder},
-        {"interval", &c.checkpoint.interval}, {"keep_latest_k", &c.checkpoint.keep_latest_k},
+        {"interval", &c.checkpoint.interval, Count(1)},
+        {"keep_latest_k", &c.checkpoint.keep_latest_k, Count(0, kUnbounded, " (0 keeps all)")},
         {"initial_load_path", &c.checkpoint.initial_load_path}}},
-      {"metrics", {{"log_freq", &c.metrics.log_freq}, {"jsonl", &c.metrics.jsonl}}},
+      {"metrics", {{"log_freq", &c.metrics.log_freq, Count(1)}, {"jsonl", &c.metrics.jsonl}}},
       {"validation",
        {{"dataset", Choice(&c.validation.dataset)}, {"dataset_path", &c.validation.dataset_path},
-        {"steps", &c.validation.steps}, {"local_batch_size", &c.validation.local_batch_size}}},
-      {"comm", {{"timeout_seconds", &c.comm.timeout_seconds}, {"backend", Choice(&c.comm.backend)}}},
+        {"steps", &c.validation.steps, Count(1)},
+        {"local_batch_size", &c.validation.local_batch_size, Count(1, kMaxLocalBatch)}}},
+      {"comm",
+       {{"timeout_seconds", &c.comm.timeout_seconds, Seconds(0.001, kMaxCommTimeoutSeconds)},
+        {"backend", Choice(&c.comm.backend)}}},
       {"activation_checkpoint",
        {{"mode", Choice(&c.activation_checkpoint.mode)},
         {"selective_ac_option", &c.activation_checkpoint.selective_ac_option}}},
   };
+}
+
+std::string OutOfBounds(absl::string_view key, int64_t value, const IntBounds& b) {
+  if ((b.minus_one != nullptr && value == -1) || (value >= b.min && value <= b.max)) return "";
+  std::string valid = b.max == kUnbounded
+                          ? (b.min == 1 ? std::string("> 0") : absl::StrCat(">= ", b.min))
+                          : absl::StrCat("in [", b.min, ", ", b.max, "]");
+  if (b.minus_one != nullptr) valid = absl::StrCat("-1 (", b.minus_one, ") or ", valid);
+  return absl::StrCat(key, " = ", value, ": must be ", valid, b.why);
+}
+
+std::string OutOfBounds(absl::string_view key, double value, const RealBounds& b) {
+  // Written so that NaN is out of every range.
+  const bool above = b.above_min ? value > b.min : value >= b.min;
+  const bool below = b.below_max ? value < b.max : value <= b.max;
+  // Whole milliseconds downstream: a positive duration under 1 ms would become none at all.
+  const bool whole_ms = !b.seconds || value == 0 || value >= 0.001;
+  if (above && below && whole_ms) return "";
+  std::string valid;
+  if (b.seconds) {
+    valid = absl::StrCat(b.min == 0 ? "0 or " : "", "in [", std::max(b.min, 0.001), ", ", b.max,
+                         "] seconds (it is counted in whole milliseconds)");
+  } else if (b.max == std::numeric_limits<double>::max()) {
+    valid = absl::StrCat(b.above_min ? "> " : ">= ", b.min);
+  } else {
+    valid = absl::StrCat("in ", b.above_min ? "(" : "[", b.min, ", ", b.max, b.below_max ? ")" : "]");
+  }
+  return absl::StrCat(key, " = ", FormatDouble(value), ": must be ", valid, b.why);
 }
 
 std::vector<std::string> SectionNames(const std::vector<Section>& sections) {
@@ -85,7 +167,7 @@ const Field* FindField(const Section& section, absl::string_view key) {
 std::string UnknownSection(absl::string_view name, const std::vector<Section>& sections) {
   const std::vector<std::string> names = SectionNames(sections);
   std::string problem =
-      absl::StrCat("unknown section [", name, "] (valid sections: ", absl::StrJoin(names, ", "), ")");
+      absl::StrCat("unknown section [", Excerpt(name), "] (valid sections: ", absl::StrJoin(names, ", "), ")");
   const std::string guess = ClosestMatch(name, names);
   if (!guess.empty()) absl::StrAppend(&problem, "; did you mean '", guess, "'?");
   return problem;
@@ -93,7 +175,7 @@ std::string UnknownSection(absl::string_view name, const std::vector<Section>& s
 
 std::string UnknownKey(const Section& section, absl::string_view key) {
   const std::vector<std::string> keys = KeyNames(section);
-  std::string problem = absl::StrCat("unknown key ", section.name, ".", key, " (valid keys in [", section.name,
+  std::string problem = absl::StrCat("unknown key ", section.name, ".", Excerpt(key), " (valid keys in [", section.name,
                                      "]: ", absl::StrJoin(keys, ", "), ")");
   const std::string guess = ClosestMatch(key, keys);
   if (!guess.empty()) absl::StrAppend(&problem, "; did you mean '", guess, "'?");
@@ -105,7 +187,7 @@ std::string KeyOutsideSection(absl::string_view key, const std::vector<Section>&
   for (const Section& s : sections) {
     if (FindField(s, key) != nullptr) owners.push_back(absl::StrCat(s.name, ".", key));
   }
-  std::string problem = absl::StrCat("key '", key, "' is not in a section (valid sections: ",
+  std::string problem = absl::StrCat("key '", Excerpt(key), "' is not in a section (valid sections: ",
                                      absl::StrJoin(SectionNames(sections), ", "), ")");
   if (!owners.empty()) absl::StrAppend(&problem, "; did you mean ", absl::StrJoin(owners, " or "), "?");
   return problem;

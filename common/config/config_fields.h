@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <variant>
@@ -55,12 +56,38 @@ ChoicePtr Choice(std::optional<E>* p) {
           /*optional=*/true};
 }
 
+// What an integer key may hold: [min, max], and -1 too when `minus_one` says what it means.
+struct IntBounds {
+  int64_t min = 0;
+  int64_t max = std::numeric_limits<int64_t>::max();  // the largest: no bound of its own
+  const char* minus_one = nullptr;                      // "fill the world"
+  const char* why = "";                                 // " (the largest world size)"
+};
+
+// What a real key may hold: [min, max], either end open. A key in `seconds` becomes whole
+// milliseconds downstream (collective timeouts, the restart backoff), so a positive value must be
+// at least 0.001, and max keeps the milliseconds far from int64's end.
+struct RealBounds {
+  double min = 0;
+  double max = std::numeric_limits<double>::max();  // the largest: no bound of its own
+  bool above_min = false;                             // (min, ...
+  bool below_max = false;                             // ..., max)
+  bool seconds = false;
+  const char* why = "";
+};
+
+// Integer keys have IntBounds, real keys RealBounds (job_config_test checks every key has them),
+// the other kinds none.
+using Bounds = std::variant<std::monostate, IntBounds, RealBounds>;
+
 // Every key of the config, as a pointer into one JobConfig, so one table drives parsing (writes),
-// overrides and printing (reads) and a new field cannot be forgotten by one of them.
+// overrides, printing (reads) and the bounds of each numeric value, and a new field cannot be
+// forgotten by one of them.
 using FieldPtr = std::variant<int64_t*, double*, std::optional<double>*, bool*, std::string*, ChoicePtr>;
 struct Field {
   const char* key;
   FieldPtr ptr;
+  Bounds bounds = {};
 };
 struct Section {
   const char* name;
@@ -80,6 +107,11 @@ std::string UnknownSection(absl::string_view name, const std::vector<Section>& s
 std::string UnknownKey(const Section& section, absl::string_view key);
 // A key given without a section: names the sections that do have it.
 std::string KeyOutsideSection(absl::string_view key, const std::vector<Section>& sections);
+
+// "" when `value` is within `bounds`; else the problem, naming the key, the value and what is valid
+// ("model.vocab_size = 4294967297: must be in [1, 4294967296] (token ids are 32-bit)").
+std::string OutOfBounds(absl::string_view key, int64_t value, const IntBounds& bounds);
+std::string OutOfBounds(absl::string_view key, double value, const RealBounds& bounds);
 
 // Stores the choice spelled `text`; a spelling that is no choice goes to `invalid` under `key`.
 void AssignChoice(absl::string_view text, const ChoicePtr& choice, const std::string& key,

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/printable.h"
 
 namespace ringtrain {
 namespace {
@@ -197,7 +198,7 @@ absl::Status CheckConfigBounds(absl::string_view toml_text, const std::vector<st
   }
   for (size_t i = 0; i < overrides.size(); ++i) {
     if (overrides[i].size() > kMaxOverrideBytes) {
-      problems.push_back(absl::StrCat("override ", i + 1, " (", overrides[i].substr(0, 40), "...) is ",
+      problems.push_back(absl::StrCat("override ", i + 1, " (", Utf8Prefix(overrides[i], 40), "...) is ",
                                       overrides[i].size(), " bytes; at most ", kMaxOverrideBytes,
                                       " bytes are allowed"));
     }

@@ -2,16 +2,13 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/printable.h"
 
 namespace ringtrain {
 namespace {
-
-bool IsControl(char c) {
-  const auto u = static_cast<unsigned char>(c);
-  return u < 0x20 || u == 0x7f;
-}
 
 // Whether the relative path's ".." components ever climb above its first folder.
 bool ClimbsOut(absl::string_view relative) {
@@ -54,15 +51,27 @@ std::vector<ConfigPath> ConfigPaths(const JobConfig& config) {
 }
 
 absl::Status CheckPathText(absl::string_view key, absl::string_view value) {
-  const std::string shown = absl::StrCat(key, " = \"", absl::CHexEscape(value), "\"");
+  const std::string shown = absl::StrCat(Excerpt(key), " = \"", absl::CHexEscape(Excerpt(value)), "\"");
   if (value.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(shown, ": a path must not be empty"));
   }
-  for (char c : value) {
-    if (IsControl(c)) {
+  for (size_t i = 0; i < value.size();) {
+    const auto [cp, length] = DecodeUtf8(value, i);
+    if (length == 0) {  // a config's strings are UTF-8 (toml++ and the override parser check)
+      ++i;
+      continue;
+    }
+    if (IsControl(cp)) {
       return absl::InvalidArgumentError(
           absl::StrCat(shown, ": a path must not contain NUL or other control characters"));
     }
+    if (IsBidiControl(cp)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: a path must not contain bidirectional controls (U+%04X at byte %d): they make it print as "
+          "another path",
+          shown, cp, i));
+    }
+    i += length;
   }
   if (value.front() != '/' && ClimbsOut(value)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -36,8 +36,10 @@ struct ConfigPath {
 // metrics.jsonl is not among them: the agent always sets it to a file of its own.
 std::vector<ConfigPath> ConfigPaths(const JobConfig& config);
 
-// `value` for `key` as text: not empty, no NUL or other control characters, and when relative, no
-// ".." that climbs above where it starts ("a/../b" is fine, "../b" and "a/../../b" are not).
+// `value` for `key` as text: not empty, no NUL or other control characters (C0 or C1), no
+// bidirectional controls (common/printable.h: they would make it print as another path), and when
+// relative, no ".." that climbs above where it starts ("a/../b" is fine, "../b" and "a/../../b"
+// are not).
 // Absolute paths pass: only a worker knows its roots. INVALID_ARGUMENT naming the key, the value
 // (escaped) and what would work.
 absl::Status CheckPathText(absl::string_view key, absl::string_view value);

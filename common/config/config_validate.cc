@@ -11,7 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/config/config_fields.h"
 #include "common/config/config_limits.h"
+#include "common/printable.h"
 
 namespace ringtrain {
 namespace config_internal {
@@ -122,26 +124,6 @@ class Checker {
 
   void Add(std::string problem) { out_->push_back(std::move(problem)); }
 
-  void Positive(absl::string_view key, int64_t v) {
-    if (v <= 0) Add(absl::StrCat(key, " = ", v, ": must be > 0"));
-  }
-  void NonNegative(absl::string_view key, int64_t v, absl::string_view note = "") {
-    if (v < 0) Add(absl::StrCat(key, " = ", v, ": must be >= 0", note));
-  }
-  // Written as !(v > 0) so NaN fails too.
-  void Positive(absl::string_view key, double v) {
-    if (!(v > 0)) Add(absl::StrCat(key, " = ", FormatDouble(v), ": must be > 0"));
-  }
-  void NonNegative(absl::string_view key, double v) {
-    if (!(v >= 0)) Add(absl::StrCat(key, " = ", FormatDouble(v), ": must be >= 0"));
-  }
-  void AtMost(absl::string_view key, int64_t v, int64_t most, absl::string_view note = "") {
-    if (v > most) Add(absl::StrCat(key, " = ", v, ": must be <= ", most, note));
-  }
-  void UnitInterval(absl::string_view key, double v, bool include_one) {
-    if (v >= 0 && (include_one ? v <= 1 : v < 1)) return;
-    Add(absl::StrCat(key, " = ", FormatDouble(v), ": must be in [0, 1", include_one ? "]" : ")"));
-  }
   // Whether choice `key` (of enum E) was spelt as one of its choices; if not, says so, naming the
   // valid spellings and the closest one. The result lets dependent checks be skipped.
   template <class E>
@@ -152,7 +134,7 @@ class Checker {
     const std::vector<std::string> valid = ChoiceNames<E>();
     std::vector<std::string> quoted;
     for (const std::string& option : valid) quoted.push_back(Quote(option));
-    std::string problem = absl::StrCat(key, " = ", Quote(v), ": ", prefix, absl::StrJoin(quoted, ", "));
+    std::string problem = absl::StrCat(key, " = ", Quote(Excerpt(v)), ": ", prefix, absl::StrJoin(quoted, ", "));
     const std::string guess = ClosestMatch(v, valid);
     if (!guess.empty()) absl::StrAppend(&problem, "; did you mean '", guess, "'?");
     Add(std::move(problem));
@@ -164,32 +146,32 @@ class Checker {
   std::vector<std::string>* out_;
 };
 
-void CheckJob(const JobSection& j, Checker& c) {
-  c.Choice<JobMode>("job.mode");
-  c.NonNegative("job.max_restarts", j.max_restarts);
-  c.NonNegative("job.restart_backoff_seconds", j.restart_backoff_seconds);
-  if (j.max_restarts > kMaxRestarts) {
-    c.Add(absl::StrCat("job.max_restarts = ", j.max_restarts, ": at most ", kMaxRestarts));
-  }
-  if (j.restart_backoff_seconds > kMaxRestartBackoffSeconds) {
-    c.Add(absl::StrCat("job.restart_backoff_seconds = ", j.restart_backoff_seconds, ": at most ",
-                       kMaxRestartBackoffSeconds, " (an hour)"));
+// Every numeric key against its bounds in the one table (config_fields.cc), so that the trainer and
+// the coordinator refuse the same values. The checks below are the rules between keys.
+void CheckBounds(const JobConfig& config, Checker& c) {
+  JobConfig copy = config;  // The field table points into a mutable config.
+  for (const Section& section : Sections(copy)) {
+    for (const Field& f : section.fields) {
+      const std::string key = absl::StrCat(section.name, ".", f.key);
+      std::string problem;
+      if (const auto* ints = std::get_if<IntBounds>(&f.bounds)) {
+        problem = OutOfBounds(key, *std::get<int64_t*>(f.ptr), *ints);
+      } else if (const auto* reals = std::get_if<RealBounds>(&f.bounds)) {
+        if (const auto* p = std::get_if<double*>(&f.ptr)) {
+          problem = OutOfBounds(key, **p, *reals);
+        } else if (const auto& optional = *std::get<std::optional<double>*>(f.ptr); optional.has_value()) {
+          problem = OutOfBounds(key, *optional, *reals);
+        }
+      }
+      if (!problem.empty()) c.Add(std::move(problem));
+    }
   }
 }
 
+void CheckJob(Checker& c) { c.Choice<JobMode>("job.mode"); }
+
 void CheckModel(const JobConfig& config, Checker& c) {
   const ModelSection& m = config.model;
-  c.Positive("model.dim", m.dim);
-  c.Positive("model.n_layers", m.n_layers);
-  c.Positive("model.n_heads", m.n_heads);
-  c.Positive("model.n_kv_heads", m.n_kv_heads);
-  c.Positive("model.vocab_size", m.vocab_size);
-  c.Positive("model.multiple_of", m.multiple_of);
-  c.Positive("model.max_seq_len", m.max_seq_len);
-  if (m.ffn_dim_multiplier.has_value()) c.Positive("model.ffn_dim_multiplier", *m.ffn_dim_multiplier);
-  c.Positive("model.norm_eps", m.norm_eps);
-  c.Positive("model.rope_theta", m.rope_theta);
-
   // Grouped-query attention shares each KV head across n_heads / n_kv_heads query heads.
   if (m.n_heads > 0 && m.n_kv_heads > 0 && m.n_heads % m.n_kv_heads != 0) {
     c.Add(absl::StrCat("model.n_kv_heads = ", m.n_kv_heads, " must divide model.n_heads = ", m.n_heads,
@@ -221,11 +203,6 @@ void CheckModel(const JobConfig& config, Checker& c) {
 
 void CheckTraining(const JobConfig& config, Checker& c) {
   const TrainingSection& t = config.training;
-  c.Positive("training.seq_len", t.seq_len);
-  c.Positive("training.local_batch_size", t.local_batch_size);
-  c.Positive("training.steps", t.steps);
-  c.NonNegative("training.seed", t.seed);
-  c.Positive("training.max_norm", t.max_norm);
   if (c.Choice<DatasetKind>("training.dataset") && t.dataset != DatasetKind::kSynthetic) {
     if (t.dataset_path.empty()) {
       c.Add(absl::StrCat("training.dataset_path = \"\": required when training.dataset = ",
@@ -249,10 +226,7 @@ void CheckTraining(const JobConfig& config, Checker& c) {
     c.Add("training.mixed_precision_reduce = \"bfloat16\" needs training.mixed_precision_param = \"bfloat16\" "
           "(float32 compute reduced in bfloat16 would only lose precision); set both, or reduce in \"float32\"");
   }
-  if (t.global_batch_size != -1 && t.global_batch_size <= 0) {
-    c.Add(absl::StrCat("training.global_batch_size = ", t.global_batch_size,
-                       ": must be -1 (data-parallel degree × local_batch_size) or > 0"));
-  } else if (t.global_batch_size > 0 && t.local_batch_size > 0 && t.global_batch_size % t.local_batch_size != 0) {
+  if (t.global_batch_size > 0 && t.local_batch_size > 0 && t.global_batch_size % t.local_batch_size != 0) {
     c.Add(absl::StrCat("training.global_batch_size = ", t.global_batch_size,
                        " must be a multiple of training.local_batch_size = ", t.local_batch_size,
                        " (times the data-parallel degree)"));
@@ -269,49 +243,22 @@ void CheckActivationCheckpoint(const JobConfig& config, Checker& c) {
   const int64_t layers = config.model.n_layers;
   if (error != std::errc() || end != option.data() + option.size() || every < 1 ||
       (layers > 0 && every > layers)) {
-    c.Add(absl::StrCat("activation_checkpoint.selective_ac_option = ", Quote(option),
+    c.Add(absl::StrCat("activation_checkpoint.selective_ac_option = ", Quote(Excerpt(option)),
                        ": must be \"op\" (keep attention outputs) or an integer N in [1, model.n_layers = ",
                        layers, "] (checkpoint every N-th block)"));
   }
 }
 
-void CheckOptimizer(const OptimizerSection& o, Checker& c) {
-  c.Choice<OptimizerName>("optimizer.name");
-  c.Positive("optimizer.lr", o.lr);
-  c.UnitInterval("optimizer.beta1", o.beta1, /*include_one=*/false);
-  c.UnitInterval("optimizer.beta2", o.beta2, /*include_one=*/false);
-  c.Positive("optimizer.eps", o.eps);
-  c.NonNegative("optimizer.weight_decay", o.weight_decay);
-}
-
-void CheckLrScheduler(const JobConfig& config, Checker& c) {
-  const LrSchedulerSection& s = config.lr_scheduler;
-  c.NonNegative("lr_scheduler.warmup_steps", s.warmup_steps);
-  c.UnitInterval("lr_scheduler.decay_ratio", s.decay_ratio, /*include_one=*/true);
+void CheckLrScheduler(Checker& c) {
   c.Choice<DecayType>("lr_scheduler.decay_type");
-  c.UnitInterval("lr_scheduler.min_lr_factor", s.min_lr_factor, /*include_one=*/true);
   // A warmup or decay longer than the run is clamped with a warning, not refused
   // (common/config/lr_phases.h).
 }
 
 void CheckParallelism(const JobConfig& config, Checker& c) {
   const ParallelismSection& p = config.parallelism;
-  if (p.data_parallel_replicate_degree != -1 && p.data_parallel_replicate_degree <= 0) {
-    c.Add(absl::StrCat("parallelism.data_parallel_replicate_degree = ", p.data_parallel_replicate_degree,
-                       ": must be -1 (fill the world) or > 0"));
-  }
-  if (p.data_parallel_shard_degree != -1 && p.data_parallel_shard_degree <= 0) {
-    c.Add(absl::StrCat("parallelism.data_parallel_shard_degree = ", p.data_parallel_shard_degree,
-                       ": must be -1 (fill the world) or > 0"));
-  }
-  c.Positive("parallelism.context_parallel_degree", p.context_parallel_degree);
-  // The coordinator stores degrees and world sizes as 32-bit integers: 2^32 + 1 must not become 1.
-  c.AtMost("parallelism.data_parallel_replicate_degree", p.data_parallel_replicate_degree, kMaxWorldSize,
-           " (the largest world size)");
-  c.AtMost("parallelism.data_parallel_shard_degree", p.data_parallel_shard_degree, kMaxWorldSize,
-           " (the largest world size)");
-  c.AtMost("parallelism.context_parallel_degree", p.context_parallel_degree, kMaxWorldSize,
-           " (the largest world size)");
+  // The coordinator stores degrees and world sizes as 32-bit integers: each degree is bounded by
+  // kMaxWorldSize (the table), and so is their product.
   const int64_t dp = p.data_parallel_replicate_degree;
   const int64_t shard = p.data_parallel_shard_degree;
   const int64_t cp = p.context_parallel_degree;
@@ -362,20 +309,13 @@ void CheckTokenCount(const JobConfig& config, absl::string_view section, int64_t
 
 void CheckRest(const JobConfig& config, Checker& c) {
   const CheckpointSection& ck = config.checkpoint;
-  c.Positive("checkpoint.interval", ck.interval);
-  c.NonNegative("checkpoint.keep_latest_k", ck.keep_latest_k, " (0 keeps all)");
   if (ck.enable && ck.folder.empty()) c.Add("checkpoint.folder = \"\": required when checkpoint.enable = true");
-
-  c.Positive("metrics.log_freq", config.metrics.log_freq);
 
   const ValidationSection& v = config.validation;
   c.Choice<DatasetKind>("validation.dataset", "must be empty (use the training dataset) or one of ");
-  c.Positive("validation.steps", v.steps);
-  c.Positive("validation.local_batch_size", v.local_batch_size);
   CheckTokenCount(config, "training", config.training.steps, config.training.local_batch_size, c);
   CheckTokenCount(config, "validation", v.steps, v.local_batch_size, c);
 
-  c.Positive("comm.timeout_seconds", config.comm.timeout_seconds);
   c.Choice<CommBackend>("comm.backend");
 }
 
@@ -408,11 +348,12 @@ void CheckSeqLenSharding(const JobConfig& config, std::vector<std::string>* prob
 void ValidateJobConfig(const JobConfig& config, const InvalidChoices& invalid,
                        std::vector<std::string>* problems) {
   Checker c(invalid, problems);
-  CheckJob(config.job, c);
+  CheckBounds(config, c);
+  CheckJob(c);
   CheckModel(config, c);
   CheckTraining(config, c);
-  CheckOptimizer(config.optimizer, c);
-  CheckLrScheduler(config, c);
+  c.Choice<OptimizerName>("optimizer.name");
+  CheckLrScheduler(c);
   CheckParallelism(config, c);
   CheckActivationCheckpoint(config, c);
   // A misspelt balancer kept its default; checking the sharding against that would mislead.

@@ -24,6 +24,7 @@
 #include "common/config/config_fields.h"
 #include "common/config/config_limits.h"
 #include "common/config/config_validate.h"
+#include "common/printable.h"
 
 namespace ringtrain {
 namespace {
@@ -96,13 +97,14 @@ const char* AssignToml(const toml::node& node, const FieldPtr& ptr, const std::s
       ptr);
 }
 
-// The node as the user wrote it, for messages: strings double-quoted like the rest of our output.
+// The node as the user wrote it, for messages: strings double-quoted like the rest of our output,
+// cut to an Excerpt (a 200 KB string or array must not become a 200 KB error).
 std::string RenderToml(const toml::node& node) {
-  if (const auto* s = node.as_string()) return Quote(s->get());
+  if (const auto* s = node.as_string()) return Quote(Excerpt(s->get()));
   if (const auto* f = node.as_floating_point()) return FormatDouble(f->get());
   std::ostringstream out;
   node.visit([&](const auto& n) { out << n; });
-  return out.str();
+  return Excerpt(out.str());
 }
 
 struct Located {
@@ -233,28 +235,29 @@ void ApplyOverride(const std::string& arg, const std::vector<Section>& sections,
   if (absl::StartsWith(text, "--")) text.remove_prefix(2);
   const size_t eq = text.find('=');
   if (eq == absl::string_view::npos) {
-    problems->push_back(absl::StrCat("override '", arg, "': expected --section.key=value"));
+    problems->push_back(absl::StrCat("override '", Excerpt(arg), "': expected --section.key=value"));
     return;
   }
   const absl::string_view path = absl::StripAsciiWhitespace(text.substr(0, eq));
   const absl::string_view value = text.substr(eq + 1);
   const size_t dot = path.find('.');
   if (dot == absl::string_view::npos) {
-    problems->push_back(absl::StrCat("override '", arg, "': ", KeyOutsideSection(path, sections)));
+    problems->push_back(absl::StrCat("override '", Excerpt(arg), "': ", KeyOutsideSection(path, sections)));
     return;
   }
   const Section* section = FindSection(sections, path.substr(0, dot));
   if (section == nullptr) {
-    problems->push_back(absl::StrCat("override '", arg, "': ", UnknownSection(path.substr(0, dot), sections)));
+    problems->push_back(absl::StrCat("override '", Excerpt(arg), "': ", UnknownSection(path.substr(0, dot), sections)));
     return;
   }
   const Field* field = FindField(*section, path.substr(dot + 1));
   if (field == nullptr) {
-    problems->push_back(absl::StrCat("override '", arg, "': ", UnknownKey(*section, path.substr(dot + 1))));
+    problems->push_back(absl::StrCat("override '", Excerpt(arg), "': ", UnknownKey(*section, path.substr(dot + 1))));
     return;
   }
   if (const char* expected = AssignText(value, field->ptr, std::string(path), invalid)) {
-    problems->push_back(absl::StrCat(path, " = ", value, " (override '", arg, "'): ", expected));
+    problems->push_back(
+        absl::StrCat(Excerpt(path), " = ", Excerpt(value), " (override '", Excerpt(arg), "'): ", expected));
   }
 }
 

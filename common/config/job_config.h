@@ -2,7 +2,9 @@
 // `--section.key=value`. Torch-free, so the coordinator validates the same configs the trainer runs.
 //
 // Validation is whole-config: ParseJobConfig reports every problem at once, each naming the key, the
-// value and what would be valid. Checks that need the world size (mesh) are in ValidateMesh.
+// value and what would be valid. Every numeric key has bounds in the table of keys
+// (config_fields.cc), so no value that passes overflows what is computed from it. Checks that need
+// the world size (mesh) are in ValidateMesh.
 #ifndef RINGTRAIN_COMMON_CONFIG_JOB_CONFIG_H_
 #define RINGTRAIN_COMMON_CONFIG_JOB_CONFIG_H_
 

@@ -124,8 +124,17 @@ TEST_F(BoundsTest, HugeErrorListIsCapped) {
 
 TEST_F(BoundsTest, OverflowingDegreeIsRefused) {
   EXPECT_NE(Refusal("", {"parallelism.data_parallel_replicate_degree=4294967297"})
-                .find("parallelism.data_parallel_replicate_degree = 4294967297: must be <= 16384"),
+                .find("parallelism.data_parallel_replicate_degree = 4294967297: must be -1 (fill the world) or in "
+                      "[1, 16384]"),
             std::string::npos);
+}
+
+// A 200 KB value used to come back whole in the error, over gRPC's 16 KiB trailer limit: the client
+// saw RESOURCE_EXHAUSTED ("received metadata size exceeds hard limit") instead of the refusal.
+TEST_F(BoundsTest, HugeValueIsEchoedOnlyInPart) {
+  const std::string message = Refusal("[training]\ndataset = \"" + std::string(200 * 1024, 'v') + "\"\n");
+  EXPECT_NE(message.find("training.dataset = \"vvvv"), std::string::npos) << message.substr(0, 300);
+  EXPECT_LT(message.size(), 1024u) << message.substr(0, 300);
 }
 
 TEST_F(BoundsTest, NamesWithControlCharactersAreRefusedAndEscapedByRingctl) {

@@ -126,14 +126,15 @@ TEST(ConfigLimitsTest, ProblemListIsCapped) {
 TEST(ConfigLimitsTest, DegreesThatWouldNarrowAreRefused) {
   // 2^32 + 1 used to become 1 in the coordinator's 32-bit world size.
   EXPECT_THAT(ParseError("", {"parallelism.data_parallel_replicate_degree=4294967297"}),
-              HasSubstr("parallelism.data_parallel_replicate_degree = 4294967297: must be <= 16384"));
+              HasSubstr("parallelism.data_parallel_replicate_degree = 4294967297: must be -1 (fill the world) or "
+                        "in [1, 16384]"));
   EXPECT_THAT(ParseError("", {"parallelism.context_parallel_degree=4294967296", "training.seq_len=4294967296"}),
-              HasSubstr("parallelism.context_parallel_degree = 4294967296: must be <= 16384"));
+              HasSubstr("parallelism.context_parallel_degree = 4294967296: must be in [1, 16384]"));
   EXPECT_THAT(ParseError("", {"parallelism.data_parallel_replicate_degree=256",
                               "parallelism.context_parallel_degree=128"}),
               HasSubstr("× context_parallel_degree (128) = 32768 ranks; at most 16384"));
   EXPECT_THAT(ParseError("[parallelism]\ndata_parallel_replicate_degree = 9223372036854775807\n"),
-              HasSubstr("must be <= 16384"));
+              HasSubstr("must be -1 (fill the world) or in [1, 16384]"));
   absl::StatusOr<JobConfig> c = ParseJobConfig("", {}, "t");
   ASSERT_TRUE(c.ok());
   EXPECT_THAT(std::string(ValidateMesh(*c, int64_t{1} << 32).message()), HasSubstr("at most 16384 ranks"));

@@ -169,6 +169,50 @@ TEST_F(GrpcWireTest, NotFoundMapsThroughFromGrpcStatus) {
   EXPECT_EQ(status.message(), "GetJob: no job j-42");
 }
 
+// Bytes of `message` in the grpc-message trailer: percent-encoded outside printable ASCII and '%'.
+size_t WireSize(const std::string& message) {
+  size_t n = 0;
+  for (const char c : message) n += (c >= 0x20 && c <= 0x7e && c != '%') ? 1 : 3;
+  return n;
+}
+
+// The fake echoes the job id in its NOT_FOUND, as the coordinator's store does. Uncapped, a 200 KB
+// id made the trailers too large and the client saw RESOURCE_EXHAUSTED ("received metadata size
+// exceeds hard limit") instead of the error.
+TEST_F(GrpcWireTest, HugeErrorMessageStillReachesTheClientAsTheError) {
+  auto stub = v1::JobService::NewStub(channel_);
+  for (const char fill : {'x', '\x01'}) {  // printable, and bytes that percent-encode to three
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineIn(2000ms));
+    v1::GetJobRequest req;
+    req.set_job_id(std::string(200 * 1024, fill));
+    v1::Job job;
+    const grpc::Status status = stub->GetJob(&ctx, req, &job);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message().substr(0, 200);
+    EXPECT_TRUE(absl::StartsWith(status.error_message(), "no job ")) << status.error_message().substr(0, 200);
+    EXPECT_TRUE(absl::EndsWith(status.error_message(), "(cut: the message is 204807 bytes)"))
+        << status.error_message().substr(0, 200);
+    EXPECT_LE(WireSize(status.error_message()), kMaxStatusMessageWireBytes);
+  }
+}
+
+TEST(CapStatusMessageTest, KeepsShortMessagesAndCutsLongOnesOnCharacters) {
+  EXPECT_EQ(CapStatusMessage("no job j-1"), "no job j-1");
+  const std::string fits(kMaxStatusMessageWireBytes, 'a');
+  EXPECT_EQ(CapStatusMessage(fits), fits);
+  // Each 日 (3 bytes) takes 9 on the wire: the cut lands between characters, within the budget.
+  std::string wide;
+  for (int i = 0; i < 1000; ++i) wide += "日";
+  const std::string capped = CapStatusMessage(wide, 1000);
+  EXPECT_TRUE(absl::EndsWith(capped, " \xe2\x80\xa6 (cut: the message is 3000 bytes)")) << capped;
+  EXPECT_EQ(capped.find(" \xe2\x80\xa6") % 3, 0u) << "a character was split";
+  EXPECT_LE(WireSize(capped), 1000u);
+  EXPECT_GT(WireSize(capped), 1000u - 9);
+  const grpc::Status status = ToGrpcStatus(absl::InvalidArgumentError(std::string(100000, '%')));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LE(WireSize(status.error_message()), kMaxStatusMessageWireBytes);
+}
+
 TEST_F(GrpcWireTest, WatchJobStreamsSteps) {
   auto stub = v1::JobService::NewStub(channel_);
   grpc::ClientContext ctx;

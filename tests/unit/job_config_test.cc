@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/config/config_fields.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -451,15 +455,15 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // job
         RuleCase{{"job.mode=serve"}, "job.mode = \"serve\": must be one of \"train\", \"eval\""},
-        RuleCase{{"job.max_restarts=-1"}, "job.max_restarts = -1: must be >= 0"},
+        RuleCase{{"job.max_restarts=-1"}, "job.max_restarts = -1: must be in [0, 1000]"},
         // model
-        RuleCase{{"model.dim=0"}, "model.dim = 0: must be > 0"},
-        RuleCase{{"model.n_layers=0"}, "model.n_layers = 0: must be > 0"},
-        RuleCase{{"model.n_heads=-8"}, "model.n_heads = -8: must be > 0"},
-        RuleCase{{"model.n_kv_heads=0"}, "model.n_kv_heads = 0: must be > 0"},
-        RuleCase{{"model.vocab_size=0"}, "model.vocab_size = 0: must be > 0"},
-        RuleCase{{"model.multiple_of=0"}, "model.multiple_of = 0: must be > 0"},
-        RuleCase{{"model.max_seq_len=0"}, "model.max_seq_len = 0: must be > 0"},
+        RuleCase{{"model.dim=0"}, "model.dim = 0: must be in [1, 65536]"},
+        RuleCase{{"model.n_layers=0"}, "model.n_layers = 0: must be in [1, 1024]"},
+        RuleCase{{"model.n_heads=-8"}, "model.n_heads = -8: must be in [1, 65536]"},
+        RuleCase{{"model.n_kv_heads=0"}, "model.n_kv_heads = 0: must be in [1, 65536]"},
+        RuleCase{{"model.vocab_size=0"}, "model.vocab_size = 0: must be in [1, 4294967296] (token ids are 32-bit)"},
+        RuleCase{{"model.multiple_of=0"}, "model.multiple_of = 0: must be in [1, 65536]"},
+        RuleCase{{"model.max_seq_len=0"}, "model.max_seq_len = 0: must be in [1, 16777216]"},
         RuleCase{{"model.n_kv_heads=3"}, "model.n_kv_heads = 3 must divide model.n_heads = 8 (valid: 1, 2, 4, 8)"},
         RuleCase{{"model.dim=250"},
                  "model.dim = 250 must be divisible by model.n_heads = 8 (try model.dim = 248 or 256, or "
@@ -467,13 +471,13 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{{"model.dim=200"},
                  "model.dim / model.n_heads = 200 / 8 = 25 (head_dim) must be even for RoPE (try model.dim = 192 or "
                  "208)"},
-        RuleCase{{"model.ffn_dim_multiplier=0"}, "model.ffn_dim_multiplier = 0.0: must be > 0"},
-        RuleCase{{"model.norm_eps=0"}, "model.norm_eps = 0.0: must be > 0"},
-        RuleCase{{"model.rope_theta=-1"}, "model.rope_theta = -1.0: must be > 0"},
+        RuleCase{{"model.ffn_dim_multiplier=0"}, "model.ffn_dim_multiplier = 0.0: must be in (0, 64]"},
+        RuleCase{{"model.norm_eps=0"}, "model.norm_eps = 0.0: must be in (0, 1]"},
+        RuleCase{{"model.rope_theta=-1"}, "model.rope_theta = -1.0: must be in (0, 1e+12]"},
         RuleCase{{"model.max_seq_len=128"}, "model.max_seq_len = 128 must be >= training.seq_len = 256"},
         // training
-        RuleCase{{"training.seq_len=0"}, "training.seq_len = 0: must be > 0"},
-        RuleCase{{"training.local_batch_size=0"}, "training.local_batch_size = 0: must be > 0"},
+        RuleCase{{"training.seq_len=0"}, "training.seq_len = 0: must be in [1, 16777216]"},
+        RuleCase{{"training.local_batch_size=0"}, "training.local_batch_size = 0: must be in [1, 1048576]"},
         RuleCase{{"training.steps=0"}, "training.steps = 0: must be > 0"},
         RuleCase{{"training.seed=-1"}, "training.seed = -1: must be >= 0"},
         RuleCase{{"training.max_norm=0"}, "training.max_norm = 0.0: must be > 0"},
@@ -511,7 +515,8 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{{"training.mixed_precision_reduce=fp16"},
                  "training.mixed_precision_reduce = \"fp16\": must be one of \"float32\", \"bfloat16\""},
         RuleCase{{"training.global_batch_size=0"},
-                 "training.global_batch_size = 0: must be -1 (data-parallel degree × local_batch_size) or > 0"},
+                 "training.global_batch_size = 0: must be -1 (data-parallel degree × local_batch_size) or in [1, "
+                 "17179869184]"},
         RuleCase{{"training.global_batch_size=12"},
                  "training.global_batch_size = 12 must be a multiple of training.local_batch_size = 8"},
         RuleCase{{"activation_checkpoint.mode=partial"},
@@ -526,12 +531,14 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{{"comm.backend=mpi"}, "comm.backend = \"mpi\": must be one of \"auto\", \"nccl\", \"gloo\""},
         // parallelism
         RuleCase{{"parallelism.data_parallel_replicate_degree=0"},
-                 "parallelism.data_parallel_replicate_degree = 0: must be -1 (fill the world) or > 0"},
+                 "parallelism.data_parallel_replicate_degree = 0: must be -1 (fill the world) or in [1, 16384] (the "
+                 "largest world size)"},
         RuleCase{{"parallelism.data_parallel_replicate_degree=-2"},
                  "parallelism.data_parallel_replicate_degree = -2: must be -1"},
-        RuleCase{{"parallelism.context_parallel_degree=0"}, "parallelism.context_parallel_degree = 0: must be > 0"},
+        RuleCase{{"parallelism.context_parallel_degree=0"},
+                 "parallelism.context_parallel_degree = 0: must be in [1, 16384]"},
         RuleCase{{"parallelism.data_parallel_shard_degree=0"},
-                 "parallelism.data_parallel_shard_degree = 0: must be -1 (fill the world) or > 0"},
+                 "parallelism.data_parallel_shard_degree = 0: must be -1 (fill the world) or in [1, 16384]"},
         RuleCase{{"parallelism.fsdp_reshard_after_forward=sometimes"},
                  "parallelism.fsdp_reshard_after_forward = \"sometimes\": must be one of \"default\", \"always\", "
                  "\"never\""},
@@ -561,8 +568,71 @@ INSTANTIATE_TEST_SUITE_P(
                  "validation.dataset = \"parquet\": must be empty (use the training dataset) or one of \"synthetic\", "
                  "\"text\", \"bin\""},
         RuleCase{{"validation.steps=0"}, "validation.steps = 0: must be > 0"},
-        RuleCase{{"validation.local_batch_size=-3"}, "validation.local_batch_size = -3: must be > 0"},
-        RuleCase{{"comm.timeout_seconds=0"}, "comm.timeout_seconds = 0.0: must be > 0"}));
+        RuleCase{{"validation.local_batch_size=-3"}, "validation.local_batch_size = -3: must be in [1, 1048576]"},
+        RuleCase{{"comm.timeout_seconds=0"}, "comm.timeout_seconds = 0.0: must be in [0.001, 86400] seconds"}));
+
+// Values the trainer would refuse, or turn into nonsense, are refused by the validation the
+// coordinator runs at submit: a timeout of 1e308 s became -2^63 ms, 1e-9 s became 0 ms, and a vocab
+// of 2^32 + 1 passed until the trainer's synthetic source refused it.
+TEST(ValidationTest, ValuesOutsideTheirBoundsAreRefused) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"comm.timeout_seconds=1e308",
+       "comm.timeout_seconds = 1e+308: must be in [0.001, 86400] seconds (it is counted in whole milliseconds)"},
+      {"comm.timeout_seconds=1e-9", "comm.timeout_seconds = 1e-09: must be in [0.001, 86400] seconds"},
+      {"comm.timeout_seconds=-1", "comm.timeout_seconds = -1.0: must be in [0.001, 86400] seconds"},
+      {"job.restart_backoff_seconds=1e-9",
+       "job.restart_backoff_seconds = 1e-09: must be 0 or in [0.001, 3600] seconds"},
+      {"job.restart_backoff_seconds=3601", "job.restart_backoff_seconds = 3601.0: must be 0 or in [0.001, 3600]"},
+      {"job.max_restarts=1001", "job.max_restarts = 1001: must be in [0, 1000]"},
+      {"model.vocab_size=4294967297",
+       "model.vocab_size = 4294967297: must be in [1, 4294967296] (token ids are 32-bit)"},
+      {"model.dim=9223372036854775807", "model.dim = 9223372036854775807: must be in [1, 65536]"},
+      {"model.n_layers=1000000000", "model.n_layers = 1000000000: must be in [1, 1024]"},
+      {"model.ffn_dim_multiplier=1e300", "model.ffn_dim_multiplier = 1e+300: must be in (0, 64]"},
+      {"training.seq_len=1099511627776", "training.seq_len = 1099511627776: must be in [1, 16777216]"},
+      {"training.local_batch_size=1099511627776",
+       "training.local_batch_size = 1099511627776: must be in [1, 1048576]"},
+      {"training.global_batch_size=-2", "training.global_batch_size = -2: must be -1"},
+      {"optimizer.beta2=nan", "expected a finite number"},
+  };
+  for (const auto& [override_text, expected] : cases) {
+    EXPECT_THAT(ParseError("", {override_text}), HasSubstr(expected)) << override_text;
+  }
+}
+
+TEST(ValidationTest, BoundsAreInclusiveWhereTheySaySo) {
+  for (const std::vector<std::string>& overrides :
+       std::vector<std::vector<std::string>>{{"comm.timeout_seconds=0.001"},
+                                             {"comm.timeout_seconds=86400"},
+                                             {"job.restart_backoff_seconds=0"},
+                                             {"job.restart_backoff_seconds=3600"},
+                                             {"job.max_restarts=1000"},
+                                             {"model.vocab_size=4294967296"},
+                                             {"model.n_layers=1024"},
+                                             {"training.seed=9223372036854775807"},
+                                             {"model.ffn_dim_multiplier=64"},
+                                             {"model.norm_eps=1"}}) {
+    const absl::StatusOr<JobConfig> config = Parse("", overrides);
+    EXPECT_TRUE(config.ok()) << overrides[0] << ": " << config.status();
+  }
+}
+
+// One table bounds every numeric key (config_fields.cc): a key added without bounds fails here.
+TEST(ValidationTest, EveryNumericKeyHasBounds) {
+  JobConfig config;
+  for (const config_internal::Section& section : config_internal::Sections(config)) {
+    for (const config_internal::Field& f : section.fields) {
+      const std::string key = absl::StrCat(section.name, ".", f.key);
+      if (std::holds_alternative<int64_t*>(f.ptr)) {
+        EXPECT_TRUE(std::holds_alternative<config_internal::IntBounds>(f.bounds)) << key;
+      } else if (std::holds_alternative<double*>(f.ptr) || std::holds_alternative<std::optional<double>*>(f.ptr)) {
+        EXPECT_TRUE(std::holds_alternative<config_internal::RealBounds>(f.bounds)) << key;
+      } else {
+        EXPECT_TRUE(std::holds_alternative<std::monostate>(f.bounds)) << key;
+      }
+    }
+  }
+}
 
 TEST(ValidationTest, BoundaryValuesAreAccepted) {
   absl::StatusOr<JobConfig> config =
@@ -603,9 +673,9 @@ TEST(ValidationTest, SeveralProblemsAreReportedInOneMessage) {
       ParseError("[model]\ndim = 0\n[optimizer]\nlr = -1.0\n", {"--job.mode=serve", "--comm.timeout_seconds=0"});
   EXPECT_THAT(message, StartsWith("invalid config test.toml:\n"));
   EXPECT_THAT(message, HasSubstr("\n  job.mode = \"serve\""));
-  EXPECT_THAT(message, HasSubstr("\n  model.dim = 0: must be > 0"));
+  EXPECT_THAT(message, HasSubstr("\n  model.dim = 0: must be in [1, 65536]"));
   EXPECT_THAT(message, HasSubstr("\n  optimizer.lr = -1.0: must be > 0"));
-  EXPECT_THAT(message, HasSubstr("\n  comm.timeout_seconds = 0.0: must be > 0"));
+  EXPECT_THAT(message, HasSubstr("\n  comm.timeout_seconds = 0.0: must be in [0.001, 86400] seconds"));
   // One problem per line: the header plus four.
   EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 4) << message;
 }
@@ -750,10 +820,10 @@ TEST(JobConfigToTomlTest, AwkwardValuesRoundTripExactly) {
   config.optimizer.lr = 0.1 + 0.2;               // not the double nearest 0.3
   config.optimizer.beta1 = 1.0 / 3.0;
   config.optimizer.eps = 4.9406564584124654e-324;  // the smallest subnormal
-  config.model.rope_theta = 1e300;
+  config.model.rope_theta = 999999999999.99988;  // just below the bound, 1e12
   config.model.norm_eps = 1.0;                   // integral: must still print as a float
   config.model.ffn_dim_multiplier = 2.0 / 3.0;
-  config.comm.timeout_seconds = 123456789.123456789;
+  config.comm.timeout_seconds = 86399.123456789;
   config.training.seed = 9223372036854775807;
   config.training.dataset_path = "dir with \"quotes\"\\back\tslash\nnewline\x01 \xc3\xa9t\xc3\xa9.bin";
   config.metrics.jsonl = "";

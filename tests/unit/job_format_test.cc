@@ -51,6 +51,20 @@ TEST(JobFormatTest, JobTableAndDetailEscapeServerStrings) {
   EXPECT_THAT(error, HasSubstr(kEscaped));
 }
 
+// A name stored before the coordinator refused bidi controls prints them escaped: an override
+// (U+202E) would show the rest of the row, state and step columns included, right to left.
+TEST(JobFormatTest, BidirectionalControlsInStoredNamesPrintEscaped) {
+  v1::Job job;
+  job.set_job_id("job-000002");
+  job.set_name("report\u202ecod.exe\u2066x\u2069");
+  job.set_state(v1::JOB_STATE_RUNNING);
+  for (const std::string& text : {FormatJobTable({job}, 0), FormatJobDetail(job, 0)}) {
+    EXPECT_THAT(text, HasSubstr("report\\u202ecod.exe\\u2066x\\u2069")) << text;
+    EXPECT_EQ(text.find("\u202e"), std::string::npos) << text;
+    EXPECT_EQ(text.find("\u2066"), std::string::npos) << text;
+  }
+}
+
 TEST(JobFormatTest, WorkerTableEscapesHostLabels) {
   v1::Worker w;
   w.set_worker_id("worker-0001");

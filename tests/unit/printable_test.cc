@@ -21,6 +21,19 @@ TEST(PrintableTest, EscapesControlCharactersAndBrokenUtf8) {
   EXPECT_EQ(EscapeForTerminal("cut \xe6\x97"), "cut \\xe6\\x97");
 }
 
+// Bidi embeddings, overrides and isolates reorder what follows them ("Trojan Source"); ringctl
+// must show them, not obey them. Neighbouring code points print as themselves.
+TEST(PrintableTest, EscapesBidirectionalControls) {
+  EXPECT_EQ(EscapeForTerminal("invoice\u202egpj.exe"), "invoice\\u202egpj.exe");
+  EXPECT_EQ(EscapeForTerminal("\u202a\u202b\u202c\u202d"), "\\u202a\\u202b\\u202c\\u202d");
+  EXPECT_EQ(EscapeForTerminal("\u2066a\u2067b\u2068c\u2069"), "\\u2066a\\u2067b\\u2068c\\u2069");
+  EXPECT_EQ(EscapeForTerminal("\u2029\u202f\u2065\u206a"), "\u2029\u202f\u2065\u206a");
+  EXPECT_TRUE(IsBidiControl(0x202e));
+  EXPECT_TRUE(IsBidiControl(0x2066));
+  EXPECT_FALSE(IsBidiControl(0x2029));
+  EXPECT_FALSE(IsBidiControl(0x206a));
+}
+
 TEST(PrintableTest, DecodesUtf8) {
   EXPECT_EQ(DecodeUtf8("é", 0), std::make_pair(uint32_t{0xe9}, size_t{2}));
   EXPECT_EQ(DecodeUtf8("\xf0\x9f\x98\x80", 0), std::make_pair(uint32_t{0x1f600}, size_t{4}));
@@ -47,6 +60,15 @@ TEST(PrintableTest, Utf8PrefixNeverSplitsACharacter) {
   EXPECT_EQ(Utf8Prefix(text, 2), "ab");
   EXPECT_EQ(Utf8Prefix(text, 0), "");
   EXPECT_EQ(Utf8Prefix("\xf0\x9f\x98\x80x", 3), "");
+}
+
+TEST(PrintableTest, ExcerptCutsLongValuesOnCharactersAndSaysHowLong) {
+  EXPECT_EQ(Excerpt("short"), "short");
+  EXPECT_EQ(Excerpt(std::string(kMaxEchoBytes, 'v')), std::string(kMaxEchoBytes, 'v'));
+  EXPECT_EQ(Excerpt(std::string(200 * 1024, 'v')),
+            std::string(kMaxEchoBytes, 'v') + "\xe2\x80\xa6 (204800 bytes)");
+  EXPECT_EQ(Excerpt("ab日本", 4), "ab\xe2\x80\xa6 (8 bytes)");  // 日 would be split: dropped whole
+  EXPECT_LE(Excerpt(std::string(1 << 20, 'v')).size(), kMaxEchoBytes + 25);
 }
 
 }  // namespace
