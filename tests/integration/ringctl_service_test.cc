@@ -234,9 +234,11 @@ class RingctlServiceTest : public ::testing::Test {
     ASSERT_NE(server_, nullptr) << "cannot listen on " << address_;
   }
 
-  // ringctl ARGS --coordinator ADDRESS.
-  CommandResult Ringctl(std::vector<std::string> args) {
+  // ringctl ARGS --coordinator ADDRESS, with `env` ("NAME=value") added to its environment.
+  CommandResult Ringctl(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
     args.insert(args.begin(), BinDir() + "/ringctl");
+    args.insert(args.begin(), env.begin(), env.end());
+    args.insert(args.begin(), "/usr/bin/env");
     args.push_back("--coordinator=" + address_);
     return RunCommand(args);
   }
@@ -469,6 +471,26 @@ TEST_F(RingctlServiceTest, LossCompareRunsBothSidesAsJobs) {
   EXPECT_EQ(nproc.exit_code, 2) << nproc.output;
   EXPECT_TRUE(Has(nproc.output, "--test-nproc=4: with --coordinator the world size"))
       << nproc.output;
+}
+
+// Every global flag (--coordinator, --tls-ca, --tls-cert, --tls-key, --token-file) is taken before
+// the subcommand as after it, and beats its variable wherever it stands. A CA file that does not
+// exist shows which one ringctl took.
+TEST_F(RingctlServiceTest, GlobalFlagsGoBeforeTheSubcommandAndBeatTheirVariables) {
+  const std::string flag_ca = dir_ / "flag-ca.crt";
+  const std::string env = "RINGTRAIN_TLS_CA=" + (dir_ / "env-ca.crt");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--tls-ca", flag_ca, "list"}, {"list", "--tls-ca", flag_ca},
+        {"--tls-ca=" + flag_ca, "--tls-cert", "c", "--tls-key", "k", "list"}}) {
+    const CommandResult result = Ringctl(args, {env});
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_TRUE(Has(result.output, "--tls-ca " + flag_ca + ": cannot read it")) << result.output;
+  }
+  const CommandResult from_env = Ringctl({"list"}, {env});
+  EXPECT_TRUE(Has(from_env.output, "env-ca.crt: cannot read it")) << from_env.output;
+  // Given twice, the one after the subcommand wins (Ringctl adds --coordinator at the end).
+  const CommandResult twice = Ringctl({"--coordinator", "192.0.2.1:1", "list"});
+  EXPECT_EQ(twice.exit_code, 0) << twice.output;
 }
 
 // `ringctl up` with stand-ins for the two binaries (shell scripts that log their argv and pid) and
