@@ -47,7 +47,8 @@ inline constexpr GlobalFlag kGlobalFlags[] = {
     {"--tls-key", "RINGTRAIN_TLS_KEY", &CredentialFlags::tls_key,
      "PEM private key of --tls-cert; default $RINGTRAIN_TLS_KEY"},
     {"--token-file", "", &CredentialFlags::token_file,
-     "File holding the client token (else $RINGTRAIN_TOKEN)"},
+     "File holding the client token (else $RINGTRAIN_TOKEN). Sent only over TLS (--tls-ca) or to "
+     "a loopback address"},
 };
 
 // `args` (without the program name) rewritten: every global flag (`--name VALUE` or

@@ -49,10 +49,21 @@ bool TakesEnv(const CLI::App& sub, const std::string& flag) {
   return flag != "--coordinator" || (sub.get_name() != "up" && sub.get_name() != "loss-compare");
 }
 
+// The coordinator the parsed `sub` calls with the credentials; "" when it calls none (`up` calls
+// only the one it starts, in plaintext without a token; `loss-compare` without --coordinator runs
+// locally; `plan` contacts nothing).
+std::string CalledCoordinator(const CLI::App& sub) {
+  const CLI::Option* option = sub.get_option_no_throw("--coordinator");
+  if (sub.get_name() == "up" || option == nullptr) return "";
+  if (option->count() > 0) return option->as<std::string>();
+  return TakesEnv(sub, "--coordinator") ? ringtrain::kDefaultCoordinator : "";
+}
+
 // Installs the credentials for every CoordinatorClient; false (after printing why) when a file
-// cannot be used.
-bool InstallCredentials(const ringtrain::CredentialFlags& flags) {
-  std::string token;
+// cannot be used, or the token would travel in cleartext to `coordinator` on another machine.
+// A token in cleartext to a loopback `coordinator` is warned of here, once.
+bool InstallCredentials(const ringtrain::CredentialFlags& flags, const std::string& coordinator) {
+  std::string token, source;
   if (!flags.token_file.empty()) {
     absl::StatusOr<std::string> read = ringtrain::ReadSingleToken(flags.token_file, "--token-file");
     if (!read.ok()) {
@@ -60,14 +71,24 @@ bool InstallCredentials(const ringtrain::CredentialFlags& flags) {
       return false;
     }
     token = *std::move(read);
+    source = "--token-file " + flags.token_file;
   } else if (const char* env = std::getenv(ringtrain::kTokenEnv); env != nullptr && *env != '\0') {
     token = env;
+    source = std::string("$") + ringtrain::kTokenEnv;
   }
   absl::StatusOr<ringtrain::ChannelSecurity> security = ringtrain::LoadChannelSecurity(
       {flags.tls_ca, flags.tls_cert, flags.tls_key}, std::move(token));
-  if (!security.ok()) {
-    std::cerr << "ringctl: " << security.status().message() << std::endl;
+  absl::Status status = security.status();
+  if (status.ok() && !coordinator.empty()) {
+    status = ringtrain::CheckTokenTransport(coordinator, *security, source);
+  }
+  if (!status.ok()) {
+    std::cerr << "ringctl: " << status.message() << std::endl;
     return false;
+  }
+  if (!coordinator.empty()) {
+    const std::string warning = ringtrain::CleartextTokenWarning(coordinator, *security, source);
+    if (!warning.empty()) std::cerr << "ringctl: " << warning << std::endl;
   }
   ringtrain::SetProcessChannelSecurity(*std::move(security));
   return true;
@@ -88,7 +109,9 @@ int main(int argc, char** argv) {
       "  ringctl up --workers 4\n"
       "  ringctl --coordinator 127.0.0.1:50051 submit configs/debug_model.toml --follow\n"
       "  ringctl SUBCOMMAND --help     (each shows an example)\n"
-      "The options above go before or after the subcommand, and each beats its variable.");
+      "The options above go before or after the subcommand, and each beats its variable.\n"
+      "A token is sent only over TLS (--tls-ca) or to a loopback address (127.0.0.0/8, [::1],\n"
+      "localhost), with a warning there.");
 
   ringtrain::LossCompareFlags loss_compare;
   ringtrain::ServiceFlags service;
@@ -143,9 +166,12 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);  // prints help, or the error with a hint
     return code == 0 ? 0 : ringtrain::kExitUsage;
   }
-  if (!InstallCredentials(credentials)) return ringtrain::kExitUsage;
   for (const Subcommand& subcommand : subcommands) {
-    if (subcommand.app->parsed()) return subcommand.run();
+    if (!subcommand.app->parsed()) continue;
+    if (!InstallCredentials(credentials, CalledCoordinator(*subcommand.app))) {
+      return ringtrain::kExitUsage;
+    }
+    return subcommand.run();
   }
   return ringtrain::kExitUsage;
 }
