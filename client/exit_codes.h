@@ -13,7 +13,8 @@ inline constexpr int kExitMismatch = 1;
 // watch/submit --follow: the job ended FAILED or CANCELLED; other service commands: the coordinator
 // refused the request (e.g. NOT_FOUND for an unknown job id).
 inline constexpr int kExitFailed = 1;
-// Bad or conflicting flags, a missing config file or binary, a config the coordinator rejected.
+// Bad or conflicting flags (a token that would go in cleartext to another machine among them), a
+// missing config file or binary, a config the coordinator rejected.
 inline constexpr int kExitUsage = 2;
 // The coordinator could not be reached, a watch stream broke for good, or a wait timed out.
 inline constexpr int kExitUnreachable = 3;

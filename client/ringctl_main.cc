@@ -9,7 +9,7 @@
 
 #include "client/compare_command.h"
 #include "client/coordinator_client.h"
-#include "client/coordinator_flag.h"
+#include "client/global_flags.h"
 #include "client/exit_codes.h"
 #include "client/export_command.h"
 #include "client/logs_command.h"
@@ -25,31 +25,45 @@ struct Subcommand {
   std::function<int()> run;  // returns the exit code
 };
 
-// How ringctl reaches a coordinator that serves TLS or wants a token: every subcommand takes them,
-// each with an environment variable that stands in for it (a token only from a file or the
-// environment, never from the command line, where `ps` would show it).
-struct CredentialFlags {
-  ringtrain::ClientTlsFiles tls;
-  std::string token_file;
-};
+// Registers the credential flags (the global flags a subcommand stores in CredentialFlags) on
+// `command`. No envname: PlaceGlobalFlags applies the variables, so the flag always wins.
+void AddCredentialFlags(CLI::App* command, ringtrain::CredentialFlags* flags) {
+  for (const ringtrain::GlobalFlag& flag : ringtrain::kGlobalFlags) {
+    if (flag.field != nullptr) command->add_option(flag.name, flags->*flag.field, flag.help);
+  }
+}
 
-void AddCredentialFlags(CLI::App* command, CredentialFlags* flags) {
-  command->add_option("--tls-ca", flags->tls.ca,
-                      "PEM CA that signed the coordinator's certificate (TLS)")
-      ->envname("RINGTRAIN_TLS_CA");
-  command->add_option("--tls-cert", flags->tls.cert,
-                      "PEM client certificate, for a coordinator that wants one (mutual TLS)")
-      ->envname("RINGTRAIN_TLS_CERT");
-  command->add_option("--tls-key", flags->tls.key, "PEM private key of --tls-cert")
-      ->envname("RINGTRAIN_TLS_KEY");
-  command->add_option("--token-file", flags->token_file,
-                      "File holding the client token (else $RINGTRAIN_TOKEN)");
+// The subcommand called `name` (or with that alias); null when there is none.
+CLI::App* FindSubcommand(CLI::App& app, const std::string& name) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->check_name(name)) return sub;
+  }
+  return nullptr;
+}
+
+// Whether `sub` takes global `flag` from its variable: wherever it declares the flag, except
+// --coordinator for `up` (which starts a coordinator) and `loss-compare` (where --coordinator
+// chooses to run on the cluster instead of locally: that takes the flag).
+bool TakesEnv(const CLI::App& sub, const std::string& flag) {
+  if (sub.get_option_no_throw(flag) == nullptr) return false;
+  return flag != "--coordinator" || (sub.get_name() != "up" && sub.get_name() != "loss-compare");
+}
+
+// The coordinator the parsed `sub` calls with the credentials; "" when it calls none (`up` calls
+// only the one it starts, in plaintext without a token; `loss-compare` without --coordinator runs
+// locally; `plan` contacts nothing).
+std::string CalledCoordinator(const CLI::App& sub) {
+  const CLI::Option* option = sub.get_option_no_throw("--coordinator");
+  if (sub.get_name() == "up" || option == nullptr) return "";
+  if (option->count() > 0) return option->as<std::string>();
+  return TakesEnv(sub, "--coordinator") ? ringtrain::kDefaultCoordinator : "";
 }
 
 // Installs the credentials for every CoordinatorClient; false (after printing why) when a file
-// cannot be used.
-bool InstallCredentials(const CredentialFlags& flags) {
-  std::string token;
+// cannot be used, or the token would travel in cleartext to `coordinator` on another machine.
+// A token in cleartext to a loopback `coordinator` is warned of here, once.
+bool InstallCredentials(const ringtrain::CredentialFlags& flags, const std::string& coordinator) {
+  std::string token, source;
   if (!flags.token_file.empty()) {
     absl::StatusOr<std::string> read = ringtrain::ReadSingleToken(flags.token_file, "--token-file");
     if (!read.ok()) {
@@ -57,14 +71,24 @@ bool InstallCredentials(const CredentialFlags& flags) {
       return false;
     }
     token = *std::move(read);
-  } else if (const char* env = std::getenv("RINGTRAIN_TOKEN"); env != nullptr && *env != '\0') {
+    source = "--token-file " + flags.token_file;
+  } else if (const char* env = std::getenv(ringtrain::kTokenEnv); env != nullptr && *env != '\0') {
     token = env;
+    source = std::string("$") + ringtrain::kTokenEnv;
   }
-  absl::StatusOr<ringtrain::ChannelSecurity> security =
-      ringtrain::LoadChannelSecurity(flags.tls, std::move(token));
-  if (!security.ok()) {
-    std::cerr << "ringctl: " << security.status().message() << std::endl;
+  absl::StatusOr<ringtrain::ChannelSecurity> security = ringtrain::LoadChannelSecurity(
+      {flags.tls_ca, flags.tls_cert, flags.tls_key}, std::move(token));
+  absl::Status status = security.status();
+  if (status.ok() && !coordinator.empty()) {
+    status = ringtrain::CheckTokenTransport(coordinator, *security, source);
+  }
+  if (!status.ok()) {
+    std::cerr << "ringctl: " << status.message() << std::endl;
     return false;
+  }
+  if (!coordinator.empty()) {
+    const std::string warning = ringtrain::CleartextTokenWarning(coordinator, *security, source);
+    if (!warning.empty()) std::cerr << "ringctl: " << warning << std::endl;
   }
   ringtrain::SetProcessChannelSecurity(*std::move(security));
   return true;
@@ -76,16 +100,18 @@ int main(int argc, char** argv) {
   CLI::App app{"ringctl: the ringtrain client", "ringctl"};
   app.require_subcommand(1);
 
-  // Shown in `ringctl --help`; PlaceCoordinatorFlag moves it after the subcommand before parsing.
-  std::string coordinator;
-  app.add_option("--coordinator", coordinator,
-                 "The coordinator's address for any subcommand, given before or after it; default "
-                 "$RINGTRAIN_COORDINATOR, else 127.0.0.1:50051");
+  // Shown in `ringctl --help`; PlaceGlobalFlags moves them after the subcommand before parsing.
+  for (const ringtrain::GlobalFlag& flag : ringtrain::kGlobalFlags) {
+    app.add_option(flag.name, flag.help);
+  }
   app.footer(
       "Examples:\n"
       "  ringctl up --workers 4\n"
       "  ringctl --coordinator 127.0.0.1:50051 submit configs/debug_model.toml --follow\n"
-      "  ringctl SUBCOMMAND --help     (each shows an example)");
+      "  ringctl SUBCOMMAND --help     (each shows an example)\n"
+      "The options above go before or after the subcommand, and each beats its variable.\n"
+      "A token is sent only over TLS (--tls-ca) or to a loopback address (127.0.0.0/8, [::1],\n"
+      "localhost), with a warning there.");
 
   ringtrain::LossCompareFlags loss_compare;
   ringtrain::ServiceFlags service;
@@ -108,27 +134,28 @@ int main(int argc, char** argv) {
   ringtrain::TopFlags top;
   subcommands.push_back({ringtrain::AddTopCommand(app, &top), [&] { return ringtrain::RunTop(top); }});
 
-  CredentialFlags credentials;
+  ringtrain::CredentialFlags credentials;
   for (const Subcommand& subcommand : subcommands) AddCredentialFlags(subcommand.app, &credentials);
   // `plan` contacts nothing, so it takes no credentials.
   ringtrain::PlanFlags plan;
   subcommands.push_back(
       {ringtrain::AddPlanCommand(app, &plan), [&] { return ringtrain::RunPlan(plan); }});
 
-  // $RINGTRAIN_COORDINATOR is the default of every subcommand that talks to a running coordinator;
-  // not of `up` (which starts one) nor `loss-compare` (where --coordinator chooses to run on the
-  // cluster instead of locally: that takes the flag).
-  const char* env = std::getenv(ringtrain::kCoordinatorEnv);
-  std::vector<std::string> args = ringtrain::PlaceCoordinatorFlag(
-      std::vector<std::string>(argv + 1, argv + argc), env == nullptr ? "" : env,
-      [&app](const std::string& name) {
-        for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-          if (sub->get_name() == name) {
-            return name != "up" && name != "loss-compare" &&
-                   sub->get_option_no_throw("--coordinator") != nullptr;
-          }
-        }
-        return false;
+  // A global flag given both before the subcommand and after it: the one after wins.
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    for (const ringtrain::GlobalFlag& flag : ringtrain::kGlobalFlags) {
+      if (CLI::Option* option = sub->get_option_no_throw(flag.name)) option->take_last();
+    }
+  }
+  std::vector<std::string> args = ringtrain::PlaceGlobalFlags(
+      std::vector<std::string>(argv + 1, argv + argc),
+      [](const std::string& name) {
+        const char* value = std::getenv(name.c_str());
+        return std::string(value == nullptr ? "" : value);
+      },
+      [&app](const std::string& name, const std::string& flag) {
+        const CLI::App* sub = FindSubcommand(app, name);
+        return sub != nullptr && TakesEnv(*sub, flag);
       });
   args.insert(args.begin(), argv[0]);
   std::vector<char*> placed;
@@ -139,9 +166,12 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);  // prints help, or the error with a hint
     return code == 0 ? 0 : ringtrain::kExitUsage;
   }
-  if (!InstallCredentials(credentials)) return ringtrain::kExitUsage;
   for (const Subcommand& subcommand : subcommands) {
-    if (subcommand.app->parsed()) return subcommand.run();
+    if (!subcommand.app->parsed()) continue;
+    if (!InstallCredentials(credentials, CalledCoordinator(*subcommand.app))) {
+      return ringtrain::kExitUsage;
+    }
+    return subcommand.run();
   }
   return ringtrain::kExitUsage;
 }

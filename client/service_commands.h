@@ -1,7 +1,7 @@
 // ringctl's service subcommands — submit, watch, get, list, cancel, workers, up, plot — which talk
 // to ringtrain-coordinator's JobService (client/coordinator_client.h). Every one accepts
 // `--coordinator ADDR` (default $RINGTRAIN_COORDINATOR, else 127.0.0.1:50051; before or after the
-// subcommand: client/coordinator_flag.h) and all but `plot` (client/plot.h), which writes a file,
+// subcommand: client/global_flags.h) and all but `plot` (client/plot.h), which writes a file,
 // `--output table|json` (default table).
 // Exit statuses are client/exit_codes.h's.
 #ifndef RINGTRAIN_CLIENT_SERVICE_COMMANDS_H_

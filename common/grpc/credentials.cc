@@ -1,11 +1,14 @@
 #include "common/grpc/credentials.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -15,8 +18,10 @@
 #include <grpcpp/support/client_interceptor.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 
 namespace ringtrain {
@@ -125,7 +130,67 @@ class BearerInterceptorFactory : public grpc::experimental::ClientInterceptorFac
   const std::string value_;
 };
 
+// The host of "host", "host:port", "[v6]", "[v6]:port" or a bare IPv6 literal; "" when a '['
+// is not closed.
+absl::string_view HostOf(absl::string_view address) {
+  if (absl::ConsumePrefix(&address, "[")) {
+    const size_t close = address.find(']');
+    return close == absl::string_view::npos ? "" : address.substr(0, close);
+  }
+  if (std::count(address.begin(), address.end(), ':') > 1) return address;  // "::1"
+  return address.substr(0, address.find(':'));
+}
+
+bool IsLoopbackHost(absl::string_view host) {
+  const std::string name = absl::AsciiStrToLower(host);
+  if (name == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, name.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, name.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
 }  // namespace
+
+bool IsLoopbackTarget(absl::string_view target) {
+  // A socket file or an abstract socket never leaves the machine.
+  if (absl::StartsWith(target, "unix:") || absl::StartsWith(target, "unix-abstract:")) return true;
+  if (absl::ConsumePrefix(&target, "ipv4:") || absl::ConsumePrefix(&target, "ipv6:")) {
+    // gRPC may pick any address of the list.
+    if (target.empty()) return false;
+    for (absl::string_view address : absl::StrSplit(target, ',')) {
+      if (!IsLoopbackHost(HostOf(address))) return false;
+    }
+    return true;
+  }
+  if (absl::ConsumePrefix(&target, "dns:") && absl::ConsumePrefix(&target, "//")) {
+    // dns://AUTHORITY/NAME: the authority is the DNS server to ask, not where calls go.
+    const size_t slash = target.find('/');
+    if (slash == absl::string_view::npos) return false;
+    target.remove_prefix(slash + 1);
+  }
+  // Another scheme (xds:, vsock:) parses as a host that is no loopback address.
+  return IsLoopbackHost(HostOf(target));
+}
+
+absl::Status CheckTokenTransport(absl::string_view target, const ChannelSecurity& security,
+                                 absl::string_view token_source) {
+  if (!security.cleartext_token() || IsLoopbackTarget(target)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "refusing to send the token of ", token_source, " in cleartext to ", target,
+      ", which is not a loopback address: anyone on the way could read it and use it. Give --tls-ca "
+      "FILE (the CA that signed the server's certificate) to send it over TLS, or reach the "
+      "server at a loopback address (127.0.0.1, [::1], localhost; e.g. through an SSH tunnel or "
+      "kubectl port-forward)"));
+}
+
+std::string CleartextTokenWarning(absl::string_view target, const ChannelSecurity& security,
+                                  absl::string_view token_source) {
+  if (!security.cleartext_token()) return "";
+  return absl::StrCat("warning: sending the token of ", token_source, " in cleartext to ", target,
+                      " (a loopback address, so it stays on this machine); give --tls-ca FILE if "
+                      "the server serves TLS");
+}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFromFiles(
     const ServerTlsFiles& files) {
@@ -186,7 +251,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const grpc::ChannelArguments& args) {
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       security.tls() ? security.credentials : grpc::InsecureChannelCredentials();
-  if (security.bearer_token.empty()) return grpc::CreateCustomChannel(address, credentials, args);
+  // A token CheckTokenTransport refuses is left off rather than leaked (see the header).
+  if (security.bearer_token.empty() || !CheckTokenTransport(address, security, "").ok()) {
+    return grpc::CreateCustomChannel(address, credentials, args);
+  }
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
   factories.push_back(std::make_unique<BearerInterceptorFactory>(security.bearer_token));
   return grpc::experimental::CreateCustomChannelWithInterceptors(address, credentials, args,

@@ -4,7 +4,8 @@
 // TLS). Clients: LoadChannelSecurity (--tls-ca, optional --tls-cert/--tls-key for mutual TLS, a
 // bearer token) and MakeChannel, which sends `authorization: Bearer <token>` on every call of the
 // channel (a client interceptor, so it works over plaintext loopback too, where gRPC's call
-// credentials refuse to run). Every error names the flag and the file, and says what would work.
+// credentials refuse to run; never in cleartext to any other address: CheckTokenTransport). Every
+// error names the flag and the file, and says what would work.
 #ifndef RINGTRAIN_COMMON_GRPC_CREDENTIALS_H_
 #define RINGTRAIN_COMMON_GRPC_CREDENTIALS_H_
 
@@ -50,6 +51,8 @@ struct ChannelSecurity {
   std::string bearer_token;
 
   bool tls() const { return credentials != nullptr; }
+  // The token would travel readable by anyone on the path (CheckTokenTransport decides where).
+  bool cleartext_token() const { return !tls() && !bearer_token.empty(); }
 };
 
 // TLS from `files` (plaintext when all empty; cert/key without ca is INVALID_ARGUMENT: a client
@@ -57,8 +60,28 @@ struct ChannelSecurity {
 absl::StatusOr<ChannelSecurity> LoadChannelSecurity(const ClientTlsFiles& files,
                                                     std::string bearer_token);
 
+// True when the gRPC target `target` can only reach this machine: 127.0.0.0/8, [::1] or localhost,
+// with or without a port and a dns:, ipv4: or ipv6: scheme (every address of an ipv4:/ipv6: list),
+// or a unix: / unix-abstract: socket. Any other host is not, a DNS name included: it may resolve
+// anywhere, and a name that looks local (localhost.example.com) is the classic trick.
+bool IsLoopbackTarget(absl::string_view target);
+
+// Whether `security`'s bearer token may go to `target`: OK without a token, over TLS, or in
+// cleartext to a loopback target (callers then warn with CleartextTokenWarning). Otherwise
+// INVALID_ARGUMENT naming `token_source` (e.g. "--join-token-file FILE") and what would work:
+// --tls-ca, or a loopback address.
+absl::Status CheckTokenTransport(absl::string_view target, const ChannelSecurity& security,
+                                 absl::string_view token_source);
+
+// The one-line warning for a token sent in cleartext to a loopback `target`; empty when
+// `security` sends none in cleartext.
+std::string CleartextTokenWarning(absl::string_view target, const ChannelSecurity& security,
+                                  absl::string_view token_source);
+
 // A channel to `address` with `security`: TLS when it has credentials, and its bearer token added
-// to every call's metadata when it has one.
+// to every call's metadata when it has one and CheckTokenTransport allows it. A token it refuses
+// is left off (the server then answers UNAUTHENTICATED): callers run CheckTokenTransport first to
+// say why; this only makes sure a caller that forgot never leaks the token.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const ChannelSecurity& security,
                                            const grpc::ChannelArguments& args);

@@ -610,13 +610,20 @@ TEST_F(AgentTest, ShutdownWhileDisconnectedStopsTheTrainerAndReturns) {
 // The binary: flags reach Register and the trainer; SIGTERM cancels the trainer, reports its exit
 // and ends the agent with status 0.
 TEST_F(AgentTest, BinaryRegistersWithItsFlagsAndStopsCleanlyOnSigterm) {
+  testing::WriteFile(dir_ / "join-token", "join-secret\n");
   Subprocess worker = testing::StartCommand(
       {testing::BinDir() + "/ringtrain-worker", "--coordinator", Options().coordinator, "--device",
        "cuda:3", "--host-label", "bin-host", "--advertise-address", "10.1.2.3", "--work-dir",
-       dir_ / "work", "--trainer", trainer_},
+       dir_ / "work", "--trainer", trainer_, "--join-token-file", dir_ / "join-token"},
       dir_ / "worker.log");
   ASSERT_TRUE(WaitFor([&] { return !coordinator_->hellos().empty(); }))
       << testing::ReadFile(dir_ / "worker.log");
+  // The join token goes in cleartext to the loopback coordinator, with one warning.
+  const std::string log = testing::ReadFile(dir_ / "worker.log");
+  const std::string warning = "warning: sending the token of --join-token-file " +
+                              (dir_ / "join-token") + " in cleartext to " + Options().coordinator;
+  EXPECT_TRUE(absl::StrContains(log, warning)) << log;
+  EXPECT_EQ(log.find(warning), log.rfind(warning)) << log;
   const v1::RegisterRequest r = coordinator_->registrations().at(0);
   EXPECT_EQ(r.device_kind(), "cuda");
   EXPECT_EQ(r.device(), "cuda:3");
@@ -655,6 +662,18 @@ TEST_F(AgentTest, BinaryRejectsBadFlagsWithExitCode2) {
   r = testing::RunCommand({worker, "--trainer", dir_ / "nope"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.output, "does not exist")) << r.output;
+  // A join token never goes in cleartext to another machine: refused before anything starts.
+  testing::WriteFile(dir_ / "join-token", "join-secret\n");
+  r = testing::RunCommand({worker, "--coordinator", "192.0.2.1:50051", "--join-token-file",
+                           dir_ / "join-token", "--work-dir", dir_ / "refused", "--trainer",
+                           trainer_});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "refusing to send the token of --join-token-file " +
+                                              (dir_ / "join-token") +
+                                              " in cleartext to 192.0.2.1:50051"))
+      << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "Give --tls-ca FILE")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "refused"));
 }
 
 // Whether a listening socket can be bound on 127.0.0.1:port now (SO_REUSEADDR, as a restarted

@@ -132,9 +132,13 @@ class FakeJobService final : public v1::JobService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
+  grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest*,
                         v1::ListJobsResponse* response) override {
     std::lock_guard<std::mutex> lock(mu_);
+    const auto token = context->client_metadata().find("authorization");
+    list_authorization_ = token == context->client_metadata().end()
+                              ? ""
+                              : std::string(token->second.data(), token->second.size());
     for (const char* id : {"job-000003", "job-000002", "job-000001"}) {
       *response->add_jobs() = jobs_[id];
     }
@@ -207,6 +211,11 @@ class FakeJobService final : public v1::JobService::Service {
     std::lock_guard<std::mutex> lock(mu_);
     return watch_from_steps_[job];
   }
+  // The authorization metadata of the last ListJobs ("" when it had none).
+  std::string list_authorization() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return list_authorization_;
+  }
 
  private:
   std::mutex mu_;
@@ -214,6 +223,7 @@ class FakeJobService final : public v1::JobService::Service {
   std::map<std::string, std::vector<JobEvent>> events_;
   std::vector<v1::SubmitJobRequest> submits_;
   std::map<std::string, std::vector<int64_t>> watch_from_steps_;
+  std::string list_authorization_;
 };
 
 class RingctlServiceTest : public ::testing::Test {
@@ -234,9 +244,11 @@ class RingctlServiceTest : public ::testing::Test {
     ASSERT_NE(server_, nullptr) << "cannot listen on " << address_;
   }
 
-  // ringctl ARGS --coordinator ADDRESS.
-  CommandResult Ringctl(std::vector<std::string> args) {
+  // ringctl ARGS --coordinator ADDRESS, with `env` ("NAME=value") added to its environment.
+  CommandResult Ringctl(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
     args.insert(args.begin(), BinDir() + "/ringctl");
+    args.insert(args.begin(), env.begin(), env.end());
+    args.insert(args.begin(), "/usr/bin/env");
     args.push_back("--coordinator=" + address_);
     return RunCommand(args);
   }
@@ -469,6 +481,54 @@ TEST_F(RingctlServiceTest, LossCompareRunsBothSidesAsJobs) {
   EXPECT_EQ(nproc.exit_code, 2) << nproc.output;
   EXPECT_TRUE(Has(nproc.output, "--test-nproc=4: with --coordinator the world size"))
       << nproc.output;
+}
+
+// Every global flag (--coordinator, --tls-ca, --tls-cert, --tls-key, --token-file) is taken before
+// the subcommand as after it, and beats its variable wherever it stands. A CA file that does not
+// exist shows which one ringctl took.
+TEST_F(RingctlServiceTest, GlobalFlagsGoBeforeTheSubcommandAndBeatTheirVariables) {
+  const std::string flag_ca = dir_ / "flag-ca.crt";
+  const std::string env = "RINGTRAIN_TLS_CA=" + (dir_ / "env-ca.crt");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--tls-ca", flag_ca, "list"}, {"list", "--tls-ca", flag_ca},
+        {"--tls-ca=" + flag_ca, "--tls-cert", "c", "--tls-key", "k", "list"}}) {
+    const CommandResult result = Ringctl(args, {env});
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_TRUE(Has(result.output, "--tls-ca " + flag_ca + ": cannot read it")) << result.output;
+  }
+  const CommandResult from_env = Ringctl({"list"}, {env});
+  EXPECT_TRUE(Has(from_env.output, "env-ca.crt: cannot read it")) << from_env.output;
+  // Given twice, the one after the subcommand wins (Ringctl adds --coordinator at the end).
+  const CommandResult twice = Ringctl({"--coordinator", "192.0.2.1:1", "list"});
+  EXPECT_EQ(twice.exit_code, 0) << twice.output;
+}
+
+// A token goes in cleartext only to a loopback address, with one warning; anywhere else ringctl
+// refuses before connecting, naming where the token came from and what would work.
+TEST_F(RingctlServiceTest, ATokenGoesInCleartextOnlyToLoopback) {
+  const std::string token = dir_ / "token";
+  WriteFile(token, "client-secret\n");
+  const CommandResult loopback = Ringctl({"--token-file", token, "list"});
+  EXPECT_EQ(loopback.exit_code, 0) << loopback.output;
+  EXPECT_EQ(service_.list_authorization(), "Bearer client-secret");
+  const std::string warning =
+      "warning: sending the token of --token-file " + token + " in cleartext to " + address_;
+  EXPECT_TRUE(Has(loopback.output, warning)) << loopback.output;
+  EXPECT_EQ(loopback.output.find(warning), loopback.output.rfind(warning)) << loopback.output;
+
+  const std::string ringctl = BinDir() + "/ringctl";
+  for (const std::vector<std::string>& argv :
+       {std::vector<std::string>{ringctl, "list", "--coordinator", "192.0.2.1:50051",
+                                 "--token-file", token},
+        {"/usr/bin/env", "RINGTRAIN_COORDINATOR=coordinator.example.com:50051",
+         "RINGTRAIN_TOKEN=env-secret", ringctl, "ranks", "job-000001"}}) {
+    const CommandResult refused = RunCommand(argv);
+    EXPECT_EQ(refused.exit_code, 2) << refused.output;
+    EXPECT_TRUE(Has(refused.output, "refusing to send the token of ")) << refused.output;
+    EXPECT_TRUE(Has(refused.output, "Give --tls-ca FILE")) << refused.output;
+    EXPECT_TRUE(Has(refused.output, "loopback address (127.0.0.1")) << refused.output;
+    EXPECT_FALSE(Has(refused.output, "secret")) << refused.output;
+  }
 }
 
 // `ringctl up` with stand-ins for the two binaries (shell scripts that log their argv and pid) and

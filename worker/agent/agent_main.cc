@@ -24,7 +24,8 @@
 namespace {
 
 constexpr int kExitError = 1;  // the coordinator refused this agent (a bad request or join token)
-// bad flags or credential files, no trainer, work dir not writable or used by another agent
+// bad flags or credential files, a join token that would go in cleartext to another machine, no
+// trainer, work dir not writable or used by another agent
 constexpr int kExitUsage = 2;
 constexpr char kDefaultMetricsAddress[] = "127.0.0.1:9470";
 constexpr int kDefaultMetricsPortScan = 100;
@@ -114,6 +115,17 @@ int main(int argc, char** argv) {
     std::cerr << "ringtrain-worker: " << security.status().message() << "\n";
     return kExitUsage;
   }
+  // The join token goes over TLS, or in cleartext only to this machine (with a warning).
+  const std::string token_source = "--join-token-file " + join_token_file;
+  if (absl::Status transport =
+          ringtrain::CheckTokenTransport(options.coordinator, *security, token_source);
+      !transport.ok()) {
+    std::cerr << "ringtrain-worker: " << transport.message() << "\n";
+    return kExitUsage;
+  }
+  const std::string warning =
+      ringtrain::CleartextTokenWarning(options.coordinator, *security, token_source);
+  if (!warning.empty()) std::cerr << "ringtrain-worker: " << warning << "\n";
   options.security = *std::move(security);
   options.trainer_path =
       trainer.empty() ? ringtrain::BesideThisExecutable("ringtrain-trainer") : trainer;
