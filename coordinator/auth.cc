@@ -1,12 +1,8 @@
 #include "coordinator/auth.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/grpc/credentials.h"
@@ -68,20 +64,9 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }
 
 bool IsLoopbackListenAddress(absl::string_view listen) {
-  // HOST:PORT, [V6]:PORT, or a unix: address (never reachable from the network).
-  if (absl::StartsWith(listen, "unix:")) return true;
-  absl::string_view host = listen;
-  if (absl::ConsumePrefix(&host, "[")) {
-    host = host.substr(0, host.find(']'));
-  } else if (const size_t colon = host.rfind(':'); colon != absl::string_view::npos) {
-    host = host.substr(0, colon);
-  }
-  const std::string name = absl::AsciiStrToLower(host);
-  if (name == "localhost") return true;
-  in_addr v4{};
-  if (inet_pton(AF_INET, name.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  return inet_pton(AF_INET6, name.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+  // The same rule as a client's (a token in cleartext only to loopback): HOST:PORT, [V6]:PORT,
+  // localhost, or a unix: address, which is never reachable from the network.
+  return IsLoopbackTarget(listen);
 }
 
 absl::Status CheckListenProtection(absl::string_view listen, const ListenProtection& protection) {

@@ -6,10 +6,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace ringtrain::testing {
-namespace {
 
-// The step records the job's last run wrote on the worker that ran its rank 0: they start after
-// the checkpoint it resumed from, and include the steps the failed run had already reported.
 std::vector<std::map<std::string, std::string>> LastRunRecords(const LocalCluster& cluster,
                                                                const std::string& job_id,
                                                                int workers) {
@@ -21,8 +18,6 @@ std::vector<std::map<std::string, std::string>> LastRunRecords(const LocalCluste
   }
   return {};
 }
-
-}  // namespace
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();

@@ -40,6 +40,12 @@ std::vector<std::map<std::string, std::string>> Uninterrupted(const LocalCluster
 // Every stored step record of the job (WatchJob replays them once each, in order).
 std::vector<std::string> StoredRecords(LocalCluster& cluster, const std::string& job_id);
 
+// The step records the job's last run wrote on the worker that ran its rank 0: they start after
+// the checkpoint it resumed from, and include the steps the failed run had already reported.
+std::vector<std::map<std::string, std::string>> LastRunRecords(const LocalCluster& cluster,
+                                                               const std::string& job_id,
+                                                               int workers);
+
 // Every step stored once, in order, and each loss bitwise the uninterrupted run's; the last run's
 // own records (the recomputed steps too) likewise. Returns the step the last run resumed after.
 int ExpectBitwiseResume(LocalCluster& cluster, const std::string& job_id, int workers,

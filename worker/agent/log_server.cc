@@ -4,22 +4,13 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "worker/agent/rank_dirs.h"
 #include "worker/agent/rank_log.h"
 
 namespace ringtrain {
 namespace {
-
-// Job ids name a folder under the work dir: no separators, no "..".
-bool SafeJobId(const std::string& job_id) {
-  return !job_id.empty() && job_id != "." && job_id != ".." &&
-         std::all_of(job_id.begin(), job_id.end(), [](char c) {
-           return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
-                  c == '.';
-         });
-}
 
 void SetError(const absl::Status& status, v1::LogChunk* chunk) {
   chunk->set_error_code(static_cast<int>(status.code()));
@@ -50,7 +41,7 @@ void LogServer::Handle(const v1::LogRequest& request) {
 bool LogServer::Answer(v1::LogRequest& request, bool keepalive_due, v1::LogChunk* chunk) {
   chunk->set_request_id(request.request_id());
   const std::string what = absl::StrCat("job ", request.job_id(), " rank ", request.rank());
-  if (!SafeJobId(request.job_id()) || request.rank() < 0) {
+  if (!IsSafeJobDirName(request.job_id()) || request.rank() < 0) {
     SetError(absl::InvalidArgumentError(absl::StrCat("no such rank log: ", what)), chunk);
     return true;
   }

@@ -1,24 +1,14 @@
 #include "worker/agent/step_records.h"
 
-#include <algorithm>
 #include <fstream>
 #include <set>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "worker/agent/rank_dirs.h"
 
 namespace ringtrain {
 namespace {
-
-// Job ids name a folder under the work dir: no separators, no "..".
-bool SafeJobId(const std::string& job_id) {
-  return !job_id.empty() && job_id != "." && job_id != ".." &&
-         std::all_of(job_id.begin(), job_id.end(), [](char c) {
-           return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
-                  c == '.';
-         });
-}
 
 v1::AgentMessage Empty(const v1::StepRecordsRequest& request) {
   v1::AgentMessage message;
@@ -33,7 +23,7 @@ v1::AgentMessage Empty(const v1::StepRecordsRequest& request) {
 std::vector<v1::AgentMessage> AnswerStepRecords(const std::string& work_dir,
                                                 const v1::StepRecordsRequest& request) {
   std::vector<v1::AgentMessage> out = {Empty(request)};
-  if (!SafeJobId(request.job_id()) || request.rank() < 0) return out;
+  if (!IsSafeJobDirName(request.job_id()) || request.rank() < 0) return out;
   std::ifstream in(absl::StrCat(work_dir, "/", request.job_id(), "/rank-", request.rank(),
                                 "/metrics.jsonl"));
   std::set<int64_t> seen;
