@@ -213,7 +213,8 @@ void Cluster::ExpireRecordWaitsLocked(absl::Time now) {
         "DATA_LOSS: every rank exited 0, but the records of ", DescribeSteps(job.missing_steps),
         " of ", job.record.total_steps, " never reached the store, and no agent had them in its "
         "work dir within ", absl::FormatDuration(options_.records_timeout),
-        " (an agent that held them was restarted with another --work-dir, or pruned them); the "
+        " (the agent that holds them is gone or was given another --work-dir, or it pruned its "
+        "rank folders); the "
         "run itself completed: its checkpoints hold the trained model, and `ringctl export` the "
         "steps that were stored");
     job.missing_steps.clear();
