@@ -193,6 +193,12 @@ def growth(b):
         # that growth from the longest run (its RSS: tensors plus libraries and heap).
         if slopes[cp] > 0:
             longest[cp] = int(cp * (lc1 + (available_bytes() / cp - rss1) / slopes[cp]))
+        elif b.size is SIZES["quick"]:
+            # At the quick sizes a rank's peak is mostly weights, optimizer state and buffers: a
+            # few KiB of activations can drown in allocator noise, so there is no slope to follow.
+            print(f"  cp {cp}: peak memory did not grow from Lc {lc0} to {lc1} at the quick "
+                  "sizes: no extrapolation (the full run measures it)", flush=True)
+            continue
         b.row(3, f"cp {cp}: longest L in {available_bytes() / 2**30:.0f} GiB (extrapolated)",
               longest.get(cp), target=(">=", 131072, "ours") if cp == 4 else None, fmt="{:,}")
     b.raw["growth"]["longest_extrapolated"] = longest

@@ -41,13 +41,14 @@ LocalCluster::LocalCluster(int workers, std::vector<std::string> coordinator_fla
   std::filesystem::create_directories(data_root());
   address_ = "127.0.0.1:" + std::to_string(FreePort());
   // Rendezvous ports of this cluster's jobs: a block of 100 chosen by pid, so tests running side by
-  // side rarely probe the same ports (the coordinator also skips ports in use).
-  const int first = 20000 + static_cast<int>(getpid() % 300) * 100;
+  // side rarely probe the same ports (the coordinator also skips ports in use), below the kernel's
+  // ephemeral range (32768 up), where any outgoing connection could take a port the coordinator
+  // found free before rank 0 binds it.
+  const int first = 10000 + static_cast<int>(getpid() % 220) * 100;
   coordinator_flags_.push_back("--rendezvous-ports=" + std::to_string(first) + "-" +
                                std::to_string(first + 99));
   coordinator_metrics_ = "127.0.0.1:" + std::to_string(FreePort());
   coordinator_flags_.push_back("--metrics-address=" + coordinator_metrics_);
-  ChannelSecurity security;
   if (protection_ == Protection::kTlsAndTokens) {
     const std::vector<std::string> tls = MakePki();
     coordinator_flags_.insert(coordinator_flags_.end(), tls.begin(), tls.end());
@@ -56,10 +57,9 @@ LocalCluster::LocalCluster(int workers, std::vector<std::string> coordinator_fla
     absl::StatusOr<ChannelSecurity> loaded =
         LoadChannelSecurity({Pki("ca.crt"), "", ""}, "client-secret");
     if (!loaded.ok()) ADD_FAILURE() << loaded.status();
-    if (loaded.ok()) security = *std::move(loaded);
+    if (loaded.ok()) security_ = *std::move(loaded);
   }
   if (order == StartOrder::kCoordinatorFirst) StartCoordinator();
-  stub_ = v1::JobService::NewStub(MakeChannel(address_, security, grpc::ChannelArguments()));
   for (int i = 0; i < workers; ++i) {
     worker_metrics_.push_back("127.0.0.1:" + std::to_string(FreePort()));
     worker_starts_.push_back(0);
@@ -147,8 +147,22 @@ void LocalCluster::StartCoordinator() {
   std::vector<std::string> argv = {BinDir() + "/ringtrain-coordinator", "--listen", address_,
                                    "--db", dir_ / "ringtrain.db"};
   argv.insert(argv.end(), coordinator_flags_.begin(), coordinator_flags_.end());
-  coordinator_ = StartCommand(
-      argv, dir_ / ("coordinator-" + std::to_string(coordinator_starts_++) + ".log"));
+  const std::string log = dir_ / ("coordinator-" + std::to_string(coordinator_starts_++) + ".log");
+  coordinator_ = StartCommand(argv, log);
+  // The stub's channel is made once the coordinator listens: a first attempt refused would leave
+  // it in gRPC's connection backoff (over TLS, for longer than a test waits).
+  if (!WaitFor([&] { return ReadFile(log).find(" listening on ") != std::string::npos; }, 20)) {
+    ADD_FAILURE() << "the coordinator did not listen within 20 s\n" << Logs();
+  }
+  NewStub();
+}
+
+void LocalCluster::NewStub() {
+  // A channel of its own for each coordinator process: a channel whose connection broke keeps
+  // gRPC's connection backoff (seconds, growing) and, over TLS, may not connect again for long.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  stub_ = v1::JobService::NewStub(MakeChannel(address_, security_, args));
 }
 
 void LocalCluster::StopCoordinator(int signo) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/grpc/credentials.h"
 #include "ringtrain/v1/job_service.grpc.pb.h"
 #include "tests/integration/test_util.h"
 
@@ -106,6 +107,8 @@ class LocalCluster {
 
  private:
   void StartWorker(int worker);
+  // stub_ on a fresh channel to address_.
+  void NewStub();
   // kTlsAndTokens: makes the CA, the server certificate and the token files in <dir>/pki; returns
   // the coordinator's flags and sets pki_.
   std::vector<std::string> MakePki();
@@ -119,6 +122,7 @@ class LocalCluster {
   Subprocess coordinator_;
   int coordinator_starts_ = 0;
   const Protection protection_;
+  ChannelSecurity security_;  // the stub's: TLS and a client token with kTlsAndTokens
   std::vector<std::string> worker_flags_;
   std::vector<int> worker_starts_;
   std::vector<Subprocess> workers_;

@@ -54,6 +54,22 @@ TEST(StepRecordsTest, AnswersEachStepInTheRangeOnceFromTheRanksFile) {
             (std::vector<std::string>{Record(2, 4), Record(3, 3), Record(4, 2), Record(5, 1)}));
 }
 
+TEST(StepRecordsTest, EarlierRunsFilesKeptAsideAreReadAfterTheCurrentOne) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "job-3/rank-0");
+  // Run 1 reached step 4 here; run 2 resumed here from the checkpoint of step 3.
+  WriteFile(dir / "job-3/rank-0/metrics.jsonl.1",
+            Record(1, 5) + "\n" + Record(2, 4) + "\n" + Record(3, 3) + "\n" + Record(4, 2) + "\n");
+  WriteFile(dir / "job-3/rank-0/metrics.jsonl", Record(4, 2) + "\n" + Record(5, 1) + "\n");
+  EXPECT_EQ(AllRecords(AnswerStepRecords(dir.path(), Request("job-3", 1, 5))),
+            (std::vector<std::string>{Record(4, 2), Record(5, 1), Record(1, 5), Record(2, 4),
+                                      Record(3, 3)}));
+  // Only kept files: the current run has written nothing yet.
+  std::filesystem::remove(dir / "job-3/rank-0/metrics.jsonl");
+  EXPECT_EQ(AllRecords(AnswerStepRecords(dir.path(), Request("job-3", 2, 3))),
+            (std::vector<std::string>{Record(2, 4), Record(3, 3)}));
+}
+
 TEST(StepRecordsTest, ManyRecordsComeInChunksAllButTheLastSayingMore) {
   TempDir dir;
   std::filesystem::create_directories(dir / "job-1/rank-0");

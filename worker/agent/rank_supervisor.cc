@@ -44,6 +44,23 @@ absl::Status RemoveStale(const std::string& path) {
   return absl::OkStatus();
 }
 
+// Moves the step records an earlier run of this rank left here aside, to <path>.1, .2, … (the
+// first free): the new run's records start a file of their own, which the supervisor relays from
+// its start, and the earlier ones stay where a StepRecordsRequest reads them (step_records.h) —
+// they may be records no coordinator has stored yet.
+absl::Status KeepEarlierRecords(const std::string& path) {
+  if (access(path.c_str(), F_OK) != 0) return absl::OkStatus();
+  for (int n = 1;; ++n) {
+    const std::string kept = absl::StrCat(path, ".", n);
+    if (access(kept.c_str(), F_OK) == 0) continue;
+    if (rename(path.c_str(), kept.c_str()) != 0) {
+      return absl::InternalError(
+          absl::StrCat("cannot move the earlier '", path, "' to '", kept, "': ", ErrnoText()));
+    }
+    return absl::OkStatus();
+  }
+}
+
 // The rendezvous variables of the launch: they replace inherited ones of the same names.
 std::vector<std::string> ChildVariables(const RankLaunch& launch) {
   std::vector<std::string> env = {
@@ -109,7 +126,8 @@ absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const Rank
   const std::string metrics_path = launch.work_dir + "/metrics.jsonl";
   const std::string progress_path = launch.work_dir + "/" + kProgressFileName;
   const std::string log_path = launch.work_dir + "/rank.log";
-  for (const std::string& stale : {metrics_path, progress_path, progress_path + ".tmp"}) {
+  if (absl::Status s = KeepEarlierRecords(metrics_path); !s.ok()) return s;
+  for (const std::string& stale : {progress_path, progress_path + ".tmp"}) {
     if (absl::Status s = RemoveStale(stale); !s.ok()) return s;
   }
 

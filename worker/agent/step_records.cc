@@ -24,26 +24,34 @@ std::vector<v1::AgentMessage> AnswerStepRecords(const std::string& work_dir,
                                                 const v1::StepRecordsRequest& request) {
   std::vector<v1::AgentMessage> out = {Empty(request)};
   if (!IsSafeJobDirName(request.job_id()) || request.rank() < 0) return out;
-  std::ifstream in(absl::StrCat(work_dir, "/", request.job_id(), "/rank-", request.rank(),
-                                "/metrics.jsonl"));
+  const std::string path = absl::StrCat(work_dir, "/", request.job_id(), "/rank-",
+                                        request.rank(), "/metrics.jsonl");
   std::set<int64_t> seen;
   size_t bytes = 0;
-  std::string line;
-  // getline on a last line without its newline: the trainer was killed mid-write; the parse
-  // below refuses a torn record.
-  while (std::getline(in, line)) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
-    const int64_t step = j["step"].get<int64_t>();
-    if (step < request.first_step() || step > request.last_step()) continue;
-    if (!seen.insert(step).second) continue;
-    if (bytes > 0 && bytes + line.size() > kStepRecordsChunkBytes) {
-      out.back().mutable_step_records()->set_more(true);
-      out.push_back(Empty(request));
-      bytes = 0;
+  // The current run's file, then the earlier runs' (rank_supervisor.cc keeps them as .1, .2, …).
+  for (int n = 0;; ++n) {
+    std::ifstream in(n == 0 ? path : absl::StrCat(path, ".", n));
+    if (!in) {
+      if (n == 0) continue;
+      break;
     }
-    out.back().mutable_step_records()->add_record_json(line);
-    bytes += line.size();
+    std::string line;
+    // getline on a last line without its newline: the trainer was killed mid-write; the parse
+    // below refuses a torn record.
+    while (std::getline(in, line)) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+      const int64_t step = j["step"].get<int64_t>();
+      if (step < request.first_step() || step > request.last_step()) continue;
+      if (!seen.insert(step).second) continue;
+      if (bytes > 0 && bytes + line.size() > kStepRecordsChunkBytes) {
+        out.back().mutable_step_records()->set_more(true);
+        out.push_back(Empty(request));
+        bytes = 0;
+      }
+      out.back().mutable_step_records()->add_record_json(line);
+      bytes += line.size();
+    }
   }
   return out;
 }
