@@ -15,6 +15,7 @@
 #include "client/exit_codes.h"
 #include "client/job_format.h"
 #include "common/config/job_config.h"
+#include "common/config/mesh.h"
 #include "common/plan/memory_plan.h"
 
 namespace ringtrain {
@@ -181,12 +182,13 @@ int RunPlan(const PlanFlags& flags) {
     return kExitUsage;
   }
   const int64_t world = flags.world > 0 ? flags.world : RequestedWorldSize(*config);
-  if (const absl::Status mesh = ValidateMesh(*config, world); !mesh.ok()) {
-    std::cerr << "ringctl plan: " << mesh.message() << std::endl;
+  const absl::StatusOr<MeshDegrees> mesh = ResolveMesh(*config, world);
+  if (!mesh.ok()) {
+    std::cerr << "ringctl plan: " << mesh.status().message() << std::endl;
     return kExitUsage;
   }
-  const MemoryPlan plan = PlanMemory(*config, world);
-  const int64_t largest_seq = LargestFittingSeqLen(*config, world, *device);
+  const MemoryPlan plan = PlanMemory(*config, *mesh);
+  const int64_t largest_seq = LargestFittingSeqLen(*config, *mesh, *device);
   if (flags.output == "json") {
     std::cout << PlanJson(flags, *config, world, plan, *device, largest_seq).dump() << std::endl;
   } else {

@@ -11,6 +11,7 @@
 #include "common/config/config_limits.h"
 #include "common/config/config_paths.h"
 #include "common/config/job_config.h"
+#include "common/config/mesh.h"
 #include "common/config/lr_phases.h"
 #include "common/printable.h"
 #include "common/status_macros.h"
@@ -36,7 +37,7 @@ std::string Echo(absl::string_view text) {
 }  // namespace
 
 std::vector<std::string> AdmissionWarnings(const JobConfig& config) {
-  std::vector<std::string> warnings;
+  std::vector<std::string> warnings = config.warnings;
   if (!config.metrics.jsonl.empty()) {
     warnings.push_back(absl::StrCat(
         "metrics.jsonl = \"", Echo(config.metrics.jsonl),
@@ -89,9 +90,9 @@ absl::StatusOr<JobRecord> AdmitSubmitRequest(const v1::SubmitJobRequest& request
   RT_RETURN_IF_ERROR(CheckConfigPaths(*config));
   // A valid config's degrees multiply to at most kMaxWorldSize; a -1 degree is read as 1.
   const int64_t world = RequestedWorldSize(*config);
-  RT_RETURN_IF_ERROR(ValidateMesh(*config, world));
-  const int64_t dp = DataParallelDegree(*config, world);
-  const int64_t cp = config->parallelism.context_parallel_degree;
+  RT_ASSIGN_OR_RETURN(const MeshDegrees mesh, ResolveMesh(*config, world));
+  const int64_t dp = mesh.dp();
+  const int64_t cp = mesh.cp;
 
   JobRecord job;
   job.name = request.name();

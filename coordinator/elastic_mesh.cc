@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/config/job_config.h"
+#include "common/config/mesh.h"
 
 namespace ringtrain {
 namespace {
@@ -33,7 +34,9 @@ absl::StatusOr<ElasticMesh> ElasticMeshFor(const std::string& config_toml,
   absl::StatusOr<JobConfig> config = ParseJobConfig(config_toml, overrides, "job config");
   if (!config.ok()) return config.status();
   const int64_t own_world = RequestedWorldSize(*config);
-  const MeshDegrees own = ResolveMesh(*config, own_world);
+  absl::StatusOr<MeshDegrees> own_mesh = ResolveMesh(*config, own_world);
+  if (!own_mesh.ok()) return own_mesh.status();
+  const MeshDegrees& own = *own_mesh;
   const int64_t cp = own.cp;
   if (own_world <= workers) {
     return ElasticMesh{static_cast<int>(own_world), static_cast<int>(own.dp()),
@@ -50,7 +53,7 @@ absl::StatusOr<ElasticMesh> ElasticMeshFor(const std::string& config_toml,
     std::vector<std::string> all = overrides;
     all.insert(all.end(), mesh.begin(), mesh.end());
     absl::StatusOr<JobConfig> shrunk = ParseJobConfig(config_toml, all, "job config");
-    if (!shrunk.ok() || !ValidateMesh(*shrunk, dp * cp).ok()) continue;
+    if (!shrunk.ok() || !ResolveMesh(*shrunk, dp * cp).ok()) continue;
     ElasticMesh out;
     out.world_size = static_cast<int>(dp * cp);
     out.dp = static_cast<int>(dp);

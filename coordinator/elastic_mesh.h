@@ -31,7 +31,7 @@ struct ElasticMesh {
 // `overrides`: its own mesh when that fits, else the largest data-parallel degree d < its own
 // with d × cp <= workers whose d × local_batch_size divides the global batch (FSDP keeps its
 // shard degree when d allows, else shards over all d data-parallel ranks). The result validates
-// as a whole (ParseJobConfig and ValidateMesh). FAILED_PRECONDITION naming the numbers when no
+// as a whole (ParseJobConfig and ResolveMesh). FAILED_PRECONDITION naming the numbers when no
 // such mesh exists (not even one replica of cp ranks fits, or no smaller d divides the batch);
 // INVALID_ARGUMENT when the config itself does not parse.
 absl::StatusOr<ElasticMesh> ElasticMeshFor(const std::string& config_toml,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/config/job_config.h"
+#include "common/config/mesh.h"
 #include "coordinator/admission.h"
 #include "fuzz/byte_reader.h"
 #include "fuzz/fuzz_targets.h"
@@ -39,7 +40,9 @@ std::string CheckAdmission(const v1::SubmitJobRequest& request) {
   const absl::StatusOr<JobConfig> config =
       ParseJobConfig(job->config_toml, job->overrides, "admitted config");
   if (!config.ok()) return absl::StrCat("an admitted config fails to parse again: ", config.status().ToString());
-  const int64_t dp = DataParallelDegree(*config, RequestedWorldSize(*config));
+  const absl::StatusOr<MeshDegrees> mesh = ResolveMesh(*config, RequestedWorldSize(*config));
+  if (!mesh.ok()) return absl::StrCat("an admitted config has no mesh: ", mesh.status().ToString());
+  const int64_t dp = mesh->dp();
   if (dp != job->dp || config->parallelism.context_parallel_degree != job->cp) {
     return absl::StrCat("the config asks for dp ", dp, " × cp ",
                         config->parallelism.context_parallel_degree, " but the job was admitted with dp ",

@@ -6,6 +6,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/config/job_config.h"
+#include "common/config/mesh.h"
 #include "fuzz/fuzz_targets.h"
 
 namespace ringtrain::fuzz {
@@ -39,10 +40,9 @@ std::string FuzzConfig(const uint8_t* data, size_t size) {
                         "\nthen\n", reprinted);
   }
   for (const int64_t world : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{8}, int64_t{1} << 40}) {
-    const absl::Status mesh = ValidateMesh(*config, world);
-    if (mesh.ok() && DataParallelDegree(*config, world) * config->parallelism.context_parallel_degree !=
-                         world) {
-      return absl::StrCat("ValidateMesh accepts world size ", world, " but dp × cp differs");
+    const absl::StatusOr<MeshDegrees> mesh = ResolveMesh(*config, world);
+    if (mesh.ok() && (mesh->dp() * mesh->cp != world || mesh->world != world)) {
+      return absl::StrCat("ResolveMesh accepts world size ", world, " but dp × cp differs");
     }
   }
   return "";

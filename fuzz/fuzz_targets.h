@@ -20,7 +20,7 @@ namespace ringtrain::fuzz {
 
 // ParseJobConfig on TOML text and overrides: the bytes up to the first NUL are the TOML, each
 // further NUL-separated piece one override. A config that parses must print (JobConfigToToml) as
-// TOML that parses again, to the same text; ValidateMesh must answer for any world size.
+// TOML that parses again, to the same text; ResolveMesh must answer for any world size.
 std::string FuzzConfig(const uint8_t* data, size_t size);
 
 // AdmitSubmitRequest on a v1::SubmitJobRequest parsed from the bytes (ParseFromArray). An admitted

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -24,9 +25,10 @@ enum class LoadBalancer { kHeadTail, kNone };              // parallelism.contex
 enum class RotateMethod { kAllToAll, kAllGather };         // parallelism.context_parallel_rotate_method
 enum class MixedPrecision { kFloat32, kBFloat16 };         // training.mixed_precision_param
 enum class CommBackend { kAuto, kNccl, kGloo };            // comm.backend
-enum class AttentionKernelKind { kAuto, kRingtrain, kTorchFlash, kTiled };  // training.attention_kernel
+enum class AttentionKernelKind { kAuto, kCpuFlash, kTorchFlash, kTiled };  // training.attention_kernel
 enum class ReshardAfterForward { kDefault, kAlways, kNever };  // parallelism.fsdp_reshard_after_forward
 enum class AcMode { kNone, kFull, kSelective };            // activation_checkpoint.mode
+enum class ContextParallelMethod { kRing };                // parallelism.context_parallel_method
 
 // The config-file spellings of a choice, in enum order.
 template <class E>
@@ -73,8 +75,24 @@ struct ChoiceSpelling<CommBackend> {
 };
 template <>
 struct ChoiceSpelling<AttentionKernelKind> {
-  static constexpr std::array<const char*, 4> kNames = {"auto", "ringtrain", "torch_flash",
+  static constexpr std::array<const char*, 4> kNames = {"auto", "cpu_flash", "torch_flash",
                                                        "tiled"};
+};
+template <>
+struct ChoiceSpelling<ContextParallelMethod> {
+  static constexpr std::array<const char*, 1> kNames = {"ring"};
+};
+
+// Spellings an earlier release used, still read (with a warning) as the value they name.
+template <class E>
+struct ChoiceOldSpellings {
+  static constexpr std::array<std::pair<const char*, E>, 0> kOld = {};
+};
+template <>
+struct ChoiceOldSpellings<AttentionKernelKind> {
+  // The fused CPU kernel was "ringtrain", which read like "ring".
+  static constexpr std::array<std::pair<const char*, AttentionKernelKind>, 1> kOld = {
+      {{"ringtrain", AttentionKernelKind::kCpuFlash}}};
 };
 
 template <>

@@ -90,7 +90,8 @@ std::vector<Section> Sections(JobConfig& c) {
          Count(1, kMaxWorldSize, " (the largest world size)")},
         {"fsdp_reshard_after_forward", Choice(&c.parallelism.fsdp_reshard_after_forward)},
         {"context_parallel_load_balancer", Choice(&c.parallelism.context_parallel_load_balancer)},
-        {"context_parallel_rotate_method", Choice(&c.parallelism.context_parallel_rotate_method)}}},
+        {"context_parallel_rotate_method", Choice(&c.parallelism.context_parallel_rotate_method)},
+        {"context_parallel_method", Choice(&c.parallelism.context_parallel_method)}}},
       {"checkpoint",
        {{"enable", &c.checkpoint.enable}, {"folder", &c.checkpoint.folder},
         {"interval", &c.checkpoint.interval, Count(1)},
@@ -194,7 +195,7 @@ std::string KeyOutsideSection(absl::string_view key, const std::vector<Section>&
 }
 
 void AssignChoice(absl::string_view text, const ChoicePtr& choice, const std::string& key,
-                  InvalidChoices* invalid) {
+                  InvalidChoices* invalid, std::vector<std::string>* warnings) {
   if (choice.optional && text.empty()) {
     choice.set(-1);
     invalid->erase(key);
@@ -204,6 +205,16 @@ void AssignChoice(absl::string_view text, const ChoicePtr& choice, const std::st
     if (text == choice.names[i]) {
       choice.set(static_cast<int>(i));
       invalid->erase(key);  // a later override may fix an earlier value
+      return;
+    }
+  }
+  for (const auto& [old_name, value] : choice.old_spellings) {
+    if (text == old_name) {
+      choice.set(value);
+      invalid->erase(key);
+      warnings->push_back(absl::StrCat(key, " = \"", old_name, "\" is the old spelling of \"",
+                                       choice.names[value], "\"; it still works, but write \"",
+                                       choice.names[value], "\""));
       return;
     }
   }

@@ -35,12 +35,18 @@ struct ChoicePtr {
   std::function<int()> get;          // the enum's index; -1 = unset (optional choices only)
   std::function<void(int)> set;
   bool optional = false;             // "" unsets it
+  // Spellings from earlier releases (ChoiceOldSpellings): still read, with a warning.
+  std::vector<std::pair<std::string, int>> old_spellings;
 };
 
 template <class E>
 ChoicePtr Choice(E* p) {
-  return {ChoiceNames<E>(), [p] { return static_cast<int>(*p); },
-          [p](int i) { *p = static_cast<E>(i); }};
+  ChoicePtr choice{ChoiceNames<E>(), [p] { return static_cast<int>(*p); },
+                   [p](int i) { *p = static_cast<E>(i); }};
+  for (const auto& [old_name, value] : ChoiceOldSpellings<E>::kOld) {
+    choice.old_spellings.emplace_back(old_name, static_cast<int>(value));
+  }
+  return choice;
 }
 
 template <class E>
@@ -114,8 +120,9 @@ std::string OutOfBounds(absl::string_view key, int64_t value, const IntBounds& b
 std::string OutOfBounds(absl::string_view key, double value, const RealBounds& bounds);
 
 // Stores the choice spelled `text`; a spelling that is no choice goes to `invalid` under `key`.
+// An old spelling sets its value and appends a warning naming the spelling to use.
 void AssignChoice(absl::string_view text, const ChoicePtr& choice, const std::string& key,
-                  InvalidChoices* invalid);
+                  InvalidChoices* invalid, std::vector<std::string>* warnings);
 
 }  // namespace config_internal
 }  // namespace ringtrain

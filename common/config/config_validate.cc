@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -128,6 +129,7 @@ class Checker {
   // valid spellings and the closest one. The result lets dependent checks be skipped.
   template <class E>
   bool Choice(const std::string& key, absl::string_view prefix = "must be one of ") {
+    checked_.insert(key);
     const auto it = invalid_.find(key);
     if (it == invalid_.end()) return true;
     const std::string& v = it->second;
@@ -141,9 +143,18 @@ class Checker {
     return false;
   }
 
+  // A misspelt choice whose key no Choice<E> call checked (a new key nobody added above) is still
+  // refused, never silently left at its default.
+  void RefuseUncheckedChoices() {
+    for (const auto& [key, value] : invalid_) {
+      if (checked_.count(key) == 0) Add(absl::StrCat(key, " = ", Quote(Excerpt(value)), ": not one of its choices"));
+    }
+  }
+
  private:
   const InvalidChoices& invalid_;
   std::vector<std::string>* out_;
+  std::set<std::string> checked_;
 };
 
 // Every numeric key against its bounds in the one table (config_fields.cc), so that the trainer and
@@ -273,6 +284,7 @@ void CheckParallelism(const JobConfig& config, Checker& c) {
   c.Choice<ReshardAfterForward>("parallelism.fsdp_reshard_after_forward");
   c.Choice<LoadBalancer>("parallelism.context_parallel_load_balancer");
   c.Choice<RotateMethod>("parallelism.context_parallel_rotate_method");
+  c.Choice<ContextParallelMethod>("parallelism.context_parallel_method");
 }
 
 // The trainer sizes its datasets as steps × samples per step × seq_len tokens (int64): a product that
@@ -361,6 +373,7 @@ void ValidateJobConfig(const JobConfig& config, const InvalidChoices& invalid,
     CheckSeqLenSharding(config, problems);
   }
   CheckRest(config, c);
+  c.RefuseUncheckedChoices();
 }
 
 }  // namespace config_internal

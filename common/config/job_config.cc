@@ -61,7 +61,7 @@ const char* ReadTomlNumber(const toml::node& node, double* out) {
 }
 
 const char* AssignToml(const toml::node& node, const FieldPtr& ptr, const std::string& key,
-                       InvalidChoices* invalid) {
+                       InvalidChoices* invalid, std::vector<std::string>* warnings) {
   return std::visit(
       Overloaded{[&](int64_t* p) -> const char* {
                    const auto* v = node.as_integer();
@@ -91,7 +91,7 @@ const char* AssignToml(const toml::node& node, const FieldPtr& ptr, const std::s
                  [&](const ChoicePtr& p) -> const char* {
                    const auto* v = node.as_string();
                    if (v == nullptr) return "expected a string";
-                   AssignChoice(v->get(), p, key, invalid);
+                   AssignChoice(v->get(), p, key, invalid, warnings);
                    return nullptr;
                  }},
       ptr);
@@ -113,7 +113,7 @@ struct Located {
 };
 
 void ApplyToml(const toml::table& root, const std::vector<Section>& sections, std::vector<Located>* problems,
-               InvalidChoices* invalid) {
+               InvalidChoices* invalid, std::vector<std::string>* warnings) {
   for (const auto& [toml_name, node] : root) {
     const std::string name(toml_name.str());
     const int64_t line = node.source().begin.line;
@@ -136,7 +136,7 @@ void ApplyToml(const toml::table& root, const std::vector<Section>& sections, st
       if (field == nullptr) {
         problems->push_back({key_line, UnknownKey(*section, key)});
       } else if (const char* expected =
-                     AssignToml(value, field->ptr, absl::StrCat(section->name, ".", key), invalid)) {
+                     AssignToml(value, field->ptr, absl::StrCat(section->name, ".", key), invalid, warnings)) {
         problems->push_back(
             {key_line, absl::StrCat(section->name, ".", key, " = ", RenderToml(value), ": ", expected)});
       }
@@ -193,7 +193,7 @@ bool IsUtf8(absl::string_view s) {
 }
 
 const char* AssignText(absl::string_view text, const FieldPtr& ptr, const std::string& key,
-                       InvalidChoices* invalid) {
+                       InvalidChoices* invalid, std::vector<std::string>* warnings) {
   return std::visit(
       Overloaded{[&](int64_t* p) -> const char* {
                    const absl::string_view t = NumberText(text);
@@ -223,14 +223,14 @@ const char* AssignText(absl::string_view text, const FieldPtr& ptr, const std::s
                    return nullptr;
                  },
                  [&](const ChoicePtr& p) -> const char* {
-                   AssignChoice(Unquoted(text), p, key, invalid);
+                   AssignChoice(Unquoted(text), p, key, invalid, warnings);
                    return nullptr;
                  }},
       ptr);
 }
 
 void ApplyOverride(const std::string& arg, const std::vector<Section>& sections, std::vector<std::string>* problems,
-                   InvalidChoices* invalid) {
+                   InvalidChoices* invalid, std::vector<std::string>* warnings) {
   absl::string_view text = arg;
   if (absl::StartsWith(text, "--")) text.remove_prefix(2);
   const size_t eq = text.find('=');
@@ -255,7 +255,7 @@ void ApplyOverride(const std::string& arg, const std::vector<Section>& sections,
     problems->push_back(absl::StrCat("override '", Excerpt(arg), "': ", UnknownKey(*section, path.substr(dot + 1))));
     return;
   }
-  if (const char* expected = AssignText(value, field->ptr, std::string(path), invalid)) {
+  if (const char* expected = AssignText(value, field->ptr, std::string(path), invalid, warnings)) {
     problems->push_back(
         absl::StrCat(Excerpt(path), " = ", Excerpt(value), " (override '", Excerpt(arg), "'): ", expected));
   }
@@ -287,18 +287,20 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text, const std
   const std::vector<Section> sections = Sections(config);
   std::vector<Located> located;
   InvalidChoices invalid;
-  ApplyToml(root, sections, &located, &invalid);
+  std::vector<std::string> warnings;
+  ApplyToml(root, sections, &located, &invalid, &warnings);
   // toml++ iterates keys in sorted order; report in file order instead.
   std::stable_sort(located.begin(), located.end(),
                    [](const Located& a, const Located& b) { return a.line < b.line; });
   std::vector<std::string> problems;
   for (const Located& l : located) problems.push_back(absl::StrCat("line ", l.line, ": ", l.problem));
-  for (const std::string& arg : overrides) ApplyOverride(arg, sections, &problems, &invalid);
+  for (const std::string& arg : overrides) ApplyOverride(arg, sections, &problems, &invalid, &warnings);
   // Values that failed to parse kept their defaults, so range checks now would only mislead.
   if (!problems.empty()) return ProblemsError(what, problems);
 
   config_internal::ValidateJobConfig(config, invalid, &problems);
   if (!problems.empty()) return ProblemsError(what, problems);
+  config.warnings = std::move(warnings);
   return config;
 }
 
@@ -318,121 +320,6 @@ absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path, const std::vect
     return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "': ", std::strerror(read_errno)));
   }
   return ParseJobConfig(text, overrides, path);
-}
-
-namespace {
-
-// Fills one -1 degree from the world: shard when it is -1 (an unset replicate then means 1), else
-// replicate. Degrees that do not multiply to the world are reported, not resolved.
-void CheckDegrees(const JobConfig& config, int64_t world_size, std::vector<std::string>* problems) {
-  const ParallelismSection& p = config.parallelism;
-  const int64_t cp = p.context_parallel_degree;
-  const int64_t shard = p.data_parallel_shard_degree;
-  const int64_t replicate = p.data_parallel_replicate_degree;
-  if (cp <= 0) {
-    problems->push_back(absl::StrCat("parallelism.context_parallel_degree = ", cp, ": must be > 0"));
-    return;
-  }
-  if (replicate != -1 && replicate <= 0) {
-    problems->push_back(absl::StrCat("parallelism.data_parallel_replicate_degree = ", replicate,
-                                     ": must be -1 (fill the world) or > 0"));
-    return;
-  }
-  if (shard != -1 && shard <= 0) {
-    problems->push_back(absl::StrCat("parallelism.data_parallel_shard_degree = ", shard,
-                                     ": must be -1 (fill the world) or > 0"));
-    return;
-  }
-  // The fixed degrees' product, and the key that fills the rest (empty when none does).
-  const bool shard_fills = shard == -1;
-  const bool replicate_fills = !shard_fills && replicate == -1;
-  const int64_t fixed_replicate = shard_fills && replicate == -1 ? 1 : replicate;
-  if (shard_fills || replicate_fills) {
-    const int64_t fixed = cp * (shard_fills ? fixed_replicate : shard);
-    if (world_size % fixed != 0) {
-      const std::string others =
-          shard_fills ? absl::StrCat("data_parallel_replicate_degree (", fixed_replicate, ")")
-                      : absl::StrCat("data_parallel_shard_degree (", shard, ")");
-      problems->push_back(absl::StrCat(
-          "parallelism: ", shard_fills ? "data_parallel_shard_degree" : "data_parallel_replicate_degree",
-          " = -1 cannot fill the world size ", world_size, ": it is not divisible by ", others,
-          " × context_parallel_degree (", cp, ") = ", fixed, " (divisors of ", world_size, ": ",
-          absl::StrJoin(config_internal::Divisors(world_size), ", "), ")"));
-    }
-    return;
-  }
-  const int64_t fixed = cp * shard * replicate;
-  const std::string product = absl::StrCat("data_parallel_replicate_degree (", replicate,
-                                           ") × data_parallel_shard_degree (", shard,
-                                           ") × context_parallel_degree (", cp, ")");
-  if (fixed != world_size) {
-    problems->push_back(absl::StrCat("parallelism: ", product, " = ", fixed, " but the world size is ",
-                                     world_size, " (set data_parallel_shard_degree or ",
-                                     "data_parallel_replicate_degree = -1 to fill the world)"));
-  }
-}
-
-}  // namespace
-
-absl::Status ValidateMesh(const JobConfig& config, int64_t world_size) {
-  std::vector<std::string> problems;
-  if (world_size <= 0) {
-    problems.push_back(absl::StrCat("world size = ", world_size, ": must be > 0"));
-  } else if (world_size > kMaxWorldSize) {
-    problems.push_back(absl::StrCat("world size = ", world_size, ": at most ", kMaxWorldSize, " ranks are allowed"));
-  } else if (config.parallelism.data_parallel_replicate_degree <= kMaxWorldSize &&
-             config.parallelism.data_parallel_shard_degree <= kMaxWorldSize &&
-             config.parallelism.context_parallel_degree <= kMaxWorldSize) {
-    CheckDegrees(config, world_size, &problems);
-  } else {
-    problems.push_back(absl::StrCat("parallelism: every degree must be <= ", kMaxWorldSize));
-  }
-  config_internal::CheckSeqLenSharding(config, &problems);
-  if (problems.empty()) {
-    const int64_t global = config.training.global_batch_size;
-    const int64_t per_step = DataParallelDegree(config, world_size) * config.training.local_batch_size;
-    if (global > 0 && per_step > 0 && global % per_step != 0) {
-      problems.push_back(absl::StrCat(
-          "training.global_batch_size = ", global, " must be a multiple of the data-parallel degree (",
-          DataParallelDegree(config, world_size), ") × training.local_batch_size (",
-          config.training.local_batch_size, ") = ", per_step, " (gradient accumulation runs whole micro-batches)"));
-    }
-  }
-  if (problems.empty()) return absl::OkStatus();
-  return ProblemsError(absl::StrCat("invalid mesh for world size ", world_size), problems);
-}
-
-MeshDegrees ResolveMesh(const JobConfig& config, int64_t world_size) {
-  const ParallelismSection& p = config.parallelism;
-  MeshDegrees mesh;
-  mesh.cp = std::max<int64_t>(1, p.context_parallel_degree);
-  if (p.data_parallel_shard_degree == -1) {
-    mesh.replicate = std::max<int64_t>(1, p.data_parallel_replicate_degree);
-    mesh.shard = std::max<int64_t>(1, world_size / (mesh.cp * mesh.replicate));
-  } else {
-    mesh.shard = std::max<int64_t>(1, p.data_parallel_shard_degree);
-    mesh.replicate = p.data_parallel_replicate_degree == -1
-                         ? std::max<int64_t>(1, world_size / (mesh.cp * mesh.shard))
-                         : p.data_parallel_replicate_degree;
-  }
-  mesh.sharded = mesh.shard > 1 || (p.data_parallel_shard_degree == -1 && mesh.fsdp() > 1);
-  return mesh;
-}
-
-int64_t DataParallelDegree(const JobConfig& config, int64_t world_size) {
-  return ResolveMesh(config, world_size).dp();
-}
-
-int64_t GradientAccumulationSteps(const JobConfig& config, int64_t world_size) {
-  const int64_t global = config.training.global_batch_size;
-  if (global <= 0) return 1;
-  return std::max<int64_t>(1, global / (DataParallelDegree(config, world_size) * config.training.local_batch_size));
-}
-
-int64_t RequestedWorldSize(const JobConfig& config) {
-  const ParallelismSection& p = config.parallelism;
-  return std::max<int64_t>(1, p.data_parallel_replicate_degree) * std::max<int64_t>(1, p.data_parallel_shard_degree) *
-         std::max<int64_t>(1, p.context_parallel_degree);
 }
 
 int64_t ActivationCheckpointEvery(const JobConfig& config) {

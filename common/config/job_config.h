@@ -4,7 +4,7 @@
 // Validation is whole-config: ParseJobConfig reports every problem at once, each naming the key, the
 // value and what would be valid. Every numeric key has bounds in the table of keys
 // (config_fields.cc), so no value that passes overflows what is computed from it. Checks that need
-// the world size (mesh) are in ValidateMesh.
+// the world size (mesh) are in ResolveMesh (common/config/mesh.h).
 #ifndef RINGTRAIN_COMMON_CONFIG_JOB_CONFIG_H_
 #define RINGTRAIN_COMMON_CONFIG_JOB_CONFIG_H_
 
@@ -103,6 +103,8 @@ struct ParallelismSection {
   ReshardAfterForward fsdp_reshard_after_forward = ReshardAfterForward::kDefault;
   LoadBalancer context_parallel_load_balancer = LoadBalancer::kHeadTail;
   RotateMethod context_parallel_rotate_method = RotateMethod::kAllToAll;
+  // How attention runs across the cp ranks of a sequence (worker/engine/parallel/parallelize.h).
+  ContextParallelMethod context_parallel_method = ContextParallelMethod::kRing;
 };
 
 struct CheckpointSection {
@@ -152,6 +154,10 @@ struct JobConfig {
   ValidationSection validation;
   CommSection comm;
   ActivationCheckpointSection activation_checkpoint;
+  // What parsing accepted but the user should change (an old spelling of a choice), one line each.
+  // Not a key: JobConfigToToml writes the new spellings. The trainer logs them; the coordinator
+  // returns them with the SubmitJob reply.
+  std::vector<std::string> warnings;
 };
 
 // Parses TOML text, applies `overrides` ("--section.key=value" or "section.key=value"; the value is
@@ -164,37 +170,6 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text,
 // Reads the file, then ParseJobConfig. A missing/unreadable file is NOT_FOUND naming the path.
 absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
                                         const std::vector<std::string>& overrides);
-
-// Checks the config against a world size: replicate × shard × cp == world (one -1 fills), seq_len
-// divisible by 2·cp (headtail) or cp (none), global_batch_size a multiple of dp × local_batch_size,
-// naming values that would work. INVALID_ARGUMENT listing every problem.
-absl::Status ValidateMesh(const JobConfig& config, int64_t world_size);
-
-// The resolved mesh degrees. dp = replicate × shard is the data-parallel degree (ranks that read
-// different samples); fsdp = shard × cp is the group the parameters are sharded over.
-struct MeshDegrees {
-  int64_t replicate = 1;
-  int64_t shard = 1;
-  int64_t cp = 1;
-  // FSDP is on when the shard degree is > 1, or -1 in the config (then over shard × cp even when
-  // shard fills to 1, as torchtitan shards over cp alone); shard = 1 keeps every rank a replica.
-  bool sharded = false;
-  int64_t dp() const { return replicate * shard; }
-  int64_t fsdp() const { return shard * cp; }
-};
-
-// Fills -1 from the world size. Assumes ValidateMesh passed.
-MeshDegrees ResolveMesh(const JobConfig& config, int64_t world_size);
-
-// Resolved data-parallel degree, replicate × shard. Assumes ValidateMesh passed.
-int64_t DataParallelDegree(const JobConfig& config, int64_t world_size);
-
-// Micro-batches per optimizer step: global_batch_size / (dp × local_batch_size), 1 when unset.
-// Assumes ValidateMesh passed.
-int64_t GradientAccumulationSteps(const JobConfig& config, int64_t world_size);
-
-// The world a config asks for without being told one: replicate × shard × cp with -1 read as 1.
-int64_t RequestedWorldSize(const JobConfig& config);
 
 // The activation-checkpoint interval of a valid config: 0 = none; 1 = every block (full); N = every
 // N-th block (selective N); -1 = selective "op".

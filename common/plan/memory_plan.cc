@@ -60,9 +60,9 @@ int64_t PlannedParameterCount(const ModelSection& model) {
   return total;
 }
 
-MemoryPlan PlanMemory(const JobConfig& config, int64_t world) {
+MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
   MemoryPlan plan;
-  plan.mesh = ResolveMesh(config, world);
+  plan.mesh = mesh;
   const Shape s = ShapeOf(config.model);
   const std::vector<int64_t> units = UnitSizes(s);
   const int64_t F = plan.mesh.sharded ? plan.mesh.fsdp() : 1;
@@ -157,14 +157,14 @@ MemoryPlan PlanMemory(const JobConfig& config, int64_t world) {
   const int64_t fsdp_rs =
       F > 1 ? largest_unit * e + largest_unit * reduce + RoundUp(largest_unit, F) / F * reduce : 0;
   // Replicated weights, world > 1: the all-reduce's flat buckets, every bucket at once.
-  const int64_t flats = F == 1 && world > 1 ? plan.gradients : 0;
+  const int64_t flats = F == 1 && mesh.world > 1 ? plan.gradients : 0;
 
   // ---- the step's phases ----
   const int64_t fixed = plan.parameters + plan.optimizer_state;
   // Gradients (or their shards) are set to none at the step's start and come back unit by unit in
   // the first micro-batch's backward; with gradient accumulation the later micro-batches' forward
   // and backward run with all of them.
-  const bool accumulates = GradientAccumulationSteps(config, world) > 1;
+  const bool accumulates = mesh.accumulation > 1;
   const int64_t grads_fwd = accumulates ? plan.gradients : 0;
   // The first block of the backward: the output projection's and the last block's gradients (their
   // shards under FSDP, whose full-size gradient is in fsdp_rs).
@@ -206,8 +206,8 @@ MemoryPlan PlanMemory(const JobConfig& config, int64_t world) {
   return plan;
 }
 
-int64_t LargestFittingSeqLen(const JobConfig& config, int64_t world, int64_t device_bytes) {
-  const MeshDegrees mesh = ResolveMesh(config, world);
+int64_t LargestFittingSeqLen(const JobConfig& config, const MeshDegrees& mesh,
+                             int64_t device_bytes) {
   const int64_t step =
       config.parallelism.context_parallel_load_balancer == LoadBalancer::kHeadTail ? 2 * mesh.cp
                                                                                    : mesh.cp;
@@ -215,7 +215,7 @@ int64_t LargestFittingSeqLen(const JobConfig& config, int64_t world, int64_t dev
     JobConfig c = config;
     c.training.seq_len = multiples * step;
     c.model.max_seq_len = std::max(c.model.max_seq_len, c.training.seq_len);
-    return PlanMemory(c, world).Fits(device_bytes);
+    return PlanMemory(c, mesh).Fits(device_bytes);
   };
   if (!fits(1)) return 0;
   // Memory grows with the length: double until it does not fit, then bisect.

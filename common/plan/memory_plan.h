@@ -20,6 +20,7 @@
 #include <string>
 
 #include "common/config/job_config.h"
+#include "common/config/mesh.h"
 
 namespace ringtrain {
 
@@ -45,13 +46,14 @@ struct MemoryPlan {
   bool Fits(int64_t device_bytes) const { return total <= device_bytes; }
 };
 
-// The plan of `config` on `world` ranks. Assumes ValidateMesh(config, world) passed.
-MemoryPlan PlanMemory(const JobConfig& config, int64_t world);
+// The plan of `config` on the mesh ResolveMesh(config, world) gave.
+MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh);
 
 // The largest training.seq_len (a multiple of 2·cp with the headtail load balancer, of cp without)
 // whose plan fits `device_bytes`, with model.max_seq_len raised to it; 0 when none does.
-// Assumes ValidateMesh(config, world) passed.
-int64_t LargestFittingSeqLen(const JobConfig& config, int64_t world, int64_t device_bytes);
+// `mesh` is ResolveMesh(config, world)'s.
+int64_t LargestFittingSeqLen(const JobConfig& config, const MeshDegrees& mesh,
+                             int64_t device_bytes);
 
 // Parameters of the Llama 3 model the config describes (torchtitan's shapes; the same count as
 // worker/engine/model/model_args.h's ParameterCount).

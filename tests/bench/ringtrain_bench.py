@@ -2,7 +2,7 @@
 """ringtrain-bench: the performance comparisons of issue 16, in one go on the machine at hand.
 
   ringtrain-bench [--quick] [--out results.json] [--markdown RESULTS.md] [--only 1,2,...]
-                  [--threads 2] [--bin DIR] [--kernels ringtrain,torch_flash,tiled] [--keep DIR]
+                  [--threads 2] [--bin DIR] [--kernels cpu_flash,torch_flash,tiled] [--keep DIR]
 
   1  step time and peak memory vs PyTorch eager (SDPA, and the plain-math attention)
   2  the machine's float32 GEMM rate; attention fwd+bwd rate per head dim; the step's MFU
@@ -32,7 +32,7 @@ from bench_items import ITEMS, TITLES, Bench, machine  # noqa: E402
 from bench_runner import ROOT, CaseError, Runner  # noqa: E402
 
 # The block kernels, ours first (its figures carry the targets); those the build knows are run.
-KERNELS = ["ringtrain", "torch_flash", "tiled"]
+KERNELS = ["cpu_flash", "torch_flash", "tiled"]
 
 
 def parse_args(argv):

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/config/job_config.h"
+#include "common/config/mesh.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/test_util.h"
@@ -137,7 +138,7 @@ TEST(ConfigLimitsTest, DegreesThatWouldNarrowAreRefused) {
               HasSubstr("must be -1 (fill the world) or in [1, 16384]"));
   absl::StatusOr<JobConfig> c = ParseJobConfig("", {}, "t");
   ASSERT_TRUE(c.ok());
-  EXPECT_THAT(std::string(ValidateMesh(*c, int64_t{1} << 32).message()), HasSubstr("at most 16384 ranks"));
+  EXPECT_THAT(std::string(ResolveMesh(*c, int64_t{1} << 32).status().message()), HasSubstr("at most 16384 ranks"));
 }
 
 TEST(ConfigLimitsTest, TokenCountsThatOverflowAreRefused) {

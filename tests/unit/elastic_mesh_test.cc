@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/config/job_config.h"
+#include "common/config/mesh.h"
 #include "tests/unit/tiny_job_config.h"
 
 namespace ringtrain {
@@ -26,8 +27,9 @@ void ExpectValid(const std::vector<std::string>& overrides, const ElasticMesh& m
   all.insert(all.end(), mesh.overrides.begin(), mesh.overrides.end());
   absl::StatusOr<JobConfig> config = ParseJobConfig(kConfig, all, "test");
   ASSERT_TRUE(config.ok()) << config.status();
-  ASSERT_TRUE(ValidateMesh(*config, mesh.world_size).ok());
-  EXPECT_EQ(DataParallelDegree(*config, mesh.world_size), mesh.dp);
+  const absl::StatusOr<MeshDegrees> resolved = ResolveMesh(*config, mesh.world_size);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->dp(), mesh.dp);
   EXPECT_EQ(config->parallelism.context_parallel_degree, mesh.cp);
 }
 
@@ -60,7 +62,7 @@ TEST(ElasticMeshTest, FewerReplicasWithTheSameGlobalBatchAndTheSameCp) {
   ExpectValid(o, *mesh);
   absl::StatusOr<JobConfig> config = ParseJobConfig(
       kConfig, {o[0], o[1], mesh->overrides[0], mesh->overrides[1], mesh->overrides[2]}, "test");
-  EXPECT_EQ(GradientAccumulationSteps(*config, 4), 2);
+  EXPECT_EQ(ResolveMesh(*config, 4)->accumulation, 2);
 }
 
 TEST(ElasticMeshTest, AnExplicitGlobalBatchIsKept) {

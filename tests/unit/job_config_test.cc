@@ -509,7 +509,7 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{{"training.mixed_precision_param=fp16"},
                  "training.mixed_precision_param = \"fp16\": must be one of \"float32\", \"bfloat16\""},
         RuleCase{{"training.attention_kernel=flash"},
-                 "training.attention_kernel = \"flash\": must be one of \"auto\", \"ringtrain\", \"torch_flash\", \"tiled\""},
+                 "training.attention_kernel = \"flash\": must be one of \"auto\", \"cpu_flash\", \"torch_flash\", \"tiled\""},
         RuleCase{{"training.mixed_precision_reduce=bfloat16"},
                  "training.mixed_precision_reduce = \"bfloat16\" needs training.mixed_precision_param = \"bfloat16\""},
         RuleCase{{"training.mixed_precision_reduce=fp16"},
@@ -680,77 +680,32 @@ TEST(ValidationTest, SeveralProblemsAreReportedInOneMessage) {
   EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 4) << message;
 }
 
-// ---- Mesh -------------------------------------------------------------------------------------------
-
-TEST(ValidateMeshTest, MinusOneFillsTheWorld) {
-  JobConfig config;
-  config.parallelism.context_parallel_degree = 2;
-  EXPECT_TRUE(ValidateMesh(config, 8).ok());
-  EXPECT_EQ(DataParallelDegree(config, 8), 4);
-  config.parallelism.context_parallel_degree = 1;
-  EXPECT_TRUE(ValidateMesh(config, 1).ok());
-  EXPECT_EQ(DataParallelDegree(config, 1), 1);
+TEST(JobConfigTest, OldSpellingOfAChoiceStillWorksWithAWarning) {
+  absl::StatusOr<JobConfig> config = Parse("[training]\nattention_kernel = \"ringtrain\"\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->training.attention_kernel, AttentionKernelKind::kCpuFlash);
+  ASSERT_EQ(config->warnings.size(), 1u);
+  EXPECT_THAT(config->warnings[0], HasSubstr("training.attention_kernel = \"ringtrain\" is the old "
+                                             "spelling of \"cpu_flash\""));
+  EXPECT_THAT(JobConfigToToml(*config), HasSubstr("attention_kernel = \"cpu_flash\""));
+  config = Parse("", {"--training.attention_kernel=ringtrain"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->training.attention_kernel, AttentionKernelKind::kCpuFlash);
+  EXPECT_EQ(config->warnings.size(), 1u);
+  config = Parse("[training]\nattention_kernel = \"cpu_flash\"\n");
+  ASSERT_TRUE(config.ok());
+  EXPECT_TRUE(config->warnings.empty());
 }
 
-TEST(ValidateMeshTest, ExplicitDegreesMustMultiplyToTheWorld) {
-  JobConfig config;
-  config.parallelism.data_parallel_replicate_degree = 2;
-  config.parallelism.context_parallel_degree = 2;
-  EXPECT_TRUE(ValidateMesh(config, 4).ok());
-  EXPECT_EQ(DataParallelDegree(config, 4), 2);
-  const absl::Status status = ValidateMesh(config, 3);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()),
-              HasSubstr("parallelism: data_parallel_replicate_degree (2) × data_parallel_shard_degree (1) × "
-                        "context_parallel_degree (2) = 4 but the world size is 3"));
+TEST(JobConfigTest, ContextParallelMethodIsRing) {
+  absl::StatusOr<JobConfig> config = Parse("[parallelism]\ncontext_parallel_method = \"ring\"\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->parallelism.context_parallel_method, ContextParallelMethod::kRing);
+  EXPECT_THAT(ParseError("[parallelism]\ncontext_parallel_method = \"rings\"\n"),
+              HasSubstr("parallelism.context_parallel_method = \"rings\": must be one of \"ring\""));
 }
 
-TEST(ValidateMeshTest, ShardDegreeSplitsTheDataParallelRanks) {
-  JobConfig config;
-  config.parallelism.data_parallel_shard_degree = 2;
-  config.parallelism.context_parallel_degree = 2;
-  ASSERT_TRUE(ValidateMesh(config, 8).ok());
-  const MeshDegrees mesh = ResolveMesh(config, 8);
-  EXPECT_EQ(mesh.replicate, 2);
-  EXPECT_EQ(mesh.shard, 2);
-  EXPECT_EQ(mesh.dp(), 4);
-  EXPECT_EQ(mesh.fsdp(), 4);
-  // -1 shard fills the world; an unset replicate then means 1, as in torchtitan.
-  config.parallelism.data_parallel_shard_degree = -1;
-  ASSERT_TRUE(ValidateMesh(config, 8).ok());
-  EXPECT_EQ(ResolveMesh(config, 8).shard, 4);
-  EXPECT_EQ(ResolveMesh(config, 8).replicate, 1);
-  config.parallelism.data_parallel_replicate_degree = 2;
-  EXPECT_EQ(ResolveMesh(config, 8).shard, 2);
-}
-
-TEST(ValidateMeshTest, ShardDegreeThatDoesNotDivideTheWorldIsNamed) {
-  JobConfig config;
-  config.parallelism.data_parallel_shard_degree = 3;
-  EXPECT_THAT(std::string(ValidateMesh(config, 4).message()),
-              HasSubstr("data_parallel_replicate_degree = -1 cannot fill the world size 4: it is not divisible by "
-                        "data_parallel_shard_degree (3) × context_parallel_degree (1) = 3"));
-  config.parallelism.data_parallel_replicate_degree = 1;
-  EXPECT_THAT(std::string(ValidateMesh(config, 4).message()),
-              HasSubstr("data_parallel_replicate_degree (1) × data_parallel_shard_degree (3) × "
-                        "context_parallel_degree (1) = 3 but the world size is 4"));
-}
-
-TEST(ValidateMeshTest, GlobalBatchMustBeWholeMicroBatchesOfTheMesh) {
-  JobConfig config;
-  config.training.local_batch_size = 2;
-  config.training.global_batch_size = 8;
-  ASSERT_TRUE(ValidateMesh(config, 2).ok());
-  EXPECT_EQ(GradientAccumulationSteps(config, 2), 2);
-  EXPECT_EQ(GradientAccumulationSteps(config, 1), 4);
-  EXPECT_THAT(std::string(ValidateMesh(config, 3).message()),
-              HasSubstr("training.global_batch_size = 8 must be a multiple of the data-parallel degree (3) × "
-                        "training.local_batch_size (2) = 6"));
-  config.training.global_batch_size = -1;
-  EXPECT_EQ(GradientAccumulationSteps(config, 3), 1);
-}
-
-TEST(ValidateMeshTest, ActivationCheckpointIntervals) {
+TEST(JobConfigTest, ActivationCheckpointIntervals) {
   JobConfig config;
   EXPECT_EQ(ActivationCheckpointEvery(config), 0);
   config.activation_checkpoint.mode = AcMode::kFull;
@@ -759,46 +714,6 @@ TEST(ValidateMeshTest, ActivationCheckpointIntervals) {
   EXPECT_EQ(ActivationCheckpointEvery(config), -1);
   config.activation_checkpoint.selective_ac_option = "2";
   EXPECT_EQ(ActivationCheckpointEvery(config), 2);
-}
-
-TEST(ValidateMeshTest, MinusOneNeedsCpToDivideTheWorld) {
-  JobConfig config;
-  config.parallelism.context_parallel_degree = 4;
-  const absl::Status status = ValidateMesh(config, 6);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()),
-              AllOf(HasSubstr("data_parallel_replicate_degree = -1 cannot fill the world size 6: it is not "
-                              "divisible by data_parallel_shard_degree (1) × context_parallel_degree (4) = 4"),
-                    HasSubstr("divisors of 6: 1, 2, 3, 6")));
-}
-
-TEST(ValidateMeshTest, WorldSizeMustBePositive) {
-  EXPECT_THAT(std::string(ValidateMesh(JobConfig{}, 0).message()), HasSubstr("world size = 0: must be > 0"));
-}
-
-TEST(ValidateMeshTest, SeqLenMustSplitIntoCpChunks) {
-  JobConfig config;
-  config.training.seq_len = 250;
-  config.parallelism.context_parallel_degree = 2;
-  const absl::Status status = ValidateMesh(config, 2);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()),
-              AllOf(StartsWith("invalid mesh for world size 2:\n  "),
-                    HasSubstr("training.seq_len = 250 must be divisible by 2 × parallelism.context_parallel_degree = "
-                              "2 × 2 = 4"),
-                    HasSubstr("try training.seq_len = 248 or 252")));
-  config.parallelism.context_parallel_load_balancer = LoadBalancer::kNone;
-  EXPECT_TRUE(ValidateMesh(config, 2).ok());
-}
-
-TEST(ValidateMeshTest, ReportsMeshAndSeqLenTogether) {
-  JobConfig config;
-  config.training.seq_len = 250;
-  config.parallelism.data_parallel_replicate_degree = 3;
-  config.parallelism.context_parallel_degree = 2;
-  const std::string message(ValidateMesh(config, 4).message());
-  EXPECT_THAT(message, HasSubstr("= 6 but the world size is 4"));
-  EXPECT_THAT(message, HasSubstr("training.seq_len = 250"));
 }
 
 // ---- TOML round trip --------------------------------------------------------------------------------

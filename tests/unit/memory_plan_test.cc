@@ -19,6 +19,13 @@ JobConfig Load(const std::string& name, const std::vector<std::string>& override
   return config.ok() ? *config : JobConfig{};
 }
 
+// The plan of `config` on `world` ranks, through the mesh the service would resolve.
+MemoryPlan Plan(const JobConfig& config, int64_t world) {
+  const absl::StatusOr<MeshDegrees> mesh = ResolveMesh(config, world);
+  EXPECT_TRUE(mesh.ok()) << mesh.status();
+  return PlanMemory(config, mesh.ok() ? *mesh : MeshDegrees{});
+}
+
 constexpr int64_t kLlama3_8bParameters = 8'030'261'248;  // meta-llama/Meta-Llama-3-8B
 
 TEST(MemoryPlanTest, ParameterCountIsLlama3_8b) {
@@ -35,7 +42,7 @@ TEST(MemoryPlanTest, DebugModelParameterCount) {
 
 TEST(MemoryPlanTest, ReplicatedFloat32HoldsSixteenBytesPerParameter) {
   const JobConfig config = Load("debug_model.toml");
-  const MemoryPlan plan = PlanMemory(config, 1);
+  const MemoryPlan plan = Plan(config, 1);
   const int64_t P = plan.parameter_count;
   const int64_t rope = 2 * 4 * config.model.max_seq_len * (128 / 8 / 2);
   EXPECT_EQ(plan.parameters, 4 * P + rope);
@@ -50,9 +57,9 @@ TEST(MemoryPlanTest, FsdpShardsWeightsGradientsAndOptimizerState) {
   const std::vector<std::string> fsdp = {"parallelism.data_parallel_shard_degree=-1",
                                          "parallelism.data_parallel_replicate_degree=1"};
   const JobConfig config = Load("debug_model.toml", fsdp);
-  const MemoryPlan one = PlanMemory(Load("debug_model.toml"), 1);
+  const MemoryPlan one = Plan(Load("debug_model.toml"), 1);
   for (int64_t F : {2, 4, 8}) {
-    const MemoryPlan plan = PlanMemory(config, F);
+    const MemoryPlan plan = Plan(config, F);
     EXPECT_EQ(plan.fsdp, F);
     const int64_t rope = one.parameters - 4 * one.parameter_count;
     // Each of the n + 2 units is padded to a multiple of F.
@@ -70,17 +77,17 @@ TEST(MemoryPlanTest, ReshardNeverKeepsEveryGatheredUnit) {
                                          "parallelism.data_parallel_replicate_degree=1"};
   std::vector<std::string> never = fsdp;
   never.push_back("parallelism.fsdp_reshard_after_forward=never");
-  const MemoryPlan plan = PlanMemory(Load("debug_model.toml", fsdp), 4);
-  const MemoryPlan kept = PlanMemory(Load("debug_model.toml", never), 4);
+  const MemoryPlan plan = Plan(Load("debug_model.toml", fsdp), 4);
+  const MemoryPlan kept = Plan(Load("debug_model.toml", never), 4);
   EXPECT_EQ(kept.gathered_parameters, 4 * plan.parameter_count);
   EXPECT_LT(plan.gathered_parameters, kept.gathered_parameters);
   EXPECT_LT(plan.total, kept.total);
 }
 
 TEST(MemoryPlanTest, Bfloat16HalvesWhatIsSavedInTheComputeDtype) {
-  const MemoryPlan f32 = PlanMemory(Load("debug_model.toml"), 1);
+  const MemoryPlan f32 = Plan(Load("debug_model.toml"), 1);
   const MemoryPlan bf16 =
-      PlanMemory(Load("debug_model.toml", {"training.mixed_precision_param=bfloat16"}), 1);
+      Plan(Load("debug_model.toml", {"training.mixed_precision_param=bfloat16"}), 1);
   // Master weights, gradients and AdamW stay float32; the casts of all but the embedding are kept.
   EXPECT_EQ(bf16.parameters, f32.parameters);
   EXPECT_EQ(bf16.optimizer_state, f32.optimizer_state);
@@ -95,7 +102,7 @@ TEST(MemoryPlanTest, ActivationCheckpointingKeepsLess) {
   auto plan = [&](const std::vector<std::string>& ac) {
     std::vector<std::string> overrides = big;
     overrides.insert(overrides.end(), ac.begin(), ac.end());
-    return PlanMemory(Load("debug_model.toml", overrides), 1);
+    return Plan(Load("debug_model.toml", overrides), 1);
   };
   const MemoryPlan none = plan({});
   const MemoryPlan full = plan({"activation_checkpoint.mode=full"});
@@ -117,8 +124,8 @@ TEST(MemoryPlanTest, ContextParallelSplitsTheSequence) {
   const std::vector<std::string> base = {"training.seq_len=1024", "training.local_batch_size=1"};
   std::vector<std::string> cp2 = base;
   cp2.push_back("parallelism.context_parallel_degree=2");
-  const MemoryPlan one = PlanMemory(Load("debug_model.toml", base), 1);
-  const MemoryPlan two = PlanMemory(Load("debug_model.toml", cp2), 2);
+  const MemoryPlan one = Plan(Load("debug_model.toml", base), 1);
+  const MemoryPlan two = Plan(Load("debug_model.toml", cp2), 2);
   EXPECT_EQ(two.local_seq_len, 512);
   EXPECT_EQ(two.fsdp, 1);  // data_parallel_shard_degree = 1: the cp ranks are replicas
   EXPECT_EQ(two.parameters, one.parameters);
@@ -130,7 +137,7 @@ TEST(MemoryPlanTest, ContextParallelSplitsTheSequence) {
 }
 
 TEST(MemoryPlanTest, ShardDegreeMinusOneShardsOverCp) {
-  const MemoryPlan plan = PlanMemory(
+  const MemoryPlan plan = Plan(
       Load("debug_model.toml", {"parallelism.data_parallel_shard_degree=-1",
                                 "parallelism.data_parallel_replicate_degree=1",
                                 "parallelism.context_parallel_degree=2"}),
@@ -141,8 +148,8 @@ TEST(MemoryPlanTest, ShardDegreeMinusOneShardsOverCp) {
 }
 
 TEST(MemoryPlanTest, GradientAccumulationKeepsTheGradientsThroughTheForward) {
-  const MemoryPlan one = PlanMemory(Load("debug_model.toml"), 1);
-  const MemoryPlan two = PlanMemory(Load("debug_model.toml", {"training.global_batch_size=16"}), 1);
+  const MemoryPlan one = Plan(Load("debug_model.toml"), 1);
+  const MemoryPlan two = Plan(Load("debug_model.toml", {"training.global_batch_size=16"}), 1);
   EXPECT_EQ(two.activations, one.activations);  // one micro-batch of 8 at a time
   EXPECT_EQ(two.total, one.total + one.gradients);
 }
@@ -150,17 +157,17 @@ TEST(MemoryPlanTest, GradientAccumulationKeepsTheGradientsThroughTheForward) {
 TEST(MemoryPlanTest, LargestFittingSeqLenIsTheLastThatFits) {
   const JobConfig config = Load("llama3_8b.toml");
   const int64_t device = int64_t{80} << 30;
-  const int64_t seq = LargestFittingSeqLen(config, 8, device);
+  const int64_t seq = LargestFittingSeqLen(config, *ResolveMesh(config, 8), device);
   ASSERT_GT(seq, 0);
   EXPECT_EQ(seq % 16, 0);  // headtail over cp 8
   JobConfig at = config;
   at.training.seq_len = seq;
   at.model.max_seq_len = seq;
-  EXPECT_TRUE(PlanMemory(at, 8).Fits(device));
+  EXPECT_TRUE(Plan(at, 8).Fits(device));
   at.training.seq_len = at.model.max_seq_len = seq + 16;
-  EXPECT_FALSE(PlanMemory(at, 8).Fits(device));
+  EXPECT_FALSE(Plan(at, 8).Fits(device));
   // A device smaller than the weights' shards fits nothing.
-  EXPECT_EQ(LargestFittingSeqLen(config, 8, int64_t{1} << 30), 0);
+  EXPECT_EQ(LargestFittingSeqLen(config, *ResolveMesh(config, 8), int64_t{1} << 30), 0);
 }
 
 }  // namespace

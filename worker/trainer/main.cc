@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "common/config/device.h"
 #include "common/config/job_config.h"
+#include "common/config/mesh.h"
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/trainer_exit.h"
@@ -155,12 +156,15 @@ int main(int argc, char** argv) {
                  static_cast<long long>(rank.world_size));
     return 2;
   }
-  const absl::Status mesh = ringtrain::ValidateMesh(*config, rank.world_size);
+  const absl::StatusOr<ringtrain::MeshDegrees> mesh = ringtrain::ResolveMesh(*config, rank.world_size);
   if (!mesh.ok()) {
-    std::fprintf(stderr, "ringtrain-trainer: %s\n", std::string(mesh.message()).c_str());
+    std::fprintf(stderr, "ringtrain-trainer: %s\n", std::string(mesh.status().message()).c_str());
     return 2;
   }
-  auto trainer = ringtrain::Trainer::Create(*config, rank);
+  if (rank.rank == 0) {
+    for (const std::string& warning : config->warnings) RT_LOG(Warning) << warning;
+  }
+  auto trainer = ringtrain::Trainer::Create(*config, *mesh, rank);
   if (!trainer.ok()) {
     RT_LOG(Error) << trainer.status().message();
     return ringtrain::TrainerExitCode(trainer.status());

@@ -112,14 +112,15 @@ absl::Status CheckSameCheckpoint(Trainer::State& s, std::optional<int64_t> lates
 Trainer::Trainer(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Trainer::~Trainer() = default;
 
-absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config, RankInfo rank) {
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config,
+                                                         const MeshDegrees& degrees,
+                                                         RankInfo rank) {
   auto s = std::make_unique<State>();
   s->config = config;
   s->rank = rank;
   const bool eval = config.job.mode == JobMode::kEval;
-  const MeshDegrees degrees = ResolveMesh(config, rank.world_size);
   const int64_t dp = degrees.dp();
-  const int64_t micro_batches = eval ? 1 : GradientAccumulationSteps(config, rank.world_size);
+  const int64_t micro_batches = eval ? 1 : degrees.accumulation;
   s->mesh = Mesh{rank.rank, rank.world_size, dp, degrees.cp, degrees.shard, degrees.sharded};
   // "cuda" is the process's current device at start, cuda:0; an index makes the device explicit
   // for everything keyed by it (allocator statistics, NCCL's communicators).

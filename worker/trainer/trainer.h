@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/config/device.h"
-#include "common/config/job_config.h"
+#include "common/config/mesh.h"
 
 namespace ringtrain {
 
@@ -27,7 +27,9 @@ class Trainer {
   // Rendezvous with the other ranks (world > 1), opens the datasets, builds and initialises (or
   // loads) the model with its attention plan (ring attention when cp > 1), resumes from the newest
   // checkpoint in checkpoint.folder when checkpointing is enabled. Errors name the file or key.
-  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config, RankInfo rank);
+  // `mesh` is ResolveMesh(config, rank.world_size)'s.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config,
+                                                         const MeshDegrees& degrees, RankInfo rank);
   ~Trainer();
 
   // Runs job.mode: the training loop to training.steps, or the evaluation. Errors: UNAVAILABLE

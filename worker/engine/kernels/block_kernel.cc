@@ -269,7 +269,7 @@ std::shared_ptr<BlockKernel> MakeBlockKernel(AttentionKernelKind kind, const c10
     case AttentionKernelKind::kAuto:
       if (device.is_cuda()) return std::make_shared<FusedBlockKernel>(FusedBackend::kAuto, tiling);
       return std::make_shared<FusedCpuBlockKernel>();
-    case AttentionKernelKind::kRingtrain: return std::make_shared<FusedCpuBlockKernel>();
+    case AttentionKernelKind::kCpuFlash: return std::make_shared<FusedCpuBlockKernel>();
     case AttentionKernelKind::kTorchFlash:
       return std::make_shared<FusedBlockKernel>(FusedBackend::kAuto, tiling);
     case AttentionKernelKind::kTiled: return std::make_shared<TiledBlockKernel>(tiling);

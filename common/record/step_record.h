@@ -1,0 +1,111 @@
+// The step record: the contract between the trainer (writes one per step, rank 0, as a JSONL
+// line), the agent (relays it, reads figures for /metrics, answers StepRecordsRequests from the
+// file), the coordinator (stores it, streams it) and ringctl (top, export, loss-compare, watch).
+// Written once here, read back here: every side uses StepRecord, so the compiler finds every
+// reader when a field changes. A new per-step or per-rank figure is one member and one row of
+// its field table (kStepFields / kRankFields); the JSON, the all-gather of rank figures and every
+// reader follow.
+//
+// On the wire (one line, keys in table order, floats "%.17g" so they round-trip exactly, a
+// non-finite value as null):
+//   {"step": 3, "loss": 5.25, "grad_norm": 0.75, …, "ranks": [{"rank": 0, "attention_seconds": …}]}
+#ifndef RINGTRAIN_COMMON_RECORD_STEP_RECORD_H_
+#define RINGTRAIN_COMMON_RECORD_STEP_RECORD_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ringtrain {
+
+// One rank's figures of a step; every rank's are gathered to every rank after the step.
+// Counts (bytes) are held as doubles (exact below 2^53) so the whole struct all-gathers as one
+// vector; they are written as JSON integers.
+struct RankFigures {
+  int64_t rank = 0;                    // written from the position in `ranks`, not gathered
+  double attention_seconds = 0;        // wall time in attention block compute
+  double attention_cpu_seconds = 0;    // this thread's CPU time in the same
+  double comm_wait_seconds = 0;        // blocked on transfers/collectives
+  double bytes_sent = 0;
+  double peak_memory_bytes = 0;        // resident peak of the process
+  double ring_wait_seconds = 0;        // the part of ring transfers compute did not hide
+  double device_memory_peak_bytes = 0; // CUDA caching allocator's peak in the step; 0 on the CPU
+};
+
+// The step's global figures (every rank holds the same), and every rank's own.
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0;
+  double grad_norm = 0;
+  double lr = 0;
+  double tokens_per_second = 0;
+  double step_seconds = 0;
+  double tokens = 0;                    // global tokens in this step
+  double peak_memory_bytes = 0;         // rank 0's resident peak
+  double device_memory_peak_bytes = 0;  // rank 0's CUDA caching allocator peak; 0 on the CPU
+  double elapsed_seconds = 0;
+  std::vector<RankFigures> ranks;       // in rank order; empty for a one-rank job
+
+  std::string ToJson() const;  // one line, without the newline
+};
+
+// How a figure is written: a real with 17 digits, or an integer count.
+enum class FigureKind { kReal, kCount };
+
+template <class T>
+struct FigureField {
+  const char* name;
+  double T::*member;
+  FigureKind kind;
+};
+
+// The record's figures after "step", in wire order.
+inline constexpr std::array<FigureField<StepRecord>, 9> kStepFields = {{
+    {"loss", &StepRecord::loss, FigureKind::kReal},
+    {"grad_norm", &StepRecord::grad_norm, FigureKind::kReal},
+    {"lr", &StepRecord::lr, FigureKind::kReal},
+    {"tokens_per_second", &StepRecord::tokens_per_second, FigureKind::kReal},
+    {"step_seconds", &StepRecord::step_seconds, FigureKind::kReal},
+    {"tokens", &StepRecord::tokens, FigureKind::kCount},
+    {"peak_memory_bytes", &StepRecord::peak_memory_bytes, FigureKind::kCount},
+    {"device_memory_peak_bytes", &StepRecord::device_memory_peak_bytes, FigureKind::kCount},
+    {"elapsed_seconds", &StepRecord::elapsed_seconds, FigureKind::kReal},
+}};
+
+// A rank's figures after "rank", in wire order (also the order of the all-gathered vector).
+inline constexpr std::array<FigureField<RankFigures>, 7> kRankFields = {{
+    {"attention_seconds", &RankFigures::attention_seconds, FigureKind::kReal},
+    {"attention_cpu_seconds", &RankFigures::attention_cpu_seconds, FigureKind::kReal},
+    {"comm_wait_seconds", &RankFigures::comm_wait_seconds, FigureKind::kReal},
+    {"bytes_sent", &RankFigures::bytes_sent, FigureKind::kCount},
+    {"peak_memory_bytes", &RankFigures::peak_memory_bytes, FigureKind::kCount},
+    {"ring_wait_seconds", &RankFigures::ring_wait_seconds, FigureKind::kReal},
+    {"device_memory_peak_bytes", &RankFigures::device_memory_peak_bytes, FigureKind::kCount},
+}};
+
+// The figures in kRankFields order, for an all-gather of equal-length vectors, and back.
+std::vector<double> RankFiguresToDoubles(const RankFigures& figures);
+// INVALID_ARGUMENT when `values` does not hold kRankFields.size() numbers.
+absl::StatusOr<RankFigures> RankFiguresFromDoubles(const std::vector<double>& values,
+                                                   int64_t rank);
+
+// What a figure the record does not hold reads as: 0 (the coordinator's and ringctl's tables: an
+// older or smaller record), or NaN (the agent's counters, which skip what is not finite). A JSON
+// null (how a non-finite value is written) or a value that is not a number always reads NaN.
+enum class MissingFigure { kZero, kNaN };
+
+// One line of a JSONL file or one relayed record. nullopt for a JSON object without "step" (a
+// record that is not a step report, e.g. an eval's validation loss). INVALID_ARGUMENT for text that
+// is not a JSON object, a "step" that is not an integer, a "ranks" that is not an array of objects.
+// A rank entry without an integer "rank" takes its position.
+absl::StatusOr<std::optional<StepRecord>> ParseStepRecord(absl::string_view json,
+                                                          MissingFigure missing);
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_COMMON_RECORD_STEP_RECORD_H_
