@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/record/json_record.h"  // JsonRecord, FormatDouble17
 
 namespace ringtrain {
 
@@ -48,21 +49,6 @@ struct RankFigures {
 // `[{"rank": 0, "attention_seconds": …, …}, …]`, one object per rank in rank order.
 std::string RankFiguresJson(const std::vector<RankFigures>& ranks);
 
-// Builds one JSON object with exactly-round-tripping floats.
-class JsonRecord {
- public:
-  JsonRecord& Add(const std::string& key, double value);
-  JsonRecord& Add(const std::string& key, int64_t value);
-  JsonRecord& Add(const std::string& key, const std::string& value);
-  // `json` is already JSON text (an array or object), inserted as is.
-  JsonRecord& AddRaw(const std::string& key, const std::string& json);
-  std::string str() const;  // "{...}" without a newline
-
- private:
-  std::vector<std::pair<std::string, std::string>> fields_;  // key → JSON text
-};
-
-std::string FormatDouble17(double value);  // "%.17g"; non-finite values as JSON null
 // The step's record; `ranks_json`, when not empty, is the per-rank figures array.
 std::string StepReportJson(const StepReport& report, const std::string& ranks_json = "");
 std::string StepReportLine(const StepReport& report);
