@@ -27,6 +27,7 @@ PACKAGES=(
   libxml2-utils
   libgloo-dev   # only Gloo's headers, which c10d's ProcessGroupGloo.hpp includes and the wheel lacks
   clang libclang-rt-14-dev   # the fuzz build (scripts/fuzz.sh): libFuzzer and the sanitizers
+  clang-format-14   # scripts/format.sh (scripts/test.sh checks every C++ source is formatted)
 )
 
 as_root() {
