@@ -9,7 +9,6 @@
 #include <system_error>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -21,18 +20,6 @@
 
 namespace ringtrain {
 namespace {
-
-// Job ids name a folder under the work dir: no separators, no "..".
-absl::Status CheckJobId(const std::string& job_id) {
-  const bool safe = !job_id.empty() && job_id != "." && job_id != ".." &&
-                    std::all_of(job_id.begin(), job_id.end(), [](char c) {
-                      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
-                             c == '_' || c == '.';
-                    });
-  if (safe) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "job id '", job_id, "' cannot name a folder; expected letters, digits, '-', '_' or '.'"));
-}
 
 // The job's paths resolved under this agent's roots (job_paths.h), as overrides that follow the
 // job's own, so the trainer opens only what was checked. Nothing is read or written before.
