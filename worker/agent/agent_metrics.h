@@ -39,7 +39,8 @@ class AgentMetrics : public prometheus::Collectable {
   void TrainerStarted(const std::string& job_id, int rank, int world_size);
   // One step record of the running trainer (JSON text, read with ParseStepRecord,
   // common/record/step_record.h); lines that are not step records, or that it refuses, are
-  // ignored. A figure the record lacks leaves its series as it was.
+  // ignored. A figure the record lacks (or holds as null) reads NaN: the loss, grad norm and
+  // learning rate gauges show it, the counters, peaks and step-time histogram skip it.
   void TrainerRecord(const std::string& json_line);
   void TrainerExited(bool ok);
   void HeartbeatSent();
