@@ -65,6 +65,17 @@ TEST(ConfigPathsTest, TokenizerOnlyWhenATextDatasetIsRead) {
   EXPECT_TRUE(absl::StrContains(climbs.message(), "training.tokenizer_path")) << climbs;
 }
 
+TEST(JobIdTest, OnlyIdsThatNameOneFolderPass) {
+  for (const char* id : {"job-000001", "a", "A.b_c-9", "..x", "x.."}) {
+    EXPECT_TRUE(CheckJobId(id).ok()) << id;
+  }
+  for (const char* id : {"", ".", "..", "a/b", "../x", "/abs", "a\\b", "a b", "a\nb", "\xc3\xa9"}) {
+    const absl::Status status = CheckJobId(id);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << id;
+    EXPECT_TRUE(absl::StrContains(status.message(), "letters, digits, '-', '_' or '.'")) << status;
+  }
+}
+
 TEST(ConfigPathsTest, RefusesWhatCanBeToldWithoutRoots) {
   EXPECT_TRUE(CheckPathText("k", "a/../b").ok());
   EXPECT_TRUE(CheckPathText("k", "./a/b/..").ok());

@@ -2,13 +2,19 @@
 // reopens it when it breaks), runs one ringtrain-trainer at a time (RankSlot, rank_slot.h) for the
 // assignments that arrive on it, and relays what the trainer reports through its Outbox
 // (outbox.h). No LibTorch.
+//
+// One class, one file per part of its work:
+//   agent.cc          Create, Shutdown, Run: registering, and reopening sessions with backoff
+//   agent_session.cc  one session: Hello, then each message the coordinator sends, in turn
+//   agent_writer.cc   the session's writer: heartbeats, the outbox, replies, closing our side
+//   agent_ranks.cc    what the coordinator asks of the ranks: assignments, cancels, step records
+// Its options and their check: agent_options.h.
 #ifndef RINGTRAIN_WORKER_AGENT_AGENT_H_
 #define RINGTRAIN_WORKER_AGENT_AGENT_H_
 
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
-#include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
@@ -17,12 +23,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/grpc/credentials.h"
 #include "ringtrain/v1/worker_service.grpc.pb.h"
 #include "worker/agent/agent_metrics.h"
+#include "worker/agent/agent_options.h"
 #include "worker/agent/device_probe.h"
 #include "worker/agent/log_server.h"
 #include "worker/agent/outbox.h"
@@ -31,45 +36,20 @@
 
 namespace ringtrain {
 
-struct AgentOptions {
-  std::string coordinator = "127.0.0.1:50051";  // host:port of the WorkerService
-  std::string device = "cpu";                   // "cpu" or "cuda:N"; every trainer gets it
-  std::string host_label;                       // display only
-  std::string advertise_address = "127.0.0.1";  // rendezvous host other ranks reach us at
-  std::string work_dir = "ringtrain-worker";    // created; <job_id>/rank-<rank>/ below it
-  // Where jobs' paths may lead (job_paths.h). Create() makes both absolute and canonical.
-  std::string data_root;        // datasets, initial weights (read-only); empty = jobs may not name files
-  std::string checkpoint_root;  // created; <job_id>/ per job; empty = <work_dir>/checkpoints
-  int threads = 1;                              // OMP threads per trainer
-  // Rank folders (<work_dir>/<job_id>/rank-<r>/, with the rank's log) kept: before a rank starts,
-  // the oldest beyond this many are removed (rank_dirs.h). At least 1.
-  int keep_rank_dirs = 50;
-  std::string trainer_path;                     // an executable file
-  ChannelSecurity security;                     // TLS and join token (default: plaintext, none)
-
-  std::chrono::milliseconds register_timeout{5000};
-  // Reconnect delays: initial, doubled after each failure up to max, each +-20% jitter.
-  std::chrono::milliseconds initial_backoff{200};
-  std::chrono::milliseconds max_backoff{5000};
-  // SIGTERM-to-SIGKILL grace for Cancel, shutdown and orphaned ranks.
-  std::chrono::milliseconds cancel_grace{2000};
-  // Messages the outbox keeps while disconnected: once it holds this many, RankReports are
-  // dropped (RankStarted/RankExit never are).
-  size_t max_buffered = 100000;
-};
-
-// "cpu" for "cpu", "cuda" for "cuda:N"; INVALID_ARGUMENT naming --device and the valid forms.
-absl::StatusOr<std::string> DeviceKind(absl::string_view device);
-
 // Thread-safety: Run() is called once, on a thread of the caller's choosing; Shutdown() may be
 // called from any thread, any number of times, before or during Run(). The object must outlive
-// Run() (destroy it only after Run() has returned).
+// Run() (destroy it only after Run() has returned). The other public methods may be called from
+// any thread. Threads of its own: the session's writer (one per session, joined before the
+// session returns), the LogServer's, the RankSlot's supervisor's, and the one Shutdown() starts
+// during Run() (joined by the destructor); every callback they run captures `this`.
 class Agent {
  public:
   // Checks the options (device, threads, trainer executable), makes work_dir absolute and creates
   // it; probes the device's name and memory (device_probe.h; a failed probe is logged as a
-  // warning and the device registered as "unknown (why)" with memory 0); makes data_root (must exist) and checkpoint_root (created) absolute and canonical.
+  // warning and the device registered as "unknown (why)" with memory 0); makes data_root (must
+  // exist) and checkpoint_root (created) absolute and canonical.
   // INVALID_ARGUMENT or FAILED_PRECONDITION naming the flag and what would work.
+  // (agent_options.h: DeviceKind, CheckAgentOptions.)
   static absl::StatusOr<std::unique_ptr<Agent>> Create(AgentOptions options);
 
   Agent(const Agent&) = delete;
@@ -79,17 +59,17 @@ class Agent {
   // Registers, then serves sessions until Shutdown(): a broken session is reopened with backoff
   // (same worker id and credential; after NOT_FOUND or UNAUTHENTICATED the agent registers again
   // asking for its id and running rank back, proving the id with its credential, and stops the
-  // rank only if the coordinator does not adopt it), a coordinator that cannot
-  // be reached is retried forever. On Shutdown the running trainer is cancelled, its RankExit sent
+  // rank only if the coordinator does not adopt it), a coordinator that cannot be reached is
+  // retried forever. On Shutdown the running trainer is cancelled, its RankExit sent
   // if a session is up, the stream closed (WritesDone, then cancel) and OK returned. Returns an
-  // error only when the coordinator rejects the registration as INVALID_ARGUMENT.
-  absl::Status Run();
+  // error only when the coordinator rejects the registration (INVALID_ARGUMENT, UNAUTHENTICATED).
+  absl::Status Run() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Makes Run() wind down and return; never blocks.
-  void Shutdown();
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The id of the current registration ("" before the first one). For tests and logs.
-  std::string worker_id();
+  std::string worker_id() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The agent's Prometheus metrics (its own state and its trainer's figures), to be served.
   std::shared_ptr<AgentMetrics> metrics() const { return metrics_; }
@@ -100,39 +80,50 @@ class Agent {
 
   Agent(AgentOptions options, std::string device_kind, DeviceInfo device_info);
 
-  absl::Status Register();
-  // One Session: Hello, then reads until the stream ends, with WriterLoop on a second thread.
-  // `opened` says whether Hello was written (else the coordinator could not be reached).
-  grpc::Status RunSession(bool* opened);
-  // The only thread that writes to `stream` after Hello: heartbeats and the outbox, in order.
-  void WriterLoop(Stream* stream, grpc::ClientContext* context, std::chrono::milliseconds interval);
+  // agent.cc: Run's thread, unless said otherwise.
+  absl::Status Register() ABSL_LOCKS_EXCLUDED(mu_);
+  // When a re-registration did not get the rank adopted: drops the outbox (and with its epoch
+  // whatever the rank still sends), cancels the running rank and waits for it to end.
+  // (agent_ranks.cc.)
+  void OrphanRank() ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether Register asked for OrphanRank (and clears the request).
+  bool TakeOrphanPending() ABSL_LOCKS_EXCLUDED(mu_);
+  // Sleeps `delay` unless Shutdown() comes first; returns false then.
+  bool SleepUnlessStopped(std::chrono::milliseconds delay) ABSL_LOCKS_EXCLUDED(mu_);
+  bool StopRequested() ABSL_LOCKS_EXCLUDED(mu_);  // any thread
+  // Started by Shutdown() during Run(), on a thread of its own: cancels the call if it is still
+  // open well after stop_deadline_ (a Write stuck on a coordinator that stopped reading).
+  void ForceStopLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Replaces channel_ and stub_ with ones that share no connection state with the old.
+  void NewChannel();
+  bool RunReturned() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !running_; }
+
+  // agent_session.cc: one Session, on Run's thread. Hello, then reads until the stream ends, with
+  // WriterLoop on a second thread. `opened` says whether Hello was written (else the coordinator
+  // could not be reached).
+  grpc::Status RunSession(bool* opened) ABSL_LOCKS_EXCLUDED(mu_);
+  bool WriterStopped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !writer_running_; }
+
+  // agent_writer.cc. WriterLoop is the only thread that writes to `stream` after Hello: heartbeats
+  // every `interval`, the outbox and the replies, in order; `stream` and `context` are
+  // RunSession's and outlive it.
+  void WriterLoop(Stream* stream, grpc::ClientContext* context, std::chrono::milliseconds interval)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until WriterHasWork() or `deadline`. The writer's work also lies in outbox_ and rank_,
   // which have locks of their own, so a Condition cannot read it: whatever may give the writer
   // work sets writer_wakeup_ afterwards (WakeWriter), and the writer clears it before it looks.
   void AwaitWriterWork(Clock::time_point deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool WriterHasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Any thread (the rank's callbacks too).
   void WakeWriter() ABSL_LOCKS_EXCLUDED(mu_);
-
-  void HandleAssignment(const v1::Assignment& assignment);
-  void HandleCancel(const v1::Cancel& cancel);
-  // When a re-registration did not get the rank adopted: drops the outbox (and with its epoch
-  // whatever the rank still sends), cancels the running rank and waits for it to end.
-  void OrphanRank();
-  // Whether Register asked for OrphanRank (and clears the request).
-  bool TakeOrphanPending();
-
   // Queues `message` in the outbox's current epoch and wakes the writer.
   void QueueLocked(v1::AgentMessage message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sleeps `delay` unless Shutdown() comes first; returns false then.
-  bool SleepUnlessStopped(std::chrono::milliseconds delay);
-  bool StopRequested();
-  // Started by Shutdown() during Run(): cancels the call if it is still open well after
-  // stop_deadline_ (a Write stuck on a coordinator that stopped reading).
-  void ForceStopLoop();
-  // Replaces channel_ and stub_ with ones that share no connection state with the old.
-  void NewChannel();
-  bool RunReturned() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !running_; }
-  bool WriterStopped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !writer_running_; }
+
+  // agent_ranks.cc: on the session's reading thread (RunSession).
+  void HandleAssignment(const v1::Assignment& assignment) ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleCancel(const v1::Cancel& cancel) ABSL_LOCKS_EXCLUDED(mu_);
+  // Answers from this work dir's record files (step_records.h), queued on replies_.
+  void HandleStepRecordsRequest(const v1::StepRecordsRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
   const AgentOptions options_;
   const std::string device_kind_;

@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
-#include "nlohmann/json.hpp"
+#include "absl/status/statusor.h"
+#include "common/record/step_record.h"
 
 namespace ringtrain {
 namespace {
@@ -11,12 +13,6 @@ namespace {
 // Step-time buckets, seconds: 10 ms … 2 min, about ×2 apart.
 std::vector<double> StepBuckets() {
   return {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
-}
-
-double Number(const nlohmann::json& object, const char* key) {
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_number()) return std::numeric_limits<double>::quiet_NaN();
-  return it->get<double>();
 }
 
 }  // namespace
@@ -38,41 +34,33 @@ void AgentMetrics::TrainerStarted(const std::string& job_id, int rank, int world
 }
 
 void AgentMetrics::TrainerRecord(const std::string& json_line) {
-  nlohmann::json record = nlohmann::json::parse(json_line, nullptr, /*allow_exceptions=*/false);
-  if (!record.is_object() || !record.contains("step") || !record["step"].is_number_integer()) {
-    return;
-  }
+  // A figure the record lacks reads NaN, and is skipped below rather than taken as 0.
+  const absl::StatusOr<std::optional<StepRecord>> parsed =
+      ParseStepRecord(json_line, MissingFigure::kNaN);
+  if (!parsed.ok() || !parsed->has_value()) return;  // not a step record, or a malformed one
+  const StepRecord& record = **parsed;
   absl::MutexLock lock(&mu_);
   if (!has_job_) return;
-  step_ = record["step"].get<int64_t>();
-  loss_ = Number(record, "loss");  // NaN (JSON null) when the step diverged
-  grad_norm_ = Number(record, "grad_norm");
-  lr_ = Number(record, "lr");
-  const double step_seconds = Number(record, "step_seconds");
-  if (std::isfinite(step_seconds)) step_seconds_.Observe(step_seconds);
+  step_ = record.step;
+  loss_ = record.loss;  // NaN (JSON null) when the step diverged
+  grad_norm_ = record.grad_norm;
+  lr_ = record.lr;
+  if (std::isfinite(record.step_seconds)) step_seconds_.Observe(record.step_seconds);
   // Every rank processes the same share of the step's global tokens.
-  const double tokens = Number(record, "tokens");
-  if (std::isfinite(tokens)) tokens_ += tokens / world_size_;
-  auto ranks = record.find("ranks");
-  if (ranks != record.end() && ranks->is_array()) {
-    for (const nlohmann::json& mine : *ranks) {
-      // Not mine.value("rank", -1): it throws when "rank" is there but not a number.
-      if (!mine.is_object()) continue;
-      const auto rank = mine.find("rank");
-      if (rank == mine.end() || !rank->is_number_integer() || rank->get<int64_t>() != rank_) continue;
-      // Per-step figures accumulate into counters; skip a missing one rather than poison them.
-      auto add = [&](double* total, const char* key) {
-        const double v = Number(mine, key);
-        if (std::isfinite(v)) *total += v;
-      };
-      add(&attention_seconds_, "attention_seconds");
-      add(&comm_wait_seconds_, "comm_wait_seconds");
-      add(&bytes_sent_, "bytes_sent");
-      const double peak = Number(mine, "peak_memory_bytes");
-      if (std::isfinite(peak)) peak_memory_bytes_ = peak;
-      // CUDA ranks only (0 on the CPU); trainers from before it existed leave it out.
-      const double device_peak = Number(mine, "device_memory_peak_bytes");
-      if (std::isfinite(device_peak)) device_memory_peak_bytes_ = device_peak;
+  if (std::isfinite(record.tokens)) tokens_ += record.tokens / world_size_;
+  for (const RankFigures& mine : record.ranks) {
+    if (mine.rank != rank_) continue;
+    // Per-step figures accumulate into counters; skip a missing one rather than poison them.
+    auto add = [](double* total, double v) {
+      if (std::isfinite(v)) *total += v;
+    };
+    add(&attention_seconds_, mine.attention_seconds);
+    add(&comm_wait_seconds_, mine.comm_wait_seconds);
+    add(&bytes_sent_, mine.bytes_sent);
+    if (std::isfinite(mine.peak_memory_bytes)) peak_memory_bytes_ = mine.peak_memory_bytes;
+    // CUDA ranks only (0 on the CPU); trainers from before it existed leave it out.
+    if (std::isfinite(mine.device_memory_peak_bytes)) {
+      device_memory_peak_bytes_ = mine.device_memory_peak_bytes;
     }
   }
 }

@@ -1,6 +1,6 @@
 // The agent's Prometheus metrics: its own state and its trainer's figures, labelled {job_id, rank}.
 // The trainer writes one JSON record per step on every rank (RINGTRAIN_JSONL_EVERY_RANK); each
-// record holds the global figures and a `ranks` array with every rank's own, so this agent
+// record (a StepRecord, common/record/step_record.h) holds the global figures and a `ranks` array with every rank's own, so this agent
 // exports the global ones and its rank's entry. Only the current (or last) job's series exist:
 // a new assignment replaces them, so the job_id label stays bounded. (Not `job`: Prometheus sets
 // `job` on every series to the scrape job's name and would rename ours to exported_job.)
@@ -37,7 +37,10 @@ class AgentMetrics : public prometheus::Collectable {
   AgentMetrics();
 
   void TrainerStarted(const std::string& job_id, int rank, int world_size);
-  // One step record of the running trainer (JSON text); records that are not steps are ignored.
+  // One step record of the running trainer (JSON text, read with ParseStepRecord,
+  // common/record/step_record.h); lines that are not step records, or that it refuses, are
+  // ignored. A figure the record lacks (or holds as null) reads NaN: the loss, grad norm and
+  // learning rate gauges show it, the counters, peaks and step-time histogram skip it.
   void TrainerRecord(const std::string& json_line);
   void TrainerExited(bool ok);
   void HeartbeatSent();

@@ -1,15 +1,18 @@
-// The trainer side of the Agent: assignments, cancels, and giving up a rank whose registration the
-// coordinator has forgotten. (The session side is agent.cc; the rank itself, rank_slot.h.)
+// The trainer side of the Agent: what the coordinator asks of this worker's ranks (an assignment, a
+// cancel, the step records of a rank that ran here) and giving up a rank whose registration the
+// coordinator has forgotten. (The session that brings the asks is agent_session.cc; the rank
+// itself, rank_slot.h.)
 #include "worker/agent/agent.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
 #include <utility>
+#include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -18,21 +21,10 @@
 #include "common/trainer_exit.h"
 #include "worker/agent/job_paths.h"
 #include "worker/agent/rank_dirs.h"
+#include "worker/agent/step_records.h"
 
 namespace ringtrain {
 namespace {
-
-// Job ids name a folder under the work dir: no separators, no "..".
-absl::Status CheckJobId(const std::string& job_id) {
-  const bool safe = !job_id.empty() && job_id != "." && job_id != ".." &&
-                    std::all_of(job_id.begin(), job_id.end(), [](char c) {
-                      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
-                             c == '_' || c == '.';
-                    });
-  if (safe) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "job id '", job_id, "' cannot name a folder; expected letters, digits, '-', '_' or '.'"));
-}
 
 // The job's paths resolved under this agent's roots (job_paths.h), as overrides that follow the
 // job's own, so the trainer opens only what was checked. Nothing is read or written before.
@@ -176,6 +168,19 @@ void Agent::HandleCancel(const v1::Cancel& cancel) {
   RT_LOG(Info) << "cancelling job " << cancel.job_id() << " rank " << rank.rank << " ("
                << cancel.reason() << ")";
   rank_.Cancel(options_.cancel_grace, cancel.job_id());
+}
+
+void Agent::HandleStepRecordsRequest(const v1::StepRecordsRequest& request) {
+  // Rare (a finished job whose store lacks steps) and one sequential read of one file.
+  std::vector<v1::AgentMessage> answer = AnswerStepRecords(options_.work_dir, request);
+  int64_t records = 0;
+  for (const v1::AgentMessage& m : answer) records += m.step_records().record_json_size();
+  RT_LOG(Info) << "the coordinator asked for steps " << request.first_step() << "-"
+               << request.last_step() << " of " << request.job_id() << " rank " << request.rank()
+               << ": sending " << records << " records from this work dir";
+  absl::MutexLock lock(&mu_);
+  for (v1::AgentMessage& m : answer) replies_.push_back(std::move(m));
+  writer_wakeup_ = true;
 }
 
 void Agent::OrphanRank() {

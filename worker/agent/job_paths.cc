@@ -2,11 +2,13 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/config/config_paths.h"
@@ -63,6 +65,17 @@ absl::StatusOr<fs::path> ResolveExistingPrefix(const fs::path& path, const fs::p
 }
 
 }  // namespace
+
+absl::Status CheckJobId(absl::string_view job_id) {
+  const bool safe = !job_id.empty() && job_id != "." && job_id != ".." &&
+                    std::all_of(job_id.begin(), job_id.end(), [](char c) {
+                      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+                             c == '_' || c == '.';
+                    });
+  if (safe) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "job id '", job_id, "' cannot name a folder; expected letters, digits, '-', '_' or '.'"));
+}
 
 absl::StatusOr<std::string> CanonicalRoot(absl::string_view flag, const std::string& dir, bool create) {
   std::error_code ec;

@@ -23,6 +23,12 @@
 
 namespace ringtrain {
 
+// Whether `job_id` can name a folder directly under a work dir or a checkpoint root: not empty, not
+// "." or "..", and only letters, digits, '-', '_' and '.' (no separators). Every path the agent
+// builds from a job id (an assignment's rank folder, a LogRequest's or StepRecordsRequest's file)
+// is checked with it first. INVALID_ARGUMENT naming the id and the characters allowed otherwise.
+absl::Status CheckJobId(absl::string_view job_id);
+
 struct JobRoots {
   std::string data_root;        // absolute and canonical, or empty: no job may read a file
   std::string checkpoint_root;  // absolute and canonical; each job gets <checkpoint_root>/<job_id>/
@@ -43,7 +49,7 @@ absl::StatusOr<std::string> ResolveUnderRoot(absl::string_view key, const std::s
 
 // Every path of `config` resolved (ConfigPaths), as "--key=/resolved/path" overrides to append to
 // the job's own. For checkpoint.folder it first creates <checkpoint_root>/<job_id>/ (job_id must
-// already be a safe folder name). Errors as ResolveUnderRoot's, one for the first refused path;
+// already have passed CheckJobId). Errors as ResolveUnderRoot's, one for the first refused path;
 // INTERNAL when the job's checkpoint folder cannot be created. Never reads a file of the job.
 absl::StatusOr<std::vector<std::string>> ResolveJobPaths(const JobConfig& config, const JobRoots& roots,
                                                          const std::string& job_id);

@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "worker/agent/rank_dirs.h"
+#include "worker/agent/job_paths.h"
 #include "worker/agent/rank_log.h"
 
 namespace ringtrain {
@@ -41,7 +41,7 @@ void LogServer::Handle(const v1::LogRequest& request) {
 bool LogServer::Answer(v1::LogRequest& request, bool keepalive_due, v1::LogChunk* chunk) {
   chunk->set_request_id(request.request_id());
   const std::string what = absl::StrCat("job ", request.job_id(), " rank ", request.rank());
-  if (!IsSafeJobDirName(request.job_id()) || request.rank() < 0) {
+  if (!CheckJobId(request.job_id()).ok() || request.rank() < 0) {
     SetError(absl::InvalidArgumentError(absl::StrCat("no such rank log: ", what)), chunk);
     return true;
   }

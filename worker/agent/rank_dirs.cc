@@ -12,13 +12,6 @@
 
 namespace ringtrain {
 
-bool IsSafeJobDirName(const std::string& job_id) {
-  return !job_id.empty() && job_id != "." && job_id != ".." &&
-         std::all_of(job_id.begin(), job_id.end(), [](char c) {
-           return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
-                  c == '.';
-         });
-}
 namespace fs = std::filesystem;
 namespace {
 

@@ -11,11 +11,6 @@
 
 namespace ringtrain {
 
-// Whether `job_id` can name a folder directly under a work dir: not empty, not "." or "..", and
-// only letters, digits, '-', '_' and '.' (no separators). Requests naming a job are checked with it
-// before any path is built from them.
-bool IsSafeJobDirName(const std::string& job_id);
-
 // Removes all but the `keep` most recently changed rank folders under `work_dir`, never `spare`
 // (the folder about to be used; it does not count) nor anything under `checkpoint_root`. A rank
 // folder is <work_dir>/<job>/rank-<digits>/; its age is the newest modification time of the

@@ -1,11 +1,13 @@
 #include "worker/agent/step_records.h"
 
 #include <fstream>
+#include <optional>
 #include <set>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
-#include "worker/agent/rank_dirs.h"
+#include "common/record/step_record.h"
+#include "worker/agent/job_paths.h"
 
 namespace ringtrain {
 namespace {
@@ -23,7 +25,7 @@ v1::AgentMessage Empty(const v1::StepRecordsRequest& request) {
 std::vector<v1::AgentMessage> AnswerStepRecords(const std::string& work_dir,
                                                 const v1::StepRecordsRequest& request) {
   std::vector<v1::AgentMessage> out = {Empty(request)};
-  if (!IsSafeJobDirName(request.job_id()) || request.rank() < 0) return out;
+  if (!CheckJobId(request.job_id()).ok() || request.rank() < 0) return out;
   const std::string path = absl::StrCat(work_dir, "/", request.job_id(), "/rank-",
                                         request.rank(), "/metrics.jsonl");
   std::set<int64_t> seen;
@@ -37,11 +39,12 @@ std::vector<v1::AgentMessage> AnswerStepRecords(const std::string& work_dir,
     }
     std::string line;
     // getline on a last line without its newline: the trainer was killed mid-write; the parse
-    // below refuses a torn record.
+    // below refuses a torn record (and skips a line that is not a step, e.g. an eval's).
     while (std::getline(in, line)) {
-      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
-      const int64_t step = j["step"].get<int64_t>();
+      const absl::StatusOr<std::optional<StepRecord>> record =
+          ParseStepRecord(line, MissingFigure::kZero);
+      if (!record.ok() || !record->has_value()) continue;
+      const int64_t step = (*record)->step;
       if (step < request.first_step() || step > request.last_step()) continue;
       if (!seen.insert(step).second) continue;
       if (bytes > 0 && bytes + line.size() > kStepRecordsChunkBytes) {
