@@ -26,6 +26,9 @@
 // Inputs of another dtype than float32 are widened (bfloat16) or, for float64 (tests), computed by
 // the tiled kernel.
 //
+// The parts: fused_cpu_plan.h (tiles, masks, the work split), fused_cpu_runtime.h (BLAS, the
+// threads), attention_rows.h (the vectorised row math); this file's .cc drives them.
+//
 // Dimension letters as in tiled_attention.h.
 #ifndef RINGTRAIN_WORKER_ENGINE_KERNELS_FUSED_CPU_ATTENTION_H_
 #define RINGTRAIN_WORKER_ENGINE_KERNELS_FUSED_CPU_ATTENTION_H_
