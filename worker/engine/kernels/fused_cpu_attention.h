@@ -1,6 +1,6 @@
-// ringtrain's fused CPU attention block kernel (training.attention_kernel = "ringtrain", the CPU
-// default): one pass over (query tile × key tile) pairs in float32 where the score tile never
-// leaves the cache —
+// ringtrain's fused CPU attention block kernel (training.attention_kernel = "cpu_flash", formerly
+// "ringtrain"; the CPU default): one pass over (query tile × key tile) pairs in float32 where the
+// score tile never leaves the cache —
 //
 //   S = (scale·Q) Kᵀ   one GEMM into a preallocated tile (BLAS sgemm, the MKL inside LibTorch)
 //   online softmax     vectorised max / exp / sum on S in place (kernels/vec_exp.h), the causal
