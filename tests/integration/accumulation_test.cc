@@ -32,21 +32,11 @@ std::vector<std::string> Small(const std::vector<std::string>& extra) {
 }
 
 std::vector<std::string> Trainer(const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {BinDir() + "/ringtrain-trainer"};
-  for (const auto& a : Small(extra)) argv.push_back(a);
-  return argv;
+  return TrainerCommand(Small(extra));
 }
 
 std::vector<std::string> Launch(int nproc, const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {BinDir() + "/ringtrain-run", "--nproc", std::to_string(nproc)};
-  for (const auto& a : Small(extra)) argv.push_back(a);
-  return argv;
-}
-
-std::vector<double> Losses(const std::string& path) {
-  std::vector<double> losses;
-  for (const auto& r : ReadJsonl(path)) losses.push_back(std::stod(r.at("loss")));
-  return losses;
+  return LauncherCommand(nproc, Small(extra));
 }
 
 // Every step within `tol` of the baseline; prints the largest gap.
@@ -89,10 +79,10 @@ TEST(AccumulationTest, MicroBatchesTrainLikeOneBatchOnOneRankAndWithDp2) {
   EXPECT_NE(dp2.output.find("gradient accumulation: 2 micro-batches of 2"), std::string::npos)
       << dp2.output;
 
-  const auto base = Losses(dir / "one");
-  ExpectClose(base, Losses(dir / "accum_a"), 1e-6, "A 4 x B 2 vs B 8");
-  ExpectClose(base, Losses(dir / "dp2"), 1e-6, "dp 2 x A 2 x B 2 vs B 8");
-  EXPECT_EQ(Losses(dir / "accum_a"), Losses(dir / "accum_b"))
+  const auto base = ReadLosses(dir / "one");
+  ExpectClose(base, ReadLosses(dir / "accum_a"), 1e-6, "A 4 x B 2 vs B 8");
+  ExpectClose(base, ReadLosses(dir / "dp2"), 1e-6, "dp 2 x A 2 x B 2 vs B 8");
+  EXPECT_EQ(ReadLosses(dir / "accum_a"), ReadLosses(dir / "accum_b"))
       << "the same accumulated run twice must match bitwise";
   // Every record counts the whole step's tokens: G × L.
   for (const char* name : {"one", "accum_a", "dp2"}) {

@@ -14,20 +14,17 @@ namespace {
 // The losses, as written (%.17g), of 4 cp = 2 steps under `options`; the run's output in `log`.
 std::vector<std::string> Cp2Losses(const TempDir& dir, const std::string& name,
                                    const std::vector<std::string>& options, std::string* log) {
-  std::vector<std::string> argv = {BinDir() + "/ringtrain-run", "--nproc", "2",
-                                   ConfigPath("debug_model.toml"),
+  std::vector<std::string> args = {ConfigPath("debug_model.toml"),
                                    "--parallelism.context_parallel_degree=2",
                                    "--training.steps=4",
                                    "--lr_scheduler.warmup_steps=2",
                                    "--lr_scheduler.decay_ratio=0",
                                    "--metrics.jsonl=" + (dir / name)};
-  argv.insert(argv.end(), options.begin(), options.end());
-  const CommandResult r = RunCommand(argv);
+  args.insert(args.end(), options.begin(), options.end());
+  const CommandResult r = RunCommand(LauncherCommand(2, args));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   *log = r.output;
-  std::vector<std::string> losses;
-  for (const auto& record : ReadJsonl(dir / name)) losses.push_back(record.at("loss"));
-  return losses;
+  return ReadJsonlColumn(dir / name, "loss");
 }
 
 TEST(ActivationCheckpointRunTest, Cp2FullSelectiveAndOpTrainBitwiseLikeNone) {

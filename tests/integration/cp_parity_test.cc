@@ -14,16 +14,6 @@
 namespace ringtrain::testing {
 namespace {
 
-struct Series {
-  std::vector<double> loss;
-};
-
-Series ReadLosses(const std::string& path) {
-  Series s;
-  for (const auto& r : ReadJsonl(path)) s.loss.push_back(std::stod(r.at("loss")));
-  return s;
-}
-
 // Runs ringctl loss-compare with `args` into `dir`; returns the command result.
 CommandResult LossCompare(const TempDir& dir, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {BinDir() + "/ringctl", "loss-compare",
@@ -39,18 +29,18 @@ void ExpectParity(const std::vector<std::string>& args) {
   const auto r = LossCompare(dir, args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Baseline Loss"), std::string::npos) << r.output;
-  const Series base = ReadLosses(dir / "out/baseline.jsonl");
-  const Series test = ReadLosses(dir / "out/test.jsonl");
-  ASSERT_EQ(base.loss.size(), 20u);
-  ASSERT_EQ(test.loss.size(), 20u);
-  EXPECT_NEAR(test.loss[0], base.loss[0], 1e-6);
+  const std::vector<double> base = ReadLosses(dir / "out/baseline.jsonl");
+  const std::vector<double> test = ReadLosses(dir / "out/test.jsonl");
+  ASSERT_EQ(base.size(), 20u);
+  ASSERT_EQ(test.size(), 20u);
+  EXPECT_NEAR(test[0], base[0], 1e-6);
   double max_diff = 0;
   for (size_t i = 0; i < 20; ++i) {
-    EXPECT_NEAR(test.loss[i], base.loss[i], 1e-4) << "step " << i + 1;
-    max_diff = std::max(max_diff, std::fabs(test.loss[i] - base.loss[i]));
+    EXPECT_NEAR(test[i], base[i], 1e-4) << "step " << i + 1;
+    max_diff = std::max(max_diff, std::fabs(test[i] - base[i]));
   }
   std::printf("step-1 |diff| %.3e, max |diff| over 20 steps %.3e\n",
-              std::fabs(test.loss[0] - base.loss[0]), max_diff);
+              std::fabs(test[0] - base[0]), max_diff);
 }
 
 TEST(CpParityTest, Cp2MatchesCp1) {

@@ -17,23 +17,10 @@ namespace fs = std::filesystem;
 
 // The debug config, 20 steps by default; a flat LR after 2 warmup steps.
 std::vector<std::string> Launch(int nproc, const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {BinDir() + "/ringtrain-run", "--nproc", std::to_string(nproc),
-                                   ConfigPath("debug_model.toml"), "--training.steps=20",
+  std::vector<std::string> args = {ConfigPath("debug_model.toml"), "--training.steps=20",
                                    "--lr_scheduler.warmup_steps=2", "--lr_scheduler.decay_ratio=0"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  return argv;
-}
-
-std::vector<std::string> Column(const std::string& path, const std::string& key) {
-  std::vector<std::string> values;
-  for (const auto& r : ReadJsonl(path)) values.push_back(r.at(key));
-  return values;
-}
-
-std::vector<double> Losses(const std::string& path) {
-  std::vector<double> losses;
-  for (const std::string& v : Column(path, "loss")) losses.push_back(std::stod(v));
-  return losses;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return LauncherCommand(nproc, args);
 }
 
 void ExpectWithin(const std::vector<double>& test, const std::vector<double>& base, double tolerance,
@@ -64,7 +51,8 @@ TEST(FsdpParityTest, Shard2Cp2MatchesTheReplicatedMeshWithinOneInAMillion) {
   const std::string out = Train(dir, "sharded", 4, {kCp2, kShard2Cp2, "--parallelism.data_parallel_replicate_degree=1",
                                                   "--training.local_batch_size=4"});
   EXPECT_NE(out.find("fsdp over 4 ranks (replicas 1)"), std::string::npos) << out;
-  const std::vector<double> base = Losses(dir / "replicated"), test = Losses(dir / "sharded");
+  const std::vector<double> base = ReadLosses(dir / "replicated");
+  const std::vector<double> test = ReadLosses(dir / "sharded");
   ASSERT_EQ(base.size(), 20u);
   ExpectWithin(test, base, 1e-6);
 }
@@ -73,7 +61,7 @@ TEST(FsdpParityTest, Shard4MatchesTheReplicatedMeshWithinOneInAMillion) {
   TempDir dir;
   Train(dir, "replicated", 4, {"--training.local_batch_size=2"});
   Train(dir, "sharded", 4, {"--parallelism.data_parallel_shard_degree=4", "--training.local_batch_size=2"});
-  ExpectWithin(Losses(dir / "sharded"), Losses(dir / "replicated"), 1e-6);
+  ExpectWithin(ReadLosses(dir / "sharded"), ReadLosses(dir / "replicated"), 1e-6);
 }
 
 TEST(FsdpParityTest, ReplicasOfShardsMatchTheReplicatedMesh) {
@@ -83,7 +71,7 @@ TEST(FsdpParityTest, ReplicasOfShardsMatchTheReplicatedMesh) {
                                                "--parallelism.data_parallel_replicate_degree=2",
                                                "--training.local_batch_size=2"});
   EXPECT_NE(out.find("fsdp over 2 ranks (replicas 2)"), std::string::npos) << out;
-  ExpectWithin(Losses(dir / "hsdp"), Losses(dir / "replicated"), 1e-6);
+  ExpectWithin(ReadLosses(dir / "hsdp"), ReadLosses(dir / "replicated"), 1e-6);
 }
 
 // Gradient accumulation with shards: each micro-batch's backward reduce-scatters into the shards'
@@ -95,7 +83,7 @@ TEST(FsdpParityTest, ShardedAccumulationMatchesTheShardedBigBatch) {
   const std::string out = Train(dir, "accumulated.jsonl", 4, {shard4, "--training.local_batch_size=1",
                                                               "--training.global_batch_size=8", "--training.steps=10"});
   EXPECT_NE(out.find("gradient accumulation: 2 micro-batches of 1"), std::string::npos) << out;
-  ExpectWithin(Losses(dir / "accumulated.jsonl"), Losses(dir / "big.jsonl"), 1e-6);
+  ExpectWithin(ReadLosses(dir / "accumulated.jsonl"), ReadLosses(dir / "big.jsonl"), 1e-6);
 }
 
 TEST(FsdpParityTest, SameShardedConfigTwiceIsBitwiseEqual) {
@@ -104,9 +92,9 @@ TEST(FsdpParityTest, SameShardedConfigTwiceIsBitwiseEqual) {
     Train(dir, name, 4, {kCp2, kShard2Cp2, "--parallelism.data_parallel_replicate_degree=1",
                        "--training.local_batch_size=4", "--training.steps=10"});
   }
-  EXPECT_EQ(Column(dir / "a", "loss"), Column(dir / "b", "loss"));
-  EXPECT_EQ(Column(dir / "a", "grad_norm"), Column(dir / "b", "grad_norm"));
-  EXPECT_EQ(Column(dir / "a", "loss").size(), 10u);
+  EXPECT_EQ(ReadJsonlColumn(dir / "a", "loss"), ReadJsonlColumn(dir / "b", "loss"));
+  EXPECT_EQ(ReadJsonlColumn(dir / "a", "grad_norm"), ReadJsonlColumn(dir / "b", "grad_norm"));
+  EXPECT_EQ(ReadJsonlColumn(dir / "a", "loss").size(), 10u);
 }
 
 // Activation checkpointing gathers a block's shards again for its recompute: full and selective
@@ -125,11 +113,13 @@ TEST(FsdpParityTest, ActivationCheckpointingWithShardsIsBitwiseTheSame) {
   Train(dir, "op.jsonl", 4, with({"--activation_checkpoint.mode=selective", "--parallelism.fsdp_reshard_after_forward=always"}));
   Train(dir, "never.jsonl", 4, with({"--activation_checkpoint.mode=selective", "--activation_checkpoint.selective_ac_option=2",
                                      "--parallelism.fsdp_reshard_after_forward=never"}));
-  const std::vector<std::string> none = Column(dir / "none.jsonl", "loss");
+  const std::vector<std::string> none = ReadJsonlColumn(dir / "none.jsonl", "loss");
   ASSERT_EQ(none.size(), 6u);
   for (const char* name : {"full.jsonl", "op.jsonl", "never.jsonl"}) {
-    EXPECT_EQ(Column(dir / name, "loss"), none) << name;
-    EXPECT_EQ(Column(dir / name, "grad_norm"), Column(dir / "none.jsonl", "grad_norm")) << name;
+    EXPECT_EQ(ReadJsonlColumn(dir / name, "loss"), none) << name;
+    EXPECT_EQ(ReadJsonlColumn(dir / name, "grad_norm"),
+              ReadJsonlColumn(dir / "none.jsonl", "grad_norm"))
+        << name;
   }
 }
 
@@ -146,14 +136,14 @@ TEST(FsdpParityTest, Bfloat16ShardsTrainLikeBfloat16Replicas) {
   Train(dir, "bf16_reduce.jsonl", 4, {bf16, "--training.mixed_precision_reduce=bfloat16",
                                       "--parallelism.data_parallel_shard_degree=4", "--training.local_batch_size=2",
                                       "--training.steps=6"});
-  const std::vector<double> base = Losses(dir / "replicated.jsonl");
+  const std::vector<double> base = ReadLosses(dir / "replicated.jsonl");
   ASSERT_EQ(base.size(), 6u);
   // Step 1 runs the same forward: bitwise.
-  EXPECT_EQ(Losses(dir / "sharded.jsonl").at(0), base.at(0));
-  ExpectWithin(Losses(dir / "sharded.jsonl"), base, 1e-3);
+  EXPECT_EQ(ReadLosses(dir / "sharded.jsonl").at(0), base.at(0));
+  ExpectWithin(ReadLosses(dir / "sharded.jsonl"), base, 1e-3);
   // Measured: 1.6e-4 and 2.1e-4 over 10 steps (loss ≈ 6, bf16's relative step 2^-8); bounds ~6×
   // and ~10× that.
-  ExpectWithin(Losses(dir / "bf16_reduce.jsonl"), base, 2e-3);
+  ExpectWithin(ReadLosses(dir / "bf16_reduce.jsonl"), base, 2e-3);
 }
 
 // A sharded run checkpointed at step 6 and resumed: on the same mesh the remaining steps repeat
@@ -178,17 +168,17 @@ TEST(FsdpParityTest, ShardedCheckpointResumesOnTheSameMeshAndOnAnotherShardDegre
   }
   const std::string same = Train(dir, "same.jsonl", 4, with_checkpoints(mesh, "same"));
   EXPECT_NE(same.find("resumed from"), std::string::npos) << same;
-  const std::vector<std::string> full_losses = Column(dir / "full.jsonl", "loss");
+  const std::vector<std::string> full_losses = ReadJsonlColumn(dir / "full.jsonl", "loss");
   ASSERT_EQ(full_losses.size(), 12u);
   const std::vector<std::string> tail(full_losses.begin() + 6, full_losses.end());
-  EXPECT_EQ(Column(dir / "same.jsonl", "loss"), tail);
+  EXPECT_EQ(ReadJsonlColumn(dir / "same.jsonl", "loss"), tail);
 
   Train(dir, "other.jsonl", 4, with_checkpoints({"--parallelism.data_parallel_shard_degree=4", "--training.local_batch_size=2",
                                          "--training.steps=12"},
                                         "other"));
   std::vector<double> tail_values;
   for (const std::string& v : tail) tail_values.push_back(std::stod(v));
-  ExpectWithin(Losses(dir / "other.jsonl"), tail_values, 1e-6, 7);
+  ExpectWithin(ReadLosses(dir / "other.jsonl"), tail_values, 1e-6, 7);
 
   const auto check = RunCommand(
       {PythonPath(), "-c",

@@ -33,28 +33,11 @@ std::vector<std::string> Small(const std::vector<std::string>& extra) {
 }
 
 std::vector<std::string> Trainer(const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {BinDir() + "/ringtrain-trainer"};
-  for (const auto& a : Small(extra)) argv.push_back(a);
-  return argv;
+  return TrainerCommand(Small(extra));
 }
 
 std::vector<std::string> Launch(int nproc, const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {BinDir() + "/ringtrain-run", "--nproc", std::to_string(nproc)};
-  for (const auto& a : Small(extra)) argv.push_back(a);
-  return argv;
-}
-
-std::vector<double> Losses(const std::string& path) {
-  std::vector<double> losses;
-  for (const auto& r : ReadJsonl(path)) losses.push_back(std::stod(r.at("loss")));
-  return losses;
-}
-
-double MaxDiff(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
+  return LauncherCommand(nproc, Small(extra));
 }
 
 const std::string kBf16 = "--training.mixed_precision_param=bfloat16";
@@ -99,7 +82,8 @@ TEST(PrecisionTest, Bfloat16TrainsCloseToFloat32AndRepeatsBitwise) {
               std::string::npos)
         << r.output;
   }
-  const auto a = Losses(dir / "f32"), b = Losses(dir / "bf16a"), c = Losses(dir / "bf16b");
+  const auto a = ReadLosses(dir / "f32"), b = ReadLosses(dir / "bf16a"),
+             c = ReadLosses(dir / "bf16b");
   ASSERT_EQ(a.size(), size_t(kPrecisionSteps));
   const double gap = MaxDiff(a, b);
   std::printf("bf16 vs float32, max |loss diff| over %d steps: %.3e\n", kPrecisionSteps, gap);
@@ -126,8 +110,8 @@ TEST(PrecisionTest, Bfloat16ReduceStaysCloseToFloat32AndHalvesTheBytes) {
               name == "bf16_reduce")
         << r.output;
   }
-  const auto f32 = Losses(dir / "f32"), bf16 = Losses(dir / "bf16"),
-             reduce = Losses(dir / "bf16_reduce");
+  const auto f32 = ReadLosses(dir / "f32"), bf16 = ReadLosses(dir / "bf16"),
+             reduce = ReadLosses(dir / "bf16_reduce");
   ASSERT_EQ(f32.size(), size_t(kPrecisionSteps));
   const double gap = MaxDiff(f32, reduce);
   std::printf("bf16 compute + bf16 reduce vs float32 (dp 2), max |loss diff| over %d steps: %.3e; "
@@ -161,7 +145,7 @@ TEST(PrecisionTest, Bfloat16ResumeIsBitwise) {
   const auto resumed = RunCommand(
       with({"--checkpoint.folder=" + (dir / "resume"), "--metrics.jsonl=" + (dir / "r.jsonl")}));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  const auto a = Losses(dir / "full.jsonl"), b = Losses(dir / "r.jsonl");
+  const auto a = ReadLosses(dir / "full.jsonl"), b = ReadLosses(dir / "r.jsonl");
   ASSERT_EQ(a.size(), 6u);
   ASSERT_EQ(b.size(), 3u);
   EXPECT_EQ(std::vector<double>(a.begin() + 3, a.end()), b);
@@ -175,7 +159,7 @@ TEST(PrecisionTest, Bfloat16Cp2MatchesCp1) {
                                          "--parallelism.context_parallel_degree=2",
                                          "--metrics.jsonl=" + (dir / "2")}));
   ASSERT_EQ(two.exit_code, 0) << two.output;
-  const double gap = MaxDiff(Losses(dir / "1"), Losses(dir / "2"));
+  const double gap = MaxDiff(ReadLosses(dir / "1"), ReadLosses(dir / "2"));
   std::printf("bf16 cp 2 vs cp 1, max |loss diff| over 6 steps: %.3e\n", gap);
   EXPECT_LT(gap, 5e-3);
 }
@@ -198,10 +182,10 @@ TEST(PrecisionTest, FusedKernelMatchesTiledLocallyAndInTheRing) {
   ASSERT_EQ(ring.exit_code, 0) << ring.output;
   EXPECT_NE(ring.output.find("attention: ring over cp 2, blocks fused"), std::string::npos)
       << ring.output;
-  const auto t = Losses(dir / "tiled");
+  const auto t = ReadLosses(dir / "tiled");
   ASSERT_EQ(t.size(), 5u);
-  EXPECT_LT(MaxDiff(t, Losses(dir / "fused")), 1e-5);
-  EXPECT_LT(MaxDiff(t, Losses(dir / "ring")), 1e-5);
+  EXPECT_LT(MaxDiff(t, ReadLosses(dir / "fused")), 1e-5);
+  EXPECT_LT(MaxDiff(t, ReadLosses(dir / "ring")), 1e-5);
 }
 
 TEST(PrecisionTest, NcclOnACpuRankIsRefusedNamingTheKey) {

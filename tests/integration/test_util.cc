@@ -8,8 +8,10 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,11 @@
 #include <stdexcept>
 #include <thread>
 #include <utility>
+
+#include <gtest/gtest.h>
+
+#include "absl/status/statusor.h"
+#include "common/record/step_record.h"
 
 namespace ringtrain::testing {
 
@@ -199,6 +206,48 @@ std::vector<std::map<std::string, std::string>> ReadJsonl(const std::string& pat
     records.push_back(std::move(record));
   }
   return records;
+}
+
+std::vector<std::string> LauncherCommand(int nproc, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BinDir() + "/ringtrain-run", "--nproc", std::to_string(nproc)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+std::vector<std::string> TrainerCommand(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BinDir() + "/ringtrain-trainer"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+std::vector<double> ReadLosses(const std::string& path) {
+  std::vector<double> losses;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    absl::StatusOr<std::optional<StepRecord>> record =
+        ParseStepRecord(line, MissingFigure::kNaN);
+    if (!record.ok()) {
+      throw std::runtime_error("not a step record in " + path + ": " +
+                               std::string(record.status().message()) + ": " + line);
+    }
+    if (record->has_value()) losses.push_back((*record)->loss);
+  }
+  return losses;
+}
+
+std::vector<std::string> ReadJsonlColumn(const std::string& path, const std::string& key) {
+  std::vector<std::string> values;
+  for (const auto& record : ReadJsonl(path)) values.push_back(record.at(key));
+  return values;
+}
+
+double MaxDiff(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
 }
 
 std::string ReadFile(const std::string& path) {

@@ -1,5 +1,5 @@
 // Helpers for tests that run the project's binaries: paths, temporary folders, subprocesses,
-// JSONL reports.
+// JSONL reports and the losses in them.
 #ifndef RINGTRAIN_TESTS_INTEGRATION_TEST_UTIL_H_
 #define RINGTRAIN_TESTS_INTEGRATION_TEST_UTIL_H_
 
@@ -71,6 +71,23 @@ std::string HttpGet(const std::string& host_port, const std::string& path);
 // Parses a JSONL file into one map per line, each value kept as its raw JSON text, so floats can be
 // compared bitwise ("loss" → "6.7041950225830078").
 std::vector<std::map<std::string, std::string>> ReadJsonl(const std::string& path);
+
+// The argv of `ringtrain-run --nproc <nproc> <args…>` and of `ringtrain-trainer <args…>` from this
+// build, for the tests that train the same config several ways and compare the losses.
+std::vector<std::string> LauncherCommand(int nproc, const std::vector<std::string>& args);
+std::vector<std::string> TrainerCommand(const std::vector<std::string>& args);
+
+// Each step record's loss in a metrics JSONL file, in file order, read with the product's own
+// parser (common/record/step_record.h); lines that are not step records are skipped. A loss
+// written as null reads NaN. Throws std::runtime_error for a line that is not a record.
+std::vector<double> ReadLosses(const std::string& path);
+
+// The raw JSON text of `key` on each line of a JSONL file, for bitwise comparisons ("loss" →
+// "6.7041950225830078"). Throws std::out_of_range when a line lacks the key.
+std::vector<std::string> ReadJsonlColumn(const std::string& path, const std::string& key);
+
+// The largest |a[i] − b[i]| over the steps both hold; a failed EXPECT when their lengths differ.
+double MaxDiff(const std::vector<double>& a, const std::vector<double>& b);
 
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& content);

@@ -1,118 +1,34 @@
 #include "worker/engine/kernels/fused_cpu_attention.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-
-#if defined(__x86_64__)
-#include <xmmintrin.h>
-#endif
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "worker/engine/kernels/attention_rows.h"
-
-// Fortran BLAS single-precision GEMM (column-major). The pinned LibTorch's CPU library carries MKL
-// and exports it (the link fails on a LibTorch without it).
-extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
-                       const int* k, const float* alpha, const float* a, const int* lda,
-                       const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
-// MKL's per-thread thread count (returns the previous one; 0 = the global setting).
-extern "C" int MKL_Set_Num_Threads_Local(int threads);  // mkl_set_num_threads_local in C
+#include "worker/engine/kernels/fused_cpu_plan.h"
+#include "worker/engine/kernels/fused_cpu_runtime.h"
 
 namespace ringtrain {
 namespace {
 
+using fused_cpu_internal::ForEachItem;
+using fused_cpu_internal::Gemm;
+using fused_cpu_internal::Item;
+using fused_cpu_internal::MakePlan;
+using fused_cpu_internal::MaskRow;
+using fused_cpu_internal::PartsFor;
+using fused_cpu_internal::Plan;
+using fused_cpu_internal::Scratch;
+using fused_cpu_internal::Shape;
+using fused_cpu_internal::SplitByCost;
+using fused_cpu_internal::Tile;
+using fused_cpu_internal::VisiblePrefix;
+
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// Row-major C (m×n, leading dim ldc) = op(A) · op(B) + beta · C, with op(A) m×k and op(B) k×n;
-// `trans_a` means A is stored k×m (row-major, leading dim lda). Row-major C = A·B is column-major
-// Cᵀ = Bᵀ·Aᵀ, and a row-major matrix read column-major is its transpose: so B and A swap places
-// and keep their flags.
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-  const int im = int(m), in = int(n), ik = int(k), ilda = int(lda), ildb = int(ldb),
-            ildc = int(ldc);
-  const float one = 1.0f;
-  sgemm_(&tb, &ta, &in, &im, &ik, &one, b, &ildb, a, &ilda, &beta, c, &ildc);
-}
-
-// One MKL thread for the GEMMs of this thread while alive: each intra-op thread computes its own
-// tiles, and LibTorch leaves MKL free to start a team of its own inside ours (measured: 2 threads
-// ran slower than 1 at head dim 32).
-class SequentialBlas {
- public:
-  SequentialBlas() : saved_(MKL_Set_Num_Threads_Local(1)) {}
-  ~SequentialBlas() { MKL_Set_Num_Threads_Local(saved_); }
-
- private:
-  int saved_;
-};
-
-// Flush-to-zero and denormals-are-zero on this thread while alive; the old mode after.
-class DenormalsAreZero {
- public:
-#if defined(__x86_64__)
-  DenormalsAreZero() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040); }
-  ~DenormalsAreZero() { _mm_setcsr(saved_); }
-
- private:
-  unsigned saved_;
-#endif
-};
-
-// A run of consecutive rows (query side) or columns (key side) and what the mask needs of it.
-struct Tile {
-  int64_t begin = 0, end = 0;  // local indices, end exclusive
-  int64_t min_pos = 0, max_pos = 0;
-  bool ascending = true;  // positions strictly increase: a query sees a prefix of the tile
-  int64_t size() const { return end - begin; }
-};
-
-// Tiles of at most `tile` along `positions`, cut at every break in consecutive positions when there
-// are few (the two chunks of a head-tail shard), so the mask is decided per chunk; the last tile
-// of a run is ragged.
-std::vector<Tile> MakeTiles(const std::vector<int64_t>& positions, int64_t tile) {
-  const int64_t length = int64_t(positions.size());
-  std::vector<std::pair<int64_t, int64_t>> runs;
-  for (int64_t i = 0; i < length;) {
-    int64_t j = i + 1;
-    while (j < length && positions[size_t(j)] == positions[size_t(j - 1)] + 1) ++j;
-    runs.push_back({i, j});
-    i = j;
-  }
-  if (runs.size() > 64) runs = {{0, length}};  // no structure worth following
-  std::vector<Tile> tiles;
-  for (const auto& [run_begin, run_end] : runs) {
-    for (int64_t b = run_begin; b < run_end; b += tile) {
-      Tile t{b, std::min(run_end, b + tile)};
-      t.min_pos = t.max_pos = positions[size_t(b)];
-      for (int64_t i = b; i < t.end; ++i) {
-        const int64_t p = positions[size_t(i)];
-        t.min_pos = std::min(t.min_pos, p);
-        t.max_pos = std::max(t.max_pos, p);
-        if (i > b && p <= positions[size_t(i - 1)]) t.ascending = false;
-      }
-      tiles.push_back(t);
-    }
-  }
-  return tiles;
-}
-
-enum class Cover { kHidden, kFull, kPartial };
-
-Cover CoverOf(const Tile& q, const Tile& k) {
-  if (k.min_pos > q.max_pos) return Cover::kHidden;
-  if (k.max_pos <= q.min_pos) return Cover::kFull;
-  return Cover::kPartial;
-}
-
-struct Shape {
-  int64_t batch, heads, kv_heads, group, lq, lk, dim;
-};
 
 Shape ShapeOf(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.sizes() == k.sizes(),
@@ -130,89 +46,6 @@ Shape ShapeOf(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   return s;
 }
 
-// The block's tiles, which key tiles each query tile sees, and the work items.
-struct Plan {
-  struct Pair {
-    int64_t k_tile;
-    Cover cover;
-  };
-  std::vector<Tile> q_tiles, k_tiles;
-  std::vector<std::vector<Pair>> pairs;  // per query tile, the key tiles not hidden, in order
-  std::vector<int64_t> item_cost;        // per query tile: scores it computes per (b, kv head)
-  int64_t q_tile_count() const { return int64_t(q_tiles.size()); }
-};
-
-Plan MakePlan(const BlockPositions& q_pos, const BlockPositions& k_pos, const Shape& s,
-              FusedCpuTiling tiling) {
-  Plan plan;
-  plan.q_tiles = MakeTiles(q_pos.positions, tiling.q_tile);
-  plan.k_tiles = MakeTiles(k_pos.positions, tiling.kv_tile);
-  for (const Tile& qt : plan.q_tiles) {
-    std::vector<Plan::Pair> pairs;
-    int64_t cost = 0;
-    for (int64_t j = 0; j < int64_t(plan.k_tiles.size()); ++j) {
-      const Cover cover = CoverOf(qt, plan.k_tiles[size_t(j)]);
-      if (cover == Cover::kHidden) continue;
-      pairs.push_back({j, cover});
-      cost += s.group * qt.size() * plan.k_tiles[size_t(j)].size();
-    }
-    plan.pairs.push_back(std::move(pairs));
-    plan.item_cost.push_back(cost);
-  }
-  return plan;
-}
-
-// Work item i = ((b · Hk) + kv head) · (query tiles) + query tile. Cuts [0, items) into `parts`
-// contiguous ranges of about equal cost; returns the part boundaries (parts + 1 of them).
-std::vector<int64_t> SplitByCost(const Plan& plan, int64_t items, int64_t parts) {
-  const int64_t tiles = plan.q_tile_count();
-  auto cost = [&](int64_t item) { return plan.item_cost[size_t(item % tiles)] + 1; };
-  int64_t total = 0;
-  for (int64_t i = 0; i < items; ++i) total += cost(i);
-  std::vector<int64_t> bounds = {0};
-  int64_t acc = 0;
-  for (int64_t i = 0; i < items && int64_t(bounds.size()) < parts; ++i) {
-    acc += cost(i);
-    // Close a part once it holds its share (integer arithmetic: the same cut every run).
-    if (acc * parts >= total * int64_t(bounds.size())) bounds.push_back(i + 1);
-  }
-  while (int64_t(bounds.size()) <= parts) bounds.push_back(items);
-  bounds.back() = items;
-  return bounds;
-}
-
-int64_t PartsFor(int64_t items) {
-  return std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), items));
-}
-
-// How many of key tile `kt`'s columns the query at position `pq` sees, for a partial pair whose key
-// tile is ascending (a prefix); −1 when the tile is not ascending (mask element by element).
-int64_t VisiblePrefix(const std::vector<int64_t>& k_positions, const Tile& kt, Cover cover,
-                      int64_t pq) {
-  if (cover == Cover::kFull) return kt.size();
-  if (!kt.ascending) return -1;
-  const auto first = k_positions.begin() + kt.begin, last = k_positions.begin() + kt.end;
-  return std::upper_bound(first, last, pq) - first;
-}
-
-// Masks the scores of a non-ascending key tile for the query at `pq`: −inf where hidden.
-void MaskRow(float* s, const std::vector<int64_t>& k_positions, const Tile& kt, int64_t pq) {
-  for (int64_t j = 0; j < kt.size(); ++j) {
-    if (k_positions[size_t(kt.begin + j)] > pq) s[j] = kNegInf;
-  }
-}
-
-// Per-thread scratch, sized for the largest tiles.
-struct Scratch {
-  Scratch(int64_t rows, int64_t cols, int64_t dim)
-      : q(size_t(rows * dim)), s(size_t(rows * cols)), p2(size_t(rows * cols)),
-        a(size_t(rows * dim)), b(size_t(rows * dim)), row_max(size_t(rows)), row_sum(size_t(rows)),
-        lse(size_t(rows)), delta(size_t(rows)) {}
-  std::vector<float> q, s, p2, a, b;
-  std::vector<float> row_max, row_sum;  // forward: the online softmax's running max and sum
-  std::vector<float> lse, delta;        // backward: the final statistics of the rows
-};
-
 // Copies the G heads' rows of query tile `qt` for (b, kv head) into `rows` ((G·Tq) × cols),
 // multiplied by `mul`. `x` is (B, H, Lq, cols).
 void GatherRows(const float* x, const Shape& s, int64_t b, int64_t hk, const Tile& qt,
@@ -227,29 +60,6 @@ void GatherRows(const float* x, const Shape& s, int64_t b, int64_t hk, const Til
       for (int64_t i = 0; i < tq * cols; ++i) dst[i] = src[i] * mul;
     }
   }
-}
-
-// One work item: batch b, kv head, query tile (item i = ((b · Hk) + kv head) · tiles + tile).
-struct Item {
-  int64_t b, kv_head, q_tile;
-};
-
-// Calls fn(part, item, scratch) for every item, the items of each part in order on one intra-op
-// thread, with flush-to-zero set and MKL sequential there, and one Scratch per thread.
-template <class Fn>
-void ForEachItem(const Plan& plan, const Shape& s, const std::vector<int64_t>& bounds,
-                 int64_t parts, const FusedCpuTiling& tiling, const Fn& fn) {
-  const int64_t tiles = plan.q_tile_count();
-  at::parallel_for(0, parts, 1, [&](int64_t part_begin, int64_t part_end) {
-    DenormalsAreZero daz;
-    SequentialBlas sequential;
-    Scratch scratch(s.group * tiling.q_tile, tiling.kv_tile, s.dim);
-    for (int64_t part = part_begin; part < part_end; ++part) {
-      for (int64_t i = bounds[size_t(part)]; i < bounds[size_t(part + 1)]; ++i) {
-        fn(part, Item{i / (tiles * s.kv_heads), (i / tiles) % s.kv_heads, i % tiles}, scratch);
-      }
-    }
-  });
 }
 
 }  // namespace
@@ -275,7 +85,8 @@ BlockOutput FusedCpuAttentionForward(const at::Tensor& q, const at::Tensor& k, c
   at::Tensor out = at::zeros({s.batch, s.heads, s.lq, s.dim}, q.options());
   at::Tensor lse = at::full({s.batch, s.heads, s.lq}, kNegInf, q.options());
   if (s.lq == 0 || s.lk == 0) return {out, lse, 0};
-  const Plan plan = MakePlan(q_pos, k_pos, s, tiling);
+  const Plan plan = MakePlan(q_pos.positions, k_pos.positions, s.group, tiling.q_tile,
+                             tiling.kv_tile);
   const int64_t items = s.batch * s.kv_heads * plan.q_tile_count();
   const int64_t parts = PartsFor(items);
   const std::vector<int64_t> bounds = SplitByCost(plan, items, parts);
@@ -352,7 +163,8 @@ BlockGrads FusedCpuAttentionBackward(const at::Tensor& q, const at::Tensor& k, c
   const at::Tensor deltac = delta.to(at::kFloat).contiguous();
   at::Tensor dq = at::zeros_like(qc), dk = at::zeros_like(kc), dv = at::zeros_like(vc);
   if (s.lq == 0 || s.lk == 0) return {dq, dk, dv};
-  const Plan plan = MakePlan(q_pos, k_pos, s, tiling);
+  const Plan plan = MakePlan(q_pos.positions, k_pos.positions, s.group, tiling.q_tile,
+                             tiling.kv_tile);
   const int64_t items = s.batch * s.kv_heads * plan.q_tile_count();
   const int64_t parts = PartsFor(items);
   const std::vector<int64_t> bounds = SplitByCost(plan, items, parts);
@@ -452,14 +264,6 @@ std::string FusedCpuBlockKernel::Describe() const {
   const auto size = [](int64_t n) { return n > 0 ? absl::StrCat(n) : std::string("auto"); };
   return absl::StrCat("ringtrain fused CPU (", AttentionRowsIsa(), "; tiles ",
                       size(tiling_.q_tile), "×", size(tiling_.kv_tile), ")");
-}
-
-void FlushDenormalsOnComputeThreads() {
-#if defined(__x86_64__)
-  _mm_setcsr(_mm_getcsr() | 0x8040);
-  const int64_t threads = at::get_num_threads();
-  at::parallel_for(0, threads, 1, [](int64_t, int64_t) { _mm_setcsr(_mm_getcsr() | 0x8040); });
-#endif
 }
 
 }  // namespace ringtrain

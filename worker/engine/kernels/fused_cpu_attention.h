@@ -1,6 +1,6 @@
-// ringtrain's fused CPU attention block kernel (training.attention_kernel = "ringtrain", the CPU
-// default): one pass over (query tile × key tile) pairs in float32 where the score tile never
-// leaves the cache —
+// ringtrain's fused CPU attention block kernel (training.attention_kernel = "cpu_flash", formerly
+// "ringtrain"; the CPU default): one pass over (query tile × key tile) pairs in float32 where the
+// score tile never leaves the cache —
 //
 //   S = (scale·Q) Kᵀ   one GEMM into a preallocated tile (BLAS sgemm, the MKL inside LibTorch)
 //   online softmax     vectorised max / exp / sum on S in place (kernels/vec_exp.h), the causal
@@ -25,6 +25,9 @@
 //
 // Inputs of another dtype than float32 are widened (bfloat16) or, for float64 (tests), computed by
 // the tiled kernel.
+//
+// The parts: fused_cpu_plan.h (tiles, masks, the work split), fused_cpu_runtime.h (BLAS, the
+// threads), attention_rows.h (the vectorised row math); this file's .cc drives them.
 //
 // Dimension letters as in tiled_attention.h.
 #ifndef RINGTRAIN_WORKER_ENGINE_KERNELS_FUSED_CPU_ATTENTION_H_

@@ -1,6 +1,7 @@
 // A pickle virtual machine cut down to what a state dict needs. Values live in a small tagged
-// struct; GLOBALs resolve at once against a fixed table, so an unknown class is refused before
-// anything calls it. Every read is bounds-checked against the pickle, and the stack honours MARK
+// struct (pickle_value.h); storages and tensors are built by pickle_tensors.h. GLOBALs resolve at
+// once against a fixed table (FindKnownGlobal), so an unknown class is refused before anything
+// calls it. Every read is bounds-checked against the pickle, and the stack honours MARK
 // the way CPython's metastack does (nothing below the latest mark can be popped).
 #include "worker/engine/serialize/pickle_reader.h"
 
@@ -9,16 +10,20 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include <ATen/ATen.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/engine/serialize/pickle_tensors.h"
+#include "worker/engine/serialize/pickle_value.h"
 
 namespace ringtrain {
 namespace serialize_internal {
@@ -35,98 +40,6 @@ enum Op : uint8_t {
   kTuple3 = 0x87, kNewTrue = 0x88, kNewFalse = 0x89, kLong1 = 0x8a, kShortBinUnicode = 0x8c,
   kBinUnicode8 = 0x8d, kStackGlobal = 0x93, kMemoize = 0x94, kFrame = 0x95,
 };
-
-enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage,
-                  kTensor };
-
-// What a REDUCE may call. Anything else is refused when its GLOBAL is read.
-enum class Callable { kOrderedDict, kRebuildTensorV2, kRebuildParameter, kRestoreTypeTag,
-                      kStorageType };
-
-struct KnownGlobal {
-  const char* name;
-  Callable callable;
-  at::ScalarType dtype;  // for kStorageType
-};
-
-constexpr KnownGlobal kKnownGlobals[] = {
-    {"collections.OrderedDict", Callable::kOrderedDict, at::kFloat},
-    {"torch._utils._rebuild_tensor_v2", Callable::kRebuildTensorV2, at::kFloat},
-    {"torch._utils._rebuild_parameter", Callable::kRebuildParameter, at::kFloat},
-    // LibTorch's Pickler wraps typed containers as restore_type_tag(obj, "Dict[str, Tensor]").
-    {"torch.jit._pickle.restore_type_tag", Callable::kRestoreTypeTag, at::kFloat},
-    {"torch.FloatStorage", Callable::kStorageType, at::kFloat},
-    {"torch.DoubleStorage", Callable::kStorageType, at::kDouble},
-    {"torch.HalfStorage", Callable::kStorageType, at::kHalf},
-    {"torch.BFloat16Storage", Callable::kStorageType, at::kBFloat16},
-    {"torch.LongStorage", Callable::kStorageType, at::kLong},
-    {"torch.IntStorage", Callable::kStorageType, at::kInt},
-    {"torch.ShortStorage", Callable::kStorageType, at::kShort},
-    {"torch.CharStorage", Callable::kStorageType, at::kChar},
-    {"torch.ByteStorage", Callable::kStorageType, at::kByte},
-    {"torch.BoolStorage", Callable::kStorageType, at::kBool},
-    {"torch.ComplexFloatStorage", Callable::kStorageType, at::kComplexFloat},
-    {"torch.ComplexDoubleStorage", Callable::kStorageType, at::kComplexDouble},
-};
-
-// Geometry beyond this is corruption, not a tensor anyone saved.
-constexpr size_t kMaxDims = 64;
-
-// How much larger than their storages the copies of a dict's views may be, all together. Only views
-// that repeat elements (stride 0, as expand() makes) grow when copied, and a 2 KB file can claim
-// terabytes that way; an allocation the machine can just make would then fill its memory.
-constexpr uint64_t kMaxViewGrowthBytes = uint64_t{1} << 30;
-
-struct Value;
-using ValuePtr = std::shared_ptr<Value>;
-
-struct Value {
-  explicit Value(Kind k) : kind(k) {}
-  ~Value();
-  Kind kind;
-  int64_t number = 0;  // kBool (0/1), kInt; kStorage: its element count
-  double real = 0;     // kFloat
-  std::string text;    // kString; kGlobal: "module.name"; kStorage: its record path
-  // kTuple, kList: the elements. kDict: key0, value0, key1, value1, … in insertion order.
-  std::vector<ValuePtr> items;
-  // kDict: index in `items` of each string key, so setting a key again keeps its place (as in
-  // Python) and a large state dict stays linear to build.
-  std::unordered_map<std::string, size_t> string_keys;
-  Callable callable = Callable::kOrderedDict;  // kGlobal
-  at::ScalarType dtype = at::kFloat;           // kGlobal of a storage type; kStorage
-  at::Tensor tensor;  // kStorage: 1-D over all its elements; kTensor: the tensor (maybe a view)
-};
-
-// A hostile pickle can nest values a million deep; dropping them recursively would overflow the
-// C++ stack, so children whose last owner this is are unlinked iteratively.
-Value::~Value() {
-  std::vector<ValuePtr> pending = std::move(items);
-  while (!pending.empty()) {
-    ValuePtr value = std::move(pending.back());
-    pending.pop_back();
-    if (value != nullptr && value.use_count() == 1) {
-      for (ValuePtr& child : value->items) pending.push_back(std::move(child));
-      value->items.clear();
-    }
-  }
-}
-
-std::string Describe(const Value& v) {
-  switch (v.kind) {
-    case Kind::kNone: return "None";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return "str";
-    case Kind::kTuple: return "tuple";
-    case Kind::kList: return "list";
-    case Kind::kDict: return "dict";
-    case Kind::kGlobal: return absl::StrCat("global ", v.text);
-    case Kind::kStorage: return "storage";
-    case Kind::kTensor: return "tensor";
-  }
-  return "unknown";
-}
 
 class Unpickler {
  public:
@@ -145,13 +58,9 @@ class Unpickler {
     return value;
   }
   absl::Status Step(uint8_t op);
-  absl::Status Corrupt(absl::string_view what) const {
-    return absl::DataLossError(absl::StrCat("malformed pickle at byte ", op_offset_, ": ", what));
-  }
-  absl::Status Unsupported(absl::string_view what) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unsupported pickle content at byte ", op_offset_, ": ", what));
-  }
+  OpErrors Errors() const { return OpErrors{op_offset_}; }
+  absl::Status Corrupt(absl::string_view what) const { return Errors().Corrupt(what); }
+  absl::Status Unsupported(absl::string_view what) const { return Errors().Unsupported(what); }
   absl::Status ReadBytes(uint64_t n, absl::string_view* out);
   absl::StatusOr<uint64_t> ReadUint(size_t width);  // little-endian, width <= 8
   absl::Status ReadLine(std::string* out);
@@ -165,8 +74,6 @@ class Unpickler {
   absl::Status SetItems(Value& dict, const std::vector<ValuePtr>& key_values);
   absl::Status Reduce();
   absl::Status PersistentLoad();
-  absl::StatusOr<ValuePtr> RebuildTensor(const std::vector<ValuePtr>& args);
-  absl::StatusOr<StateDict> ToStateDict(const Value& top) const;
 
   absl::string_view data_;
   const StorageLoader& load_;
@@ -260,12 +167,11 @@ absl::Status Unpickler::PushTuple(size_t n) {
 
 absl::Status Unpickler::PushGlobal(const std::string& module, const std::string& name) {
   std::string full = absl::StrCat(module, ".", name);
-  for (const KnownGlobal& known : kKnownGlobals) {
-    if (full != known.name) continue;
+  if (const KnownGlobal* known = FindKnownGlobal(full); known != nullptr) {
     ValuePtr v = Make(Kind::kGlobal);
     v->text = full;
-    v->callable = known.callable;
-    v->dtype = known.dtype;
+    v->callable = known->callable;
+    v->dtype = known->dtype;
     Push(std::move(v));
     return absl::OkStatus();
   }
@@ -312,7 +218,8 @@ absl::Status Unpickler::Reduce() {
       Push(a[0]);
       return absl::OkStatus();
     case Callable::kRebuildTensorV2: {
-      RT_ASSIGN_OR_RETURN(ValuePtr tensor, RebuildTensor(a));
+      ValuePtr tensor = Make(Kind::kTensor);
+      RT_ASSIGN_OR_RETURN(tensor->tensor, RebuildTensorV2(a, Errors()));
       Push(std::move(tensor));
       return absl::OkStatus();
     }
@@ -359,85 +266,12 @@ absl::Status Unpickler::PersistentLoad() {
     return absl::OkStatus();
   }
   ValuePtr storage = Make(Kind::kStorage);
-  storage->text = key;  // replaced by the record's path once read
   storage->dtype = dtype;
   storage->number = numel;
-  const auto options = at::TensorOptions().dtype(dtype);
-  const int64_t item_size = static_cast<int64_t>(c10::elementSize(dtype));
-  if (numel > INT64_MAX / item_size) return Corrupt(absl::StrCat("storage '", key, "' too large"));
-  const int64_t needed = numel * item_size;
-  if (needed == 0) {
-    // Nothing to read; an empty record is not worth a round trip to the archive.
-    storage->tensor = at::empty({0}, options);
-  } else {
-    RT_ASSIGN_OR_RETURN(StorageRecord record, load_(key));
-    storage->text = record.path;
-    if (record.bytes.nbytes() < static_cast<size_t>(needed)) {
-      return absl::DataLossError(absl::StrCat(
-          "record '", record.path, "' holds ", record.bytes.nbytes(), " bytes, but storage '", key,
-          "' needs ", needed, " (", numel, " x ", c10::toString(dtype), ")"));
-    }
-    storage->tensor = at::empty({0}, options).set_(record.bytes, 0, {numel}, {1});
-  }
+  RT_RETURN_IF_ERROR(LoadStorage(key, load_, Errors(), storage.get()));
   storages_.emplace(key, storage);
   Push(std::move(storage));
   return absl::OkStatus();
-}
-
-bool ToInts(const Value& tuple, std::vector<int64_t>* out) {
-  if (tuple.kind != Kind::kTuple || tuple.items.size() > kMaxDims) return false;
-  for (const ValuePtr& item : tuple.items) {
-    if (item->kind != Kind::kInt || item->number < 0) return false;
-    out->push_back(item->number);
-  }
-  return true;
-}
-
-// _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks
-// [, metadata]). Geometry is checked against the storage before any view is made: a view must
-// never reach past the bytes that were read.
-absl::StatusOr<ValuePtr> Unpickler::RebuildTensor(const std::vector<ValuePtr>& a) {
-  if (a.size() != 6 && a.size() != 7) {
-    return Unsupported(absl::StrCat("_rebuild_tensor_v2 with ", a.size(), " arguments"));
-  }
-  std::vector<int64_t> sizes, strides;
-  if (a[0]->kind != Kind::kStorage || a[1]->kind != Kind::kInt || a[1]->number < 0 ||
-      !ToInts(*a[2], &sizes) || !ToInts(*a[3], &strides) || sizes.size() != strides.size() ||
-      a[4]->kind != Kind::kBool || a[5]->kind != Kind::kDict ||
-      (a.size() == 7 && a[6]->kind != Kind::kDict && a[6]->kind != Kind::kNone)) {
-    return Corrupt("_rebuild_tensor_v2 needs (storage, offset >= 0, size, stride, bool, dict)");
-  }
-  const Value& storage = *a[0];
-  const int64_t offset = a[1]->number;
-  // Even an empty tensor's non-zero sizes must multiply without overflow: LibTorch computes its
-  // strides from them.
-  int64_t span = 1;
-  int64_t last = offset;  // index of the furthest element the view touches
-  bool empty = false;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    int64_t reach = 0;
-    if (sizes[d] == 0) {
-      empty = true;
-    } else if (__builtin_mul_overflow(span, sizes[d], &span) ||
-               __builtin_mul_overflow(sizes[d] - 1, strides[d], &reach) ||
-               __builtin_add_overflow(last, reach, &last)) {
-      return Corrupt("tensor size or stride overflows");
-    }
-  }
-  int64_t bytes = 0;
-  if (__builtin_mul_overflow(span, storage.tensor.element_size(), &bytes)) {
-    return Corrupt("tensor size overflows");
-  }
-  ValuePtr tensor = Make(Kind::kTensor);
-  if (empty) {
-    tensor->tensor = at::empty(sizes, storage.tensor.options());
-  } else if (last >= storage.number) {
-    return absl::DataLossError(absl::StrCat("a tensor reaches element ", last, " of storage '",
-                                            storage.text, "', which holds only ", storage.number));
-  } else {
-    tensor->tensor = storage.tensor.as_strided(sizes, strides, offset);
-  }
-  return tensor;
 }
 
 absl::Status Unpickler::Step(uint8_t op) {
@@ -582,60 +416,7 @@ absl::StatusOr<StateDict> Unpickler::Run() {
     if (pos_ >= data_.size()) return Corrupt("the pickle ends without STOP");
     RT_RETURN_IF_ERROR(Step(static_cast<uint8_t>(data_[pos_++])));
   }
-  return ToStateDict(*result_);
-}
-
-absl::StatusOr<StateDict> Unpickler::ToStateDict(const Value& top) const {
-  if (top.kind != Kind::kDict) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the file holds a ", Describe(top), ", not a dict of name -> tensor"));
-  }
-  StateDict out;
-  std::unordered_map<const c10::StorageImpl*, int> uses;
-  for (size_t i = 0; i < top.items.size(); i += 2) {
-    const Value& key = *top.items[i];
-    const Value& value = *top.items[i + 1];
-    if (key.kind != Kind::kString) {
-      return absl::InvalidArgumentError(absl::StrCat("dict key #", i / 2, " is a ",
-                                                     Describe(key), ", not a str"));
-    }
-    if (value.kind != Kind::kTensor) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "entry '", absl::CHexEscape(key.text), "' is a ", Describe(value), ", not a tensor"));
-    }
-    out.emplace_back(key.text, value.tensor);
-    ++uses[value.tensor.storage().unsafeGetStorageImpl()];
-  }
-  // A tensor may keep its record's memory only when it is the sole, exact, dense user of it;
-  // otherwise in-place updates to one entry would show through another.
-  uint64_t growth = 0;
-  for (auto& [name, tensor] : out) {
-    const bool owns = uses[tensor.storage().unsafeGetStorageImpl()] == 1 &&
-                      tensor.is_contiguous() && tensor.storage_offset() == 0 &&
-                      tensor.storage().nbytes() ==
-                          static_cast<size_t>(tensor.numel()) * tensor.element_size();
-    if (owns) continue;
-    const uint64_t copy_bytes = static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
-    const uint64_t stored_bytes = tensor.storage().nbytes();
-    if (copy_bytes > stored_bytes) growth += copy_bytes - stored_bytes;
-    if (growth > kMaxViewGrowthBytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot materialize '", absl::CHexEscape(name), "' (", tensor.numel(),
-          " elements): views that repeat their storage's elements (stride 0) may add at most ",
-          kMaxViewGrowthBytes >> 20, " MiB to a state dict when copied"));
-    }
-    try {
-      tensor = tensor.clone(at::MemoryFormat::Contiguous);
-    } catch (const c10::Error& e) {
-      // A stride-0 view (an expand()) can be far larger than its storage: a legitimate file may
-      // still not fit, and a hostile one can claim 2^62 elements.
-      return absl::ResourceExhaustedError(absl::StrCat("cannot materialize '",
-                                                       absl::CHexEscape(name), "' (",
-                                                       tensor.numel(), " elements): ",
-                                                       e.what_without_backtrace()));
-    }
-  }
-  return out;
+  return MaterializeStateDict(*result_);
 }
 
 }  // namespace
