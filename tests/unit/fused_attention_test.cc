@@ -103,9 +103,9 @@ TEST(FusedAttentionTest, Bfloat16IsCloseToFloat32) {
 }
 
 TEST(FusedAttentionTest, KernelChoice) {
-  // auto is ringtrain's own fused kernel on the CPU.
+  // auto is the fused CPU flash kernel (cpu_flash) on the CPU.
   EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kAuto, c10::Device(c10::kCPU))->Describe().find(
-                "ringtrain fused CPU"),
+                "cpu_flash: fused CPU"),
             std::string::npos);
   EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kTiled, c10::Device(c10::kCPU))->Describe().find(
                 "tiled"),

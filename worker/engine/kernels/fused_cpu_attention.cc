@@ -36,7 +36,7 @@ Shape ShapeOf(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
               ", k ", k.sizes(), ", v ", v.sizes());
   TORCH_CHECK(q.scalar_type() == at::kFloat && k.scalar_type() == at::kFloat &&
                   v.scalar_type() == at::kFloat && q.device().is_cpu(),
-              "the ringtrain fused attention kernel takes float32 CPU tensors");
+              "the cpu_flash fused attention kernel takes float32 CPU tensors");
   Shape s{q.size(0), q.size(1), k.size(1), 0, q.size(2), k.size(2), q.size(3)};
   TORCH_CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0, "query heads ", s.heads,
               " not a multiple of kv heads ", s.kv_heads);
@@ -244,7 +244,7 @@ BlockOutput FusedCpuBlockKernel::Forward(const at::Tensor& q, const at::Tensor& 
                                          const at::Tensor& v, const BlockPositions& q_pos,
                                          const BlockPositions& k_pos, double scale) {
   if (q.scalar_type() == at::kDouble) return float64_.Forward(q, k, v, q_pos, k_pos, scale);
-  TORCH_CHECK(q.device().is_cpu(), "training.attention_kernel = \"ringtrain\" runs on the CPU, "
+  TORCH_CHECK(q.device().is_cpu(), "training.attention_kernel = \"cpu_flash\" runs on the CPU, "
               "not on ", q.device(), "; HINT: \"torch_flash\" or \"auto\" on CUDA");
   return FusedCpuAttentionForward(Widen(q), Widen(k), Widen(v), q_pos, k_pos, scale, tiling_);
 }
@@ -262,7 +262,7 @@ BlockGrads FusedCpuBlockKernel::Backward(const at::Tensor& q, const at::Tensor& 
 
 std::string FusedCpuBlockKernel::Describe() const {
   const auto size = [](int64_t n) { return n > 0 ? absl::StrCat(n) : std::string("auto"); };
-  return absl::StrCat("ringtrain fused CPU (", AttentionRowsIsa(), "; tiles ",
+  return absl::StrCat("cpu_flash: fused CPU (", AttentionRowsIsa(), "; tiles ",
                       size(tiling_.q_tile), "×", size(tiling_.kv_tile), ")");
 }
 

@@ -77,7 +77,7 @@ class FusedCpuBlockKernel : public BlockKernel {
                       const at::Tensor& dout, const FinalStats& final,
                       const BlockPositions& q_pos, const BlockPositions& k_pos,
                       double scale) override;
-  std::string Describe() const override;  // "ringtrain fused CPU (tiles from the head dim)"
+  std::string Describe() const override;  // "cpu_flash: fused CPU (<isa>; tiles <q>×<kv>)"
 
  private:
   FusedCpuTiling tiling_;
