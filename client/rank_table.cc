@@ -93,7 +93,9 @@ absl::StatusOr<RankTable> RankTableFromRecord(const std::string& record_json, in
 
 std::string FormatRankTable(const RankTable& table) {
   std::string out = absl::StrFormat("%-5s %-3s", "RANK", "CP");
-  for (const Column& c : kColumns) absl::StrAppendFormat(&out, c.bytes ? " %11s" : " %10s", c.header);
+  for (const Column& c : kColumns) {
+    absl::StrAppendFormat(&out, c.bytes ? " %11s" : " %10s", c.header);
+  }
   out += "\n";
   for (const RankRow& r : table.rows) {
     absl::StrAppendFormat(&out, "%-5d %-3d", r.rank, r.cp_group);

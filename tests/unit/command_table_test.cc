@@ -79,8 +79,7 @@ TEST(CommandTableTest, CommonFlagsFollowTheTraits) {
           << command.name << " " << flag.name;
       EXPECT_EQ(TakesEnv(command.traits, flag.name), (command.traits & kCredentials) != 0);
     }
-    EXPECT_EQ(TakesEnv(command.traits, "--coordinator"),
-              (command.traits & kCallsCoordinator) != 0)
+    EXPECT_EQ(TakesEnv(command.traits, "--coordinator"), (command.traits & kCallsCoordinator) != 0)
         << command.name;
   }
   // What each command was before the table, kept: `up` and `loss-compare` mean something else by
@@ -98,9 +97,9 @@ TEST(CommandTableTest, CommonFlagsFollowTheTraits) {
 
 TEST(CommandTableTest, ParsedFlagsReachTheRowsCommonFlags) {
   Registered r;
-  ASSERT_EQ(r.Parse({"list", "--coordinator", "10.0.0.5:1", "--output", "json", "--tls-ca",
-                     "ca.pem"}),
-            "list");
+  ASSERT_EQ(
+      r.Parse({"list", "--coordinator", "10.0.0.5:1", "--output", "json", "--tls-ca", "ca.pem"}),
+      "list");
   const Command& list = r.Row("list");
   EXPECT_EQ(list.common->coordinator, "10.0.0.5:1");
   EXPECT_EQ(list.common->output, "json");
