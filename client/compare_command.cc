@@ -91,11 +91,6 @@ CLI::App* AddCompareCommand(CLI::App& app, CompareFlags* flags) {
       "coordinator unreachable.");
   cmd->add_option("JOB_A", flags->baseline_job, "The baseline job's id")->required();
   cmd->add_option("JOB_B", flags->test_job, "The test job's id")->required();
-  cmd->add_option("--coordinator", flags->coordinator, "The coordinator's address (host:port)")
-      ->capture_default_str();
-  cmd->add_option("--output", flags->output, "table (for people) or json (for scripts)")
-      ->check(CLI::IsMember({"table", "json"}))
-      ->capture_default_str();
   cmd->add_flag("--assert-equal", flags->assert_equal,
                 "Require bitwise-equal losses at every common step");
   cmd->add_option_function<double>(

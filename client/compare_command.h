@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/command.h"
 #include "client/job_steps.h"
 #include "client/loss_compare.h"
 
@@ -19,9 +20,7 @@ class App;
 
 namespace ringtrain {
 
-struct CompareFlags {
-  std::string coordinator;  // set by the caller to its default
-  std::string output = "table";
+struct CompareFlags : CommonFlags {
   std::string baseline_job;
   std::string test_job;
   bool assert_equal = false;

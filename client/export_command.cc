@@ -20,8 +20,6 @@ CLI::App* AddExportCommand(CLI::App& app, ExportFlags* flags) {
       "running one.");
   cmd->add_option("JOB", flags->job_id, "The job id")->required();
   cmd->add_option("--out", flags->out, "The file to write (default: stdout)");
-  cmd->add_option("--coordinator", flags->coordinator, "The coordinator's address (host:port)")
-      ->capture_default_str();
   cmd->add_option("--from-step", flags->from_step, "First step to write (0: the whole history)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

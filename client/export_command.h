@@ -8,14 +8,15 @@
 #include <cstdint>
 #include <string>
 
+#include "client/command.h"
+
 namespace CLI {
 class App;
 }  // namespace CLI
 
 namespace ringtrain {
 
-struct ExportFlags {
-  std::string coordinator;  // set by the caller to its default
+struct ExportFlags : CommonFlags {
   std::string job_id;
   std::string out;  // empty or "-": stdout
   int64_t from_step = 0;

@@ -29,8 +29,9 @@ struct CredentialFlags {
 struct GlobalFlag {
   const char* name;  // "--tls-ca"
   const char* env;   // the variable that stands in for it; "" when none
-  // Where a subcommand stores it; null for --coordinator, which each subcommand declares itself
-  // (its default and meaning differ: `up` listens there, `loss-compare` runs on the cluster).
+  // Where a subcommand stores it; null for --coordinator, a CommonFlags member of its own
+  // (client/command.h: attached for kCallsCoordinator; `up` and `loss-compare` declare their own,
+  // of another meaning: `up` listens there, `loss-compare` runs on the cluster).
   std::string CredentialFlags::*field;
   const char* help;
 };
@@ -55,7 +56,7 @@ inline constexpr GlobalFlag kGlobalFlags[] = {
 // `--name=VALUE`) before the subcommand (the first argument that is not an option) is moved to
 // just after it; then, for each global flag given nowhere, whose variable `getenv` returns
 // non-empty and that `takes_env(subcommand, name)` allows, "--name=VALUE" is appended. A flag after
-// the subcommand comes after one before it (ringctl's main has CLI11 take the last). Anything else
+// the subcommand comes after one before it (AttachCommonFlags has CLI11 take the last). Anything else
 // is left as it is, for CLI11 to parse or refuse.
 std::vector<std::string> PlaceGlobalFlags(
     const std::vector<std::string>& args,

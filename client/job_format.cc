@@ -6,6 +6,8 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include <google/protobuf/util/json_util.h>
@@ -18,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/printable.h"
+#include "common/record/step_record.h"
 
 namespace ringtrain {
 namespace {
@@ -354,12 +357,11 @@ std::string StepEventJson(const v1::StepEvent& event) {
 }
 
 uint64_t DeviceMemoryPeakBytes(const v1::StepEvent& event) {
-  const nlohmann::json record =
-      nlohmann::json::parse(event.record_json(), nullptr, /*allow_exceptions=*/false);
-  if (!record.is_object()) return 0;
-  const auto peak = record.find("device_memory_peak_bytes");
-  if (peak == record.end() || !peak->is_number_unsigned()) return 0;
-  return peak->get<uint64_t>();
+  const absl::StatusOr<std::optional<StepRecord>> record =
+      ParseStepRecord(event.record_json(), MissingFigure::kZero);
+  if (!record.ok() || !record->has_value()) return 0;
+  const double peak = (*record)->device_memory_peak_bytes;
+  return std::isfinite(peak) && peak > 0 ? static_cast<uint64_t>(peak) : 0;
 }
 
 std::string ProgressLine(const Progress& p) {

@@ -76,9 +76,9 @@ std::string StateChangeJson(const v1::StateChange& change);
 // record's device_memory_peak_bytes is nonzero (a CUDA job), "device_memory_peak_bytes":N comes
 // before "record".
 std::string StepEventJson(const v1::StepEvent& event);
-// The top-level "device_memory_peak_bytes" of the event's record (the CUDA caching allocator's
-// peak during the step, the largest over the ranks); 0 when absent (CPU jobs, older trainers) or
-// not a non-negative integer.
+// The "device_memory_peak_bytes" of the event's step record (StepRecord; the CUDA caching
+// allocator's peak during the step, the largest over the ranks); 0 when absent (CPU jobs, older
+// trainers), not a positive number, or the record is not a step record.
 uint64_t DeviceMemoryPeakBytes(const v1::StepEvent& event);
 
 // A failed coordinator call as a command shows it on stderr (no newline): "ringctl COMMAND:

@@ -86,11 +86,6 @@ CLI::App* AddLogsCommand(CLI::App& app, LogsFlags* flags) {
   cmd->add_option("--tail", flags->tail, "Only the last N lines (0: all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--coordinator", flags->coordinator, "The coordinator's address (host:port)")
-      ->capture_default_str();
-  cmd->add_option("--output", flags->output, "table (for people) or json (for scripts)")
-      ->check(CLI::IsMember({"table", "json"}))
-      ->capture_default_str();
   cmd->footer(
       "Examples:\n"
       "  ringctl logs job-000001 --rank 1 --follow\n"

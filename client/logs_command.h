@@ -16,15 +16,15 @@
 #include <cstdint>
 #include <string>
 
+#include "client/command.h"
+
 namespace CLI {
 class App;
 }  // namespace CLI
 
 namespace ringtrain {
 
-struct LogsFlags {
-  std::string coordinator = "127.0.0.1:50051";
-  std::string output = "table";  // "table" | "json"
+struct LogsFlags : CommonFlags {
   std::string job_id;
   int rank = 0;
   bool follow = false;

@@ -150,9 +150,6 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* flags) {
   cmd->add_option("--device-memory", flags->device_memory,
                   "Memory of one rank's device, e.g. 80GiB, 141GB, 85899345920")
       ->capture_default_str();
-  cmd->add_option("--output", flags->output, "table (for people) or json (for scripts)")
-      ->check(CLI::IsMember({"table", "json"}))
-      ->capture_default_str();
   cmd->allow_extras();  // the --section.key=value overrides
   cmd->footer(
       "Overrides: any config key as --section.key=value, e.g. --training.seq_len=65536.\n"

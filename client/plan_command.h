@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/command.h"
 
 namespace CLI {
 class App;
@@ -21,11 +22,11 @@ class App;
 
 namespace ringtrain {
 
-struct PlanFlags {
+// Only `output` of CommonFlags (plan contacts nothing).
+struct PlanFlags : CommonFlags {
   std::string config;
   int64_t world = 0;                    // not given: RequestedWorldSize(config)
   std::string device_memory = "80GiB";  // ParseByteSize
-  std::string output = "table";         // "table" | "json"
   CLI::App* plan = nullptr;             // for its extra `--section.key=value` args
 };
 

@@ -49,8 +49,6 @@ CLI::App* AddPlotCommand(CLI::App& app, PlotFlags* flags) {
                    "The job id; several ids overlay their losses in one plot with a legend")
       ->required();
   plot->add_option("--out", flags->out, "The SVG file to write")->required();
-  plot->add_option("--coordinator", flags->coordinator, "The coordinator's address (host:port)")
-      ->capture_default_str();
   plot->add_option("--from-step", flags->from_step, "First step to plot (0: the whole history)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/command.h"
 #include "client/coordinator_client.h"
 #include "client/plot_svg.h"
 
@@ -27,8 +28,7 @@ absl::StatusOr<PlotSeries> FetchPlotSeries(
     CoordinatorClient& client, const std::string& job_id, int64_t from_step,
     const std::string& title, std::chrono::milliseconds idle_timeout = std::chrono::seconds(30));
 
-struct PlotFlags {
-  std::string coordinator;  // set by the caller to its default
+struct PlotFlags : CommonFlags {
   std::vector<std::string> job_ids;  // one: loss and lr; several: their losses overlaid
   std::string out;                   // the SVG file to write
   int64_t from_step = 0;

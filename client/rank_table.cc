@@ -1,7 +1,9 @@
 #include "client/rank_table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -15,43 +17,50 @@ namespace {
 
 using nlohmann::json;
 
-double Number(const json& object, const char* key) {
-  const auto it = object.find(key);
-  return it != object.end() && it->is_number() ? it->get<double>() : 0.0;
-}
+// A column of the text table: seconds as "%10.4f", bytes as "%11s" (FormatBytes).
+struct Column {
+  const char* header;
+  double RankFigures::*member;
+  bool bytes;
+};
+
+constexpr Column kColumns[] = {
+    {"ATTN s", &RankFigures::attention_seconds, false},
+    {"ATTN CPU s", &RankFigures::attention_cpu_seconds, false},
+    {"COMM WAIT", &RankFigures::comm_wait_seconds, false},
+    {"RING WAIT", &RankFigures::ring_wait_seconds, false},
+    {"SENT", &RankFigures::bytes_sent, true},
+    {"PEAK MEM", &RankFigures::peak_memory_bytes, true},
+};
+
+// The table shows a figure the record holds as null (written for a non-finite value) as 0.
+double ZeroIfNotFinite(double value) { return std::isfinite(value) ? value : 0.0; }
 
 }  // namespace
 
 absl::StatusOr<RankTable> RankTableFromRecord(const std::string& record_json, int cp) {
   if (cp < 1) return absl::InvalidArgumentError(absl::StrCat("cp = ", cp, ": need >= 1"));
-  const json record = json::parse(record_json, nullptr, /*allow_exceptions=*/false);
-  if (!record.is_object()) return absl::InvalidArgumentError("the step record is not a JSON object");
-  const auto step = record.find("step");
-  if (step == record.end() || !step->is_number_integer()) {
+  absl::StatusOr<std::optional<StepRecord>> record =
+      ParseStepRecord(record_json, MissingFigure::kZero);
+  if (!record.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the step record: ", record.status().message()));
+  }
+  if (!record->has_value()) {
     return absl::InvalidArgumentError("the step record has no integer \"step\"");
   }
-  const auto ranks = record.find("ranks");
-  if (ranks == record.end() || !ranks->is_array()) {
+  if ((*record)->ranks.empty()) {
     return absl::InvalidArgumentError(
         "the step record has no \"ranks\" array (a job of one rank reports no per-rank figures)");
   }
+  const StepRecord& step = **record;
   RankTable table;
-  table.step = step->get<int64_t>();
-  table.step_seconds = Number(record, "step_seconds");
-  for (size_t i = 0; i < ranks->size(); ++i) {
-    const json& r = (*ranks)[i];
-    if (!r.is_object()) return absl::InvalidArgumentError("an entry of \"ranks\" is not an object");
+  table.step = step.step;
+  table.step_seconds = ZeroIfNotFinite(step.step_seconds);
+  for (const RankFigures& figures : step.ranks) {
     RankRow row;
-    row.rank = r.contains("rank") && r["rank"].is_number_integer() ? r["rank"].get<int>()
-                                                                    : static_cast<int>(i);
-    row.cp_group = row.rank / cp;
-    row.attention_seconds = Number(r, "attention_seconds");
-    row.attention_cpu_seconds = Number(r, "attention_cpu_seconds");
-    row.comm_wait_seconds = Number(r, "comm_wait_seconds");
-    row.ring_wait_seconds = Number(r, "ring_wait_seconds");
-    row.bytes_sent = Number(r, "bytes_sent");
-    row.peak_memory_bytes = Number(r, "peak_memory_bytes");
-    row.device_memory_peak_bytes = Number(r, "device_memory_peak_bytes");
+    static_cast<RankFigures&>(row) = figures;
+    for (const auto& f : kRankFields) row.*f.member = ZeroIfNotFinite(row.*f.member);
+    row.cp_group = static_cast<int>(row.rank / cp);
     table.rows.push_back(row);
   }
   std::sort(table.rows.begin(), table.rows.end(),
@@ -63,7 +72,7 @@ absl::StatusOr<RankTable> RankTableFromRecord(const std::string& record_json, in
       g.cp_group = row.cp_group;
       g.max_attention_seconds = g.min_attention_seconds = row.attention_seconds;
     }
-    g.ranks.push_back(row.rank);
+    g.ranks.push_back(static_cast<int>(row.rank));
     g.max_attention_seconds = std::max(g.max_attention_seconds, row.attention_seconds);
     g.min_attention_seconds = std::min(g.min_attention_seconds, row.attention_seconds);
   }
@@ -77,22 +86,28 @@ absl::StatusOr<RankTable> RankTableFromRecord(const std::string& record_json, in
   }
   if (!table.rows.empty()) {
     table.rows[slowest].slowest = true;
-    table.slowest_rank = table.rows[slowest].rank;
+    table.slowest_rank = static_cast<int>(table.rows[slowest].rank);
   }
   return table;
 }
 
 std::string FormatRankTable(const RankTable& table) {
-  std::string out = absl::StrFormat("%-5s %-3s %10s %10s %10s %10s %11s %11s\n", "RANK", "CP",
-                                    "ATTN s", "ATTN CPU s", "COMM WAIT", "RING WAIT", "SENT",
-                                    "PEAK MEM");
+  std::string out = absl::StrFormat("%-5s %-3s", "RANK", "CP");
+  for (const Column& c : kColumns) {
+    absl::StrAppendFormat(&out, c.bytes ? " %11s" : " %10s", c.header);
+  }
+  out += "\n";
   for (const RankRow& r : table.rows) {
-    absl::StrAppendFormat(&out, "%-5d %-3d %10.4f %10.4f %10.4f %10.4f %11s %11s%s\n", r.rank,
-                          r.cp_group, r.attention_seconds, r.attention_cpu_seconds,
-                          r.comm_wait_seconds, r.ring_wait_seconds,
-                          FormatBytes(static_cast<uint64_t>(r.bytes_sent)),
-                          FormatBytes(static_cast<uint64_t>(r.peak_memory_bytes)),
-                          r.slowest ? "  <- slowest" : "");
+    absl::StrAppendFormat(&out, "%-5d %-3d", r.rank, r.cp_group);
+    for (const Column& c : kColumns) {
+      const double value = r.*c.member;
+      if (c.bytes) {
+        absl::StrAppendFormat(&out, " %11s", FormatBytes(static_cast<uint64_t>(value)));
+      } else {
+        absl::StrAppendFormat(&out, " %10.4f", value);
+      }
+    }
+    absl::StrAppend(&out, r.slowest ? "  <- slowest" : "", "\n");
   }
   for (const CpGroupFigures& g : table.groups) {
     absl::StrAppendFormat(&out, "cp group %d: attention max/min %s (max %.4f s, min %.4f s)\n",
@@ -110,16 +125,9 @@ std::string RankTableJson(const std::string& job_id, const RankTable& table) {
   out["slowest_rank"] = table.slowest_rank;
   json ranks = json::array();
   for (const RankRow& r : table.rows) {
-    ranks.push_back({{"rank", r.rank},
-                     {"cp_group", r.cp_group},
-                     {"attention_seconds", r.attention_seconds},
-                     {"attention_cpu_seconds", r.attention_cpu_seconds},
-                     {"comm_wait_seconds", r.comm_wait_seconds},
-                     {"ring_wait_seconds", r.ring_wait_seconds},
-                     {"bytes_sent", r.bytes_sent},
-                     {"peak_memory_bytes", r.peak_memory_bytes},
-                     {"device_memory_peak_bytes", r.device_memory_peak_bytes},
-                     {"slowest", r.slowest}});
+    json entry = {{"rank", r.rank}, {"cp_group", r.cp_group}, {"slowest", r.slowest}};
+    for (const auto& f : kRankFields) entry[f.name] = r.*f.member;
+    ranks.push_back(std::move(entry));
   }
   out["ranks"] = std::move(ranks);
   json groups = json::array();

@@ -10,20 +10,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/record/step_record.h"
 
 namespace ringtrain {
 
-struct RankRow {
-  int rank = 0;
-  int cp_group = 0;  // rank / cp (cp innermost)
-  // The record's own figures for the step (seconds, bytes).
-  double attention_seconds = 0;      // attention compute, wall time
-  double attention_cpu_seconds = 0;
-  double comm_wait_seconds = 0;      // waiting in collectives
-  double ring_wait_seconds = 0;      // ring transfer time not hidden by compute (exposed)
-  double bytes_sent = 0;
-  double peak_memory_bytes = 0;
-  double device_memory_peak_bytes = 0;
+// A rank's figures of the step as the record holds them (common/record/step_record.h: a new
+// per-rank figure is one member there; the JSON of RankTableJson follows, a text column is one
+// row of the column table in rank_table.cc), with where the rank sits.
+struct RankRow : RankFigures {
+  int cp_group = 0;      // rank / cp (cp innermost)
   bool slowest = false;  // see RankTable::slowest_rank
 };
 
@@ -46,8 +41,9 @@ struct RankTable {
   int slowest_rank = -1;
 };
 
-// Reads a step record (one JSON object). INVALID_ARGUMENT when it is not one, has no integer
-// `step` or no `ranks` array (a one-rank trainer writes none), or `cp` < 1.
+// Reads a step record (one JSON object, ParseStepRecord; a figure the record lacks or holds as
+// null reads 0). INVALID_ARGUMENT when it is not one, has no integer `step`, no or an empty
+// `ranks` array (a one-rank trainer writes none), or `cp` < 1.
 absl::StatusOr<RankTable> RankTableFromRecord(const std::string& record_json, int cp);
 
 // The table as `ringctl top` prints it (no header, no escapes), one line per rank and one per CP

@@ -23,7 +23,7 @@ double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-OutputFormat FormatOf(const ServiceFlags& flags) {
+OutputFormat FormatOf(const CommonFlags& flags) {
   return flags.output == "json" ? OutputFormat::kJson : OutputFormat::kTable;
 }
 
@@ -43,17 +43,9 @@ std::string OverrideKey(absl::string_view arg) {
                                                                              : std::string(key);
 }
 
-void AddCommonFlags(CLI::App* cmd, ServiceFlags* flags) {
-  cmd->add_option("--coordinator", flags->coordinator,
-                  "The coordinator's address (host:port); also before the subcommand, default "
-                  "$RINGTRAIN_COORDINATOR")
-      ->capture_default_str();
-  cmd->add_option("--output", flags->output, "table (for people) or json (for scripts)")
-      ->check(CLI::IsMember({"table", "json"}))
-      ->capture_default_str();
-}
+}  // namespace
 
-int RunSubmit(const ServiceFlags& flags) {
+int RunSubmit(const SubmitFlags& flags) {
   const absl::StatusOr<std::vector<std::string>> overrides =
       OverridesFromArgs(flags.submit->remaining());
   if (!overrides.ok()) return Report("submit", overrides.status());
@@ -92,7 +84,7 @@ int RunSubmit(const ServiceFlags& flags) {
   return RunWatch(client, job->job_id(), 0, FormatOf(flags));
 }
 
-int RunGet(const ServiceFlags& flags) {
+int RunGet(const JobFlags& flags) {
   CoordinatorClient client(flags.coordinator);
   const absl::StatusOr<v1::Job> job = client.GetJob(flags.job_id);
   if (!job.ok()) return Report("get", job.status(), flags.job_id);
@@ -102,8 +94,8 @@ int RunGet(const ServiceFlags& flags) {
   return kExitOk;
 }
 
-int RunList(const ServiceFlags& flags) {
-  const absl::StatusOr<JobFilter> filter = ParseJobFilter(flags.list_states, flags.list_name);
+int RunList(const ListFlags& flags) {
+  const absl::StatusOr<JobFilter> filter = ParseJobFilter(flags.states, flags.name);
   if (!filter.ok()) return Report("list", filter.status());
   CoordinatorClient client(flags.coordinator);
   absl::StatusOr<std::vector<v1::Job>> jobs = client.ListJobs();
@@ -123,7 +115,7 @@ int RunList(const ServiceFlags& flags) {
   return kExitOk;
 }
 
-int RunCancel(const ServiceFlags& flags) {
+int RunCancel(const JobFlags& flags) {
   CoordinatorClient client(flags.coordinator);
   const absl::StatusOr<v1::Job> job = client.CancelJob(flags.job_id);
   if (!job.ok()) return Report("cancel", job.status(), flags.job_id);
@@ -139,7 +131,7 @@ int RunCancel(const ServiceFlags& flags) {
   return kExitOk;
 }
 
-int RunWorkers(const ServiceFlags& flags) {
+int RunWorkers(const WorkersFlags& flags) {
   CoordinatorClient client(flags.coordinator);
   absl::StatusOr<std::vector<v1::Worker>> workers =
       flags.wait > 0 ? WaitForIdleWorkers(
@@ -164,7 +156,10 @@ int RunWorkers(const ServiceFlags& flags) {
   return kExitOk;
 }
 
-}  // namespace
+int RunWatchCommand(const JobFlags& flags) {
+  CoordinatorClient client(flags.coordinator);
+  return RunWatch(client, flags.job_id, flags.from_step, FormatOf(flags));
+}
 
 absl::StatusOr<std::vector<std::string>> OverridesFromArgs(const std::vector<std::string>& args) {
   std::vector<std::string> overrides;
@@ -189,14 +184,11 @@ absl::StatusOr<std::vector<std::string>> OverridesFromArgs(const std::vector<std
   return overrides;
 }
 
-std::vector<ServiceCommand> AddServiceCommands(CLI::App& app, ServiceFlags* flags) {
-  std::vector<ServiceCommand> commands;
-
+CLI::App* AddSubmitCommand(CLI::App& app, SubmitFlags* flags) {
   CLI::App* submit = app.add_subcommand(
       "submit",
       "Submit a job: CONFIG (TOML) plus --section.key=value overrides. Prints the job id; with "
       "--follow, watches it like `ringctl watch` (same exit statuses).");
-  AddCommonFlags(submit, flags);
   submit->add_option("CONFIG", flags->config, "The job's TOML config file")->required();
   submit->add_option("--name", flags->name,
                      "A name for the job (default: chosen by the coordinator)");
@@ -211,13 +203,14 @@ std::vector<ServiceCommand> AddServiceCommands(CLI::App& app, ServiceFlags* flag
       "  ringctl --coordinator 10.0.0.5:50051 submit configs/debug_model.toml --name cp4 "
       "--training.steps=10");
   flags->submit = submit;
-  commands.push_back({submit, [flags] { return RunSubmit(*flags); }});
+  return submit;
+}
 
+CLI::App* AddWatchCommand(CLI::App& app, JobFlags* flags) {
   CLI::App* watch = app.add_subcommand(
       "watch",
       "Follow a job's state changes and steps until it ends. Exit 0 if it SUCCEEDED, 1 if it "
       "FAILED or was CANCELLED, 3 if the coordinator cannot be reached.");
-  AddCommonFlags(watch, flags);
   watch->add_option("JOB", flags->job_id, "The job id")->required();
   watch->add_option("--from-step", flags->from_step, "First step to show (0: the whole history)")
       ->check(CLI::NonNegativeNumber)
@@ -226,38 +219,39 @@ std::vector<ServiceCommand> AddServiceCommands(CLI::App& app, ServiceFlags* flag
       "Examples:\n"
       "  ringctl watch job-000001\n"
       "  ringctl watch job-000001 --from-step 0 --output json > steps.jsonl");
-  commands.push_back({watch, [flags] {
-                        CoordinatorClient client(flags->coordinator);
-                        return RunWatch(client, flags->job_id, flags->from_step, FormatOf(*flags));
-                      }});
+  return watch;
+}
 
+CLI::App* AddGetCommand(CLI::App& app, JobFlags* flags) {
   CLI::App* get = app.add_subcommand("get", "Show one job: state, mesh, error, times, progress.");
-  AddCommonFlags(get, flags);
   get->add_option("JOB", flags->job_id, "The job id")->required();
   get->footer("Example:\n  ringctl get job-000001 --output json");
-  commands.push_back({get, [flags] { return RunGet(*flags); }});
+  return get;
+}
 
+CLI::App* AddListCommand(CLI::App& app, ListFlags* flags) {
   CLI::App* list = app.add_subcommand("list", "List the coordinator's jobs, newest first.");
-  AddCommonFlags(list, flags);
-  list->add_option("--state", flags->list_states,
+  list->add_option("--state", flags->states,
                    "Only jobs in these states (any case; repeat or separate with commas): queued, "
                    "assigned, running, succeeded, failed, cancelled, restarting");
-  list->add_option("--name", flags->list_name, "Only jobs whose name contains this text");
+  list->add_option("--name", flags->name, "Only jobs whose name contains this text");
   list->footer(
       "Examples:\n"
       "  ringctl list --state running,queued\n"
       "  RINGTRAIN_COORDINATOR=10.0.0.5:50051 ringctl list --name cp4 --state failed");
-  commands.push_back({list, [flags] { return RunList(*flags); }});
+  return list;
+}
 
+CLI::App* AddCancelCommand(CLI::App& app, JobFlags* flags) {
   CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job; prints its resulting state.");
-  AddCommonFlags(cancel, flags);
   cancel->add_option("JOB", flags->job_id, "The job id")->required();
   cancel->footer("Example:\n  ringctl cancel job-000001");
-  commands.push_back({cancel, [flags] { return RunCancel(*flags); }});
+  return cancel;
+}
 
+CLI::App* AddWorkersCommand(CLI::App& app, WorkersFlags* flags) {
   CLI::App* workers = app.add_subcommand(
       "workers", "List the registered workers. With --wait N, first wait until N are idle.");
-  AddCommonFlags(workers, flags);
   workers->add_option("--wait", flags->wait, "Wait until at least N workers are IDLE")
       ->check(CLI::NonNegativeNumber);
   workers->add_option("--timeout", flags->timeout, "Seconds to wait with --wait (then exit 3)")
@@ -267,13 +261,7 @@ std::vector<ServiceCommand> AddServiceCommands(CLI::App& app, ServiceFlags* flag
       "Examples:\n"
       "  ringctl workers\n"
       "  ringctl workers --wait 4 --timeout 120");
-  commands.push_back({workers, [flags] { return RunWorkers(*flags); }});
-
-  commands.push_back({AddUpCommand(app, &flags->up), [flags] { return RunUp(flags->up); }});
-
-  flags->plot.coordinator = kDefaultCoordinator;
-  commands.push_back({AddPlotCommand(app, &flags->plot), [flags] { return RunPlot(flags->plot); }});
-  return commands;
+  return workers;
 }
 
 }  // namespace ringtrain

@@ -54,11 +54,6 @@ CLI::App* AddTopCommand(CLI::App& app, TopFlags* flags) {
   cmd->alias("ranks");
   cmd->add_option("job", flags->job_id, "Job id (from submit or list)")->required();
   cmd->add_flag("--once", flags->once, "Print one snapshot of the latest step and exit");
-  cmd->add_option("--coordinator", flags->coordinator, "The coordinator's address (host:port)")
-      ->capture_default_str();
-  cmd->add_option("--output", flags->output, "table (for people) or json (for scripts)")
-      ->check(CLI::IsMember({"table", "json"}))
-      ->capture_default_str();
   cmd->footer(
       "Examples:\n"
       "  ringctl top job-000001\n"

@@ -14,15 +14,15 @@
 
 #include <string>
 
+#include "client/command.h"
+
 namespace CLI {
 class App;
 }  // namespace CLI
 
 namespace ringtrain {
 
-struct TopFlags {
-  std::string coordinator = "127.0.0.1:50051";
-  std::string output = "table";  // "table" | "json"
+struct TopFlags : CommonFlags {
   std::string job_id;
   bool once = false;
 };
