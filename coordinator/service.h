@@ -9,12 +9,13 @@
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_store.h"
+#include "coordinator/serial_executor.h"
 #include "ringtrain/v1/job_service.grpc.pb.h"
 #include "ringtrain/v1/worker_service.grpc.pb.h"
 
 namespace ringtrain {
 
-// Every pointer must outlive the server the service is registered on.
+// Every pointer must outlive the server the service is registered on, and the JobServiceImpl.
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
   // `auth` is checked first by every call (auth.h; open by default).
@@ -46,6 +47,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   EventHub* const hub_;
   RpcCounter* const rpcs_;
   const TokenCheck auth_;
+  // Reads the WatchJob streams' replay pages off the reaction threads (watch_reactor.h). Last:
+  // destroyed first, running the reads still scheduled while the store is alive.
+  SerialExecutor replay_loader_;
 };
 
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
