@@ -1,6 +1,7 @@
 // The coordinator's two gRPC services over one Cluster, with the callback API: unary calls finish
-// inline (each is a short store transaction), WatchJob is a WatchReactor, and each agent's Session
-// is a SessionReactor (below) that feeds the Cluster and carries its assignments and cancels down.
+// inline (each is a short store transaction), WatchJob is a WatchReactor whose store reads run on
+// the service's own thread (replay_loader_), and each agent's Session is a SessionReactor (below)
+// that feeds the Cluster and carries its assignments and cancels down.
 #ifndef RINGTRAIN_COORDINATOR_SERVICE_H_
 #define RINGTRAIN_COORDINATOR_SERVICE_H_
 
