@@ -1,8 +1,10 @@
 // The coordinator's durable job store: jobs, their state history and their step events (and the
-// registered workers' credential digests), in one SQLite file. A coordinator that restarts reopens the file and finds every job, its history and
-// the job counter again; agents then replay buffered step reports, which the store takes
-// idempotently (keyed by job and step). The records are job.h's plain structs (the service maps
-// them to protobuf); the SQL goes through sqlite_db.h. No gRPC, no LibTorch.
+// registered workers' credential digests), in one SQLite file. A coordinator that restarts reopens
+// the file and finds every job, its history and the job counter again; agents then replay buffered
+// step reports, which the store takes idempotently (keyed by job and step). The records are job.h's
+// plain structs (the service maps them to protobuf); the SQL goes through sqlite_db.h. No gRPC, no
+// LibTorch. One file per part: job_store.cc (opening), job_store_jobs.cc (jobs, state changes),
+// job_store_steps.cc (step events), job_store_workers.cc (workers), job_store_rows.h (a job's row).
 #ifndef RINGTRAIN_COORDINATOR_JOB_STORE_H_
 #define RINGTRAIN_COORDINATOR_JOB_STORE_H_
 

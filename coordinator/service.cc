@@ -114,7 +114,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::WatchJob(
     rpcs_->CountRpc("WatchJob", status.code());
     return new Refuse(status);
   }
-  return new WatchReactor(store_, hub_, rpcs_, request->job_id(), request->from_step());
+  return new WatchReactor(store_, hub_, rpcs_, &replay_loader_, request->job_id(),
+                          request->from_step());
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContext* context,

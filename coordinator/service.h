@@ -1,6 +1,7 @@
 // The coordinator's two gRPC services over one Cluster, with the callback API: unary calls finish
-// inline (each is a short store transaction), WatchJob is a WatchReactor, and each agent's Session
-// is a SessionReactor (below) that feeds the Cluster and carries its assignments and cancels down.
+// inline (each is a short store transaction), WatchJob is a WatchReactor whose store reads run on
+// the service's own thread (replay_loader_), and each agent's Session is a SessionReactor (below)
+// that feeds the Cluster and carries its assignments and cancels down.
 #ifndef RINGTRAIN_COORDINATOR_SERVICE_H_
 #define RINGTRAIN_COORDINATOR_SERVICE_H_
 
@@ -9,12 +10,13 @@
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_store.h"
+#include "coordinator/serial_executor.h"
 #include "ringtrain/v1/job_service.grpc.pb.h"
 #include "ringtrain/v1/worker_service.grpc.pb.h"
 
 namespace ringtrain {
 
-// Every pointer must outlive the server the service is registered on.
+// Every pointer must outlive the server the service is registered on, and the JobServiceImpl.
 class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
   // `auth` is checked first by every call (auth.h; open by default).
@@ -46,6 +48,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   EventHub* const hub_;
   RpcCounter* const rpcs_;
   const TokenCheck auth_;
+  // Reads the WatchJob streams' replay pages off the reaction threads (watch_reactor.h). Last:
+  // destroyed first, running the reads still scheduled while the store is alive.
+  SerialExecutor replay_loader_;
 };
 
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {

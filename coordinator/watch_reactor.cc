@@ -21,11 +21,12 @@ bool IsFinalEvent(const v1::JobEvent& event) {
 
 }  // namespace
 
-WatchReactor::WatchReactor(JobStore* store, EventHub* hub, RpcCounter* rpcs, std::string job_id,
-                           int64_t from_step)
+WatchReactor::WatchReactor(JobStore* store, EventHub* hub, RpcCounter* rpcs, Executor* loader,
+                           std::string job_id, int64_t from_step)
     : store_(store),
       hub_(hub),
       rpcs_(rpcs),
+      loader_(loader),
       job_id_(std::move(job_id)),
       next_step_(std::max<int64_t>(from_step, 1)) {
   // Subscribe before the first store read: an event published meanwhile is both in the store and
@@ -42,6 +43,7 @@ void WatchReactor::OnJobEvent(const v1::JobEvent& event) {
     // Too slow a reader: forget the buffer and replay what it missed from the store.
     live_.clear();
     catching_up_ = true;
+    dropped_live_ = true;
   } else {
     live_.push_back(event);
   }
@@ -53,21 +55,53 @@ bool WatchReactor::IsNew(const v1::JobEvent& event) const {
   return event.state_change().seq() > last_state_seq_;
 }
 
-bool WatchReactor::LoadReplayPage() {
-  replay_.clear();
-  absl::StatusOr<std::vector<StateChange>> changes = store_->StateChanges(job_id_);
-  absl::StatusOr<std::vector<StepEvent>> steps =
-      store_->StepEvents(job_id_, next_step_, kReplayPageSteps);
-  if (!changes.ok() || !steps.ok()) {
-    const absl::Status& bad = !changes.ok() ? changes.status() : steps.status();
-    RT_LOG(Error) << "watch " << job_id_ << ": cannot read the job store: " << bad;
-    FinishOnce(ToGrpcStatus(bad));
-    return false;
+void WatchReactor::StartLoad() {
+  loading_ = true;
+  dropped_live_ = false;
+  loader_->Schedule([this] { LoadReplayPage(); });
+}
+
+void WatchReactor::LoadReplayPage() {
+  bool wanted = false;
+  int64_t from_step = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    wanted = !finished_;
+    from_step = next_step_;
   }
+  absl::StatusOr<std::vector<StateChange>> changes = absl::CancelledError();
+  absl::StatusOr<std::vector<StepEvent>> steps = absl::CancelledError();
+  if (wanted) {  // the store is read without mu_: a reaction meanwhile never waits for it
+    changes = store_->StateChanges(job_id_);
+    steps = store_->StepEvents(job_id_, from_step, kReplayPageSteps);
+  }
+  bool delete_now = false;
+  {
+    absl::MutexLock lock(&mu_);
+    loading_ = false;
+    if (done_) {
+      delete_now = true;  // OnDone ran during the read and left the reactor to this task
+    } else if (!finished_) {
+      if (!changes.ok() || !steps.ok()) {
+        const absl::Status& bad = !changes.ok() ? changes.status() : steps.status();
+        RT_LOG(Error) << "watch " << job_id_ << ": cannot read the job store: " << bad;
+        FinishOnce(ToGrpcStatus(bad));
+      } else if (!FillReplay(*changes, *steps) && !dropped_live_) {
+        catching_up_ = false;  // the store has nothing new: follow live from here
+      }  // (live events dropped during the read may be newer than it: read again)
+      Pump();
+    }
+  }
+  if (delete_now) delete this;
+}
+
+bool WatchReactor::FillReplay(const std::vector<StateChange>& changes,
+                              const std::vector<StepEvent>& steps) {
+  replay_.clear();
   // History order: state changes before the final one, the steps, then the final state change
   // (steps are only reported while the job runs, and the final change comes after the last step).
   std::vector<v1::JobEvent> finals;
-  for (const StateChange& change : *changes) {
+  for (const StateChange& change : changes) {
     v1::JobEvent event = ToProtoEvent(change);
     if (!IsNew(event)) continue;
     if (IsFinalEvent(event)) {
@@ -76,8 +110,8 @@ bool WatchReactor::LoadReplayPage() {
       replay_.push_back(std::move(event));
     }
   }
-  for (const StepEvent& step : *steps) replay_.push_back(ToProtoEvent(step));
-  const bool more_steps = static_cast<int64_t>(steps->size()) == kReplayPageSteps;
+  for (const StepEvent& step : steps) replay_.push_back(ToProtoEvent(step));
+  const bool more_steps = static_cast<int64_t>(steps.size()) == kReplayPageSteps;
   if (!more_steps) {
     for (v1::JobEvent& event : finals) replay_.push_back(std::move(event));
   }
@@ -90,13 +124,13 @@ void WatchReactor::Pump() {
     FinishOnce(cancelled_ ? grpc::Status::CANCELLED : grpc::Status::OK);
     return;
   }
+  if (loading_) return;  // the load pumps again when it ends
   while (true) {
     std::deque<v1::JobEvent>* source = nullptr;
     if (catching_up_) {
-      if (replay_.empty() && !LoadReplayPage()) {
-        if (finished_) return;
-        catching_up_ = false;  // the store has nothing new: follow live from here
-        continue;
+      if (replay_.empty()) {
+        StartLoad();
+        return;
       }
       source = &replay_;
     } else {
@@ -153,7 +187,13 @@ void WatchReactor::FinishOnce(const grpc::Status& status) {
 
 void WatchReactor::OnDone() {
   hub_->Unsubscribe(job_id_, this);
-  delete this;
+  bool loading = false;
+  {
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+    loading = loading_;
+  }
+  if (!loading) delete this;  // else the load deletes it when it ends (LoadReplayPage)
 }
 
 }  // namespace ringtrain
