@@ -154,16 +154,25 @@ absl::Status RunStep(Trainer::State& s, int64_t step, StepReport* report) {
 }
 
 // Every rank's figures of the step, gathered to every rank, in rank order.
-std::vector<RankFigures> GatherRankFigures(Trainer::State& s) {
+absl::StatusOr<std::vector<RankFigures>> GatherRankFigures(Trainer::State& s) {
   const AttentionStats& a = s.attention->stats();
   const CommStats c = s.comm ? s.comm->stats() : CommStats{};
-  const RankFigures mine{a.compute_seconds, a.compute_cpu_seconds, c.wait_seconds,
-                         c.bytes_sent,      PeakMemoryBytes(),     c.ring_wait_seconds,
-                         DevicePeakBytes(s.device)};
-  if (!s.comm) return {mine};
+  RankFigures mine;
+  mine.rank = s.rank.rank;
+  mine.attention_seconds = a.compute_seconds;
+  mine.attention_cpu_seconds = a.compute_cpu_seconds;
+  mine.comm_wait_seconds = c.wait_seconds;
+  mine.bytes_sent = static_cast<double>(c.bytes_sent);
+  mine.peak_memory_bytes = static_cast<double>(PeakMemoryBytes());
+  mine.ring_wait_seconds = c.ring_wait_seconds;
+  mine.device_memory_peak_bytes = static_cast<double>(DevicePeakBytes(s.device));
+  if (!s.comm) return std::vector<RankFigures>{mine};
+  const std::vector<std::vector<double>> rows =
+      s.comm->AllGatherDoubles(RankFiguresToDoubles(mine));
   std::vector<RankFigures> ranks;
-  for (const auto& row : s.comm->AllGatherDoubles(mine.ToDoubles())) {
-    ranks.push_back(RankFigures::FromDoubles(row));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    RT_ASSIGN_OR_RETURN(RankFigures figures, RankFiguresFromDoubles(rows[r], int64_t(r)));
+    ranks.push_back(figures);
   }
   return ranks;
 }
@@ -172,11 +181,11 @@ std::vector<RankFigures> GatherRankFigures(Trainer::State& s) {
 absl::Status Report(Trainer::State& s, const StepReport& report) {
   std::vector<RankFigures> ranks;
   RT_RETURN_IF_ERROR(Guarded(s, "gathering per-rank figures", [&]() -> absl::Status {
-    ranks = GatherRankFigures(s);
+    RT_ASSIGN_OR_RETURN(ranks, GatherRankFigures(s));
     return absl::OkStatus();
   }));
   if (s.rank.rank == 0 || s.every_rank_writes_jsonl) {
-    RT_RETURN_IF_ERROR(s.jsonl.Write(StepReportJson(report, RankFiguresJson(ranks))));
+    RT_RETURN_IF_ERROR(s.jsonl.Write(StepReportJson(report, ranks)));
   }
   const int64_t step = report.step;
   if (s.rank.rank == 0 &&
