@@ -76,6 +76,41 @@ TEST(TrainerTest, ResumeFromMidRunCheckpointReproducesRemainingLossesBitwise) {
   }
 }
 
+// A damaged checkpoint stops the resume with a message naming the file (DATA_LOSS, exit status 1),
+// never an abort: an RNG state of the wrong size (which torch's set_state would throw on), a
+// train_state.json whose step is not a number, a truncated model.pt.
+TEST(TrainerTest, ADamagedCheckpointIsNamedNotAnAbort) {
+  TempDir dir;
+  const auto first = RunCommand(DebugRun({"--training.steps=2", "--checkpoint.enable=true",
+                                   "--checkpoint.folder=" + (dir / "ckpt"),
+                                   "--checkpoint.interval=2"}));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string state_path = dir / "ckpt/step-2/train_state.json";
+  const std::string model_path = dir / "ckpt/step-2/model.pt";
+  const std::string good_state = ReadFile(state_path), good_model = ReadFile(model_path);
+  const struct {
+    std::string file, text, expected;
+  } cases[] = {
+      {state_path,
+       "{\"step\": 2, \"global_sample\": 16, \"torch_rng_state\": \"0011\"}",
+       "\"torch_rng_state\" holds 2 bytes"},
+      {state_path, "{\"step\": \"2\", \"global_sample\": 16, \"torch_rng_state\": \"00\"}",
+       "\"step\" is not a count"},
+      {model_path, good_model.substr(0, good_model.size() / 2), "model.pt"},
+  };
+  for (const auto& c : cases) {
+    WriteFile(state_path, good_state);
+    WriteFile(model_path, good_model);
+    WriteFile(c.file, c.text);
+    const auto r = RunCommand(DebugRun({"--training.steps=4", "--checkpoint.enable=true",
+                                 "--checkpoint.folder=" + (dir / "ckpt"),
+                                 "--checkpoint.interval=2"}));
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(c.file), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.expected), std::string::npos) << r.output;
+  }
+}
+
 TEST(TrainerTest, KeepLatestKPrunesOldCheckpoints) {
   TempDir dir;
   const auto r = RunCommand(DebugRun({"--training.steps=6", "--checkpoint.enable=true",

@@ -147,14 +147,14 @@ TEST_P(ActivationCheckpointTest, LossAndGradientsBitwiseEqualToNoCheckpointing) 
   const double tokens = 64;
 
   Transformer plain = MakeModel(args, 3, c.dtype, 0);
-  auto plain_kernel = std::make_shared<Counting<LocalAttentionKernel>>();
-  plain->SetAttentionKernel(plain_kernel);
+  auto plain_kernel = std::make_shared<Counting<LocalAttentionPlan>>();
+  plain->SetAttentionPlan(plain_kernel);
   const at::Tensor want_loss = Step(plain, batch, tokens);
   EXPECT_EQ(plain_kernel->forwards, args.n_layers);
 
   Transformer model = MakeModel(args, 3, c.dtype, c.every);
-  auto kernel = std::make_shared<Counting<LocalAttentionKernel>>();
-  model->SetAttentionKernel(kernel);
+  auto kernel = std::make_shared<Counting<LocalAttentionPlan>>();
+  model->SetAttentionPlan(kernel);
   const at::Tensor loss = Step(model, batch, tokens);
   ExpectBitwiseEqual(loss, GradsOf(model), want_loss, GradsOf(plain));
   // Full and selective N run the attention again in each recompute; op replays the first one.
@@ -171,8 +171,8 @@ TEST(ActivationCheckpointNoGradTest, ForwardWithoutGradModeIsThePlainForward) {
   const Batch batch = MakeBatch(args, 2, 32);
   Transformer plain = MakeModel(args, 3, at::kFloat, 0);
   Transformer model = MakeModel(args, 3, at::kFloat, 1);
-  auto kernel = std::make_shared<Counting<LocalAttentionKernel>>();
-  model->SetAttentionKernel(kernel);
+  auto kernel = std::make_shared<Counting<LocalAttentionPlan>>();
+  model->SetAttentionPlan(kernel);
   torch::NoGradGuard no_grad;
   EXPECT_TRUE(torch::equal(model->forward(batch.tokens, batch.positions),
                            plain->forward(batch.tokens, batch.positions)));
@@ -299,9 +299,9 @@ TEST(ActivationCheckpointRingTest, Cp2BitwiseEqualToNoCheckpointing) {
   RunOnThreads(cp, 1, [&](int64_t r, Communicator& comm) {
     const Batch shard = ShardOf(batch, cp, r);
     for (size_t m = 0; m < modes.size(); ++m) {
-      auto kernel = std::make_shared<Counting<RingAttentionKernel>>(
+      auto kernel = std::make_shared<Counting<RingAttentionPlan>>(
           &comm, length, LoadBalancer::kHeadTail, RotateMethod::kAllToAll);
-      models[r][m]->SetAttentionKernel(kernel);
+      models[r][m]->SetAttentionPlan(kernel);
       runs[r][m].loss = Step(models[r][m], shard, double(length));
       runs[r][m].grads = GradsOf(models[r][m]);
       runs[r][m].forwards = kernel->forwards;

@@ -87,6 +87,51 @@ TEST(CheckpointFolderTest, CorruptTrainStateIsDataLoss) {
   EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("train_state.json"));
 }
 
+// Every bad train_state.json is DATA_LOSS naming the file and what is wrong, never a throw: a
+// field of the wrong type, a negative count, bad hex, and an RNG state of the wrong size (which
+// the generator's set_state would reject with an exception).
+TEST(CheckpointFolderTest, BadTrainStatesAreDataLossNamingTheFile) {
+  testing::TempDir dir;
+  CheckpointFolder folder(dir / "ckpt", 0);
+  ASSERT_TRUE(folder.Save(MakeCheckpoint(4), "").ok());
+  const std::string path = folder.StepPath(4) + "/train_state.json";
+  const std::string rng = "\"torch_rng_state\": \"";
+  const struct {
+    std::string text, reason;
+  } cases[] = {
+      {"[1, 2]", "not a JSON object"},
+      {"{\"step\": \"4\", \"global_sample\": 32, " + rng + "00\"}", "\"step\" is not a count"},
+      {"{\"step\": 4, \"global_sample\": -1, " + rng + "00\"}",
+       "\"global_sample\" is not a count"},
+      {"{\"step\": 4, \"global_sample\": 32, \"torch_rng_state\": 7}", "not a hex string"},
+      {"{\"step\": 4, \"global_sample\": 32, " + rng + "0g\"}", "bad hex digit"},
+      {"{\"step\": 4, \"global_sample\": 32, " + rng + "abc\"}", "odd-length hex"},
+      {"{\"step\": 4, \"global_sample\": 32, " + rng + "0011\"}",
+       "\"torch_rng_state\" holds 2 bytes; torch's CPU generator state is"},
+  };
+  for (const auto& c : cases) {
+    std::ofstream(path, std::ios::trunc) << c.text;
+    const auto loaded = folder.Load(4);
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss) << c.text;
+    EXPECT_THAT(std::string(loaded.status().message()), HasSubstr(path)) << c.text;
+    EXPECT_THAT(std::string(loaded.status().message()), HasSubstr(c.reason)) << c.text;
+  }
+}
+
+TEST(CheckpointFolderTest, TruncatedStateDictIsDataLossNamingTheFile) {
+  testing::TempDir dir;
+  CheckpointFolder folder(dir / "ckpt", 0);
+  ASSERT_TRUE(folder.Save(MakeCheckpoint(4), "").ok());
+  for (const char* name : {"model.pt", "optimizer.pt"}) {
+    ASSERT_TRUE(folder.Save(MakeCheckpoint(4), "").ok());
+    const std::string path = folder.StepPath(4) + "/" + name;
+    fs::resize_file(path, fs::file_size(path) / 2);
+    const auto loaded = folder.Load(4);
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss) << name;
+    EXPECT_THAT(std::string(loaded.status().message()), HasSubstr(path)) << name;
+  }
+}
+
 struct TinyImpl : torch::nn::Module {
   TinyImpl() {
     w = register_parameter("w", torch::ones({2, 3}));

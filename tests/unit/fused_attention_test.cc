@@ -13,7 +13,7 @@
 
 #include "tests/unit/reference_attention.h"
 #include "tests/unit/thread_world.h"
-#include "worker/engine/model/attention_kernel.h"
+#include "worker/engine/model/attention_plan.h"
 #include "worker/engine/parallel/mesh.h"
 #include "worker/engine/parallel/ring_attention.h"
 
@@ -39,7 +39,7 @@ Grads RunLocal(const std::shared_ptr<BlockKernel>& block, const at::Tensor& q, c
           const at::Tensor& v, const at::Tensor& dout, double scale) {
   auto ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(),
        vl = v.detach().requires_grad_();
-  auto kernel = std::make_shared<LocalAttentionKernel>(block);
+  auto kernel = std::make_shared<LocalAttentionPlan>(block);
   const at::Tensor out = kernel->Attend(ql, kl, vl, Iota(q.size(2)), scale);
   const auto g = torch::autograd::grad({out}, {ql, kl, vl}, {dout.to(out.scalar_type())});
   return {out.detach(), g[0], g[1], g[2]};
@@ -159,7 +159,7 @@ std::vector<Grads> RunRing(const RingCase& c, const at::Tensor& q, const at::Ten
   RunOnThreads(
       c.cp, 1,
       [&](int64_t r, Communicator& comm) {
-        auto kernel = std::make_shared<RingAttentionKernel>(&comm, seq_len, c.balancer, c.rotate,
+        auto kernel = std::make_shared<RingAttentionPlan>(&comm, seq_len, c.balancer, c.rotate,
                                                             AttentionKernelKind::kTorchFlash);
         const BlockPositions pos{ShardPositions(seq_len, c.cp, r, c.balancer)};
         const at::Tensor idx = pos.AsTensor();

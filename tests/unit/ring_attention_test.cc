@@ -43,7 +43,7 @@ std::vector<RankResult> RunRing(const Case& c, const at::Tensor& q, const at::Te
   const int64_t seq_len = q.size(2);
   std::vector<RankResult> results(c.cp);
   RunOnThreads(c.cp, 1, [&](int64_t r, Communicator& comm) {
-    auto kernel = std::make_shared<RingAttentionKernel>(&comm, seq_len, c.balancer, c.rotate);
+    auto kernel = std::make_shared<RingAttentionPlan>(&comm, seq_len, c.balancer, c.rotate);
     const BlockPositions pos{ShardPositions(seq_len, c.cp, r, c.balancer)};
     const at::Tensor idx = pos.AsTensor();
     auto ql = q.index_select(2, idx).detach().requires_grad_();

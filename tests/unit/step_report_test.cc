@@ -78,8 +78,8 @@ TEST(StepReportTest, JsonHasTheContractFieldsInOrder) {
 }
 
 TEST(StepReportTest, RankFiguresRoundTripThroughDoublesAndJson) {
-  const RankFigures a{0.5, 0.25, 0.125, 1 << 20, 7 << 20, 0.0625, int64_t(5) << 30};
-  const RankFigures b = RankFigures::FromDoubles(a.ToDoubles());
+  const RankFigures a{0, 0.5, 0.25, 0.125, 1 << 20, 7 << 20, 0.0625, int64_t(5) << 30};
+  const RankFigures b = RankFiguresFromDoubles(RankFiguresToDoubles(a), 1).value();
   EXPECT_EQ(b.attention_seconds, a.attention_seconds);
   EXPECT_EQ(b.attention_cpu_seconds, a.attention_cpu_seconds);
   EXPECT_EQ(b.comm_wait_seconds, a.comm_wait_seconds);
@@ -89,7 +89,7 @@ TEST(StepReportTest, RankFiguresRoundTripThroughDoublesAndJson) {
   EXPECT_EQ(b.device_memory_peak_bytes, a.device_memory_peak_bytes);
 
   const nlohmann::json j =
-      nlohmann::json::parse(StepReportJson(SampleReport(), RankFiguresJson({a, b})));
+      nlohmann::json::parse(StepReportJson(SampleReport(), {a, b}));
   ASSERT_EQ(j["ranks"].size(), 2u);
   EXPECT_EQ(j["ranks"][1]["rank"], 1);
   EXPECT_EQ(j["ranks"][0]["bytes_sent"], 1 << 20);

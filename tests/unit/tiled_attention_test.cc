@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "tests/unit/reference_attention.h"
-#include "worker/engine/model/attention_kernel.h"
+#include "worker/engine/model/attention_plan.h"
 
 namespace ringtrain {
 namespace {

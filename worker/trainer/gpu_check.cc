@@ -1,5 +1,5 @@
 // ringtrain-gpu-check attention [--device cuda:N|cpu]: the attention function on a device against
-// the CPU result — the engine's LocalAttentionKernel (the autograd function the model calls) with
+// the CPU result — the engine's LocalAttentionPlan (the autograd function the model calls) with
 // the block kernel a rank would use there, forward and gradients, MHA and GQA, causal, in float32
 // and in bfloat16, and on CUDA each fused kernel forced in turn (flash, memory-efficient, cuDNN).
 // The reference is the tiled kernel on the CPU in float64 (float32 rows) or on the bf16-rounded
@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config/device.h"
 #include "worker/engine/kernels/block_kernel.h"
-#include "worker/engine/model/attention_kernel.h"
+#include "worker/engine/model/attention_plan.h"
 #include "worker/engine/parallel/comm.h"
 #include "worker/trainer/step_report.h"
 
@@ -45,7 +45,7 @@ Result Attend(const std::shared_ptr<BlockKernel>& block, const at::Tensor& q, co
   auto ql = q.detach().clone().requires_grad_(), kl = k.detach().clone().requires_grad_(),
        vl = v.detach().clone().requires_grad_();
   const at::Tensor out =
-      std::make_shared<LocalAttentionKernel>(block)->Attend(ql, kl, vl, Iota(q.size(2)), scale);
+      std::make_shared<LocalAttentionPlan>(block)->Attend(ql, kl, vl, Iota(q.size(2)), scale);
   const auto g = torch::autograd::grad({out}, {ql, kl, vl}, {dout.to(out.scalar_type())});
   return {out.detach(), g[0], g[1], g[2]};
 }

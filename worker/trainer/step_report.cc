@@ -5,26 +5,30 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 
 namespace ringtrain {
-std::string StepReportJson(const StepReport& r, const std::string& ranks_json) {
-  JsonRecord record;
-  record.Add("step", r.step)
-      .Add("loss", r.loss)
-      .Add("grad_norm", r.grad_norm)
-      .Add("lr", r.lr)
-      .Add("tokens_per_second", r.tokens_per_second)
-      .Add("step_seconds", r.step_seconds)
-      .Add("tokens", r.tokens)
-      .Add("peak_memory_bytes", r.peak_memory_bytes)
-      .Add("device_memory_peak_bytes", r.device_memory_peak_bytes)
-      .Add("elapsed_seconds", r.elapsed_seconds);
-  if (!ranks_json.empty()) record.AddRaw("ranks", ranks_json);
-  return record.str();
+StepRecord ToStepRecord(const StepReport& r, std::vector<RankFigures> ranks) {
+  StepRecord record;
+  record.step = r.step;
+  record.loss = r.loss;
+  record.grad_norm = r.grad_norm;
+  record.lr = r.lr;
+  record.tokens_per_second = r.tokens_per_second;
+  record.step_seconds = r.step_seconds;
+  record.tokens = static_cast<double>(r.tokens);
+  record.peak_memory_bytes = static_cast<double>(r.peak_memory_bytes);
+  record.device_memory_peak_bytes = static_cast<double>(r.device_memory_peak_bytes);
+  record.elapsed_seconds = r.elapsed_seconds;
+  record.ranks = std::move(ranks);
+  return record;
+}
+
+std::string StepReportJson(const StepReport& r, const std::vector<RankFigures>& ranks) {
+  return ToStepRecord(r, ranks).ToJson();
 }
 
 std::string StepReportLine(const StepReport& r) {
@@ -68,33 +72,6 @@ int64_t PeakMemoryBytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return int64_t(usage.ru_maxrss) * 1024;  // ru_maxrss is in KiB on Linux
-}
-
-std::vector<double> RankFigures::ToDoubles() const {
-  return {attention_seconds, attention_cpu_seconds, comm_wait_seconds, double(bytes_sent),
-          double(peak_memory_bytes), ring_wait_seconds, double(device_memory_peak_bytes)};
-}
-
-RankFigures RankFigures::FromDoubles(const std::vector<double>& v) {
-  return {v.at(0), v.at(1), v.at(2), int64_t(v.at(3)), int64_t(v.at(4)), v.at(5), int64_t(v.at(6))};
-}
-
-std::string RankFiguresJson(const std::vector<RankFigures>& ranks) {
-  std::vector<std::string> records;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    const RankFigures& f = ranks[r];
-    records.push_back(JsonRecord()
-                          .Add("rank", int64_t(r))
-                          .Add("attention_seconds", f.attention_seconds)
-                          .Add("attention_cpu_seconds", f.attention_cpu_seconds)
-                          .Add("comm_wait_seconds", f.comm_wait_seconds)
-                          .Add("bytes_sent", f.bytes_sent)
-                          .Add("peak_memory_bytes", f.peak_memory_bytes)
-                          .Add("ring_wait_seconds", f.ring_wait_seconds)
-                          .Add("device_memory_peak_bytes", f.device_memory_peak_bytes)
-                          .str());
-  }
-  return absl::StrCat("[", absl::StrJoin(records, ", "), "]");
 }
 
 }  // namespace ringtrain

@@ -1,6 +1,5 @@
-// Step reports: one human line per logged step, and one JSON object per line per step in the JSONL
-// file (the contract with the agent and loss-compare). Floats are written with 17 significant digits
-// so that they round-trip exactly. Later fields (per-rank figures) go into the same record.
+// Step reports: one human line per logged step, and one StepRecord (common/record/step_record.h) per
+// line per step in the JSONL file, the contract with the agent, the coordinator and ringctl.
 #ifndef RINGTRAIN_WORKER_TRAINER_STEP_REPORT_H_
 #define RINGTRAIN_WORKER_TRAINER_STEP_REPORT_H_
 
@@ -12,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "common/record/json_record.h"  // JsonRecord, FormatDouble17
+#include "common/record/step_record.h"
 
 namespace ringtrain {
 
@@ -30,27 +30,11 @@ struct StepReport {
   double elapsed_seconds = 0;
 };
 
-// One rank's figures of the last step; every rank's are gathered to every rank after the step and
-// written as the record's "ranks" array (what the agent exports per rank).
-struct RankFigures {
-  double attention_seconds = 0;      // wall time in attention block compute
-  double attention_cpu_seconds = 0;  // this thread's CPU time in the same
-  double comm_wait_seconds = 0;      // blocked on transfers/collectives
-  int64_t bytes_sent = 0;
-  int64_t peak_memory_bytes = 0;
-  double ring_wait_seconds = 0;      // the part of ring transfers compute did not hide
-  int64_t device_memory_peak_bytes = 0;  // CUDA caching allocator's peak in the step; 0 on the CPU
-
-  // As doubles in the order above, for an all-gather of equal-length vectors, and back.
-  std::vector<double> ToDoubles() const;
-  static RankFigures FromDoubles(const std::vector<double>& values);  // values.size() == 7
-};
-
-// `[{"rank": 0, "attention_seconds": …, …}, …]`, one object per rank in rank order.
-std::string RankFiguresJson(const std::vector<RankFigures>& ranks);
-
-// The step's record; `ranks_json`, when not empty, is the per-rank figures array.
-std::string StepReportJson(const StepReport& report, const std::string& ranks_json = "");
+// The step's record (common/record/step_record.h, the contract with the agent, the coordinator and
+// ringctl): the report's figures and `ranks`, every rank's figures in rank order (empty: none).
+StepRecord ToStepRecord(const StepReport& report, std::vector<RankFigures> ranks);
+// ToStepRecord(report, ranks).ToJson(): one line, without the newline.
+std::string StepReportJson(const StepReport& report, const std::vector<RankFigures>& ranks = {});
 std::string StepReportLine(const StepReport& report);
 
 // Appends records to the JSONL file, flushing after each so a reader sees whole lines as they come.

@@ -16,8 +16,6 @@
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
-#include "worker/engine/optim/clip.h"
-#include "worker/engine/parallel/cp_shard.h"
 #include "worker/engine/parallel/grad_sync.h"
 #include "worker/trainer/tensor_memory.h"
 #include "worker/trainer/trainer_state.h"
@@ -70,11 +68,7 @@ at::Tensor ToTensor(const std::vector<int64_t>& values, int64_t batch, int64_t l
 ShardedBatch Shard(const Trainer::State& s, const TokenBatch& batch) {
   const at::Tensor inputs = ToTensor(batch.inputs, batch.batch, batch.seq_len);
   const at::Tensor labels = ToTensor(batch.labels, batch.batch, batch.seq_len);
-  ShardedBatch shard = CpShard(inputs, labels, s.mesh.cp, s.mesh.cp_rank(),
-                               s.config.parallelism.context_parallel_load_balancer);
-  shard.inputs = shard.inputs.to(s.device);
-  shard.labels = shard.labels.to(s.device);
-  return shard;
+  return s.data->Shard(inputs, labels);
 }
 
 // Sum of token cross-entropies: logits (B, Lc, V), labels (B, Lc).
@@ -95,34 +89,13 @@ at::Tensor ForwardLoss(Trainer::State& s, const ShardedBatch& shard, int64_t glo
 // Adds this micro-batch's gradients into .grad (zeroed once, before the step's first).
 void Backward(const at::Tensor& loss) { loss.backward(); }
 
-// The dtype the gradient buckets travel in (training.mixed_precision_reduce, grad_sync.h).
-at::ScalarType ReduceDtype(const Trainer::State& s) {
-  return s.config.training.mixed_precision_reduce == MixedPrecision::kBFloat16 ? at::kBFloat16
-                                                                              : at::kFloat;
-}
-
-// Sums the loss (this rank's sum over its micro-batches) and the gradients over the world; returns
-// the global loss. With FSDP each backward already reduce-scattered its units' gradients over the
-// FSDP group (in the reduce dtype); the replicas sum the shards.
+// Sums the loss (this rank's sum over its micro-batches) and the gradients over the world
+// (the gradient path: all-reduced, or with FSDP reduce-scattered by each backward and summed over
+// the replicas); returns the global loss.
 double SyncLossAndGradients(Trainer::State& s, double local_loss) {
-  double global_loss = local_loss;
-  if (s.comm) {
-    global_loss = AllReduceSum(*s.comm, global_loss);
-    if (s.fsdp) {
-      s.fsdp->FinishGradients();
-    } else {
-      AllReduceGradients(*s.comm, s.params, /*bucket_bytes=*/25 << 20, ReduceDtype(s));
-    }
-  }
+  const double global_loss = s.comm ? AllReduceSum(*s.comm, local_loss) : local_loss;
+  s.gradients->FinishBackward();
   return global_loss;
-}
-
-// The global gradient norm, clipped to training.max_norm; shards' squared norms are summed over
-// the FSDP group.
-double Clip(Trainer::State& s) {
-  if (!s.fsdp) return ClipGradNorm(s.params, s.config.training.max_norm);
-  return ClipShardedGradNorm(s.params, s.config.training.max_norm,
-                             [&](double v) { return s.fsdp->SumOverGroup(v); });
 }
 
 // Every rank holds the same global loss and norm, so all stop together, before the update.
@@ -137,7 +110,7 @@ absl::Status CheckFinite(int64_t step, const StepReport& report) {
 // The step proper, from the micro-batches to the optimizer update; fills loss and grad_norm.
 // report->tokens is the step's global token count (G × L), every micro-batch's divisor.
 absl::Status RunStep(Trainer::State& s, int64_t step, StepReport* report) {
-  for (at::Tensor& p : s.params) p.mutable_grad() = at::Tensor();  // zero_grad(set_to_none)
+  s.gradients->ZeroGrad();
   // The micro-batches' losses, added on the device in float64: one host read per step.
   at::Tensor local_loss = torch::zeros({}, torch::dtype(torch::kFloat64).device(s.device));
   for (int64_t m = 0; m < s.sampler->micro_batches(); ++m) {
@@ -147,23 +120,32 @@ absl::Status RunStep(Trainer::State& s, int64_t step, StepReport* report) {
     local_loss += loss.detach().to(torch::kFloat64);
   }
   report->loss = SyncLossAndGradients(s, local_loss.item<double>());
-  report->grad_norm = Clip(s);
+  report->grad_norm = s.gradients->ClipGradNorm(s.config.training.max_norm);
   RT_RETURN_IF_ERROR(CheckFinite(step, *report));
-  s.optimizer->Step(report->lr);
+  s.gradients->Step(report->lr);
   return absl::OkStatus();
 }
 
 // Every rank's figures of the step, gathered to every rank, in rank order.
-std::vector<RankFigures> GatherRankFigures(Trainer::State& s) {
+absl::StatusOr<std::vector<RankFigures>> GatherRankFigures(Trainer::State& s) {
   const AttentionStats& a = s.attention->stats();
   const CommStats c = s.comm ? s.comm->stats() : CommStats{};
-  const RankFigures mine{a.compute_seconds, a.compute_cpu_seconds, c.wait_seconds,
-                         c.bytes_sent,      PeakMemoryBytes(),     c.ring_wait_seconds,
-                         DevicePeakBytes(s.device)};
-  if (!s.comm) return {mine};
+  RankFigures mine;
+  mine.rank = s.rank.rank;
+  mine.attention_seconds = a.compute_seconds;
+  mine.attention_cpu_seconds = a.compute_cpu_seconds;
+  mine.comm_wait_seconds = c.wait_seconds;
+  mine.bytes_sent = static_cast<double>(c.bytes_sent);
+  mine.peak_memory_bytes = static_cast<double>(PeakMemoryBytes());
+  mine.ring_wait_seconds = c.ring_wait_seconds;
+  mine.device_memory_peak_bytes = static_cast<double>(DevicePeakBytes(s.device));
+  if (!s.comm) return std::vector<RankFigures>{mine};
+  const std::vector<std::vector<double>> rows =
+      s.comm->AllGatherDoubles(RankFiguresToDoubles(mine));
   std::vector<RankFigures> ranks;
-  for (const auto& row : s.comm->AllGatherDoubles(mine.ToDoubles())) {
-    ranks.push_back(RankFigures::FromDoubles(row));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    RT_ASSIGN_OR_RETURN(RankFigures figures, RankFiguresFromDoubles(rows[r], int64_t(r)));
+    ranks.push_back(figures);
   }
   return ranks;
 }
@@ -172,11 +154,11 @@ std::vector<RankFigures> GatherRankFigures(Trainer::State& s) {
 absl::Status Report(Trainer::State& s, const StepReport& report) {
   std::vector<RankFigures> ranks;
   RT_RETURN_IF_ERROR(Guarded(s, "gathering per-rank figures", [&]() -> absl::Status {
-    ranks = GatherRankFigures(s);
+    RT_ASSIGN_OR_RETURN(ranks, GatherRankFigures(s));
     return absl::OkStatus();
   }));
   if (s.rank.rank == 0 || s.every_rank_writes_jsonl) {
-    RT_RETURN_IF_ERROR(s.jsonl.Write(StepReportJson(report, RankFiguresJson(ranks))));
+    RT_RETURN_IF_ERROR(s.jsonl.Write(StepReportJson(report, ranks)));
   }
   const int64_t step = report.step;
   if (s.rank.rank == 0 &&
@@ -187,15 +169,17 @@ absl::Status Report(Trainer::State& s, const StepReport& report) {
 }
 
 // Every checkpoint.interval steps and after the last: rank 0 writes the one copy of the parameters
-// and optimizer state (with FSDP gathered from the shards by every rank first).
+// and optimizer state (gathered from the shards by every rank first when the gradient path's
+// gather is a collective).
 absl::Status MaybeSave(Trainer::State& s, int64_t step) {
   const CheckpointSection& c = s.config.checkpoint;
   const bool due = s.checkpoints && (step % c.interval == 0 || step == s.config.training.steps);
-  if (!due || (s.rank.rank != 0 && !s.fsdp)) return absl::OkStatus();
+  if (!due || (s.rank.rank != 0 && !s.gradients->gather_is_collective())) return absl::OkStatus();
   const progress::ScopedPhase saving(progress::Phase::kIo);
   Checkpoint ckpt;
   RT_RETURN_IF_ERROR(Guarded(s, absl::StrCat("gathering checkpoint ", step), [&]() -> absl::Status {
-    ckpt = trainer_internal::CheckpointOf(s);
+    FullState state = s.gradients->GatherFullState();
+    ckpt = Checkpoint{std::move(state.model), std::move(state.optimizer), s.train_state};
     return absl::OkStatus();
   }));
   if (s.rank.rank != 0) return absl::OkStatus();

@@ -14,13 +14,13 @@
 #include "worker/engine/checkpoint/checkpoint.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/sampler.h"
-#include "worker/engine/model/attention_kernel.h"
+#include "worker/engine/model/attention_plan.h"
 #include "worker/engine/model/llama.h"
-#include "worker/engine/optim/adamw.h"
 #include "worker/engine/optim/lr_schedule.h"
 #include "worker/engine/parallel/comm.h"
-#include "worker/engine/parallel/fsdp.h"
+#include "worker/engine/parallel/gradient_path.h"
 #include "worker/engine/parallel/mesh.h"
+#include "worker/engine/parallel/parallelize.h"
 #include "worker/trainer/step_report.h"
 #include "worker/trainer/trainer.h"
 
@@ -32,13 +32,14 @@ struct Trainer::State {
   Mesh mesh;
   c10::Device device = c10::Device(c10::kCPU);  // the one place the device is chosen
   std::unique_ptr<Communicator> comm;  // null when world = 1
-  std::shared_ptr<AttentionKernel> attention;
   std::unique_ptr<TokenDataset> dataset;
   std::optional<WindowSampler> sampler;
   Transformer model{nullptr};
-  std::shared_ptr<Fsdp> fsdp;  // FSDP (mesh.sharded): the model's weights come from its shards
-  std::vector<at::Tensor> params;  // what the optimizer updates: the parameters, or their shards
-  std::unique_ptr<AdamW> optimizer;
+  // Parallelize's (worker/engine/parallel/parallelize.h): the model's attention plan, how a batch
+  // is split over the CP group, and the gradient path (replicated or FSDP) with the optimizer.
+  std::shared_ptr<AttentionPlan> attention;
+  std::optional<DataSharding> data;
+  std::unique_ptr<GradientPath> gradients;
   std::optional<LrSchedule> schedule;
   std::optional<CheckpointFolder> checkpoints;
   JsonlWriter jsonl;
@@ -54,16 +55,6 @@ namespace trainer_internal {
 // `what` starts the message ("step 3").
 absl::Status Guarded(Trainer::State& s, const std::string& what,
                      const std::function<absl::Status()>& f);
-
-// sharding.cc. FSDP: shards s.model over the FSDP group (its weights loaded first) and makes the
-// shards s.params.
-absl::Status ShardModel(Trainer::State& s);
-// Loads an optimizer state in the replicated run's format (full tensors by name) into the sharded
-// optimizer. INVALID_ARGUMENT naming `source` and what does not match.
-absl::Status LoadShardedOptimizerState(Trainer::State& s, const StateDict& full, const std::string& source);
-// The step's checkpoint: parameters and optimizer state as full tensors by name (with FSDP a
-// collective of the group: every rank calls it, rank 0 writes).
-Checkpoint CheckpointOf(Trainer::State& s);
 
 }  // namespace trainer_internal
 }  // namespace ringtrain

@@ -145,18 +145,39 @@ absl::StatusOr<Checkpoint> CheckpointFolder::Load(int64_t step) const {
   Checkpoint ckpt;
   RT_ASSIGN_OR_RETURN(ckpt.model, ReadStateDict((dir / "model.pt").string()));
   RT_ASSIGN_OR_RETURN(ckpt.optimizer, ReadStateDict((dir / "optimizer.pt").string()));
-  std::ifstream in(dir / "train_state.json");
-  if (!in) return absl::NotFoundError(absl::StrCat("missing '", (dir / "train_state.json").string(), "'"));
-  const nlohmann::json state = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (state.is_discarded() || !state.contains("step") || !state.contains("global_sample") ||
-      !state.contains("torch_rng_state")) {
-    return absl::DataLossError(absl::StrCat("corrupt '", (dir / "train_state.json").string(), "'"));
-  }
-  ckpt.train_state.step = state["step"].get<int64_t>();
-  ckpt.train_state.global_sample = state["global_sample"].get<int64_t>();
-  RT_ASSIGN_OR_RETURN(ckpt.train_state.rng_state,
-                      Unhex(state["torch_rng_state"].get<std::string>()));
+  RT_ASSIGN_OR_RETURN(ckpt.train_state, ReadTrainState((dir / "train_state.json").string()));
   return ckpt;
+}
+
+absl::StatusOr<TrainState> ReadTrainState(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("missing '", path, "'"));
+  const nlohmann::json state = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  auto corrupt = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat("corrupt '", path, "': ", what));
+  };
+  if (state.is_discarded() || !state.is_object()) return corrupt("not a JSON object");
+  for (const char* key : {"step", "global_sample"}) {
+    if (!state.contains(key) || !state[key].is_number_integer() || state[key].get<int64_t>() < 0) {
+      return corrupt(absl::StrCat("\"", key, "\" is not a count"));
+    }
+  }
+  if (!state.contains("torch_rng_state") || !state["torch_rng_state"].is_string()) {
+    return corrupt("\"torch_rng_state\" is not a hex string");
+  }
+  TrainState train_state;
+  train_state.step = state["step"].get<int64_t>();
+  train_state.global_sample = state["global_sample"].get<int64_t>();
+  absl::StatusOr<at::Tensor> rng = Unhex(state["torch_rng_state"].get<std::string>());
+  if (!rng.ok()) return corrupt(rng.status().message());
+  // set_state would throw on any other size.
+  const int64_t expected = at::detail::getDefaultCPUGenerator().get_state().numel();
+  if (rng->numel() != expected) {
+    return corrupt(absl::StrCat("\"torch_rng_state\" holds ", rng->numel(),
+                                " bytes; torch's CPU generator state is ", expected));
+  }
+  train_state.rng_state = *std::move(rng);
+  return train_state;
 }
 
 StateDict ModelStateDict(const torch::nn::Module& model) {

@@ -43,6 +43,8 @@ class CheckpointFolder {
   absl::Status Save(const Checkpoint& checkpoint, const std::string& config_toml);
   // The newest complete step-N, or nullopt when there is none (or the folder does not exist).
   absl::StatusOr<std::optional<int64_t>> LatestStep() const;
+  // DATA_LOSS naming the file for a truncated or corrupt model.pt / optimizer.pt or a bad
+  // train_state.json (ReadTrainState); NOT_FOUND for a missing one.
   absl::StatusOr<Checkpoint> Load(int64_t step) const;
   std::string StepPath(int64_t step) const;
 
@@ -50,6 +52,11 @@ class CheckpointFolder {
   std::string folder_;
   int64_t keep_latest_k_;
 };
+
+// A checkpoint's train_state.json. DATA_LOSS naming `path` when it is not JSON, a count is missing
+// or not a non-negative integer, or the RNG state is not hex of the size torch's CPU generator
+// state has (set_state would throw); NOT_FOUND when it is missing.
+absl::StatusOr<TrainState> ReadTrainState(const std::string& path);
 
 // Model parameters by name (torchtitan names), detached, in registration order.
 StateDict ModelStateDict(const torch::nn::Module& model);

@@ -1,18 +1,23 @@
 // The unit ring attention is made of: attention of one query block against one key/value block,
 // causal by the tokens' global positions, returning the output and the per-row log-sum-exp (so
-// blocks merge in float32), and its backward given the FINAL output's statistics. Two kernels sit
-// behind this interface, chosen once when the model is built (MakeBlockKernel):
+// blocks merge in float32), and its backward given the FINAL output's statistics. Three kernels sit
+// behind this interface, one chosen per rank when the attention plan is built (MakeBlockKernel,
+// from training.attention_kernel):
 //
-//   tiled  kernels/tiled_attention.h: K/V tiles merged by online softmax, in float32 (inputs of
-//          another dtype are widened first). The CPU path, and the fallback for any block.
-//   fused  PyTorch's fused SDPA kernels with log-sum-exp: on CUDA flash
-//          (_scaled_dot_product_flash_attention), or memory-efficient or cuDNN where flash does not
-//          apply (PyTorch's own choice for the shapes, at::_fused_sdp_choice, with flash ahead of
-//          cuDNN where flash takes the shapes; unless one is forced);
-//          on the CPU the CPU flash kernel (_scaled_dot_product_flash_attention_for_cpu), which lets
-//          the CPU tests run this whole path. A block is cut into full/causal calls by
-//          PlanFusedCalls (block_plan.h); calls are merged by log-sum-exp in float32. K/V heads are
-//          expanded to the query heads for the call (GQA) and dK/dV summed back over each group.
+//   tiled      kernels/tiled_attention.h: K/V tiles merged by online softmax, in float32 (inputs
+//              of another dtype are widened first). The reference, and the fallback for any block.
+//   torch_flash  FusedBlockKernel: PyTorch's fused SDPA kernels with log-sum-exp: on CUDA flash
+//              (_scaled_dot_product_flash_attention), or memory-efficient or cuDNN where flash
+//              does not apply (PyTorch's own choice for the shapes, at::_fused_sdp_choice, with
+//              flash ahead of cuDNN where flash takes the shapes; unless one is forced); on the
+//              CPU PyTorch's CPU flash kernel (_scaled_dot_product_flash_attention_for_cpu). A
+//              block is cut into full/causal calls by PlanFusedCalls (block_plan.h); calls are
+//              merged by log-sum-exp in float32. K/V heads are expanded to the query heads for the
+//              call (GQA) and dK/dV summed back over each group.
+//   cpu_flash  FusedCpuBlockKernel (kernels/fused_cpu_attention.h): ringtrain's own fused CPU
+//              kernel, GQA without expanding K/V.
+//
+// "auto" (the default) is torch_flash on CUDA and cpu_flash on the CPU.
 //
 // Dimension letters as in tiled_attention.h.
 #ifndef RINGTRAIN_WORKER_ENGINE_KERNELS_BLOCK_KERNEL_H_
@@ -109,8 +114,9 @@ class FusedBlockKernel : public BlockKernel {
   TiledBlockKernel fallback_;
 };
 
-// The kernel a rank uses: kAuto is fused on CUDA and tiled on the CPU. `tiling` is the tiled
-// kernel's (and the fused kernel's fallback's).
+// The kernel a rank uses for training.attention_kernel: kAuto is FusedBlockKernel (PyTorch's
+// choice) on CUDA and FusedCpuBlockKernel on the CPU. `tiling` is the tiled kernel's (and
+// FusedBlockKernel's fallback's); FusedCpuBlockKernel sizes its own tiles.
 std::shared_ptr<BlockKernel> MakeBlockKernel(AttentionKernelKind kind, const c10::Device& device,
                                              AttentionTiling tiling = {});
 

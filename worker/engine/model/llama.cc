@@ -75,7 +75,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const AttentionWeights& w
   xq = ctx.rope->Apply(xq, ctx.positions);
   xk = ctx.rope->Apply(xk, ctx.positions);
   // (B, L, heads, D) → (B, heads, L, D) for the kernel.
-  const at::Tensor out = ctx.kernel->Attend(
+  const at::Tensor out = ctx.attention->Attend(
       xq.transpose(1, 2).contiguous(), xk.transpose(1, 2).contiguous(),
       xv.transpose(1, 2).contiguous(), ctx.host_positions, 1.0 / std::sqrt(double(head_dim_)),
       ctx.attention_memo);
@@ -142,7 +142,7 @@ void TransformerBlockImpl::init_weights() {
 TransformerImpl::TransformerImpl(const ModelArgs& args)
     : args_(args),
       rope_(args.head_dim(), args.max_seq_len, args.rope_theta),
-      kernel_(std::make_shared<LocalAttentionKernel>()),
+      attention_plan_(std::make_shared<LocalAttentionPlan>()),
       tok_embeddings(args.vocab_size, args.dim),
       layers(torch::nn::ModuleList()),
       norm(args.dim, args.norm_eps),
@@ -156,7 +156,7 @@ TransformerImpl::TransformerImpl(const ModelArgs& args)
 
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const BlockPositions& positions) {
   const ForwardContext ctx{&rope_, positions.AsTensor().to(tokens.device()), positions,
-                           kernel_.get()};
+                           attention_plan_.get()};
   const std::vector<at::Tensor> embedding = Gather(0, /*recompute=*/false);
   // The one place the compute dtype enters: every later op follows the activations' dtype.
   at::Tensor h = AfterForward(0, at::embedding(embedding[0], tokens).to(compute_dtype_),
@@ -204,7 +204,7 @@ at::Tensor TransformerImpl::AfterForward(int64_t unit, const at::Tensor& output,
 
 at::Tensor TransformerImpl::CheckpointBlock(int64_t layer_id, const at::Tensor& x,
                                             const ForwardContext& ctx) {
-  // The checkpoint holds the model (hence its kernel, source and RoPE tables), the context and,
+  // The checkpoint holds the model (hence its attention plan, source and RoPE tables), the context and,
   // for "op", the memo the first forward fills and the recompute empties. With ring attention
   // (cp > 1) the recompute exchanges K/V again: every rank recomputes the same blocks in the same
   // order (the reverse of the forward's), so the exchanges pair up as in the forward; "op" skips

@@ -1,5 +1,5 @@
 // The Llama 3 decoder, torchtitan's math and parameter names. Pure model: how it is split across
-// ranks is applied from outside (SetAttentionKernel, SetParamSource); nothing here knows about
+// ranks is applied from outside (SetAttentionPlan, SetParamSource); nothing here knows about
 // parallelism. The modules own the parameters; their forwards take the weights to use explicitly
 // (the model's own, or a ParamSource's), so a source and activation checkpointing plug in per unit.
 //
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "worker/engine/kernels/tiled_attention.h"
-#include "worker/engine/model/attention_kernel.h"
+#include "worker/engine/model/attention_plan.h"
 #include "worker/engine/model/model_args.h"
 #include "worker/engine/model/param_source.h"
 #include "worker/engine/model/rope.h"
@@ -46,7 +46,7 @@ struct ForwardContext {
   const RotaryTables* rope;         // must outlive the call
   at::Tensor positions;             // (L,) int64, the tokens' global positions
   BlockPositions host_positions;    // the same, on the host
-  AttentionKernel* kernel;          // must outlive the call
+  AttentionPlan* attention;         // must outlive the call
   AttentionMemo* attention_memo = nullptr;  // selective "op" checkpointing only (AttentionMemo)
 };
 
@@ -124,8 +124,8 @@ class TransformerImpl : public torch::nn::Module {
   // Moves parameters and the RoPE tables to `device`.
   using torch::nn::Module::to;
   void to(torch::Device device, bool non_blocking = false) override;
-  // The attention plan; the default is LocalAttentionKernel. Applied once, before training.
-  void SetAttentionKernel(std::shared_ptr<AttentionKernel> kernel) { kernel_ = std::move(kernel); }
+  // The attention plan; the default is LocalAttentionPlan. Applied once, before training.
+  void SetAttentionPlan(std::shared_ptr<AttentionPlan> plan) { attention_plan_ = std::move(plan); }
   // Mixed precision (training.mixed_precision_param): parameters stay float32 (the optimizer's
   // master weights); the forward casts them to `dtype` where they are used (embedding output,
   // projections, norm weights), so activations and their gradients are `dtype`, parameter gradients
@@ -160,7 +160,7 @@ class TransformerImpl : public torch::nn::Module {
 
   ModelArgs args_;
   RotaryTables rope_;
-  std::shared_ptr<AttentionKernel> kernel_;
+  std::shared_ptr<AttentionPlan> attention_plan_;
   std::shared_ptr<ParamSource> source_;
   c10::ScalarType compute_dtype_ = c10::ScalarType::Float;
   int64_t checkpoint_every_ = 0;

@@ -1,5 +1,5 @@
 // Where the model's forward takes its weights from, unit by unit — the seam FSDP
-// (worker/engine/parallel/fsdp.h) plugs into, as the attention plan plugs into AttentionKernel.
+// (worker/engine/parallel/fsdp.h) plugs into, as the attention plan plugs into AttentionPlan.
 // Without a source the model uses its own registered parameters.
 //
 // Units, in forward order: 0 = the token embedding, 1 … n_layers = the transformer blocks,

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "absl/strings/str_cat.h"
+#include "worker/engine/parallel/context_parallel.h"
 #include "worker/engine/parallel/mesh.h"
 
 namespace ringtrain {
@@ -18,7 +20,7 @@ int64_t TileFor(int64_t chunk) {
 
 }  // namespace
 
-RingAttentionKernel::RingAttentionKernel(Communicator* comm, int64_t seq_len,
+RingAttentionPlan::RingAttentionPlan(Communicator* comm, int64_t seq_len,
                                          LoadBalancer load_balancer, RotateMethod rotate_method,
                                          AttentionKernelKind kind)
     : cp_(comm->mesh().cp),
@@ -31,7 +33,7 @@ RingAttentionKernel::RingAttentionKernel(Communicator* comm, int64_t seq_len,
   block_ = MakeBlockKernel(kind, comm->device(), {tile, tile});
 }
 
-BlockOutput RingAttentionKernel::Forward(const at::Tensor& q, const at::Tensor& kv,
+BlockOutput RingAttentionPlan::Forward(const at::Tensor& q, const at::Tensor& kv,
                                          const BlockPositions& positions, double scale) {
   TORCH_CHECK(positions.positions == shard_positions_[cp_rank_].positions,
               "ring attention: the batch was not sharded with this kernel's layout");
@@ -57,7 +59,7 @@ BlockOutput RingAttentionKernel::Forward(const at::Tensor& q, const at::Tensor& 
   return merged;
 }
 
-std::pair<at::Tensor, at::Tensor> RingAttentionKernel::Backward(
+std::pair<at::Tensor, at::Tensor> RingAttentionPlan::Backward(
     const at::Tensor& q, const at::Tensor& kv, const at::Tensor& out, const at::Tensor& lse,
     const at::Tensor& dout, const BlockPositions& positions, double scale) {
   const FinalStats final = MakeFinalStats(out, lse, dout);
@@ -78,6 +80,15 @@ std::pair<at::Tensor, at::Tensor> RingAttentionKernel::Backward(
     exchange_->Advance(step);
   }
   return {dq, exchange_->FinishGrads()};
+}
+
+std::string RingAttentionPlan::Describe() const {
+  return absl::StrCat("ring over cp ", cp_, ", blocks ", block_->Describe());
+}
+
+std::shared_ptr<AttentionPlan> MakeRingAttentionPlan(const ContextParallelArgs& args) {
+  return std::make_shared<RingAttentionPlan>(args.comm, args.seq_len, args.load_balancer,
+                                             args.rotate_method, args.block_kernel);
 }
 
 }  // namespace ringtrain

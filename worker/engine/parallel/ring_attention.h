@@ -12,23 +12,24 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
-#include "worker/engine/model/attention_kernel.h"
+#include "worker/engine/model/attention_plan.h"
 #include "common/config/choices.h"
 #include "worker/engine/parallel/comm.h"
 #include "worker/engine/parallel/kv_exchange.h"
 
 namespace ringtrain {
 
-class RingAttentionKernel : public AttentionKernel {
+class RingAttentionPlan : public AttentionPlan {
  public:
   // `comm` must outlive the kernel. `seq_len` is the global length L; shards follow
-  // ShardPositions(L, cp, ·, load_balancer). Own it with std::make_shared (AttentionKernel).
+  // ShardPositions(L, cp, ·, load_balancer). Own it with std::make_shared (AttentionPlan).
   // `kind` picks the block kernel for comm->device() (MakeBlockKernel); the tiled kernel's tiles
   // divide the shard's chunks.
-  RingAttentionKernel(Communicator* comm, int64_t seq_len, LoadBalancer load_balancer,
+  RingAttentionPlan(Communicator* comm, int64_t seq_len, LoadBalancer load_balancer,
                       RotateMethod rotate_method,
                       AttentionKernelKind kind = AttentionKernelKind::kAuto);
 
@@ -40,6 +41,7 @@ class RingAttentionKernel : public AttentionKernel {
                                              const at::Tensor& dout,
                                              const BlockPositions& positions,
                                              double scale) override;
+  std::string Describe() const override;
   const BlockKernel& block_kernel() const { return *block_; }
 
  private:

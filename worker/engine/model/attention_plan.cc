@@ -1,4 +1,4 @@
-#include "worker/engine/model/attention_kernel.h"
+#include "worker/engine/model/attention_plan.h"
 
 #include <torch/torch.h>
 
@@ -10,9 +10,9 @@ namespace {
 // What one Attend call's backward needs besides the saved tensors, held by the autograd context
 // as a capsule (an intrusive_ptr), never as a pointer cast to an integer.
 struct AttentionCall : torch::CustomClassHolder {
-  AttentionCall(std::shared_ptr<AttentionKernel> k, BlockPositions p, double s)
-      : kernel(std::move(k)), positions(std::move(p)), scale(s) {}
-  std::shared_ptr<AttentionKernel> kernel;
+  AttentionCall(std::shared_ptr<AttentionPlan> k, BlockPositions p, double s)
+      : plan(std::move(k)), positions(std::move(p)), scale(s) {}
+  std::shared_ptr<AttentionPlan> plan;
   BlockPositions positions;
   double scale;
 };
@@ -29,7 +29,7 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
       out = std::exchange(memo->out, at::Tensor());
       lse = std::exchange(memo->lse, at::Tensor());
     } else {
-      BlockOutput result = call->kernel->Forward(qc, kv, call->positions, call->scale);
+      BlockOutput result = call->plan->Forward(qc, kv, call->positions, call->scale);
       out = result.out.to(q.scalar_type());  // float32 merges, compute-dtype output
       lse = result.lse;
       if (memo != nullptr) *memo = AttentionMemo{out, lse};
@@ -44,7 +44,7 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     const auto call =
         c10::static_intrusive_pointer_cast<AttentionCall>(ctx->saved_data["call"].toCapsule());
     const auto saved = ctx->get_saved_variables();
-    auto [dq, dkv] = call->kernel->Backward(saved[0], saved[1], saved[2], saved[3],
+    auto [dq, dkv] = call->plan->Backward(saved[0], saved[1], saved[2], saved[3],
                                             grad_outputs[0].contiguous(), call->positions,
                                             call->scale);
     return {dq.to(saved[0].scalar_type()), dkv[0].to(saved[1].scalar_type()),
@@ -54,14 +54,14 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
 
 }  // namespace
 
-at::Tensor AttentionKernel::Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+at::Tensor AttentionPlan::Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const BlockPositions& positions, double scale,
                                    AttentionMemo* memo) {
   return AttentionFunction::apply(
       q, k, v, c10::make_intrusive<AttentionCall>(shared_from_this(), positions, scale), memo);
 }
 
-BlockOutput LocalAttentionKernel::Forward(const at::Tensor& q, const at::Tensor& kv,
+BlockOutput LocalAttentionPlan::Forward(const at::Tensor& q, const at::Tensor& kv,
                                           const BlockPositions& positions, double scale) {
   AttentionComputeTimer timer(stats_);
   BlockOutput result = block_->Forward(q, kv[0], kv[1], positions, positions, scale);
@@ -69,7 +69,7 @@ BlockOutput LocalAttentionKernel::Forward(const at::Tensor& q, const at::Tensor&
   return result;
 }
 
-std::pair<at::Tensor, at::Tensor> LocalAttentionKernel::Backward(
+std::pair<at::Tensor, at::Tensor> LocalAttentionPlan::Backward(
     const at::Tensor& q, const at::Tensor& kv, const at::Tensor& out, const at::Tensor& lse,
     const at::Tensor& dout, const BlockPositions& positions, double scale) {
   AttentionComputeTimer timer(stats_);
@@ -81,7 +81,7 @@ std::pair<at::Tensor, at::Tensor> LocalAttentionKernel::Backward(
 at::Tensor LocalCausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const BlockPositions& positions, double scale,
                                 const AttentionTiling& tiling) {
-  return std::make_shared<LocalAttentionKernel>(tiling)->Attend(q, k, v, positions, scale);
+  return std::make_shared<LocalAttentionPlan>(tiling)->Attend(q, k, v, positions, scale);
 }
 
 }  // namespace ringtrain
