@@ -8,7 +8,7 @@ namespace ringtrain {
 
 // Sets flush-to-zero and denormals-are-zero on the calling thread and on every intra-op thread
 // (the trainer calls it once at start-up; the fused CPU kernel also sets them around its own
-// work). No-op off x86. Defined with the fused CPU kernel's runtime (kernels/fused_cpu_*.cc),
+// work). No-op off x86. Defined with the fused CPU kernel's runtime (kernels/fused_cpu_runtime.cc),
 // which shares its MXCSR helpers.
 void FlushDenormalsOnComputeThreads();
 

@@ -84,11 +84,6 @@ class FusedCpuBlockKernel : public BlockKernel {
   TiledBlockKernel float64_;  // float64 inputs (the tests' references)
 };
 
-// Sets flush-to-zero and denormals-are-zero on the calling thread and on every intra-op thread
-// (the trainer calls it once at start-up; the fused kernel also sets them around its own work).
-// No-op off x86.
-void FlushDenormalsOnComputeThreads();
-
 }  // namespace ringtrain
 
 #endif  // RINGTRAIN_WORKER_ENGINE_KERNELS_FUSED_CPU_ATTENTION_H_

@@ -1,5 +1,7 @@
 #include "worker/engine/kernels/fused_cpu_runtime.h"
 
+#include "worker/engine/kernels/denormals.h"
+
 #include <algorithm>
 
 #if defined(__x86_64__)
