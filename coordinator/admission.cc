@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/config/config_limits.h"
 #include "common/config/config_paths.h"
 #include "common/config/job_config.h"
 #include "common/config/mesh.h"
@@ -80,11 +79,11 @@ absl::Status CheckJobName(absl::string_view name) {
 
 absl::StatusOr<JobRecord> AdmitSubmitRequest(const v1::SubmitJobRequest& request) {
   std::vector<std::string> overrides(request.overrides().begin(), request.overrides().end());
-  // Sizes first, before any byte is parsed: config text, override count and length.
-  RT_RETURN_IF_ERROR(CheckConfigBounds(request.config_toml(), overrides, "job config"));
   RT_RETURN_IF_ERROR(CheckJobName(request.name()));
   const std::string device_kind = request.device_kind().empty() ? "cpu" : request.device_kind();
   RT_RETURN_IF_ERROR(CheckDeviceKind(device_kind));
+  // ParseJobConfig checks the sizes (config text, override count and length,
+  // common/config/config_limits.h) before any byte is parsed: once per submit.
   absl::StatusOr<JobConfig> config = ParseJobConfig(request.config_toml(), overrides, "job config");
   if (!config.ok()) return config.status();
   RT_RETURN_IF_ERROR(CheckConfigPaths(*config));
