@@ -262,8 +262,6 @@ class Cluster {
   // of the failed run has gone and the backoff has passed, so queued jobs cannot take the workers
   // meanwhile.
   std::vector<PendingJob> RestartingJobsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // "restart 2 of 3" for the run after `job`'s restart_count restarts.
-  static std::string RestartOrdinal(const JobRecord& job);
   // Records why a queued or restarting job waits (in the store, when it changed).
   void SetWaitReasonLocked(const std::string& job_id, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

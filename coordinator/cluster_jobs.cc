@@ -20,6 +20,7 @@
 #include "common/printable.h"
 #include "common/trainer_exit.h"
 #include "coordinator/proto_convert.h"
+#include "coordinator/restart_policy.h"
 
 namespace ringtrain {
 namespace {
@@ -90,7 +91,7 @@ void Cluster::ScheduleLocked() {
   for (const auto& [job_id, reason] : decision.waiting) {
     SetWaitReasonLocked(job_id, restarting.count(job_id) == 0
                                     ? reason
-                                    : absl::StrCat(RestartOrdinal(running_.at(job_id).record),
+                                    : absl::StrCat(RestartPolicy::Ordinal(running_.at(job_id).record),
                                                    ": ", reason));
   }
   FailUnschedulableLocked(decision.unfit, now);

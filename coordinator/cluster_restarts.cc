@@ -6,11 +6,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/log.h"
-#include "common/trainer_exit.h"
 #include "coordinator/cluster.h"
 #include "coordinator/elastic_mesh.h"
+#include "coordinator/restart_policy.h"
 
 namespace ringtrain {
 namespace {
@@ -19,26 +18,7 @@ std::string Seconds(absl::Duration d) {
   return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(100)));
 }
 
-// The final error of a job that fails for good with `cause`: the cause itself, its message
-// saying why there is no restart and listing the failures of the earlier runs.
-JobError FinalError(const JobRecord& job, const JobError& cause, const std::string& why_final) {
-  JobError error = cause;
-  if (!why_final.empty()) absl::StrAppend(&error.message, "; ", why_final);
-  std::vector<std::string> earlier;
-  for (size_t i = 0; i + 1 < job.failures.size(); ++i) {
-    earlier.push_back(absl::StrCat("run ", i + 1, ": ", job.failures[i].message));
-  }
-  if (!earlier.empty()) {
-    absl::StrAppend(&error.message, "; earlier failures: ", absl::StrJoin(earlier, "; "));
-  }
-  return error;
-}
-
 }  // namespace
-
-std::string Cluster::RestartOrdinal(const JobRecord& job) {
-  return absl::StrCat("restart ", job.restart_count + 1, " of ", job.restart.max_restarts);
-}
 
 void Cluster::RunFailedLocked(const std::string& job_id, JobError cause) {
   auto it = running_.find(job_id);
@@ -60,33 +40,22 @@ void Cluster::RunFailedLocked(const std::string& job_id, JobError cause) {
   JobRecord record = *std::move(stored);
   record.failures.push_back(cause);
   job.record.failures = record.failures;
-  // A trainer that rejected its config would reject it again: a restart cannot help.
-  const bool rejected = cause.cause == kCauseRankExit && cause.exit_status == kTrainerExitRejected;
-  if (record.restart_count < record.restart.max_restarts && !rejected) {
-    const absl::Duration backoff = absl::Milliseconds(record.restart.backoff_ms);
-    record.wait_reason = absl::StrCat(RestartOrdinal(record), ": stopping the failed run's ranks");
+  const RestartDecision decision = RestartPolicy::Decide(record, cause, now);
+  if (decision.restart) {
+    record.wait_reason = decision.wait_reason;
     if (absl::Status s = store_->UpdateJob(record); !s.ok()) RT_LOG(Error) << "job store: " << s;
     wait_reasons_[job_id] = record.wait_reason;
-    job.restart_at = now + backoff;
+    job.restart_at = decision.restart_at;
     job.failed_at_step = job.last_step;
     ++restarts_by_cause_[cause.cause];
-    TransitionLocked(job_id, JobState::kRestarting,
-                     absl::StrCat(cause.message, "; ", RestartOrdinal(record),
-                                  " from the latest checkpoint in ", Seconds(backoff)));
+    TransitionLocked(job_id, JobState::kRestarting, decision.message);
     CancelRanksLocked(job, absl::StrCat("job restarting: ", cause.message));
     return;
   }
-  std::string why_final;
-  if (rejected) {
-    why_final = "not restarted: the trainer rejected the config, and would again";
-  } else if (record.restart.max_restarts > 0) {
-    why_final = absl::StrCat("no restarts left (", record.restart_count,
-                             " of job.max_restarts = ", record.restart.max_restarts, " used)");
-  }
-  record.error = FinalError(record, cause, why_final);
+  record.error = decision.error;
   record.wait_reason.clear();
   if (absl::Status s = store_->UpdateJob(record); !s.ok()) RT_LOG(Error) << "job store: " << s;
-  TransitionLocked(job_id, JobState::kFailed, record.error->message);
+  TransitionLocked(job_id, JobState::kFailed, decision.message);
   CancelRanksLocked(job, absl::StrCat("job failed: ", cause.message));
 }
 
@@ -159,17 +128,10 @@ std::vector<PendingJob> Cluster::RestartingJobsLocked(absl::Time now) {
       }
     }
     const int still_running = static_cast<int>(r.mesh.size() - job.exited.size());
-    if (still_running > 0) {
+    if (std::optional<std::string> hold =
+            RestartPolicy::HoldReason(r, still_running, job.restart_at, now)) {
       pending.hold = true;
-      SetWaitReasonLocked(id, absl::StrCat(RestartOrdinal(r), ": stopping the failed run (",
-                                           still_running, " of ", r.mesh.size(),
-                                           " ranks still running)"));
-    } else if (now < job.restart_at) {
-      pending.hold = true;
-      SetWaitReasonLocked(id, absl::StrCat(RestartOrdinal(r),
-                                           ": waiting out job.restart_backoff_seconds (",
-                                           Seconds(absl::Milliseconds(r.restart.backoff_ms)),
-                                           ")"));
+      SetWaitReasonLocked(id, *hold);
     }
   }
   return restarting;
@@ -197,7 +159,7 @@ void Cluster::FailUnschedulableLocked(const std::set<std::string>& unfit, absl::
         " (--unschedulable-timeout) the pool could not hold the job: ", wait_reasons_[id],
         "; add workers or resubmit it with a smaller mesh");
     record->failures.push_back(error);
-    record->error = FinalError(*record, error, "");
+    record->error = RestartPolicy::FinalError(*record, error, "");
     record->wait_reason.clear();
     if (absl::Status s = store_->UpdateJob(*record); !s.ok()) RT_LOG(Error) << "job store: " << s;
     auto queued = std::find(queue_.begin(), queue_.end(), id);

@@ -67,8 +67,9 @@ struct JobError {
   int64_t unix_ms = 0;  // when
 };
 
-// The restart policy of a job, from its config's [job] section (see common/config/job_config.h).
-struct RestartPolicy {
+// A job's restart settings, from its config's [job] section (see common/config/job_config.h); what
+// they lead to is coordinator/restart_policy.h.
+struct RestartSettings {
   int max_restarts = 0;
   int64_t backoff_ms = 5000;
   bool elastic = false;
@@ -94,7 +95,7 @@ struct JobRecord {
   int64_t total_steps = 0;
   int64_t last_step = 0;  // highest step reported so far; steps count from 1, 0 = none yet
   double last_loss = 0;
-  RestartPolicy restart;
+  RestartSettings restart;
   int restart_count = 0;  // restarts so far; also the attempt number of the current run
   // Every failure of every run, oldest first; `error` is the last when the job FAILED.
   std::vector<JobError> failures;
