@@ -75,7 +75,7 @@ std::string Cluster::OnRankReportLocked(Worker& worker, const v1::RankReport& re
     // The restarted run's first step: it resumed from the checkpoint of the step before.
     job.awaiting_resume = false;
     const int64_t recomputed = std::max<int64_t>(0, job.failed_at_step - (event->step - 1));
-    recomputed_steps_ += recomputed;
+    tallies_.recomputed_steps += recomputed;
     RT_LOG(Info) << report.job_id() << " run " << job.record.restart_count + 1
                  << " resumed after step " << event->step - 1 << ": " << recomputed
                  << " step(s) the failed run had reported are computed again";
@@ -126,7 +126,7 @@ void Cluster::FinishRunLocked(const std::string& job_id, RunningJob& job) {
   RT_LOG(Warning) << job_id << ": every rank exited 0 but the store lacks the records of " << what
                   << "; asking every agent for them for "
                   << absl::FormatDuration(options_.records_timeout);
-  for (const auto& [id, w] : workers_) AskForStepsLocked(job_id, job, w);
+  for (const auto& [id, w] : workers_.workers()) AskForStepsLocked(job_id, job, w);
 }
 
 void Cluster::AskForStepsLocked(const std::string& job_id, const RunningJob& job,

@@ -29,7 +29,7 @@ void Cluster::RunFailedLocked(const std::string& job_id, JobError cause) {
   }
   const absl::Time now = options_.clock->Now();
   job.symptom.reset();
-  job.adopting = false;
+  job.run.adopting = false;
   cause.step = job.last_step;
   cause.unix_ms = absl::ToUnixMillis(now);
   absl::StatusOr<JobRecord> stored = store_->GetJob(job_id);
@@ -47,7 +47,7 @@ void Cluster::RunFailedLocked(const std::string& job_id, JobError cause) {
     wait_reasons_[job_id] = record.wait_reason;
     job.restart_at = decision.restart_at;
     job.failed_at_step = job.last_step;
-    ++restarts_by_cause_[cause.cause];
+    ++tallies_.restarts_by_cause[cause.cause];
     TransitionLocked(job_id, JobState::kRestarting, decision.message);
     CancelRanksLocked(job, absl::StrCat("job restarting: ", cause.message));
     return;
@@ -82,10 +82,10 @@ void Cluster::SettleSymptomsLocked(absl::Time now) {
     // A worker of the run whose session broke: its agent (and with it its trainer) is gone, which
     // is what the survivors noticed; it is not LOST yet only because its heartbeat timeout has
     // not passed.
-    for (const RankPlacement& p : job.record.mesh) {
-      auto w = workers_.find(p.worker_id);
-      if (job.exited.count(p.rank) != 0 || w == workers_.end() || w->second.channel != nullptr ||
-          !OwnsRank(w->second, id, p.rank, job.record.restart_count)) {
+    for (const RankPlacement& p : job.run.mesh) {
+      const Worker* const w = workers_.Find(p.worker_id);
+      if (job.run.exited.count(p.rank) != 0 || w == nullptr || w->channel != nullptr ||
+          !w->OwnsRank(id, p.rank, job.run.attempt)) {
         continue;
       }
       const std::string noticed = cause.message;
@@ -94,7 +94,7 @@ void Cluster::SettleSymptomsLocked(absl::Time now) {
       cause.worker_id = p.worker_id;
       cause.exit_status = -1;
       cause.cause = kCauseWorkerLost;
-      cause.message = absl::StrCat("worker ", p.worker_id, " (", w->second.info.host_label,
+      cause.message = absl::StrCat("worker ", p.worker_id, " (", w->info.host_label,
                                    ") running rank ", p.rank,
                                    " lost its session (its agent stopped?); then ", noticed);
       break;
@@ -104,10 +104,7 @@ void Cluster::SettleSymptomsLocked(absl::Time now) {
 }
 
 std::vector<PendingJob> Cluster::RestartingJobsLocked(absl::Time now) {
-  std::map<std::string, int64_t> pool_by_kind;  // live workers: not lost, busy or idle
-  for (const auto& [id, w] : workers_) {
-    if (w.state != WorkerState::kLost) ++pool_by_kind[w.info.device_kind];
-  }
+  std::map<std::string, int64_t> pool_by_kind = workers_.LiveByKind();
   std::vector<PendingJob> restarting;
   for (auto& [id, job] : running_) {
     if (job.record.state != JobState::kRestarting) continue;
@@ -122,14 +119,13 @@ std::vector<PendingJob> Cluster::RestartingJobsLocked(absl::Time now) {
         pending.world_size = mesh->world_size;
         pending.dp = mesh->dp;
         pending.cp = mesh->cp;
-        restart_meshes_[id] = *std::move(mesh);
+        job.restart_mesh = *std::move(mesh);
       } else {
-        restart_meshes_.erase(id);  // no smaller mesh either: it waits, and may be unfit
+        job.restart_mesh.reset();  // no smaller mesh either: it waits, and may be unfit
       }
     }
-    const int still_running = static_cast<int>(r.mesh.size() - job.exited.size());
     if (std::optional<std::string> hold =
-            RestartPolicy::HoldReason(r, still_running, job.restart_at, now)) {
+            RestartPolicy::HoldReason(r, job.run.StillRunning(), job.restart_at, now)) {
       pending.hold = true;
       SetWaitReasonLocked(id, *hold);
     }
@@ -162,11 +158,7 @@ void Cluster::FailUnschedulableLocked(const std::set<std::string>& unfit, absl::
     record->error = RestartPolicy::FinalError(*record, error, "");
     record->wait_reason.clear();
     if (absl::Status s = store_->UpdateJob(*record); !s.ok()) RT_LOG(Error) << "job store: " << s;
-    auto queued = std::find(queue_.begin(), queue_.end(), id);
-    if (queued != queue_.end()) {
-      queue_.erase(queued);
-      pending_.erase(id);
-    }
+    DequeueLocked(id);
     wait_reasons_.erase(id);
     TransitionLocked(id, JobState::kFailed, record->error->message);
     MaybeRetireLocked(id);
@@ -187,22 +179,19 @@ void Cluster::OnRankHungLocked(Worker& worker, const v1::RankHung& hung) {
 
 bool Cluster::AdoptRankLocked(Worker& worker, const std::string& job_id, int rank, int attempt) {
   auto it = running_.find(job_id);
-  if (it == running_.end() || !it->second.adopting) return false;
+  if (it == running_.end() || !it->second.run.adopting) return false;
   RunningJob& job = it->second;
-  const std::vector<RankPlacement>& mesh = job.record.mesh;
-  if (rank < 0 || rank >= static_cast<int>(mesh.size()) ||
-      mesh[rank].worker_id != worker.info.worker_id || attempt != job.record.restart_count) {
+  JobRun& run = job.run;
+  if (!run.HasRank(rank) || run.mesh[rank].worker_id != worker.info.worker_id ||
+      attempt != run.attempt) {
     return false;
   }
-  worker.state = WorkerState::kBusy;
-  worker.job_id = job_id;
-  worker.rank = rank;
-  worker.attempt = attempt;
-  job.adopted.insert(rank);
-  job.started.insert(rank);  // it was running all along
+  worker.Assign(job_id, rank, attempt);
+  run.adopted.insert(rank);
+  run.started.insert(rank);  // it was running all along
   MaybeMarkRunningLocked(job_id, job);
-  if (job.adopted.size() == mesh.size()) {
-    job.adopting = false;
+  if (run.AllAdopted()) {
+    run.adopting = false;
     RT_LOG(Info) << job_id << ": every rank is back after the coordinator restart";
   }
   return true;
@@ -211,14 +200,14 @@ bool Cluster::AdoptRankLocked(Worker& worker, const std::string& job_id, int ran
 void Cluster::ExpireAdoptionsLocked(absl::Time now) {
   std::vector<std::string> expired;
   for (const auto& [id, job] : running_) {
-    if (job.adopting && now >= job.adopt_deadline) expired.push_back(id);
+    if (job.run.adopting && now >= job.run.adopt_deadline) expired.push_back(id);
   }
   for (const std::string& id : expired) {
     RunningJob& job = running_.at(id);
-    job.adopting = false;
+    job.run.adopting = false;
     JobError error;
-    for (const RankPlacement& p : job.record.mesh) {
-      if (job.adopted.count(p.rank) != 0) continue;
+    for (const RankPlacement& p : job.run.mesh) {
+      if (job.run.adopted.count(p.rank) != 0) continue;
       if (error.rank < 0) {
         error.rank = p.rank;
         error.worker_id = p.worker_id;
@@ -228,7 +217,7 @@ void Cluster::ExpireAdoptionsLocked(absl::Time now) {
             "the coordinator restarted and rank ", p.rank, "'s worker ", p.worker_id,
             " did not come back within ", absl::FormatDuration(options_.adopt_timeout));
       }
-      job.exited.insert(p.rank);  // nobody will report it
+      job.run.exited.insert(p.rank);  // nobody will report it
     }
     RunFailedLocked(id, error);
     MaybeRetireLocked(id);
@@ -238,12 +227,12 @@ void Cluster::ExpireAdoptionsLocked(absl::Time now) {
 void Cluster::ExpireStartsLocked(absl::Time now) {
   std::vector<std::pair<std::string, int>> late;  // (worker id, rank)
   for (const auto& [id, job] : running_) {
-    if (job.record.state != JobState::kAssigned || job.adopting ||
-        now - job.assigned_at < options_.start_timeout) {
+    if (job.record.state != JobState::kAssigned || job.run.adopting ||
+        now - job.run.assigned_at < options_.start_timeout) {
       continue;
     }
-    for (const RankPlacement& p : job.record.mesh) {
-      if (job.started.count(p.rank) == 0 && job.exited.count(p.rank) == 0) {
+    for (const RankPlacement& p : job.run.mesh) {
+      if (job.run.started.count(p.rank) == 0 && job.run.exited.count(p.rank) == 0) {
         late.emplace_back(p.worker_id, p.rank);
       }
     }
@@ -252,9 +241,9 @@ void Cluster::ExpireStartsLocked(absl::Time now) {
   // are freed (their ranks are stopped with the run) and not offered work again until they
   // register anew.
   for (const auto& [worker_id, rank] : late) {
-    auto w = workers_.find(worker_id);
-    if (w == workers_.end() || w->second.state == WorkerState::kLost) continue;
-    LoseWorkerLocked(w->second,
+    Worker* const w = workers_.Find(worker_id);
+    if (w == nullptr || w->state == WorkerState::kLost) continue;
+    LoseWorkerLocked(*w,
                      absl::StrCat("it took rank ", rank, "'s assignment but did not start its "
                                   "trainer within ", Seconds(options_.start_timeout),
                                   " (--rank-start-timeout)"));
