@@ -90,16 +90,13 @@ absl::StatusOr<JobRecord> AdmitSubmitRequest(const v1::SubmitJobRequest& request
   // A valid config's degrees multiply to at most kMaxWorldSize; a -1 degree is read as 1.
   const int64_t world = RequestedWorldSize(*config);
   RT_ASSIGN_OR_RETURN(const MeshDegrees mesh, ResolveMesh(*config, world));
-  const int64_t dp = mesh.dp();
-  const int64_t cp = mesh.cp;
 
   JobRecord job;
   job.name = request.name();
   job.config_toml = request.config_toml();
   job.overrides = std::move(overrides);
-  job.world_size = static_cast<int>(dp * cp);
-  job.dp = static_cast<int>(dp);
-  job.cp = static_cast<int>(cp);
+  job.degrees = {static_cast<int>(mesh.world), static_cast<int>(mesh.dp()),
+                 static_cast<int>(mesh.cp)};
   job.device_kind = device_kind;
   job.total_steps = config->job.mode == JobMode::kEval ? 0 : config->training.steps;
   job.restart.max_restarts = static_cast<int>(config->job.max_restarts);

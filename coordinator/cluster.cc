@@ -30,7 +30,7 @@ std::string Printable(const std::string& id) {
 
 // What the scheduler needs to know of a stored job.
 PendingJob PendingJobOf(const JobRecord& job) {
-  return {job.job_id, job.world_size, job.dp, job.cp, job.device_kind};
+  return {job.job_id, job.degrees, job.device_kind};
 }
 
 }  // namespace
@@ -148,8 +148,9 @@ absl::StatusOr<JobRecord> Cluster::Submit(const v1::SubmitJobRequest& request) {
     RT_RETURN_IF_ERROR(store_->UpdateJob(stored));
   }
   queue_.push_back(PendingJobOf(stored));
-  RT_LOG(Info) << "submitted " << stored.job_id << " (world " << stored.world_size << " = dp "
-               << stored.dp << " x cp " << stored.cp << ", " << stored.device_kind << ")";
+  RT_LOG(Info) << "submitted " << stored.job_id << " (world " << stored.degrees.world << " = dp "
+               << stored.degrees.dp << " x cp " << stored.degrees.cp << ", "
+               << stored.device_kind << ")";
   ScheduleLocked();
   RT_ASSIGN_OR_RETURN(JobRecord reply, store_->GetJob(stored.job_id));
   reply.warnings = std::move(warnings);  // the reply's only: not stored
@@ -364,7 +365,9 @@ void Cluster::RefuseLocked(Worker* worker, const std::string& worker_id,
 
 void Cluster::PurgeWorkersLocked(absl::Time now) {
   for (const std::string& id : workers_.Purge(now, options_.purge_lost_after)) {
-    if (absl::Status s = store_->DeleteWorker(id); !s.ok()) RT_LOG(Error) << "job store: " << s;
+    if (absl::Status s = store_->DeleteWorker(id); !s.ok()) {
+      RT_LOG(Error) << "job store: " << s;
+    }
   }
 }
 

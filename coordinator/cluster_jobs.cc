@@ -114,7 +114,7 @@ v1::CoordinatorMessage Cluster::AssignmentMessage(const RunningJob& job,
   v1::Assignment* a = message.mutable_assignment();
   a->set_job_id(r.job_id);
   a->set_rank(placement.rank);
-  a->set_world_size(r.world_size);
+  a->set_world_size(r.degrees.world);
   a->set_master_addr(job.run.master_addr);
   a->set_master_port(job.run.master_port);
   a->set_config_toml(r.config_toml);
@@ -155,8 +155,7 @@ void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPl
     std::optional<ElasticMesh>& planned = existing->second.restart_mesh;
     if (planned) {
       job->mesh_overrides = planned->overrides;
-      job->world_size = planned->world_size;
-      job->dp = planned->dp;
+      job->degrees = planned->degrees;
       elastic = planned->description;
       planned.reset();
     }

@@ -110,15 +110,13 @@ std::vector<PendingJob> Cluster::RestartingJobsLocked(absl::Time now) {
     if (job.record.state != JobState::kRestarting) continue;
     const JobRecord& r = job.record;
     PendingJob& pending = restarting.emplace_back(
-        PendingJob{id, r.world_size, r.dp, r.cp, r.device_kind, /*hold=*/false});
+        PendingJob{id, r.degrees, r.device_kind, /*hold=*/false});
     // Elastic: the largest mesh the pool holds now (the job's own when it fits again).
     if (r.restart.elastic) {
       absl::StatusOr<ElasticMesh> mesh =
           ElasticMeshFor(r.config_toml, r.overrides, pool_by_kind[r.device_kind]);
       if (mesh.ok()) {
-        pending.world_size = mesh->world_size;
-        pending.dp = mesh->dp;
-        pending.cp = mesh->cp;
+        pending.degrees = mesh->degrees;
         job.restart_mesh = *std::move(mesh);
       } else {
         job.restart_mesh.reset();  // no smaller mesh either: it waits, and may be unfit
