@@ -1,11 +1,13 @@
-// The coordinator's live state and its rules: the worker registry (session credentials, heartbeats,
-// lost and purged workers, which rank messages a worker may send), the
-// job queue and gang scheduling, each running job's ranks, how a run fails and whether the job
-// restarts, and how a job ends. Every change that a client can see is written to the JobStore
-// first and then published on the EventHub, under one lock, so the store's order is the order
-// watchers see. No gRPC server types here: agents are reached through the AgentChannel each
-// Session stream registers. cluster.cc holds the registry and the entry points, cluster_jobs.cc
-// scheduling and the job lifecycle, cluster_restarts.cc failures, the restart policy and re-adoption after a coordinator restart.
+// The coordinator's live state: the workers (WorkerRegistry, worker_registry.h), the job queue and
+// gang scheduling (scheduler.h), each job's current run (JobRun, job_run.h), how a run fails and
+// whether the job restarts (RestartPolicy, restart_policy.h), and how a job ends. Cluster owns the
+// one lock and orchestrates: the decisions are made by those parts, pure or lock-free, called
+// with the lock held. Every change that a client can see is written to the JobStore first and
+// then published on the EventHub, under that lock, so the store's order is the order watchers
+// see. No gRPC server types here: agents are reached through the AgentChannel each Session stream
+// registers. cluster.cc holds the entry points, cluster_jobs.cc scheduling and the job lifecycle,
+// cluster_restarts.cc failures, restarts and re-adoption after a coordinator restart,
+// cluster_records.cc the step records, cluster_logs.cc reaching a worker for its logs.
 //
 // Failures and restarts. A run fails on its *cause*: a rank that exits with an error, a rank its
 // agent reports hung, a worker lost, or (after a coordinator restart) an agent that does not come
@@ -181,10 +183,12 @@ class Cluster {
     std::optional<JobError> symptom;
     absl::Time symptom_deadline;
     // RESTARTING: the earliest start of the next run, the step the failed run had reached, and
-    // (elastic) the mesh the next run would take now (RestartingJobsLocked).
+    // (elastic) the mesh the next run would take now (RestartingJobsLocked), worked out from the
+    // job's config as parsed at its first restart.
     absl::Time restart_at;
     int64_t failed_at_step = 0;
     std::optional<ElasticMesh> restart_mesh;
+    std::optional<JobConfig> elastic_config;
     bool awaiting_resume = false;  // the restarted run's first step record is still to come
     // Every rank exited 0 but these steps are not in the store: asked of every agent until
     // records_deadline (cluster_records.cc). Empty otherwise.

@@ -1,5 +1,5 @@
 // The job half of Cluster: scheduling, starting ranks, state transitions, and how rank
-// exits and lost workers end a run. The registry and the RPC entry points are in cluster.cc; what a
+// exits and lost workers end a run. The RPC entry points are in cluster.cc; what a
 // failed run leads to (restarts) and re-adoption after a coordinator restart in cluster_restarts.cc.
 #include "coordinator/cluster.h"
 

@@ -1,11 +1,13 @@
-// The failure half of Cluster: what caused a run to fail, whether the job restarts, when a
-// restarting job may start again (and on which mesh), the jobs the pool can no longer hold, and
-// the ranks a restarted coordinator takes back. The registry is in cluster.cc, scheduling and the
-// rest of the lifecycle in cluster_jobs.cc.
+// The failure half of Cluster: what caused a run to fail, applying the restart policy
+// (restart_policy.h decides whether and when the job restarts), on which mesh a restarting job
+// starts again, the jobs the pool can no longer hold, and the ranks a restarted coordinator takes
+// back. The entry points are in cluster.cc, scheduling and the rest of the lifecycle in
+// cluster_jobs.cc.
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/config/job_config.h"
 #include "common/log.h"
 #include "coordinator/cluster.h"
 #include "coordinator/elastic_mesh.h"
@@ -111,10 +113,16 @@ std::vector<PendingJob> Cluster::RestartingJobsLocked(absl::Time now) {
     const JobRecord& r = job.record;
     PendingJob& pending = restarting.emplace_back(
         PendingJob{id, r.degrees, r.device_kind, /*hold=*/false});
-    // Elastic: the largest mesh the pool holds now (the job's own when it fits again).
+    // Elastic: the largest mesh the pool holds now (the job's own when it fits again), from the
+    // config parsed once for the job's restarts.
     if (r.restart.elastic) {
+      if (!job.elastic_config) {
+        absl::StatusOr<JobConfig> config = ParseJobConfig(r.config_toml, r.overrides, "job config");
+        if (config.ok()) job.elastic_config = *std::move(config);
+      }
       absl::StatusOr<ElasticMesh> mesh =
-          ElasticMeshFor(r.config_toml, r.overrides, pool_by_kind[r.device_kind]);
+          job.elastic_config ? ElasticMeshFor(*job.elastic_config, pool_by_kind[r.device_kind])
+                             : absl::InvalidArgumentError("the job's config no longer parses");
       if (mesh.ok()) {
         pending.degrees = mesh->degrees;
         job.restart_mesh = *std::move(mesh);
