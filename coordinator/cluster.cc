@@ -413,7 +413,9 @@ Cluster::Counts Cluster::GetCounts() {
   counts.finished_jobs_by_state = {{"succeeded", 0}, {"failed", 0}, {"cancelled", 0}};
   for (const auto& [state, n] : tallies_.finished_jobs) counts.finished_jobs_by_state[state] = n;
   for (const char* reason : kRefusalReasons) counts.refused_agent_messages_by_reason[reason] = 0;
-  for (const auto& [reason, n] : tallies_.refused) counts.refused_agent_messages_by_reason[reason] = n;
+  for (const auto& [reason, n] : tallies_.refused) {
+    counts.refused_agent_messages_by_reason[reason] = n;
+  }
   return counts;
 }
 

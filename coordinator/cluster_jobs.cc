@@ -1,6 +1,6 @@
 // The job half of Cluster: scheduling, starting ranks, state transitions, and how rank
-// exits and lost workers end a run. The RPC entry points are in cluster.cc; what a
-// failed run leads to (restarts) and re-adoption after a coordinator restart in cluster_restarts.cc.
+// exits and lost workers end a run. The RPC entry points are in cluster.cc; what a failed run leads
+// to (restarts) and re-adoption after a coordinator restart in cluster_restarts.cc.
 #include "coordinator/cluster.h"
 
 #include <arpa/inet.h>
@@ -82,10 +82,12 @@ void Cluster::ScheduleLocked() {
   ScheduleDecision decision = Schedule(queue, workers_.Schedulable());
   for (const auto& [job_id, mesh] : decision.start) StartJobLocked(job_id, mesh);
   for (const auto& [job_id, reason] : decision.waiting) {
-    SetWaitReasonLocked(job_id, restarting.count(job_id) == 0
-                                    ? reason
-                                    : absl::StrCat(RestartPolicy::Ordinal(running_.at(job_id).record),
-                                                   ": ", reason));
+    if (restarting.count(job_id) == 0) {
+      SetWaitReasonLocked(job_id, reason);
+    } else {
+      SetWaitReasonLocked(
+          job_id, absl::StrCat(RestartPolicy::Ordinal(running_.at(job_id).record), ": ", reason));
+    }
   }
   FailUnschedulableLocked(decision.unfit, now);
 }

@@ -97,8 +97,8 @@ ScheduleDecision Schedule(const std::vector<PendingJob>& queue,
     const int world = job.degrees.world;
     if (world > pool) {
       decision.waiting[job.job_id] = absl::StrCat(
-          "the pool cannot hold it: needs ", world, " ", job.device_kind, " ", Workers(world), ", the pool has ", pool, "; later ", job.device_kind,
-          " jobs may start meanwhile");
+          "the pool cannot hold it: needs ", world, " ", job.device_kind, " ", Workers(world),
+          ", the pool has ", pool, "; later ", job.device_kind, " jobs may start meanwhile");
       decision.unfit.insert(job.job_id);
       continue;
     }

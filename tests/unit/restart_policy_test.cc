@@ -99,8 +99,9 @@ TEST(RestartPolicyTest, TheFinalErrorOfAnUnschedulableJobKeepsItsMessage) {
   const JobError cause = Cause(kCauseUnschedulable, 0, "the pool could not hold the job");
   JobRecord job = Job(1, 0, {"rank 0 exited with status 1"});
   job.failures.push_back(cause);
-  EXPECT_EQ(RestartPolicy::FinalError(job, cause, "").message,
-            "the pool could not hold the job; earlier failures: run 1: rank 0 exited with status 1");
+  EXPECT_EQ(
+      RestartPolicy::FinalError(job, cause, "").message,
+      "the pool could not hold the job; earlier failures: run 1: rank 0 exited with status 1");
 }
 
 }  // namespace
