@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/config/config_limits.h"
 #include "common/config/config_paths.h"
 #include "common/config/job_config.h"
 #include "common/config/mesh.h"
@@ -80,27 +79,24 @@ absl::Status CheckJobName(absl::string_view name) {
 
 absl::StatusOr<JobRecord> AdmitSubmitRequest(const v1::SubmitJobRequest& request) {
   std::vector<std::string> overrides(request.overrides().begin(), request.overrides().end());
-  // Sizes first, before any byte is parsed: config text, override count and length.
-  RT_RETURN_IF_ERROR(CheckConfigBounds(request.config_toml(), overrides, "job config"));
   RT_RETURN_IF_ERROR(CheckJobName(request.name()));
   const std::string device_kind = request.device_kind().empty() ? "cpu" : request.device_kind();
   RT_RETURN_IF_ERROR(CheckDeviceKind(device_kind));
+  // ParseJobConfig checks the sizes (config text, override count and length,
+  // common/config/config_limits.h) before any byte is parsed: once per submit.
   absl::StatusOr<JobConfig> config = ParseJobConfig(request.config_toml(), overrides, "job config");
   if (!config.ok()) return config.status();
   RT_RETURN_IF_ERROR(CheckConfigPaths(*config));
   // A valid config's degrees multiply to at most kMaxWorldSize; a -1 degree is read as 1.
   const int64_t world = RequestedWorldSize(*config);
   RT_ASSIGN_OR_RETURN(const MeshDegrees mesh, ResolveMesh(*config, world));
-  const int64_t dp = mesh.dp();
-  const int64_t cp = mesh.cp;
 
   JobRecord job;
   job.name = request.name();
   job.config_toml = request.config_toml();
   job.overrides = std::move(overrides);
-  job.world_size = static_cast<int>(dp * cp);
-  job.dp = static_cast<int>(dp);
-  job.cp = static_cast<int>(cp);
+  job.degrees = {static_cast<int>(mesh.world), static_cast<int>(mesh.dp()),
+                 static_cast<int>(mesh.cp)};
   job.device_kind = device_kind;
   job.total_steps = config->job.mode == JobMode::kEval ? 0 : config->training.steps;
   job.restart.max_restarts = static_cast<int>(config->job.max_restarts);

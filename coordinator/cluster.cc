@@ -30,7 +30,7 @@ std::string Printable(const std::string& id) {
 
 // What the scheduler needs to know of a stored job.
 PendingJob PendingJobOf(const JobRecord& job) {
-  return {job.job_id, job.world_size, job.dp, job.cp, job.device_kind};
+  return {job.job_id, job.degrees, job.device_kind};
 }
 
 }  // namespace
@@ -65,44 +65,41 @@ absl::Status Cluster::Reconcile() {
   const absl::Time now = options_.clock->Now();
   const absl::Time deadline = now + options_.adopt_timeout;
   // New worker ids must not collide with ids that agents coming back will ask for.
-  auto reserve = [this](const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    int64_t number = 0;
-    if (absl::StartsWith(id, "worker-") && absl::SimpleAtoi(id.substr(7), &number)) {
-      next_worker_number_ = std::max(next_worker_number_, number + 1);
-    }
-  };
   for (const std::string& id : stored_workers) {
-    reserve(id);
-    absent_workers_[id] = now + options_.purge_lost_after;
+    workers_.Reserve(id);
+    workers_.ExpectBack(id, now + options_.purge_lost_after);
   }
   int adopting = 0;
   int restarting = 0;
   for (JobRecord& job : jobs) {
-    for (const RankPlacement& p : job.mesh) reserve(p.worker_id);
+    for (const RankPlacement& p : job.mesh) workers_.Reserve(p.worker_id);
     if (job.state == JobState::kQueued) {
-      queue_.push_back(job.job_id);
-      pending_[job.job_id] = PendingJobOf(job);
+      queue_.push_back(PendingJobOf(job));
     } else if (job.state == JobState::kRestarting) {
       // Its failed run's ranks were being stopped: agents that come back with one are told to
       // stop it (not adopted). The next run starts once they have had adopt_timeout to do so.
       RunningJob& running = running_[job.job_id];
       running.record = job;
+      running.run.attempt = job.restart_count;
+      running.run.mesh = job.mesh;
       running.last_step = running.failed_at_step = job.last_step;
       running.last_loss = job.last_loss;
-      for (const RankPlacement& p : job.mesh) running.exited.insert(p.rank);
+      for (const RankPlacement& p : job.mesh) running.run.exited.insert(p.rank);
       running.restart_at =
           now + std::max(options_.adopt_timeout, absl::Milliseconds(job.restart.backoff_ms));
       ++restarting;
     } else if (!IsTerminal(job.state)) {
       RunningJob& running = running_[job.job_id];
       running.record = job;
+      running.run.attempt = job.restart_count;
+      running.run.mesh = job.mesh;
       running.last_step = job.last_step;
       running.last_loss = job.last_loss;
-      running.adopting = true;
-      running.adopt_deadline = deadline;
-      running.assigned_at = now;  // a rank not yet started has start_timeout from now
+      running.run.adopting = true;
+      running.run.adopt_deadline = deadline;
+      running.run.assigned_at = now;  // a rank not yet started has start_timeout from now
       if (job.state == JobState::kRunning) {
-        for (const RankPlacement& p : job.mesh) running.started.insert(p.rank);
+        for (const RankPlacement& p : job.mesh) running.run.started.insert(p.rank);
       }
       // master_addr stays empty: every rank was started before the restart, so no Assignment
       // is sent again (AttachSession).
@@ -142,21 +139,18 @@ absl::StatusOr<JobRecord> Cluster::Submit(const v1::SubmitJobRequest& request) {
   RT_ASSIGN_OR_RETURN(JobRecord job, AdmitSubmitRequest(request));
   std::vector<std::string> warnings = std::move(job.warnings);
   absl::MutexLock lock(&mu_);
-  std::vector<WorkerInfo> registered;
-  for (const auto& [id, worker] : workers_) {
-    if (worker.state != WorkerState::kLost) registered.push_back(worker.info);
-  }
-  RT_RETURN_IF_ERROR(CheckCanEverRun(PendingJobOf(job), registered, options_.pool_size_hint));
+  RT_RETURN_IF_ERROR(
+      CheckCanEverRun(PendingJobOf(job), workers_.Schedulable(), options_.pool_size_hint));
 
   RT_ASSIGN_OR_RETURN(JobRecord stored, store_->CreateJob(std::move(job)));
   if (stored.name.empty()) {
     stored.name = stored.job_id;
     RT_RETURN_IF_ERROR(store_->UpdateJob(stored));
   }
-  queue_.push_back(stored.job_id);
-  pending_[stored.job_id] = PendingJobOf(stored);
-  RT_LOG(Info) << "submitted " << stored.job_id << " (world " << stored.world_size << " = dp "
-               << stored.dp << " x cp " << stored.cp << ", " << stored.device_kind << ")";
+  queue_.push_back(PendingJobOf(stored));
+  RT_LOG(Info) << "submitted " << stored.job_id << " (world " << stored.degrees.world << " = dp "
+               << stored.degrees.dp << " x cp " << stored.degrees.cp << ", "
+               << stored.device_kind << ")";
   ScheduleLocked();
   RT_ASSIGN_OR_RETURN(JobRecord reply, store_->GetJob(stored.job_id));
   reply.warnings = std::move(warnings);  // the reply's only: not stored
@@ -168,17 +162,12 @@ absl::StatusOr<JobRecord> Cluster::Cancel(const std::string& job_id) {
   RT_ASSIGN_OR_RETURN(JobRecord job, store_->GetJob(job_id));
   if (IsTerminal(job.state)) return job;
   TransitionLocked(job_id, JobState::kCancelled, "cancelled by a client");
-  auto queued = std::find(queue_.begin(), queue_.end(), job_id);
-  if (queued != queue_.end()) {
-    queue_.erase(queued);
-    pending_.erase(job_id);
-    wait_reasons_.erase(job_id);
-  }
+  if (DequeueLocked(job_id)) wait_reasons_.erase(job_id);
   unfit_since_.erase(job_id);
-  restart_meshes_.erase(job_id);
   auto running = running_.find(job_id);
   if (running != running_.end()) {
     running->second.symptom.reset();
+    running->second.restart_mesh.reset();
     CancelRanksLocked(running->second, "job cancelled by a client");
     MaybeRetireLocked(job_id);  // a restarting job whose ranks have all stopped holds nothing
   }
@@ -188,28 +177,7 @@ absl::StatusOr<JobRecord> Cluster::Cancel(const std::string& job_id) {
 
 std::vector<v1::Worker> Cluster::ListWorkers() {
   absl::MutexLock lock(&mu_);
-  std::vector<v1::Worker> out;
-  for (const auto& [id, w] : workers_) {
-    v1::Worker& p = out.emplace_back();
-    p.set_worker_id(id);
-    p.set_device_kind(w.info.device_kind);
-    p.set_device(w.device);
-    p.set_device_name(w.device_name);
-    p.set_device_memory_bytes(w.device_memory_bytes);
-    p.set_host_label(w.info.host_label);
-    p.set_address(w.info.address);
-    if (w.state == WorkerState::kLost || w.channel == nullptr) {
-      p.set_state(v1::WORKER_STATE_LOST);
-    } else {
-      p.set_state(w.state == WorkerState::kBusy ? v1::WORKER_STATE_BUSY : v1::WORKER_STATE_IDLE);
-    }
-    if (w.state == WorkerState::kBusy) {
-      p.set_job_id(w.job_id);
-      p.set_rank(w.rank);
-    }
-    SetTimestamp(absl::ToUnixMillis(w.last_heartbeat), p.mutable_last_heartbeat());
-  }
-  return out;
+  return workers_.List();
 }
 
 absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest& request) {
@@ -220,7 +188,7 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
   absl::MutexLock lock(&mu_);
   const std::string& previous = request.previous_worker_id();
   bool proven = false;  // an agent back after a restart keeps its name (the job meshes use it)
-  if (!previous.empty() && workers_.count(previous) == 0) {
+  if (!previous.empty() && workers_.Find(previous) == nullptr) {
     RT_ASSIGN_OR_RETURN(const std::string stored, store_->WorkerCredential(previous));
     proven = CredentialMatches(request.previous_credential(), stored);
     if (!proven && !stored.empty()) {
@@ -230,11 +198,10 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
                                 " credential; registered as a new worker instead"));
     }
   }
-  const std::string id = proven ? previous : absl::StrCat("worker-", next_worker_number_++);
+  const std::string id = proven ? previous : workers_.NewId();
   // Stored before the id is handed out: a restart right after still knows the credential.
   RT_RETURN_IF_ERROR(store_->PutWorkerCredential(id, digest));
-  absent_workers_.erase(id);
-  Worker& w = workers_[id];
+  Worker& w = workers_.Register(id);
   w.info = {id, kind, request.host_label(), request.address(), false};
   w.device = request.device();
   w.device_name = request.device_name();
@@ -262,12 +229,12 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
 absl::Status Cluster::AttachSession(const std::string& worker_id, const std::string& credential,
                                     AgentChannel* channel) {
   absl::MutexLock lock(&mu_);
-  auto it = workers_.find(worker_id);
-  if (it == workers_.end()) {
+  Worker* const found = workers_.Find(worker_id);
+  if (found == nullptr) {
     return absl::NotFoundError(absl::StrCat("unknown worker id \"", Printable(worker_id),
                                             "\" (the coordinator restarted?): register again"));
   }
-  Worker& w = it->second;
+  Worker& w = *found;
   if (!CredentialMatches(credential, w.credential_digest)) {
     RefuseLocked(&w, worker_id, "bad_credential",
                  absl::StrCat("a Hello with ", credential.empty() ? "no" : "a wrong",
@@ -296,7 +263,7 @@ absl::Status Cluster::AttachSession(const std::string& worker_id, const std::str
     const bool live = running != running_.end() &&
                       (running->second.record.state == JobState::kAssigned ||
                        running->second.record.state == JobState::kRunning) &&
-                      running->second.record.restart_count == w.attempt;
+                      running->second.run.attempt == w.attempt;
     if (!live) {
       v1::CoordinatorMessage cancel;
       cancel.mutable_cancel()->set_job_id(w.job_id);
@@ -304,9 +271,9 @@ absl::Status Cluster::AttachSession(const std::string& worker_id, const std::str
       cancel.mutable_cancel()->set_rank(w.rank);
       cancel.mutable_cancel()->set_attempt(w.attempt);
       channel->Send(cancel);
-    } else if (running->second.started.count(w.rank) == 0 &&
-               !running->second.master_addr.empty()) {
-      channel->Send(AssignmentMessage(running->second, running->second.record.mesh.at(w.rank), w));
+    } else if (running->second.run.started.count(w.rank) == 0 &&
+               !running->second.run.master_addr.empty()) {
+      channel->Send(AssignmentMessage(running->second, running->second.run.mesh.at(w.rank), w));
     }
   }
   // An agent back (after its own restart, say) may hold the records a finished job still lacks.
@@ -319,9 +286,9 @@ absl::Status Cluster::AttachSession(const std::string& worker_id, const std::str
 
 void Cluster::DetachSession(const std::string& worker_id, AgentChannel* channel) {
   absl::MutexLock lock(&mu_);
-  auto it = workers_.find(worker_id);
-  if (it == workers_.end() || it->second.channel != channel) return;
-  it->second.channel = nullptr;
+  Worker* const w = workers_.Find(worker_id);
+  if (w == nullptr || w->channel != channel) return;
+  w->channel = nullptr;
   RT_LOG(Warning) << worker_id << " session ended; lost unless it reconnects within "
                   << absl::FormatDuration(options_.worker_timeout);
 }
@@ -329,9 +296,9 @@ void Cluster::DetachSession(const std::string& worker_id, AgentChannel* channel)
 std::string Cluster::OnAgentMessage(const std::string& worker_id,
                                     const v1::AgentMessage& message) {
   absl::MutexLock lock(&mu_);
-  auto it = workers_.find(worker_id);
-  if (it == workers_.end()) return "unknown worker";
-  Worker& w = it->second;
+  Worker* const found = workers_.Find(worker_id);
+  if (found == nullptr) return "unknown worker";
+  Worker& w = *found;
   // Its session was closed; nothing more is taken.
   if (w.state == WorkerState::kLost) return absl::StrCat(worker_id, " was declared lost");
   w.last_heartbeat = options_.clock->Now();
@@ -368,7 +335,7 @@ std::string Cluster::OnAgentMessage(const std::string& worker_id,
     if (message.seq() <= w.last_seq) return "";
     w.last_seq = message.seq();
   }
-  if (!OwnsRank(w, *job_id, rank, attempt)) {
+  if (!w.OwnsRank(*job_id, rank, attempt)) {
     const std::string what = absl::StrCat(
         "a rank message for ", Printable(*job_id), " rank ", rank, " run ", attempt + 1,
         ", which is not assigned to it (",
@@ -388,44 +355,28 @@ std::string Cluster::OnAgentMessage(const std::string& worker_id,
   return "";
 }
 
-bool Cluster::OwnsRank(const Worker& worker, const std::string& job_id, int rank, int attempt) {
-  return worker.state == WorkerState::kBusy && worker.job_id == job_id && worker.rank == rank &&
-         worker.attempt == attempt;
-}
-
 void Cluster::RefuseLocked(Worker* worker, const std::string& worker_id,
                            const std::string& reason, const std::string& what) {
-  ++refused_[reason];
+  ++tallies_.refused[reason];
   if (worker != nullptr && !worker->refusals_logged.insert(reason).second) return;
   RT_LOG(Warning) << "refused for " << Printable(worker_id) << " (" << reason << "): " << what
                   << (worker != nullptr ? "; more of this kind are counted, not logged" : "");
 }
 
 void Cluster::PurgeWorkersLocked(absl::Time now) {
-  for (auto it = workers_.begin(); it != workers_.end();) {
-    const Worker& w = it->second;
-    if (w.state != WorkerState::kLost || !w.job_id.empty() ||
-        now - w.lost_at < options_.purge_lost_after) {
-      ++it;
-      continue;
-    }
-    RT_LOG(Info) << it->first << " purged: lost for "
-                 << absl::FormatDuration(absl::Trunc(now - w.lost_at, absl::Seconds(1)));
-    if (absl::Status s = store_->DeleteWorker(it->first); !s.ok()) {
+  for (const std::string& id : workers_.Purge(now, options_.purge_lost_after)) {
+    if (absl::Status s = store_->DeleteWorker(id); !s.ok()) {
       RT_LOG(Error) << "job store: " << s;
     }
-    it = workers_.erase(it);
   }
-  for (auto it = absent_workers_.begin(); it != absent_workers_.end();) {
-    if (now < it->second) {
-      ++it;
-      continue;
-    }
-    if (absl::Status s = store_->DeleteWorker(it->first); !s.ok()) {
-      RT_LOG(Error) << "job store: " << s;
-    }
-    it = absent_workers_.erase(it);
-  }
+}
+
+bool Cluster::DequeueLocked(const std::string& job_id) {
+  auto it = std::find_if(queue_.begin(), queue_.end(),
+                         [&](const PendingJob& job) { return job.job_id == job_id; });
+  if (it == queue_.end()) return false;
+  queue_.erase(it);
+  return true;
 }
 
 void Cluster::Tick() {
@@ -435,14 +386,10 @@ void Cluster::Tick() {
   ExpireStartsLocked(now);
   ExpireRecordWaitsLocked(now);
   SettleSymptomsLocked(now);
-  for (auto& [id, w] : workers_) {
-    if (w.state == WorkerState::kLost) continue;
-    const absl::Duration silent = now - w.last_heartbeat;
-    if (silent > options_.worker_timeout) {
-      LoseWorkerLocked(w, absl::StrCat("no heartbeat for ",
-                                       absl::FormatDuration(
-                                           absl::Trunc(silent, absl::Milliseconds(100)))));
-    }
+  for (Worker* w : workers_.Silent(now, options_.worker_timeout)) {
+    LoseWorkerLocked(*w, absl::StrCat("no heartbeat for ",
+                                      absl::FormatDuration(absl::Trunc(
+                                          now - w->last_heartbeat, absl::Milliseconds(100)))));
   }
   PurgeWorkersLocked(now);
   ScheduleLocked();
@@ -451,16 +398,7 @@ void Cluster::Tick() {
 Cluster::Counts Cluster::GetCounts() {
   absl::MutexLock lock(&mu_);
   Counts counts;
-  for (const char* state : {"idle", "busy", "disconnected", "lost"}) {
-    counts.workers_by_state[state] = 0;
-  }
-  for (const auto& [id, w] : workers_) {
-    const char* state = w.state == WorkerState::kLost      ? "lost"
-                        : w.channel == nullptr            ? "disconnected"
-                        : w.state == WorkerState::kBusy   ? "busy"
-                                                          : "idle";
-    ++counts.workers_by_state[state];
-  }
+  counts.workers_by_state = workers_.CountByState();
   counts.queue_length = static_cast<int>(queue_.size());
   counts.active_jobs_by_state = {
       {"queued", counts.queue_length}, {"assigned", 0}, {"running", 0}, {"restarting", 0}};
@@ -470,12 +408,14 @@ Cluster::Counts Cluster::GetCounts() {
     counts.running.push_back({id, job.last_step, job.last_loss});
     counts.restarts.push_back({id, job.record.restart_count});
   }
-  counts.restarts_by_cause = restarts_by_cause_;
-  counts.recomputed_steps = recomputed_steps_;
+  counts.restarts_by_cause = tallies_.restarts_by_cause;
+  counts.recomputed_steps = tallies_.recomputed_steps;
   counts.finished_jobs_by_state = {{"succeeded", 0}, {"failed", 0}, {"cancelled", 0}};
-  for (const auto& [state, n] : finished_jobs_) counts.finished_jobs_by_state[state] = n;
+  for (const auto& [state, n] : tallies_.finished_jobs) counts.finished_jobs_by_state[state] = n;
   for (const char* reason : kRefusalReasons) counts.refused_agent_messages_by_reason[reason] = 0;
-  for (const auto& [reason, n] : refused_) counts.refused_agent_messages_by_reason[reason] = n;
+  for (const auto& [reason, n] : tallies_.refused) {
+    counts.refused_agent_messages_by_reason[reason] = n;
+  }
   return counts;
 }
 

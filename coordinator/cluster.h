@@ -1,11 +1,13 @@
-// The coordinator's live state and its rules: the worker registry (session credentials, heartbeats,
-// lost and purged workers, which rank messages a worker may send), the
-// job queue and gang scheduling, each running job's ranks, how a run fails and whether the job
-// restarts, and how a job ends. Every change that a client can see is written to the JobStore
-// first and then published on the EventHub, under one lock, so the store's order is the order
-// watchers see. No gRPC server types here: agents are reached through the AgentChannel each
-// Session stream registers. cluster.cc holds the registry and the entry points, cluster_jobs.cc
-// scheduling and the job lifecycle, cluster_restarts.cc failures, the restart policy and re-adoption after a coordinator restart.
+// The coordinator's live state: the workers (WorkerRegistry, worker_registry.h), the job queue and
+// gang scheduling (scheduler.h), each job's current run (JobRun, job_run.h), how a run fails and
+// whether the job restarts (RestartPolicy, restart_policy.h), and how a job ends. Cluster owns the
+// one lock and orchestrates: the decisions are made by those parts, pure or lock-free, called
+// with the lock held. Every change that a client can see is written to the JobStore first and
+// then published on the EventHub, under that lock, so the store's order is the order watchers
+// see. No gRPC server types here: agents are reached through the AgentChannel each Session stream
+// registers. cluster.cc holds the entry points, cluster_jobs.cc scheduling and the job lifecycle,
+// cluster_restarts.cc failures, restarts and re-adoption after a coordinator restart,
+// cluster_records.cc the step records, cluster_logs.cc reaching a worker for its logs.
 //
 // Failures and restarts. A run fails on its *cause*: a rank that exits with an error, a rank its
 // agent reports hung, a worker lost, or (after a coordinator restart) an agent that does not come
@@ -39,24 +41,16 @@
 #include "coordinator/elastic_mesh.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job.h"
+#include "coordinator/job_run.h"
 #include "coordinator/job_store.h"
 #include "coordinator/log_router.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/step_ranges.h"
+#include "coordinator/worker_registry.h"
 #include "ringtrain/v1/job_service.pb.h"
 #include "ringtrain/v1/worker_service.pb.h"
 
 namespace ringtrain {
-
-// The downstream half of one agent's Session stream. Implementations never block and never call
-// back into the Cluster (the Cluster calls them with its lock held).
-class AgentChannel {
- public:
-  virtual ~AgentChannel() = default;
-  virtual void Send(const v1::CoordinatorMessage& message) = 0;
-  // Ends the stream with `status` (after what was already sent).
-  virtual void Close(const absl::Status& status) = 0;
-};
 
 struct ClusterOptions {
   absl::Duration worker_timeout = absl::Seconds(10);     // no heartbeat for this long: LOST
@@ -178,52 +172,35 @@ class Cluster {
   Counts GetCounts();
 
  private:
-  enum class WorkerState { kIdle, kBusy, kLost };
-  struct Worker {
-    WorkerInfo info;
-    std::string device;  // "cpu" | "cuda:N"
-    std::string device_name;           // as registered, e.g. "NVIDIA H200" ("" from older agents)
-    uint64_t device_memory_bytes = 0;  // as registered; 0 = unknown
-    WorkerState state = WorkerState::kIdle;
-    std::string job_id;  // set while busy
-    int rank = -1;
-    int attempt = 0;     // the run (JobRecord::restart_count) of the rank it runs
-    uint64_t last_seq = 0;  // the highest AgentMessage.seq taken from it
-    absl::Time last_heartbeat;
-    AgentChannel* channel = nullptr;  // null while the session is down
-    std::string credential_digest;    // CredentialDigest of the credential Register gave
-    absl::Time lost_at;               // when it turned kLost (purged purge_lost_after later)
-    std::set<std::string> refusals_logged;  // reasons already logged for this worker
-  };
-  // A job with ranks: ASSIGNED, RUNNING or RESTARTING, or final and still winding down. The sets
-  // are of the current run's ranks.
+  // A job with ranks: ASSIGNED, RUNNING or RESTARTING, or final and still winding down. `run` is
+  // its current (or, RESTARTING, its failed) run.
   struct RunningJob {
-    JobRecord record;
-    std::string master_addr;
-    int master_port = 0;
-    std::set<int> started;
-    std::set<int> exited_ok;
-    std::set<int> exited;
+    JobRecord record;  // as last stored; record.mesh is run.mesh
+    JobRun run;
     int64_t last_step = 0;
     double last_loss = 0;
-    // Set for a job found running after a restart until every rank's agent is back.
-    bool adopting = false;
-    absl::Time adopt_deadline;
-    std::set<int> adopted;
     // A symptom (a rank that lost a peer) waiting until symptom_deadline for its cause.
     std::optional<JobError> symptom;
     absl::Time symptom_deadline;
-    // RESTARTING: the earliest start of the next run, and the step the failed run had reached.
+    // RESTARTING: the earliest start of the next run, the step the failed run had reached, and
+    // (elastic) the mesh the next run would take now (RestartingJobsLocked), worked out from the
+    // job's config as parsed at its first restart.
     absl::Time restart_at;
     int64_t failed_at_step = 0;
+    std::optional<ElasticMesh> restart_mesh;
+    std::optional<JobConfig> elastic_config;
     bool awaiting_resume = false;  // the restarted run's first step record is still to come
-    // When the current run was assigned (or found ASSIGNED after a restart): its ranks must
-    // start within start_timeout.
-    absl::Time assigned_at;
     // Every rank exited 0 but these steps are not in the store: asked of every agent until
     // records_deadline (cluster_records.cc). Empty otherwise.
     std::vector<StepRange> missing_steps;
     absl::Time records_deadline;
+  };
+  // What GetCounts reports that only counting tells, since this process started.
+  struct Tallies {
+    std::map<std::string, int64_t> finished_jobs;      // by final state name
+    std::map<std::string, int64_t> refused;            // by reason, see Counts
+    std::map<std::string, int64_t> restarts_by_cause;  // see Counts
+    int64_t recomputed_steps = 0;
   };
 
   Cluster(JobStore* store, EventHub* hub, ClusterOptions options);
@@ -262,8 +239,6 @@ class Cluster {
   // of the failed run has gone and the backoff has passed, so queued jobs cannot take the workers
   // meanwhile.
   std::vector<PendingJob> RestartingJobsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // "restart 2 of 3" for the run after `job`'s restart_count restarts.
-  static std::string RestartOrdinal(const JobRecord& job);
   // Records why a queued or restarting job waits (in the store, when it changed).
   void SetWaitReasonLocked(const std::string& job_id, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -272,9 +247,6 @@ class Cluster {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CancelRanksLocked(const RunningJob& job, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `worker` runs `rank` of `job_id`'s run `attempt` now (the only rank whose messages it
-  // may send).
-  static bool OwnsRank(const Worker& worker, const std::string& job_id, int rank, int attempt);
   // Counts a refused message under `reason` and logs it, once per worker and reason (`worker`
   // null: no registered worker to attribute it to; logged every time).
   void RefuseLocked(Worker* worker, const std::string& worker_id, const std::string& reason,
@@ -316,6 +288,8 @@ class Cluster {
   // Stores one parsed step record of a live job (the first record of a step is kept) and
   // publishes it; false when the store failed (logged).
   bool StoreStepLocked(RunningJob& job, const StepEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `job_id` off the queue; false when it was not queued.
+  bool DequeueLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops workers lost (or, after a restart, absent) for purge_lost_after, here and in the store.
   void PurgeWorkersLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -324,25 +298,16 @@ class Cluster {
   const ClusterOptions options_;
 
   absl::Mutex mu_;
-  std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
-  int64_t next_worker_number_ ABSL_GUARDED_BY(mu_) = 1;
-  std::vector<std::string> queue_ ABSL_GUARDED_BY(mu_);  // QUEUED job ids, oldest first
-  std::map<std::string, PendingJob> pending_ ABSL_GUARDED_BY(mu_);
+  WorkerRegistry workers_ ABSL_GUARDED_BY(mu_);
+  std::vector<PendingJob> queue_ ABSL_GUARDED_BY(mu_);  // QUEUED jobs, oldest first
+  // Why each queued or restarting job waits, as last stored.
   std::map<std::string, std::string> wait_reasons_ ABSL_GUARDED_BY(mu_);
-  // ASSIGNED or RUNNING jobs, and final ones still winding down (ranks not yet exited).
+  // ASSIGNED, RUNNING or RESTARTING jobs, and final ones still winding down (ranks not yet exited).
   std::map<std::string, RunningJob> running_ ABSL_GUARDED_BY(mu_);
   int next_port_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, int64_t> finished_jobs_ ABSL_GUARDED_BY(mu_);  // by final state name
-  std::map<std::string, int64_t> refused_ ABSL_GUARDED_BY(mu_);  // by reason, see Counts
-  std::map<std::string, int64_t> restarts_by_cause_ ABSL_GUARDED_BY(mu_);  // see Counts
-  int64_t recomputed_steps_ ABSL_GUARDED_BY(mu_) = 0;
-  // The mesh each elastic restart would run on now (RestartingJobsLocked).
-  std::map<std::string, ElasticMesh> restart_meshes_ ABSL_GUARDED_BY(mu_);
+  Tallies tallies_ ABSL_GUARDED_BY(mu_);
   // Queued or restarting jobs the pool cannot hold, and since when (see unschedulable_timeout).
   std::map<std::string, absl::Time> unfit_since_ ABSL_GUARDED_BY(mu_);
-  // Workers the store knows from an earlier coordinator that have not registered again, and when
-  // their credentials are purged.
-  std::map<std::string, absl::Time> absent_workers_ ABSL_GUARDED_BY(mu_);
 
   LogRouter log_router_;  // its own lock, never taken while holding mu_
 

@@ -1,6 +1,6 @@
 // The job half of Cluster: scheduling, starting ranks, state transitions, and how rank
-// exits and lost workers end a run. The registry and the RPC entry points are in cluster.cc; what a
-// failed run leads to (restarts) and re-adoption after a coordinator restart in cluster_restarts.cc.
+// exits and lost workers end a run. The RPC entry points are in cluster.cc; what a failed run leads
+// to (restarts) and re-adoption after a coordinator restart in cluster_restarts.cc.
 #include "coordinator/cluster.h"
 
 #include <arpa/inet.h>
@@ -20,6 +20,7 @@
 #include "common/printable.h"
 #include "common/trainer_exit.h"
 #include "coordinator/proto_convert.h"
+#include "coordinator/restart_policy.h"
 
 namespace ringtrain {
 namespace {
@@ -73,32 +74,27 @@ void Cluster::ScheduleLocked() {
   std::vector<PendingJob> queue = RestartingJobsLocked(now);
   std::set<std::string> restarting;
   for (const PendingJob& p : queue) restarting.insert(p.job_id);
-  for (const std::string& id : queue_) queue.push_back(pending_[id]);
+  queue.insert(queue.end(), queue_.begin(), queue_.end());
   if (queue.empty()) {
     FailUnschedulableLocked({}, now);
     return;
   }
-  std::vector<WorkerInfo> workers;
-  for (auto& [id, w] : workers_) {
-    if (w.state == WorkerState::kLost) continue;
-    WorkerInfo info = w.info;
-    info.idle = w.state == WorkerState::kIdle && w.channel != nullptr;
-    workers.push_back(info);
-  }
-  ScheduleDecision decision = Schedule(queue, workers);
+  ScheduleDecision decision = Schedule(queue, workers_.Schedulable());
   for (const auto& [job_id, mesh] : decision.start) StartJobLocked(job_id, mesh);
   for (const auto& [job_id, reason] : decision.waiting) {
-    SetWaitReasonLocked(job_id, restarting.count(job_id) == 0
-                                    ? reason
-                                    : absl::StrCat(RestartOrdinal(running_.at(job_id).record),
-                                                   ": ", reason));
+    if (restarting.count(job_id) == 0) {
+      SetWaitReasonLocked(job_id, reason);
+    } else {
+      SetWaitReasonLocked(
+          job_id, absl::StrCat(RestartPolicy::Ordinal(running_.at(job_id).record), ": ", reason));
+    }
   }
   FailUnschedulableLocked(decision.unfit, now);
 }
 
 absl::StatusOr<int> Cluster::PickRendezvousPortLocked(const std::string& host) {
   std::set<int> taken;
-  for (const auto& [id, job] : running_) taken.insert(job.master_port);
+  for (const auto& [id, job] : running_) taken.insert(job.run.master_port);
   const int span = options_.rendezvous_port_last - options_.rendezvous_port_first + 1;
   for (int i = 0; i < span; ++i) {
     const int port = next_port_;
@@ -120,9 +116,9 @@ v1::CoordinatorMessage Cluster::AssignmentMessage(const RunningJob& job,
   v1::Assignment* a = message.mutable_assignment();
   a->set_job_id(r.job_id);
   a->set_rank(placement.rank);
-  a->set_world_size(r.world_size);
-  a->set_master_addr(job.master_addr);
-  a->set_master_port(job.master_port);
+  a->set_world_size(r.degrees.world);
+  a->set_master_addr(job.run.master_addr);
+  a->set_master_port(job.run.master_port);
   a->set_config_toml(r.config_toml);
   for (const std::string& o : r.overrides) a->add_overrides(o);
   for (const std::string& o : r.mesh_overrides) a->add_overrides(o);
@@ -135,10 +131,7 @@ void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPl
   auto existing = running_.find(job_id);
   const bool restart =
       existing != running_.end() && existing->second.record.state == JobState::kRestarting;
-  if (!restart) {
-    queue_.erase(std::find(queue_.begin(), queue_.end(), job_id));
-    pending_.erase(job_id);
-  }
+  if (!restart) DequeueLocked(job_id);
   wait_reasons_.erase(job_id);
   unfit_since_.erase(job_id);
   absl::StatusOr<JobRecord> job = store_->GetJob(job_id);
@@ -146,7 +139,7 @@ void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPl
     RT_LOG(Error) << "cannot start " << job_id << ": " << job.status();
     return;
   }
-  const Worker& host = workers_.at(mesh.front().worker_id);
+  const Worker& host = *workers_.Find(mesh.front().worker_id);
   absl::StatusOr<int> port = PickRendezvousPortLocked(host.info.address);
   if (!port.ok()) {
     JobError error{-1, "", 0, "", std::string(port.status().message()), kCauseNoPort,
@@ -161,13 +154,12 @@ void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPl
   std::string elastic;  // what an elastic restart changed, for the event stream
   if (restart) {
     ++job->restart_count;
-    auto planned = restart_meshes_.find(job_id);
-    if (planned != restart_meshes_.end()) {
-      job->mesh_overrides = planned->second.overrides;
-      job->world_size = planned->second.world_size;
-      job->dp = planned->second.dp;
-      elastic = planned->second.description;
-      restart_meshes_.erase(planned);
+    std::optional<ElasticMesh>& planned = existing->second.restart_mesh;
+    if (planned) {
+      job->mesh_overrides = planned->overrides;
+      job->degrees = planned->degrees;
+      elastic = planned->description;
+      planned.reset();
     }
   }
   job->mesh = mesh;
@@ -188,22 +180,18 @@ void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPl
 
   RunningJob& running = running_[job_id];
   running.record = *job;
-  running.master_addr = host.info.address;
-  running.master_port = *port;
-  running.started.clear();
-  running.exited_ok.clear();
-  running.exited.clear();
+  running.run = JobRun{};  // a new run: nothing of the failed one carries over
+  running.run.attempt = job->restart_count;
+  running.run.mesh = mesh;
+  running.run.master_addr = host.info.address;
+  running.run.master_port = *port;
+  running.run.assigned_at = options_.clock->Now();
   running.symptom.reset();
-  running.adopting = false;
   running.awaiting_resume = restart;
-  running.assigned_at = options_.clock->Now();
   running.missing_steps.clear();
   for (const RankPlacement& p : mesh) {
-    Worker& w = workers_.at(p.worker_id);
-    w.state = WorkerState::kBusy;
-    w.job_id = job_id;
-    w.rank = p.rank;
-    w.attempt = job->restart_count;
+    Worker& w = *workers_.Find(p.worker_id);
+    w.Assign(job_id, p.rank, job->restart_count);
     w.channel->Send(AssignmentMessage(running, p, w));
   }
   RT_LOG(Info) << job_id << " assigned: " << message;
@@ -217,7 +205,7 @@ bool Cluster::TransitionLocked(const std::string& job_id, JobState to, const std
   }
   auto running = running_.find(job_id);
   if (running != running_.end()) running->second.record.state = to;
-  if (IsTerminal(to)) ++finished_jobs_[absl::AsciiStrToLower(JobStateName(to))];
+  if (IsTerminal(to)) ++tallies_.finished_jobs[absl::AsciiStrToLower(JobStateName(to))];
   hub_->Publish(job_id, ToProtoEvent(*change));
   RT_LOG(Info) << job_id << " " << JobStateName(change->from) << " -> " << JobStateName(to)
                << (message.empty() ? "" : ": ") << message;
@@ -225,12 +213,11 @@ bool Cluster::TransitionLocked(const std::string& job_id, JobState to, const std
 }
 
 void Cluster::CancelRanksLocked(const RunningJob& job, const std::string& reason) {
-  for (const RankPlacement& p : job.record.mesh) {
-    if (job.exited.count(p.rank) != 0) continue;
-    auto it = workers_.find(p.worker_id);  // after a restart, a worker may not be back yet
-    if (it == workers_.end()) continue;
-    Worker& w = it->second;
-    if (w.channel == nullptr || !OwnsRank(w, job.record.job_id, p.rank, job.record.restart_count)) {
+  for (const RankPlacement& p : job.run.mesh) {
+    if (job.run.exited.count(p.rank) != 0) continue;
+    Worker* const w = workers_.Find(p.worker_id);  // after a restart, it may not be back yet
+    if (w == nullptr || w->channel == nullptr ||
+        !w->OwnsRank(job.record.job_id, p.rank, job.run.attempt)) {
       continue;
     }
     v1::CoordinatorMessage message;
@@ -238,8 +225,8 @@ void Cluster::CancelRanksLocked(const RunningJob& job, const std::string& reason
     cancel->set_job_id(job.record.job_id);
     cancel->set_reason(reason);
     cancel->set_rank(p.rank);
-    cancel->set_attempt(w.attempt);
-    w.channel->Send(message);
+    cancel->set_attempt(w->attempt);
+    w->channel->Send(message);
   }
 }
 
@@ -247,36 +234,33 @@ void Cluster::OnRankStartedLocked(Worker& worker, const v1::RankStarted& started
   auto it = running_.find(started.job_id());
   if (it == running_.end()) return;
   RunningJob& job = it->second;
-  job.started.insert(started.rank());
+  job.run.started.insert(started.rank());
   RT_LOG(Info) << started.job_id() << " rank " << started.rank() << " started on "
                << worker.info.worker_id << " (pid " << started.pid() << ")";
   MaybeMarkRunningLocked(started.job_id(), job);
 }
 
 void Cluster::MaybeMarkRunningLocked(const std::string& job_id, const RunningJob& job) {
-  if (job.record.state == JobState::kAssigned &&
-      static_cast<int>(job.started.size()) == job.record.world_size) {
+  if (job.record.state == JobState::kAssigned && job.run.AllStarted()) {
     TransitionLocked(job_id, JobState::kRunning, "every rank started");
   }
 }
 
 void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {
   // OnAgentMessage has checked that the worker runs this rank: it is free again.
-  worker.state = WorkerState::kIdle;
-  worker.job_id.clear();
-  worker.rank = -1;
+  worker.Release();
   auto it = running_.find(exit.job_id());
   if (it == running_.end()) return;
   RunningJob& job = it->second;
-  job.exited.insert(exit.rank());
+  job.run.exited.insert(exit.rank());
   const bool ok = exit.exit_status() == 0 && exit.signal() == 0;
   RT_LOG(Info) << exit.job_id() << " rank " << exit.rank() << " on " << worker.info.worker_id
                << " " << DescribeExit(exit);
   const bool live = job.record.state == JobState::kAssigned ||
                     job.record.state == JobState::kRunning;
   if (ok) {
-    job.exited_ok.insert(exit.rank());
-    if (static_cast<int>(job.exited_ok.size()) == job.record.world_size && live) {
+    job.run.exited_ok.insert(exit.rank());
+    if (job.run.AllExitedOk() && live) {
       if (job.record.state == JobState::kAssigned) {
         TransitionLocked(exit.job_id(), JobState::kRunning, "every rank started");
       }
@@ -302,21 +286,14 @@ void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {
 }
 
 void Cluster::LoseWorkerLocked(Worker& worker, const std::string& why) {
-  worker.state = WorkerState::kLost;
-  worker.lost_at = options_.clock->Now();
-  if (worker.channel != nullptr) {
-    worker.channel->Close(absl::UnavailableError(absl::StrCat("declared lost: ", why)));
-    worker.channel = nullptr;
-  }
-  RT_LOG(Warning) << worker.info.worker_id << " lost: " << why;
   const std::string job_id = worker.job_id;
   const int rank = worker.rank;
   const int attempt = worker.attempt;
-  worker.job_id.clear();
-  worker.rank = -1;
+  worker.MarkLost(options_.clock->Now(), why);
+  RT_LOG(Warning) << worker.info.worker_id << " lost: " << why;
   auto it = running_.find(job_id);
-  if (job_id.empty() || it == running_.end() || it->second.record.restart_count != attempt) return;
-  it->second.exited.insert(rank);  // nobody will report it
+  if (job_id.empty() || it == running_.end() || it->second.run.attempt != attempt) return;
+  it->second.run.exited.insert(rank);  // nobody will report it
   JobError error;
   error.rank = rank;
   error.worker_id = worker.info.worker_id;
@@ -333,9 +310,8 @@ void Cluster::MaybeRetireLocked(const std::string& job_id) {
   if (it == running_.end()) return;
   const RunningJob& job = it->second;
   if (!IsTerminal(job.record.state)) return;
-  if (job.exited.size() < job.record.mesh.size()) return;
+  if (!job.run.AllExited()) return;
   running_.erase(it);
-  restart_meshes_.erase(job_id);
 }
 
 }  // namespace ringtrain

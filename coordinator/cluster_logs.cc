@@ -7,13 +7,13 @@ namespace ringtrain {
 absl::Status Cluster::SendToWorker(const std::string& worker_id,
                                    const v1::CoordinatorMessage& message) {
   absl::MutexLock lock(&mu_);
-  const auto it = workers_.find(worker_id);
-  if (it == workers_.end()) {
+  const Worker* const found = workers_.Find(worker_id);
+  if (found == nullptr) {
     return absl::UnavailableError(absl::StrCat(
         "worker ", worker_id, " (which holds the log) is not registered: it was lost and purged, "
         "or has not come back since the coordinator restarted"));
   }
-  const Worker& worker = it->second;
+  const Worker& worker = *found;
   const std::string who = absl::StrCat("worker ", worker_id, " (host ", worker.info.host_label,
                                        ", which holds the log)");
   if (worker.state == WorkerState::kLost) {

@@ -3,46 +3,39 @@
 // it lacks (each agent keeps its ranks' records in its work dir, across its own restarts) before
 // the job may be SUCCEEDED, and failing the job naming the steps when none has them.
 #include <algorithm>
-#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/record/step_record.h"
 #include "coordinator/cluster.h"
 #include "coordinator/proto_convert.h"
-#include "nlohmann/json.hpp"
 
 namespace ringtrain {
 namespace {
 
-// The trainer's step record → a StepEvent; nullopt for a JSON object without "step" (a record
-// that is not a step report, e.g. an eval's validation loss); INVALID_ARGUMENT for text that is
-// not a JSON object or whose "step" is not an integer.
-absl::StatusOr<std::optional<StepEvent>> ParseStepRecord(const std::string& job_id,
-                                                         const std::string& json) {
-  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return absl::InvalidArgumentError("a record that is not a JSON object");
-  if (!j.contains("step")) return std::nullopt;
-  if (!j["step"].is_number_integer()) {
-    return absl::InvalidArgumentError("a record whose \"step\" is not an integer");
-  }
-  // A field the record lacks reads 0; a JSON null (how the trainer writes a NaN) reads NaN.
-  auto number = [&](const char* key) {
-    auto it = j.find(key);
-    if (it == j.end()) return 0.0;
-    return it->is_number() ? it->get<double>() : std::numeric_limits<double>::quiet_NaN();
-  };
+// Rank 0's step record (common/record/step_record.h) → a StepEvent; nullopt for a JSON object
+// without "step" (a record that is not a step report, e.g. an eval's validation loss);
+// INVALID_ARGUMENT for text that is not a JSON object, whose "step" is not an integer, or whose
+// "ranks" is not an array of objects (the trainer never writes one: refused as bad_step). A figure
+// the record lacks reads 0; a JSON null (how the trainer writes a NaN) reads NaN.
+absl::StatusOr<std::optional<StepEvent>> StepEventOf(const std::string& job_id,
+                                                     const std::string& json) {
+  absl::StatusOr<std::optional<StepRecord>> parsed = ParseStepRecord(json, MissingFigure::kZero);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->has_value()) return std::nullopt;
+  const StepRecord& record = **parsed;
   StepEvent event;
   event.job_id = job_id;
-  event.step = j["step"].get<int64_t>();
-  event.loss = number("loss");
-  event.grad_norm = number("grad_norm");
-  event.lr = number("lr");
-  event.tokens_per_second = number("tokens_per_second");
-  event.step_seconds = number("step_seconds");
-  event.record_json = json;
+  event.step = record.step;
+  event.loss = record.loss;
+  event.grad_norm = record.grad_norm;
+  event.lr = record.lr;
+  event.tokens_per_second = record.tokens_per_second;
+  event.step_seconds = record.step_seconds;
+  event.record_json = json;  // kept as the trainer wrote it
   return event;
 }
 
@@ -61,7 +54,7 @@ std::string Cluster::OnRankReportLocked(Worker& worker, const v1::RankReport& re
   }
   RunningJob& job = running->second;
   absl::StatusOr<std::optional<StepEvent>> parsed =
-      ParseStepRecord(report.job_id(), report.record_json());
+      StepEventOf(report.job_id(), report.record_json());
   if (!parsed.ok()) {
     const std::string what =
         absl::StrCat(report.job_id(), " rank 0 sent ", parsed.status().message());
@@ -82,7 +75,7 @@ std::string Cluster::OnRankReportLocked(Worker& worker, const v1::RankReport& re
     // The restarted run's first step: it resumed from the checkpoint of the step before.
     job.awaiting_resume = false;
     const int64_t recomputed = std::max<int64_t>(0, job.failed_at_step - (event->step - 1));
-    recomputed_steps_ += recomputed;
+    tallies_.recomputed_steps += recomputed;
     RT_LOG(Info) << report.job_id() << " run " << job.record.restart_count + 1
                  << " resumed after step " << event->step - 1 << ": " << recomputed
                  << " step(s) the failed run had reported are computed again";
@@ -133,7 +126,7 @@ void Cluster::FinishRunLocked(const std::string& job_id, RunningJob& job) {
   RT_LOG(Warning) << job_id << ": every rank exited 0 but the store lacks the records of " << what
                   << "; asking every agent for them for "
                   << absl::FormatDuration(options_.records_timeout);
-  for (const auto& [id, w] : workers_) AskForStepsLocked(job_id, job, w);
+  for (const auto& [id, w] : workers_.workers()) AskForStepsLocked(job_id, job, w);
 }
 
 void Cluster::AskForStepsLocked(const std::string& job_id, const RunningJob& job,
@@ -157,7 +150,7 @@ std::string Cluster::OnStepRecordsLocked(Worker& worker, const v1::StepRecords& 
   RunningJob& job = it->second;
   int64_t taken = 0;
   for (const std::string& json : records.record_json()) {
-    absl::StatusOr<std::optional<StepEvent>> parsed = ParseStepRecord(records.job_id(), json);
+    absl::StatusOr<std::optional<StepEvent>> parsed = StepEventOf(records.job_id(), json);
     if (!parsed.ok() || !parsed->has_value() || (*parsed)->step < 1 ||
         (*parsed)->step > job.record.total_steps) {
       const std::string what = absl::StrCat(

@@ -1,16 +1,17 @@
-// The failure half of Cluster: what caused a run to fail, whether the job restarts, when a
-// restarting job may start again (and on which mesh), the jobs the pool can no longer hold, and
-// the ranks a restarted coordinator takes back. The registry is in cluster.cc, scheduling and the
-// rest of the lifecycle in cluster_jobs.cc.
+// The failure half of Cluster: what caused a run to fail, applying the restart policy
+// (restart_policy.h decides whether and when the job restarts), on which mesh a restarting job
+// starts again, the jobs the pool can no longer hold, and the ranks a restarted coordinator takes
+// back. The entry points are in cluster.cc, scheduling and the rest of the lifecycle in
+// cluster_jobs.cc.
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "common/config/job_config.h"
 #include "common/log.h"
-#include "common/trainer_exit.h"
 #include "coordinator/cluster.h"
 #include "coordinator/elastic_mesh.h"
+#include "coordinator/restart_policy.h"
 
 namespace ringtrain {
 namespace {
@@ -19,26 +20,7 @@ std::string Seconds(absl::Duration d) {
   return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(100)));
 }
 
-// The final error of a job that fails for good with `cause`: the cause itself, its message
-// saying why there is no restart and listing the failures of the earlier runs.
-JobError FinalError(const JobRecord& job, const JobError& cause, const std::string& why_final) {
-  JobError error = cause;
-  if (!why_final.empty()) absl::StrAppend(&error.message, "; ", why_final);
-  std::vector<std::string> earlier;
-  for (size_t i = 0; i + 1 < job.failures.size(); ++i) {
-    earlier.push_back(absl::StrCat("run ", i + 1, ": ", job.failures[i].message));
-  }
-  if (!earlier.empty()) {
-    absl::StrAppend(&error.message, "; earlier failures: ", absl::StrJoin(earlier, "; "));
-  }
-  return error;
-}
-
 }  // namespace
-
-std::string Cluster::RestartOrdinal(const JobRecord& job) {
-  return absl::StrCat("restart ", job.restart_count + 1, " of ", job.restart.max_restarts);
-}
 
 void Cluster::RunFailedLocked(const std::string& job_id, JobError cause) {
   auto it = running_.find(job_id);
@@ -49,7 +31,7 @@ void Cluster::RunFailedLocked(const std::string& job_id, JobError cause) {
   }
   const absl::Time now = options_.clock->Now();
   job.symptom.reset();
-  job.adopting = false;
+  job.run.adopting = false;
   cause.step = job.last_step;
   cause.unix_ms = absl::ToUnixMillis(now);
   absl::StatusOr<JobRecord> stored = store_->GetJob(job_id);
@@ -60,33 +42,22 @@ void Cluster::RunFailedLocked(const std::string& job_id, JobError cause) {
   JobRecord record = *std::move(stored);
   record.failures.push_back(cause);
   job.record.failures = record.failures;
-  // A trainer that rejected its config would reject it again: a restart cannot help.
-  const bool rejected = cause.cause == kCauseRankExit && cause.exit_status == kTrainerExitRejected;
-  if (record.restart_count < record.restart.max_restarts && !rejected) {
-    const absl::Duration backoff = absl::Milliseconds(record.restart.backoff_ms);
-    record.wait_reason = absl::StrCat(RestartOrdinal(record), ": stopping the failed run's ranks");
+  const RestartDecision decision = RestartPolicy::Decide(record, cause, now);
+  if (decision.restart) {
+    record.wait_reason = decision.wait_reason;
     if (absl::Status s = store_->UpdateJob(record); !s.ok()) RT_LOG(Error) << "job store: " << s;
     wait_reasons_[job_id] = record.wait_reason;
-    job.restart_at = now + backoff;
+    job.restart_at = decision.restart_at;
     job.failed_at_step = job.last_step;
-    ++restarts_by_cause_[cause.cause];
-    TransitionLocked(job_id, JobState::kRestarting,
-                     absl::StrCat(cause.message, "; ", RestartOrdinal(record),
-                                  " from the latest checkpoint in ", Seconds(backoff)));
+    ++tallies_.restarts_by_cause[cause.cause];
+    TransitionLocked(job_id, JobState::kRestarting, decision.message);
     CancelRanksLocked(job, absl::StrCat("job restarting: ", cause.message));
     return;
   }
-  std::string why_final;
-  if (rejected) {
-    why_final = "not restarted: the trainer rejected the config, and would again";
-  } else if (record.restart.max_restarts > 0) {
-    why_final = absl::StrCat("no restarts left (", record.restart_count,
-                             " of job.max_restarts = ", record.restart.max_restarts, " used)");
-  }
-  record.error = FinalError(record, cause, why_final);
+  record.error = decision.error;
   record.wait_reason.clear();
   if (absl::Status s = store_->UpdateJob(record); !s.ok()) RT_LOG(Error) << "job store: " << s;
-  TransitionLocked(job_id, JobState::kFailed, record.error->message);
+  TransitionLocked(job_id, JobState::kFailed, decision.message);
   CancelRanksLocked(job, absl::StrCat("job failed: ", cause.message));
 }
 
@@ -113,10 +84,10 @@ void Cluster::SettleSymptomsLocked(absl::Time now) {
     // A worker of the run whose session broke: its agent (and with it its trainer) is gone, which
     // is what the survivors noticed; it is not LOST yet only because its heartbeat timeout has
     // not passed.
-    for (const RankPlacement& p : job.record.mesh) {
-      auto w = workers_.find(p.worker_id);
-      if (job.exited.count(p.rank) != 0 || w == workers_.end() || w->second.channel != nullptr ||
-          !OwnsRank(w->second, id, p.rank, job.record.restart_count)) {
+    for (const RankPlacement& p : job.run.mesh) {
+      const Worker* const w = workers_.Find(p.worker_id);
+      if (job.run.exited.count(p.rank) != 0 || w == nullptr || w->channel != nullptr ||
+          !w->OwnsRank(id, p.rank, job.run.attempt)) {
         continue;
       }
       const std::string noticed = cause.message;
@@ -125,7 +96,7 @@ void Cluster::SettleSymptomsLocked(absl::Time now) {
       cause.worker_id = p.worker_id;
       cause.exit_status = -1;
       cause.cause = kCauseWorkerLost;
-      cause.message = absl::StrCat("worker ", p.worker_id, " (", w->second.info.host_label,
+      cause.message = absl::StrCat("worker ", p.worker_id, " (", w->info.host_label,
                                    ") running rank ", p.rank,
                                    " lost its session (its agent stopped?); then ", noticed);
       break;
@@ -135,41 +106,34 @@ void Cluster::SettleSymptomsLocked(absl::Time now) {
 }
 
 std::vector<PendingJob> Cluster::RestartingJobsLocked(absl::Time now) {
-  std::map<std::string, int64_t> pool_by_kind;  // live workers: not lost, busy or idle
-  for (const auto& [id, w] : workers_) {
-    if (w.state != WorkerState::kLost) ++pool_by_kind[w.info.device_kind];
-  }
+  std::map<std::string, int64_t> pool_by_kind = workers_.LiveByKind();
   std::vector<PendingJob> restarting;
   for (auto& [id, job] : running_) {
     if (job.record.state != JobState::kRestarting) continue;
     const JobRecord& r = job.record;
     PendingJob& pending = restarting.emplace_back(
-        PendingJob{id, r.world_size, r.dp, r.cp, r.device_kind, /*hold=*/false});
-    // Elastic: the largest mesh the pool holds now (the job's own when it fits again).
+        PendingJob{id, r.degrees, r.device_kind, /*hold=*/false});
+    // Elastic: the largest mesh the pool holds now (the job's own when it fits again), from the
+    // config parsed once for the job's restarts.
     if (r.restart.elastic) {
+      if (!job.elastic_config) {
+        absl::StatusOr<JobConfig> config = ParseJobConfig(r.config_toml, r.overrides, "job config");
+        if (config.ok()) job.elastic_config = *std::move(config);
+      }
       absl::StatusOr<ElasticMesh> mesh =
-          ElasticMeshFor(r.config_toml, r.overrides, pool_by_kind[r.device_kind]);
+          job.elastic_config ? ElasticMeshFor(*job.elastic_config, pool_by_kind[r.device_kind])
+                             : absl::InvalidArgumentError("the job's config no longer parses");
       if (mesh.ok()) {
-        pending.world_size = mesh->world_size;
-        pending.dp = mesh->dp;
-        pending.cp = mesh->cp;
-        restart_meshes_[id] = *std::move(mesh);
+        pending.degrees = mesh->degrees;
+        job.restart_mesh = *std::move(mesh);
       } else {
-        restart_meshes_.erase(id);  // no smaller mesh either: it waits, and may be unfit
+        job.restart_mesh.reset();  // no smaller mesh either: it waits, and may be unfit
       }
     }
-    const int still_running = static_cast<int>(r.mesh.size() - job.exited.size());
-    if (still_running > 0) {
+    if (std::optional<std::string> hold =
+            RestartPolicy::HoldReason(r, job.run.StillRunning(), job.restart_at, now)) {
       pending.hold = true;
-      SetWaitReasonLocked(id, absl::StrCat(RestartOrdinal(r), ": stopping the failed run (",
-                                           still_running, " of ", r.mesh.size(),
-                                           " ranks still running)"));
-    } else if (now < job.restart_at) {
-      pending.hold = true;
-      SetWaitReasonLocked(id, absl::StrCat(RestartOrdinal(r),
-                                           ": waiting out job.restart_backoff_seconds (",
-                                           Seconds(absl::Milliseconds(r.restart.backoff_ms)),
-                                           ")"));
+      SetWaitReasonLocked(id, *hold);
     }
   }
   return restarting;
@@ -197,14 +161,10 @@ void Cluster::FailUnschedulableLocked(const std::set<std::string>& unfit, absl::
         " (--unschedulable-timeout) the pool could not hold the job: ", wait_reasons_[id],
         "; add workers or resubmit it with a smaller mesh");
     record->failures.push_back(error);
-    record->error = FinalError(*record, error, "");
+    record->error = RestartPolicy::FinalError(*record, error, "");
     record->wait_reason.clear();
     if (absl::Status s = store_->UpdateJob(*record); !s.ok()) RT_LOG(Error) << "job store: " << s;
-    auto queued = std::find(queue_.begin(), queue_.end(), id);
-    if (queued != queue_.end()) {
-      queue_.erase(queued);
-      pending_.erase(id);
-    }
+    DequeueLocked(id);
     wait_reasons_.erase(id);
     TransitionLocked(id, JobState::kFailed, record->error->message);
     MaybeRetireLocked(id);
@@ -225,22 +185,19 @@ void Cluster::OnRankHungLocked(Worker& worker, const v1::RankHung& hung) {
 
 bool Cluster::AdoptRankLocked(Worker& worker, const std::string& job_id, int rank, int attempt) {
   auto it = running_.find(job_id);
-  if (it == running_.end() || !it->second.adopting) return false;
+  if (it == running_.end() || !it->second.run.adopting) return false;
   RunningJob& job = it->second;
-  const std::vector<RankPlacement>& mesh = job.record.mesh;
-  if (rank < 0 || rank >= static_cast<int>(mesh.size()) ||
-      mesh[rank].worker_id != worker.info.worker_id || attempt != job.record.restart_count) {
+  JobRun& run = job.run;
+  if (!run.HasRank(rank) || run.mesh[rank].worker_id != worker.info.worker_id ||
+      attempt != run.attempt) {
     return false;
   }
-  worker.state = WorkerState::kBusy;
-  worker.job_id = job_id;
-  worker.rank = rank;
-  worker.attempt = attempt;
-  job.adopted.insert(rank);
-  job.started.insert(rank);  // it was running all along
+  worker.Assign(job_id, rank, attempt);
+  run.adopted.insert(rank);
+  run.started.insert(rank);  // it was running all along
   MaybeMarkRunningLocked(job_id, job);
-  if (job.adopted.size() == mesh.size()) {
-    job.adopting = false;
+  if (run.AllAdopted()) {
+    run.adopting = false;
     RT_LOG(Info) << job_id << ": every rank is back after the coordinator restart";
   }
   return true;
@@ -249,14 +206,14 @@ bool Cluster::AdoptRankLocked(Worker& worker, const std::string& job_id, int ran
 void Cluster::ExpireAdoptionsLocked(absl::Time now) {
   std::vector<std::string> expired;
   for (const auto& [id, job] : running_) {
-    if (job.adopting && now >= job.adopt_deadline) expired.push_back(id);
+    if (job.run.adopting && now >= job.run.adopt_deadline) expired.push_back(id);
   }
   for (const std::string& id : expired) {
     RunningJob& job = running_.at(id);
-    job.adopting = false;
+    job.run.adopting = false;
     JobError error;
-    for (const RankPlacement& p : job.record.mesh) {
-      if (job.adopted.count(p.rank) != 0) continue;
+    for (const RankPlacement& p : job.run.mesh) {
+      if (job.run.adopted.count(p.rank) != 0) continue;
       if (error.rank < 0) {
         error.rank = p.rank;
         error.worker_id = p.worker_id;
@@ -266,7 +223,7 @@ void Cluster::ExpireAdoptionsLocked(absl::Time now) {
             "the coordinator restarted and rank ", p.rank, "'s worker ", p.worker_id,
             " did not come back within ", absl::FormatDuration(options_.adopt_timeout));
       }
-      job.exited.insert(p.rank);  // nobody will report it
+      job.run.exited.insert(p.rank);  // nobody will report it
     }
     RunFailedLocked(id, error);
     MaybeRetireLocked(id);
@@ -276,12 +233,12 @@ void Cluster::ExpireAdoptionsLocked(absl::Time now) {
 void Cluster::ExpireStartsLocked(absl::Time now) {
   std::vector<std::pair<std::string, int>> late;  // (worker id, rank)
   for (const auto& [id, job] : running_) {
-    if (job.record.state != JobState::kAssigned || job.adopting ||
-        now - job.assigned_at < options_.start_timeout) {
+    if (job.record.state != JobState::kAssigned || job.run.adopting ||
+        now - job.run.assigned_at < options_.start_timeout) {
       continue;
     }
-    for (const RankPlacement& p : job.record.mesh) {
-      if (job.started.count(p.rank) == 0 && job.exited.count(p.rank) == 0) {
+    for (const RankPlacement& p : job.run.mesh) {
+      if (job.run.started.count(p.rank) == 0 && job.run.exited.count(p.rank) == 0) {
         late.emplace_back(p.worker_id, p.rank);
       }
     }
@@ -290,9 +247,9 @@ void Cluster::ExpireStartsLocked(absl::Time now) {
   // are freed (their ranks are stopped with the run) and not offered work again until they
   // register anew.
   for (const auto& [worker_id, rank] : late) {
-    auto w = workers_.find(worker_id);
-    if (w == workers_.end() || w->second.state == WorkerState::kLost) continue;
-    LoseWorkerLocked(w->second,
+    Worker* const w = workers_.Find(worker_id);
+    if (w == nullptr || w->state == WorkerState::kLost) continue;
+    LoseWorkerLocked(*w,
                      absl::StrCat("it took rank ", rank, "'s assignment but did not start its "
                                   "trainer within ", Seconds(options_.start_timeout),
                                   " (--rank-start-timeout)"));

@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/config/job_config.h"
+#include "coordinator/job.h"
 
 namespace ringtrain {
 
 struct ElasticMesh {
-  int world_size = 0;
-  int dp = 0;
-  int cp = 0;
+  RunMesh degrees;  // from ResolveMesh of the config with `overrides` applied
   // Applied after the job's own overrides; empty when the job's own mesh fits.
   std::vector<std::string> overrides;
   // What changed, for the event stream, e.g. "elastic: data parallel 2 -> 1 (world 4 -> 2, cp 2
@@ -27,13 +27,19 @@ struct ElasticMesh {
   std::string description;
 };
 
-// The largest mesh of at most `workers` ranks for the job whose config is `config_toml` with
-// `overrides`: its own mesh when that fits, else the largest data-parallel degree d < its own
+// The largest mesh of at most `workers` ranks for the job whose config (with its own overrides)
+// is `config`: its own mesh when that fits, else the largest data-parallel degree d < its own
 // with d × cp <= workers whose d × local_batch_size divides the global batch (FSDP keeps its
-// shard degree when d allows, else shards over all d data-parallel ranks). The result validates
-// as a whole (ParseJobConfig and ResolveMesh). FAILED_PRECONDITION naming the numbers when no
-// such mesh exists (not even one replica of cp ranks fits, or no smaller d divides the batch);
-// INVALID_ARGUMENT when the config itself does not parse.
+// shard degree when d allows, else shards over all d data-parallel ranks). The config is parsed
+// once, by the caller: each candidate is the config with its degrees and global batch set as the
+// overrides would set them, validated by ResolveMesh (the only checks those keys take part in).
+// FAILED_PRECONDITION naming the numbers when no such mesh exists (not even one replica of cp
+// ranks fits, or no smaller d divides the batch); INVALID_ARGUMENT when the job's own mesh does
+// not resolve.
+absl::StatusOr<ElasticMesh> ElasticMeshFor(const JobConfig& config, int64_t workers);
+
+// The same for `config_toml` with `overrides`, parsed once; INVALID_ARGUMENT when it does not
+// parse.
 absl::StatusOr<ElasticMesh> ElasticMeshFor(const std::string& config_toml,
                                            const std::vector<std::string>& overrides,
                                            int64_t workers);

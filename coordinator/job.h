@@ -37,6 +37,16 @@ bool IsAllowedTransition(JobState from, JobState to);
 // "job-000042": the id of the store's 42nd job (numbered from 1, never reused).
 std::string JobIdForNumber(int64_t number);
 
+// The mesh a run of a job takes: `world` = dp × cp ranks, CP innermost (rank = dp_index × cp +
+// cp_rank). A value built from the MeshDegrees that ResolveMesh (common/config/mesh.h) resolves —
+// at admission (admission.h) and for an elastic restart (elastic_mesh.h) — and never resolved
+// again from the config here.
+struct RunMesh {
+  int world = 0;
+  int dp = 0;
+  int cp = 0;
+};
+
 // Where one rank runs. cp_group = dp_index (the cp ranks of one data-parallel replica).
 struct RankPlacement {
   int rank = 0;
@@ -67,8 +77,9 @@ struct JobError {
   int64_t unix_ms = 0;  // when
 };
 
-// The restart policy of a job, from its config's [job] section (see common/config/job_config.h).
-struct RestartPolicy {
+// A job's restart settings, from its config's [job] section (see common/config/job_config.h); what
+// they lead to is coordinator/restart_policy.h.
+struct RestartSettings {
   int max_restarts = 0;
   int64_t backoff_ms = 5000;
   bool elastic = false;
@@ -80,9 +91,7 @@ struct JobRecord {
   JobState state = JobState::kQueued;
   std::string config_toml;
   std::vector<std::string> overrides;  // "key=value", applied on top of config_toml
-  int world_size = 0;
-  int dp = 0;
-  int cp = 0;
+  RunMesh degrees;                  // the current run's; the one asked for until an elastic restart
   std::string device_kind = "cpu";  // the kind of worker every rank needs: "cpu" | "cuda"
   std::vector<RankPlacement> mesh;  // empty until assigned
   std::string wait_reason;          // why a QUEUED job is not placed yet
@@ -94,12 +103,12 @@ struct JobRecord {
   int64_t total_steps = 0;
   int64_t last_step = 0;  // highest step reported so far; steps count from 1, 0 = none yet
   double last_loss = 0;
-  RestartPolicy restart;
+  RestartSettings restart;
   int restart_count = 0;  // restarts so far; also the attempt number of the current run
   // Every failure of every run, oldest first; `error` is the last when the job FAILED.
   std::vector<JobError> failures;
-  // Set by an elastic restart onto a smaller mesh, applied after `overrides` (world_size and dp
-  // are then the smaller mesh's); empty while the job runs on the mesh it asked for.
+  // Set by an elastic restart onto a smaller mesh, applied after `overrides` (`degrees` is then
+  // the smaller mesh); empty while the job runs on the mesh it asked for.
   std::vector<std::string> mesh_overrides;
   // What admission accepted but changed or ignores (v1::Job.warnings): on SubmitJob's reply only,
   // never stored.

@@ -46,8 +46,8 @@ absl::StatusOr<JobRecord> JobStore::CreateJob(JobRecord job) {
       .Bind(2, job.job_id)
       .Bind(3, job.name)
       .Bind(4, std::string(JobStateName(job.state)));
-  insert.Bind(5, job.config_toml).Bind(6, OverridesJson(job.overrides)).Bind(7, job.world_size);
-  insert.Bind(8, job.dp).Bind(9, job.cp).Bind(10, MeshJson(job.mesh)).Bind(11, job.wait_reason);
+  insert.Bind(5, job.config_toml).Bind(6, OverridesJson(job.overrides)).Bind(7, job.degrees.world);
+  insert.Bind(8, job.degrees.dp).Bind(9, job.degrees.cp).Bind(10, MeshJson(job.mesh)).Bind(11, job.wait_reason);
   insert.Bind(12, ErrorJson(job.error)).Bind(13, job.submitted_unix_ms)
       .Bind(14, job.started_unix_ms)
       .Bind(15, job.finished_unix_ms);
@@ -110,7 +110,7 @@ absl::Status JobStore::UpdateJob(const JobRecord& job) {
       "cp = ?, mesh_json = ?, wait_reason = ?, error_json = ?, total_steps = ?, device_kind = ?, "
       "restart_json = ? WHERE job_id = ?");
   s.Bind(1, job.name).Bind(2, job.config_toml).Bind(3, OverridesJson(job.overrides));
-  s.Bind(4, job.world_size).Bind(5, job.dp).Bind(6, job.cp).Bind(7, MeshJson(job.mesh));
+  s.Bind(4, job.degrees.world).Bind(5, job.degrees.dp).Bind(6, job.degrees.cp).Bind(7, MeshJson(job.mesh));
   s.Bind(8, job.wait_reason).Bind(9, ErrorJson(job.error));
   s.Bind(10, job.total_steps).Bind(11, job.device_kind).Bind(12, RestartJson(job));
   s.Bind(13, job.job_id);

@@ -104,9 +104,7 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s) {
   job.config_toml = s.Text(3);
   RT_ASSIGN_OR_RETURN(nlohmann::json overrides, ParseJsonColumn(s.Text(4), "overrides_json"));
   for (const auto& o : overrides) job.overrides.push_back(o.get<std::string>());
-  job.world_size = static_cast<int>(s.Int(5));
-  job.dp = static_cast<int>(s.Int(6));
-  job.cp = static_cast<int>(s.Int(7));
+  job.degrees = {static_cast<int>(s.Int(5)), static_cast<int>(s.Int(6)), static_cast<int>(s.Int(7))};
   RT_ASSIGN_OR_RETURN(nlohmann::json mesh, ParseJsonColumn(s.Text(8), "mesh_json"));
   for (const auto& p : mesh) {
     job.mesh.push_back({p.value("rank", 0), p.value("worker_id", ""), p.value("cp_group", 0),

@@ -39,9 +39,9 @@ v1::Job ToProto(const JobRecord& job) {
   out.set_config_toml(job.config_toml);
   for (const std::string& o : job.overrides) out.add_overrides(o);
   out.set_device_kind(job.device_kind);
-  out.set_world_size(job.world_size);
-  out.set_dp(job.dp);
-  out.set_cp(job.cp);
+  out.set_world_size(job.degrees.world);
+  out.set_dp(job.degrees.dp);
+  out.set_cp(job.degrees.cp);
   for (const RankPlacement& p : job.mesh) {
     v1::RankPlacement* m = out.add_mesh();
     m->set_rank(p.rank);

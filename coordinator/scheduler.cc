@@ -12,13 +12,14 @@ namespace ringtrain {
 namespace {
 
 bool MeshIsValid(const PendingJob& job) {
-  return job.world_size > 0 && job.dp > 0 && job.cp > 0 &&
-         static_cast<int64_t>(job.dp) * job.cp == job.world_size;
+  const RunMesh& m = job.degrees;
+  return m.world > 0 && m.dp > 0 && m.cp > 0 && static_cast<int64_t>(m.dp) * m.cp == m.world;
 }
 
 std::string InvalidMeshReason(const PendingJob& job) {
-  return absl::StrCat("invalid mesh: world_size ", job.world_size, " must equal dp ", job.dp,
-                      " x cp ", job.cp, " and be positive");
+  const RunMesh& m = job.degrees;
+  return absl::StrCat("invalid mesh: world_size ", m.world, " must equal dp ", m.dp, " x cp ",
+                      m.cp, " and be positive");
 }
 
 std::string Workers(int64_t n) { return n == 1 ? "worker" : "workers"; }
@@ -40,8 +41,8 @@ std::vector<std::string> HostsByFreeDesc(
 
 std::vector<RankPlacement> PlaceRanks(const PendingJob& job,
                                       std::vector<WorkerInfo> idle_workers_of_kind) {
-  if (!MeshIsValid(job) ||
-      idle_workers_of_kind.size() < static_cast<size_t>(job.world_size)) {
+  const RunMesh& mesh = job.degrees;
+  if (!MeshIsValid(job) || idle_workers_of_kind.size() < static_cast<size_t>(mesh.world)) {
     return {};
   }
   std::sort(idle_workers_of_kind.begin(), idle_workers_of_kind.end(),
@@ -52,10 +53,10 @@ std::vector<RankPlacement> PlaceRanks(const PendingJob& job,
     free_by_host[w.host_label].push_back(w.worker_id);
   }
 
-  const size_t cp = static_cast<size_t>(job.cp);
+  const size_t cp = static_cast<size_t>(mesh.cp);
   std::vector<RankPlacement> placements;
-  placements.reserve(job.world_size);
-  for (int dp_index = 0; dp_index < job.dp; ++dp_index) {
+  placements.reserve(mesh.world);
+  for (int dp_index = 0; dp_index < mesh.dp; ++dp_index) {
     std::vector<std::string> group;  // worker ids of this CP group, by cp_rank
     const std::vector<std::string> hosts = HostsByFreeDesc(free_by_host);
     for (const std::string& host : hosts) {
@@ -68,8 +69,8 @@ std::vector<RankPlacement> PlaceRanks(const PendingJob& job,
       }
       if (group.size() == cp) break;
     }
-    for (int cp_rank = 0; cp_rank < job.cp; ++cp_rank) {
-      placements.push_back({dp_index * job.cp + cp_rank, group[cp_rank], dp_index, dp_index});
+    for (int cp_rank = 0; cp_rank < mesh.cp; ++cp_rank) {
+      placements.push_back({dp_index * mesh.cp + cp_rank, group[cp_rank], dp_index, dp_index});
     }
   }
   return placements;
@@ -93,11 +94,11 @@ ScheduleDecision Schedule(const std::vector<PendingJob>& queue,
       continue;
     }
     const int64_t pool = pool_by_kind[job.device_kind];
-    if (job.world_size > pool) {
+    const int world = job.degrees.world;
+    if (world > pool) {
       decision.waiting[job.job_id] = absl::StrCat(
-          "the pool cannot hold it: needs ", job.world_size, " ", job.device_kind, " ",
-          Workers(job.world_size), ", the pool has ", pool, "; later ", job.device_kind,
-          " jobs may start meanwhile");
+          "the pool cannot hold it: needs ", world, " ", job.device_kind, " ", Workers(world),
+          ", the pool has ", pool, "; later ", job.device_kind, " jobs may start meanwhile");
       decision.unfit.insert(job.job_id);
       continue;
     }
@@ -112,10 +113,10 @@ ScheduleDecision Schedule(const std::vector<PendingJob>& queue,
       continue;
     }
     std::vector<WorkerInfo>& free = free_by_kind[job.device_kind];
-    if (free.size() < static_cast<size_t>(job.world_size)) {
+    if (free.size() < static_cast<size_t>(world)) {
       decision.waiting[job.job_id] =
-          absl::StrCat("waiting for ", job.world_size, " idle ", job.device_kind, " ",
-                       Workers(job.world_size), ", ", free.size(), " free");
+          absl::StrCat("waiting for ", world, " idle ", job.device_kind, " ", Workers(world), ", ",
+                       free.size(), " free");
       blocker_by_kind[job.device_kind] = job.job_id;
       continue;
     }
@@ -137,14 +138,15 @@ absl::Status CheckCanEverRun(const PendingJob& job,
   std::map<std::string, int64_t> count_by_kind;
   for (const WorkerInfo& w : all_registered_workers) ++count_by_kind[w.device_kind];
   const int64_t have = count_by_kind[job.device_kind];
-  if (job.world_size <= std::max(have, max_pool_size_hint)) return absl::OkStatus();
+  const int world = job.degrees.world;
+  if (world <= std::max(have, max_pool_size_hint)) return absl::OkStatus();
 
   std::vector<std::string> registered;
   for (const auto& [kind, n] : count_by_kind) {
     if (n > 0) registered.push_back(absl::StrCat(n, " ", kind));
   }
   std::string message = absl::StrCat(
-      "job needs ", job.world_size, " ", job.device_kind, " ", Workers(job.world_size),
+      "job needs ", world, " ", job.device_kind, " ", Workers(world),
       " but the pool has ", have, " (registered: ",
       registered.empty() ? "none" : absl::StrJoin(registered, ", "), ")");
   if (max_pool_size_hint > have) {

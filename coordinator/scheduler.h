@@ -31,9 +31,7 @@ struct WorkerInfo {
 
 struct PendingJob {
   std::string job_id;
-  int world_size = 0;
-  int dp = 0;
-  int cp = 0;
+  RunMesh degrees;  // world = dp × cp
   std::string device_kind;
   // Not to be started yet (a restarting job still stopping its failed run, or in its backoff):
   // it keeps its place, blocking later jobs of its kind as a job waiting for workers does, but

@@ -155,9 +155,9 @@ grpc::ServerWriteReactor<v1::StreamLogsResponse>* JobServiceImpl::StreamLogs(
   if (status.ok()) {
     absl::StatusOr<JobRecord> job = store_->GetJob(request->job_id());
     status = job.status();
-    if (status.ok() && request->rank() >= job->world_size) {
+    if (status.ok() && request->rank() >= job->degrees.world) {
       status = absl::InvalidArgumentError(absl::StrCat(
-          request->job_id(), " has ranks 0..", job->world_size - 1, "; there is no rank ",
+          request->job_id(), " has ranks 0..", job->degrees.world - 1, "; there is no rank ",
           request->rank()));
     }
     if (status.ok()) {

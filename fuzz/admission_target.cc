@@ -28,9 +28,9 @@ std::string CheckAdmission(const v1::SubmitJobRequest& request) {
     }
     return "";
   }
-  if (job->dp < 1 || job->cp < 1 || job->world_size != int64_t{job->dp} * job->cp) {
-    return absl::StrCat("admitted with world_size ", job->world_size, ", dp ", job->dp, ", cp ",
-                        job->cp);
+  if (job->degrees.dp < 1 || job->degrees.cp < 1 || job->degrees.world != int64_t{job->degrees.dp} * job->degrees.cp) {
+    return absl::StrCat("admitted with world_size ", job->degrees.world, ", dp ", job->degrees.dp, ", cp ",
+                        job->degrees.cp);
   }
   if (job->config_toml != request.config_toml() || job->name != request.name() ||
       job->overrides.size() != static_cast<size_t>(request.overrides_size())) {
@@ -43,13 +43,13 @@ std::string CheckAdmission(const v1::SubmitJobRequest& request) {
   const absl::StatusOr<MeshDegrees> mesh = ResolveMesh(*config, RequestedWorldSize(*config));
   if (!mesh.ok()) return absl::StrCat("an admitted config has no mesh: ", mesh.status().ToString());
   const int64_t dp = mesh->dp();
-  if (dp != job->dp || config->parallelism.context_parallel_degree != job->cp) {
+  if (dp != job->degrees.dp || config->parallelism.context_parallel_degree != job->degrees.cp) {
     return absl::StrCat("the config asks for dp ", dp, " × cp ",
                         config->parallelism.context_parallel_degree, " but the job was admitted with dp ",
-                        job->dp, " × cp ", job->cp);
+                        job->degrees.dp, " × cp ", job->degrees.cp);
   }
   const absl::StatusOr<JobRecord> again = AdmitSubmitRequest(request);
-  if (!again.ok() || again->world_size != job->world_size || again->total_steps != job->total_steps) {
+  if (!again.ok() || again->degrees.world != job->degrees.world || again->total_steps != job->total_steps) {
     return "admitting the same request twice gives different answers";
   }
   return "";

@@ -30,7 +30,7 @@ TEST(AdmissionTest, AdmitsAPlainRequest) {
   request.add_overrides("parallelism.context_parallel_degree=2");
   const absl::StatusOr<JobRecord> job = AdmitSubmitRequest(request);
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(job->world_size, 2);
+  EXPECT_EQ(job->degrees.world, 2);
   EXPECT_EQ(job->name, "ça va — 日本語 job");
 }
 

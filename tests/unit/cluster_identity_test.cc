@@ -270,6 +270,20 @@ TEST_F(ClusterIdentityTest, StepRecordsOutsideTheJobOrUnparseableAreRefusedAndEa
   EXPECT_EQ(StateOf(job), JobState::kRunning);
 }
 
+// The coordinator reads rank 0's records with the shared parser (common/record/step_record.h):
+// a "ranks" that is not an array of objects is not a record the trainer writes, so it is refused
+// like any other unparseable record, not stored with its figures.
+TEST_F(ClusterIdentityTest, StepRecordsWhoseRanksAreNotAnArrayOfObjectsAreRefused) {
+  const std::string job = StartJobWithAFakeWorker();
+  Report(ranks_[0], job, 0, "{\"step\": 1, \"loss\": 1, \"ranks\": 5}");
+  Report(ranks_[0], job, 0, "{\"step\": 1, \"loss\": 1, \"ranks\": [1, 2]}");
+  EXPECT_EQ(Refused("bad_step"), 2);
+  EXPECT_TRUE(StoredLosses(job).empty());
+  Report(ranks_[0], job, 0, "{\"step\": 1, \"loss\": 2.5, \"ranks\": [{\"rank\": 0}]}");
+  EXPECT_EQ(Refused("bad_step"), 2);
+  EXPECT_EQ(StoredLosses(job), std::vector<double>({2.5}));
+}
+
 TEST_F(ClusterIdentityTest, AfterARestartOnlyTheCredentialGetsAnIdAndItsRankBack) {
   const std::string job = StartJobWithAFakeWorker();
   Step(ranks_[0], job, 0, 1, 4.0);

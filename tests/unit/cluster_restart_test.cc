@@ -229,7 +229,7 @@ TEST_F(ClusterRestartTest, ALostWorkerRestartsTheJobOnTheOthers) {
 TEST_F(ClusterRestartTest, AnElasticRestartRunsOnFewerDataParallelRanksWithTheSameBatch) {
   AddWorkers(2);
   const JobRecord job = SubmitRestartable(1, /*dp=*/2, /*cp=*/1, 3, {"job.elastic=true"});
-  EXPECT_EQ(job.world_size, 2);
+  EXPECT_EQ(job.degrees.world, 2);
   std::map<int, std::string> ranks = AssignedWorkers(job.job_id);
   StartAll(job.job_id);
   Beat(absl::Milliseconds(350), ranks[1]);  // one of the two workers is lost for good
@@ -240,9 +240,9 @@ TEST_F(ClusterRestartTest, AnElasticRestartRunsOnFewerDataParallelRanksWithTheSa
   cluster_->Tick();
   const JobRecord shrunk = Get(job.job_id);
   EXPECT_EQ(shrunk.state, JobState::kAssigned);
-  EXPECT_EQ(shrunk.world_size, 1);
-  EXPECT_EQ(shrunk.dp, 1);
-  EXPECT_EQ(shrunk.cp, 1);
+  EXPECT_EQ(shrunk.degrees.world, 1);
+  EXPECT_EQ(shrunk.degrees.dp, 1);
+  EXPECT_EQ(shrunk.degrees.cp, 1);
   // local_batch_size 2 × dp 2 = 4 samples a step, now as 2 micro-batches on one rank.
   EXPECT_THAT(shrunk.mesh_overrides,
               ElementsAre("parallelism.data_parallel_replicate_degree=1",

@@ -27,7 +27,7 @@ TEST_F(ClusterTest, JobRunsToSuccessAndFreesItsWorkers) {
   auto job = Submit(1, 2);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->state, JobState::kAssigned);
-  EXPECT_EQ(job->world_size, 2);
+  EXPECT_EQ(job->degrees.world, 2);
   EventLog log;
   hub_.Subscribe(job->job_id, &log);
 

@@ -27,10 +27,10 @@ void ExpectValid(const std::vector<std::string>& overrides, const ElasticMesh& m
   all.insert(all.end(), mesh.overrides.begin(), mesh.overrides.end());
   absl::StatusOr<JobConfig> config = ParseJobConfig(kConfig, all, "test");
   ASSERT_TRUE(config.ok()) << config.status();
-  const absl::StatusOr<MeshDegrees> resolved = ResolveMesh(*config, mesh.world_size);
+  const absl::StatusOr<MeshDegrees> resolved = ResolveMesh(*config, mesh.degrees.world);
   ASSERT_TRUE(resolved.ok()) << resolved.status();
-  EXPECT_EQ(resolved->dp(), mesh.dp);
-  EXPECT_EQ(config->parallelism.context_parallel_degree, mesh.cp);
+  EXPECT_EQ(resolved->dp(), mesh.degrees.dp);
+  EXPECT_EQ(config->parallelism.context_parallel_degree, mesh.degrees.cp);
 }
 
 TEST(ElasticMeshTest, TheJobsOwnMeshWhenItFits) {
@@ -38,10 +38,10 @@ TEST(ElasticMeshTest, TheJobsOwnMeshWhenItFits) {
                                       "parallelism.context_parallel_degree=2"};
   absl::StatusOr<ElasticMesh> mesh = ElasticMeshFor(kConfig, o, 4);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
-  EXPECT_EQ(mesh->world_size, 4);
+  EXPECT_EQ(mesh->degrees.world, 4);
   EXPECT_TRUE(mesh->overrides.empty());
   EXPECT_TRUE(mesh->description.empty());
-  EXPECT_EQ(ElasticMeshFor(kConfig, o, 9)->world_size, 4);
+  EXPECT_EQ(ElasticMeshFor(kConfig, o, 9)->degrees.world, 4);
 }
 
 TEST(ElasticMeshTest, FewerReplicasWithTheSameGlobalBatchAndTheSameCp) {
@@ -50,9 +50,9 @@ TEST(ElasticMeshTest, FewerReplicasWithTheSameGlobalBatchAndTheSameCp) {
   // 7 workers: dp 3 × cp 2 = 6 fits, but 3 × 2 does not divide the global batch 8; dp 2 does.
   absl::StatusOr<ElasticMesh> mesh = ElasticMeshFor(kConfig, o, 7);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
-  EXPECT_EQ(mesh->world_size, 4);
-  EXPECT_EQ(mesh->dp, 2);
-  EXPECT_EQ(mesh->cp, 2);
+  EXPECT_EQ(mesh->degrees.world, 4);
+  EXPECT_EQ(mesh->degrees.dp, 2);
+  EXPECT_EQ(mesh->degrees.cp, 2);
   EXPECT_THAT(mesh->overrides, ElementsAre("parallelism.data_parallel_replicate_degree=2",
                                            "parallelism.data_parallel_shard_degree=1",
                                            "training.global_batch_size=8"));
@@ -70,7 +70,7 @@ TEST(ElasticMeshTest, AnExplicitGlobalBatchIsKept) {
                                       "training.global_batch_size=8"};
   absl::StatusOr<ElasticMesh> mesh = ElasticMeshFor(kConfig, o, 1);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
-  EXPECT_EQ(mesh->dp, 1);
+  EXPECT_EQ(mesh->degrees.dp, 1);
   EXPECT_EQ(mesh->overrides.back(), "training.global_batch_size=8");
   ExpectValid(o, *mesh);
 }
@@ -80,7 +80,7 @@ TEST(ElasticMeshTest, FsdpKeepsItsShardDegreeWhenItCanElseShardsOverAllRanks) {
                                          "parallelism.data_parallel_shard_degree=2"};
   absl::StatusOr<ElasticMesh> kept = ElasticMeshFor(kConfig, keep, 3);
   ASSERT_TRUE(kept.ok()) << kept.status();
-  EXPECT_EQ(kept->dp, 2);
+  EXPECT_EQ(kept->degrees.dp, 2);
   EXPECT_THAT(kept->overrides, ElementsAre("parallelism.data_parallel_replicate_degree=1",
                                            "parallelism.data_parallel_shard_degree=2",
                                            "training.global_batch_size=8"));
@@ -90,7 +90,7 @@ TEST(ElasticMeshTest, FsdpKeepsItsShardDegreeWhenItCanElseShardsOverAllRanks) {
                                            "parallelism.data_parallel_shard_degree=4"};
   absl::StatusOr<ElasticMesh> resharded = ElasticMeshFor(kConfig, shard4, 3);
   ASSERT_TRUE(resharded.ok()) << resharded.status();
-  EXPECT_EQ(resharded->dp, 2);
+  EXPECT_EQ(resharded->degrees.dp, 2);
   EXPECT_THAT(resharded->overrides, ElementsAre("parallelism.data_parallel_replicate_degree=1",
                                                 "parallelism.data_parallel_shard_degree=2",
                                                 "training.global_batch_size=8"));
@@ -102,7 +102,7 @@ TEST(ElasticMeshTest, FsdpKeepsItsShardDegreeWhenItCanElseShardsOverAllRanks) {
                                            "parallelism.context_parallel_degree=2"};
   absl::StatusOr<ElasticMesh> fill = ElasticMeshFor(kConfig, filled, 2);
   ASSERT_TRUE(fill.ok()) << fill.status();
-  EXPECT_EQ(fill->world_size, 2);
+  EXPECT_EQ(fill->degrees.world, 2);
   EXPECT_THAT(fill->overrides, ElementsAre("parallelism.data_parallel_replicate_degree=1",
                                            "training.global_batch_size=4"));
   ExpectValid(filled, *fill);
@@ -127,7 +127,7 @@ TEST(ElasticMeshTest, ADegreeThatDoesNotDivideTheGlobalBatchIsSkipped) {
                                         "training.global_batch_size=9"};
   absl::StatusOr<ElasticMesh> mesh = ElasticMeshFor(kConfig, odd, 2);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
-  EXPECT_EQ(mesh->dp, 1);
+  EXPECT_EQ(mesh->degrees.dp, 1);
   EXPECT_THAT(mesh->description, HasSubstr("global batch 9 kept as 3 micro-batches of 3"));
   ExpectValid(odd, *mesh);
 }

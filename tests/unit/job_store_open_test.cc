@@ -31,9 +31,7 @@ JobRecord SampleJob() {
   JobRecord job;
   job.name = "sample";
   job.config_toml = "[training]\nsteps = 2\n";
-  job.world_size = 1;
-  job.dp = 1;
-  job.cp = 1;
+  job.degrees = {1, 1, 1};  // world, dp, cp
   job.total_steps = 2;
   return job;
 }

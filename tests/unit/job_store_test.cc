@@ -28,9 +28,7 @@ JobRecord SampleJob(const std::string& name) {
   job.name = name;
   job.config_toml = "[model]\nflavor = \"debug\"\n";
   job.overrides = {"training.steps=10", "parallelism.cp=2"};
-  job.world_size = 4;
-  job.dp = 2;
-  job.cp = 2;
+  job.degrees = {4, 2, 2};  // world, dp, cp
   job.mesh = {{0, "w-a", 0, 0}, {1, "w-a", 0, 0}, {2, "w-b", 1, 1}, {3, "w-b", 1, 1}};
   job.total_steps = 10;
   return job;

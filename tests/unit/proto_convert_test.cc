@@ -57,9 +57,7 @@ JobRecord FailedJob() {
   job.state = JobState::kFailed;
   job.config_toml = "[training]\nsteps = 10\n";
   job.overrides = {"training.steps=5", "parallelism.context_parallel_degree=2"};
-  job.world_size = 4;
-  job.dp = 2;
-  job.cp = 2;
+  job.degrees = {4, 2, 2};  // world, dp, cp
   job.device_kind = "cuda";
   job.mesh = {{0, "worker-1", 0, 0}, {1, "worker-2", 0, 0}, {2, "worker-3", 1, 1},
               {3, "worker-4", 1, 1}};
@@ -114,9 +112,7 @@ TEST(ProtoConvertTest, JobFieldsLandInTheirWireFields) {
 TEST(ProtoConvertTest, AQueuedJobHasNoMeshErrorOrStartAndFinishTimes) {
   JobRecord job;
   job.job_id = "job-000001";
-  job.world_size = 2;
-  job.dp = 1;
-  job.cp = 2;
+  job.degrees = {2, 1, 2};  // world, dp, cp
   job.wait_reason = "waiting for 2 idle cpu workers, 0 free";
   job.submitted_unix_ms = 1700000000000;
   const v1::Job out = ToProto(job);
