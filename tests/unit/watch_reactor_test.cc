@@ -148,7 +148,7 @@ class WatchReactorTest : public ::testing::Test {
   std::string RunningJob(int64_t steps) {
     JobRecord job;
     job.name = "watched";
-    job.world_size = 1;
+    job.degrees.world = 1;
     job.total_steps = steps + 100;
     absl::StatusOr<JobRecord> created = store_->CreateJob(job);
     EXPECT_TRUE(created.ok()) << created.status();
