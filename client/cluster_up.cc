@@ -175,9 +175,10 @@ CLI::App* AddUpCommand(CLI::App& app, UpFlags* flags) {
   cmd->add_option("--threads", flags->threads, "Threads per trainer")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--data-root", flags->data_root,
-                  "Every worker's --data-root: the folder job dataset and weight paths resolve under "
-                  "(default: none, jobs that name a file are refused)");
+  cmd->add_option(
+      "--data-root", flags->data_root,
+      "Every worker's --data-root: the folder job dataset and weight paths resolve under "
+      "(default: none, jobs that name a file are refused)");
   cmd->add_option("--bin-dir", flags->bin_dir,
                   "Where ringtrain-coordinator and ringtrain-worker are (default: beside ringctl)");
   cmd->footer(
@@ -222,10 +223,18 @@ int RunUp(const UpFlags& flags) {
     fs::create_directories(dir / name, error);
     // One checkpoint root for every worker (the shared storage of a real cluster): a restarted
     // job resumes from its latest checkpoint on whichever workers are free.
-    std::vector<std::string> argv = {(bin_dir / "ringtrain-worker").string(), "--coordinator",
-                                     address, "--host-label", "local", "--advertise-address",
-                                     "127.0.0.1", "--work-dir", (dir / name).string(), "--threads",
-                                     std::to_string(flags.threads), "--checkpoint-root",
+    std::vector<std::string> argv = {(bin_dir / "ringtrain-worker").string(),
+                                     "--coordinator",
+                                     address,
+                                     "--host-label",
+                                     "local",
+                                     "--advertise-address",
+                                     "127.0.0.1",
+                                     "--work-dir",
+                                     (dir / name).string(),
+                                     "--threads",
+                                     std::to_string(flags.threads),
+                                     "--checkpoint-root",
                                      (dir / "checkpoints").string()};
     if (!data_root.empty()) {
       argv.push_back("--data-root");

@@ -22,7 +22,7 @@ struct UpFlags {
   std::string listen = "127.0.0.1:50051";  // the coordinator's --listen address
   std::string dir = "ringtrain-cluster";   // the database, the workers' work dirs and logs/
   int threads = 1;                         // per trainer (each worker's --threads)
-  std::string data_root;  // every worker's --data-root; empty: none
+  std::string data_root;                   // every worker's --data-root; empty: none
   std::string bin_dir;  // where the two binaries are; empty: beside ringctl's own executable
   double ready_timeout_seconds = 60;  // for the workers to become IDLE
 };

@@ -16,7 +16,8 @@ namespace {
 
 StepLosses LossesOf(const JobSteps& job) {
   StepLosses losses;
-  for (const v1::StepEvent& event : job.steps) losses[static_cast<int>(event.step())] = event.loss();
+  for (const v1::StepEvent& event : job.steps)
+    losses[static_cast<int>(event.step())] = event.loss();
   return losses;
 }
 
@@ -30,9 +31,10 @@ std::string StepRange(const StepLosses& losses) {
 // "job-000001 (name), SUCCEEDED, 3 steps".
 std::string Describe(const JobSteps& job) {
   const v1::Job& j = job.job;
-  return absl::StrCat(EscapeForTerminal(j.job_id()), j.name().empty() || j.name() == j.job_id()
-                                      ? ""
-                                      : absl::StrCat(" (", EscapeForTerminal(j.name()), ")"),
+  return absl::StrCat(EscapeForTerminal(j.job_id()),
+                      j.name().empty() || j.name() == j.job_id()
+                          ? ""
+                          : absl::StrCat(" (", EscapeForTerminal(j.name()), ")"),
                       ", ", JobStateName(j.state()), ", ", job.steps.size(), " step",
                       job.steps.size() == 1 ? "" : "s");
 }
@@ -55,9 +57,9 @@ absl::StatusOr<JobComparison> CompareJobSteps(const JobSteps& baseline, const Jo
     common_b[step] = other->second;
   }
   if (common_a.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no step in common: ", baseline.job.job_id(), " has ", StepRange(a), ", ",
-        test.job.job_id(), " has ", StepRange(b)));
+    return absl::FailedPreconditionError(absl::StrCat("no step in common: ", baseline.job.job_id(),
+                                                      " has ", StepRange(a), ", ",
+                                                      test.job.job_id(), " has ", StepRange(b)));
   }
   JobComparison out;
   absl::StatusOr<Report> report = CompareLosses(common_a, common_b, tolerance);
@@ -75,8 +77,8 @@ absl::StatusOr<JobComparison> CompareJobSteps(const JobSteps& baseline, const Jo
                                        "); compared ", StepRange(common_a)));
     }
   }
-  out.finished_with_different_steps = IsTerminal(baseline.job.state()) &&
-                                      IsTerminal(test.job.state()) && a.size() != b.size();
+  out.finished_with_different_steps =
+      IsTerminal(baseline.job.state()) && IsTerminal(test.job.state()) && a.size() != b.size();
   if (out.finished_with_different_steps) {
     out.notes.push_back("both jobs have finished with different steps: a check fails");
   }
@@ -161,10 +163,9 @@ int RunCompare(const CompareFlags& flags) {
     std::cout << "note: " << EscapeForTerminal(note) << "\n";
   }
   std::cout << "\n" << FormatReport(comparison->report);
-  if (comparison->finished_with_different_steps &&
-      tolerance.mode != Tolerance::Mode::kReportOnly) {
-    std::cout << "Verdict: FAIL: the jobs finished with different steps ("
-              << sides[0].steps.size() << " and " << sides[1].steps.size() << ")\n";
+  if (comparison->finished_with_different_steps && tolerance.mode != Tolerance::Mode::kReportOnly) {
+    std::cout << "Verdict: FAIL: the jobs finished with different steps (" << sides[0].steps.size()
+              << " and " << sides[1].steps.size() << ")\n";
   }
   std::cout << std::flush;
   return exit_code;

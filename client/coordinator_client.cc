@@ -50,10 +50,7 @@ const ChannelSecurity& ProcessChannelSecurity() { return ProcessSecurity(); }
 JobEventStream::JobEventStream(std::unique_ptr<grpc::ClientContext> context,
                                std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader,
                                std::string what, bool tls)
-    : context_(std::move(context)),
-      reader_(std::move(reader)),
-      what_(std::move(what)),
-      tls_(tls) {}
+    : context_(std::move(context)), reader_(std::move(reader)), what_(std::move(what)), tls_(tls) {}
 
 bool JobEventStream::Next(v1::JobEvent* event) { return reader_->Read(event); }
 

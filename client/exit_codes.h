@@ -26,17 +26,12 @@ inline constexpr int kExitUnauthenticated = 4;
 // anything else → kExitFailed. OK → kExitOk.
 inline int ExitCodeFor(const absl::Status& status) {
   switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return kExitOk;
+    case absl::StatusCode::kOk: return kExitOk;
     case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-      return kExitUnreachable;
-    case absl::StatusCode::kInvalidArgument:
-      return kExitUsage;
-    case absl::StatusCode::kUnauthenticated:
-      return kExitUnauthenticated;
-    default:
-      return kExitFailed;
+    case absl::StatusCode::kDeadlineExceeded: return kExitUnreachable;
+    case absl::StatusCode::kInvalidArgument: return kExitUsage;
+    case absl::StatusCode::kUnauthenticated: return kExitUnauthenticated;
+    default: return kExitFailed;
   }
 }
 

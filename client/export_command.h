@@ -1,7 +1,7 @@
 // `ringctl export JOB [--out FILE] [--from-step N]`: a job's step records from the coordinator's
 // store as JSONL — one line per step, the trainer's own record verbatim (the object `ringtrain-run
-// --metrics.jsonl=FILE` writes: step, loss, grad_norm, lr, ..., ranks), in step order. This is where
-// a submitted job's `metrics.jsonl` goes: the service keeps the records and ignores that key.
+// --metrics.jsonl=FILE` writes: step, loss, grad_norm, lr, ..., ranks), in step order. This is
+// where a submitted job's `metrics.jsonl` goes: the service keeps the records and ignores that key.
 #ifndef RINGTRAIN_CLIENT_EXPORT_COMMAND_H_
 #define RINGTRAIN_CLIENT_EXPORT_COMMAND_H_
 

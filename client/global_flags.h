@@ -56,8 +56,8 @@ inline constexpr GlobalFlag kGlobalFlags[] = {
 // `--name=VALUE`) before the subcommand (the first argument that is not an option) is moved to
 // just after it; then, for each global flag given nowhere, whose variable `getenv` returns
 // non-empty and that `takes_env(subcommand, name)` allows, "--name=VALUE" is appended. A flag after
-// the subcommand comes after one before it (AttachCommonFlags has CLI11 take the last). Anything else
-// is left as it is, for CLI11 to parse or refuse.
+// the subcommand comes after one before it (AttachCommonFlags has CLI11 take the last). Anything
+// else is left as it is, for CLI11 to parse or refuse.
 std::vector<std::string> PlaceGlobalFlags(
     const std::vector<std::string>& args,
     const std::function<std::string(const std::string& env)>& getenv,

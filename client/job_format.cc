@@ -182,19 +182,20 @@ std::string FormatJobTable(const std::vector<v1::Job>& jobs, double now) {
 
 std::string FormatJobError(const v1::Job& job) {
   if (job.state() == v1::JOB_STATE_CANCELLED) {
-    return absl::StrCat(EscapeForTerminal(job.job_id()), " was cancelled",
-                        job.error().message().empty() ? "" : ": " + EscapeForTerminal(job.error().message(), true),
-                        "\n");
+    return absl::StrCat(
+        EscapeForTerminal(job.job_id()), " was cancelled",
+        job.error().message().empty() ? "" : ": " + EscapeForTerminal(job.error().message(), true),
+        "\n");
   }
   if (job.state() != v1::JOB_STATE_FAILED) return "";
   const v1::JobError& error = job.error();
-  std::string out =
-      absl::StrCat(EscapeForTerminal(job.job_id()), " failed: ",
-                   error.message().empty() ? "(no message)" : EscapeForTerminal(error.message(), true), "\n");
+  std::string out = absl::StrCat(
+      EscapeForTerminal(job.job_id()), " failed: ",
+      error.message().empty() ? "(no message)" : EscapeForTerminal(error.message(), true), "\n");
   if (NamesARank(error)) {
     absl::StrAppend(&out, "  rank ", error.rank(), " on worker ",
-                    error.worker_id().empty() ? "?" : EscapeForTerminal(error.worker_id()), " exited with status ",
-                    error.exit_status(), "\n");
+                    error.worker_id().empty() ? "?" : EscapeForTerminal(error.worker_id()),
+                    " exited with status ", error.exit_status(), "\n");
   }
   if (!error.stderr_tail().empty()) {
     absl::StrAppend(&out, "  stderr tail:\n");
@@ -207,7 +208,8 @@ std::string FormatJobError(const v1::Job& job) {
 
 std::string FormatJobDetail(const v1::Job& job, double now) {
   const bool named = !job.name().empty() && job.name() != job.job_id();
-  std::string out = EscapeForTerminal(absl::StrCat(job.job_id(), named ? "  " + job.name() : "")) + "\n";
+  std::string out =
+      EscapeForTerminal(absl::StrCat(job.job_id(), named ? "  " + job.name() : "")) + "\n";
   // Values may come from the server as anything: escaped (multi-line messages keep their lines).
   auto field = [&out](absl::string_view name, const std::string& value) {
     absl::StrAppend(&out, absl::StrFormat("  %-12s ", name), EscapeForTerminal(value, true), "\n");
@@ -316,8 +318,9 @@ std::string StateChangeLine(const v1::StateChange& change) {
       change.from_state() == change.to_state()
           ? JobStateName(change.to_state())
           : absl::StrCat(JobStateName(change.from_state()), " → ", JobStateName(change.to_state()));
-  return absl::StrCat("[", FormatClock(change.time()), "] ", EscapeForTerminal(change.job_id()), " ", states,
-                      change.message().empty() ? "" : ": " + EscapeForTerminal(change.message(), true));
+  return absl::StrCat(
+      "[", FormatClock(change.time()), "] ", EscapeForTerminal(change.job_id()), " ", states,
+      change.message().empty() ? "" : ": " + EscapeForTerminal(change.message(), true));
 }
 
 std::string StateChangeJson(const v1::StateChange& change) {

@@ -93,7 +93,7 @@ struct Progress {
   int64_t total_steps = 0;  // 0: unknown (no "/total", no ETA)
   double loss = 0;
   double tokens_per_second = 0;
-  double mean_step_seconds = 0;  // over the steps seen
+  double mean_step_seconds = 0;           // over the steps seen
   uint64_t device_memory_peak_bytes = 0;  // 0: not shown (CPU jobs)
 };
 // "step 12/100  loss 4.2143  1234 tok/s  elapsed 0:12  ETA 1:28"; elapsed and ETA are estimated

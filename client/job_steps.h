@@ -16,8 +16,8 @@
 namespace ringtrain {
 
 struct JobSteps {
-  v1::Job job;                         // GetJob's answer, before the steps were read
-  std::vector<v1::StepEvent> steps;    // ascending step, one per step, from max(from_step, 1)
+  v1::Job job;                       // GetJob's answer, before the steps were read
+  std::vector<v1::StepEvent> steps;  // ascending step, one per step, from max(from_step, 1)
 };
 
 // GetJob (with a deadline) first; then WatchJob from `from_step`. For a finished job the stream is

@@ -53,9 +53,8 @@ absl::StatusOr<StepLosses> ReadStepLosses(const std::string& path) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     absl::StatusOr<StepLoss> parsed = ParseLine(line);
     if (!parsed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ":", line_number, ": ",
-                                                     parsed.status().message(), ": ",
-                                                     line.substr(0, 200)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ":", line_number, ": ", parsed.status().message(), ": ", line.substr(0, 200)));
     }
     const auto [it, inserted] = line_of_step.emplace(parsed->step, line_number);
     if (!inserted) {

@@ -108,14 +108,14 @@ int RunLogs(const LogsFlags& flags) {
     const absl::Status status = StreamOnce(client, flags, &offset);
     if (status.ok()) return kExitOk;
     if (offset > before) failures = 0;  // it made progress: a fresh budget of tries
-    bool placeable = false;  // not placed yet, and it still may be: wait for it
+    bool placeable = false;             // not placed yet, and it still may be: wait for it
     if (absl::IsFailedPrecondition(status)) {
       const absl::StatusOr<v1::Job> job = client.GetJob(flags.job_id);
       placeable = job.ok() && job->state() != v1::JOB_STATE_SUCCEEDED &&
                   job->state() != v1::JOB_STATE_FAILED && job->state() != v1::JOB_STATE_CANCELLED;
     }
-    const bool retry = flags.follow && (placeable || (absl::IsUnavailable(status) &&
-                                                      ++failures <= kStreamRetries));
+    const bool retry = flags.follow &&
+                       (placeable || (absl::IsUnavailable(status) && ++failures <= kStreamRetries));
     if (!retry) {
       std::cerr << CommandErrorLine("logs", status, flags.job_id) << std::endl;
       return ExitCodeFor(status);

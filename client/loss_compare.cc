@@ -20,8 +20,8 @@ absl::Status CheckSteps(const StepLosses& losses, int steps, absl::string_view s
     }
   }
   if (losses.size() != static_cast<size_t>(steps)) {
-    const int extra = losses.rbegin()->first > steps ? losses.rbegin()->first
-                                                     : losses.begin()->first;
+    const int extra =
+        losses.rbegin()->first > steps ? losses.rbegin()->first : losses.begin()->first;
     return absl::FailedPreconditionError(
         absl::StrCat(side, ": unexpected step ", extra, " (asked for steps 1..", steps, ")"));
   }
@@ -42,8 +42,8 @@ absl::StatusOr<StepLosses> ReadSideLosses(const LossCompareSide& side, int steps
 
 absl::StatusOr<Report> CompareLosses(const StepLosses& baseline, const StepLosses& test,
                                      const Tolerance& tolerance) {
-  for (const auto& [side, mine, other] : {std::tuple{"test", &baseline, &test},
-                                          std::tuple{"baseline", &test, &baseline}}) {
+  for (const auto& [side, mine, other] :
+       {std::tuple{"test", &baseline, &test}, std::tuple{"baseline", &test, &baseline}}) {
     for (const auto& entry : *mine) {
       if (other->count(entry.first) == 0) {
         return absl::FailedPreconditionError(
@@ -125,8 +125,8 @@ std::string FormatReport(const Report& report) {
   const bool checking = report.tolerance.mode != Tolerance::Mode::kReportOnly;
   std::string out = absl::StrFormat("%6s | %24s | %24s | %10s\n", "Step", "Baseline Loss",
                                     "Test Loss", "Difference");
-  absl::StrAppend(&out, std::string(7, '-'), "+", std::string(26, '-'), "+",
-                  std::string(26, '-'), "+", std::string(11, '-'), "\n");
+  absl::StrAppend(&out, std::string(7, '-'), "+", std::string(26, '-'), "+", std::string(26, '-'),
+                  "+", std::string(11, '-'), "\n");
   for (const StepComparison& c : report.steps) {
     absl::StrAppendFormat(&out, "%6d | %24.17g | %24.17g | % .3e%s\n", c.step, c.baseline, c.test,
                           c.diff, checking && !c.ok ? "  FAIL" : "");
@@ -139,8 +139,8 @@ std::string FormatReport(const Report& report) {
   absl::StrAppendFormat(&out, "  bitwise equal      %d of %d steps\n", report.bitwise_equal_steps,
                         report.steps.size());
   if (!report.passed()) {
-    absl::StrAppend(&out, "Failed steps (", report.failed_steps.size(), "): ",
-                    StepList(report.failed_steps), "\n");
+    absl::StrAppend(&out, "Failed steps (", report.failed_steps.size(),
+                    "): ", StepList(report.failed_steps), "\n");
   }
   absl::StrAppend(&out, "Verdict: ", Verdict(report), "\n");
   return out;
@@ -154,10 +154,13 @@ nlohmann::json ToleranceJson(const Tolerance& tolerance) {
 }
 
 nlohmann::json SideJson(const LossCompareSide& side, bool service) {
-  nlohmann::json j = {{"config", side.config},         {"options", side.options},
+  nlohmann::json j = {{"config", side.config},
+                      {"options", side.options},
                       {service ? "overrides" : "command", side.argv},
-                      {"log", side.log_path},          {"jsonl", side.jsonl_path},
-                      {"exit_code", side.exit_code},   {"seconds", side.seconds}};
+                      {"log", side.log_path},
+                      {"jsonl", side.jsonl_path},
+                      {"exit_code", side.exit_code},
+                      {"seconds", side.seconds}};
   if (service) {
     j["job_id"] = side.job_id;
   } else {
@@ -178,8 +181,12 @@ nlohmann::json ReportJson(const Report& report) {
   j["failed_steps"] = report.failed_steps;
   nlohmann::json& per_step = j["per_step"] = nlohmann::json::array();
   for (const StepComparison& c : report.steps) {
-    per_step.push_back({{"step", c.step}, {"baseline_loss", c.baseline}, {"test_loss", c.test},
-                        {"diff", c.diff}, {"bitwise_equal", c.bitwise_equal}, {"ok", c.ok}});
+    per_step.push_back({{"step", c.step},
+                        {"baseline_loss", c.baseline},
+                        {"test_loss", c.test},
+                        {"diff", c.diff},
+                        {"bitwise_equal", c.bitwise_equal},
+                        {"ok", c.ok}});
   }
   return j;
 }

@@ -111,12 +111,13 @@ absl::Status ValidateFlags(const LossCompareFlags& flags) {
           "=\"--parallelism.context_parallel_degree=", value, "\""));
     }
     if (!flags.run.empty()) {
-      problems.push_back("--run and --coordinator exclude each other: --run names the local "
-                         "launcher, --coordinator runs the sides as jobs on the cluster");
+      problems.push_back(
+          "--run and --coordinator exclude each other: --run names the local "
+          "launcher, --coordinator runs the sides as jobs on the cluster");
     }
   } else if (!flags.device_kind.empty()) {
-    problems.push_back(absl::StrCat("--device-kind=", flags.device_kind,
-                                    " applies only with --coordinator ADDR"));
+    problems.push_back(
+        absl::StrCat("--device-kind=", flags.device_kind, " applies only with --coordinator ADDR"));
   }
   if (flags.baseline_config.empty()) {
     problems.push_back(
@@ -181,12 +182,11 @@ std::string DefaultOutputFolder() {
   return folder;
 }
 
-
 // What would stop the runs before they start — the launcher (locally), the config files, the output
 // folder (created here) — one line each, saying what would work.
 std::vector<std::string> InputProblems(bool service, const std::string& run,
-                                       const LossCompareSide& baseline,
-                                       const LossCompareSide& test, const std::string& folder) {
+                                       const LossCompareSide& baseline, const LossCompareSide& test,
+                                       const std::string& folder) {
   std::vector<std::string> problems;
   if (!service && access(run.c_str(), X_OK) != 0) {
     problems.push_back(absl::StrCat("launcher ", run, " is not an executable file (",
@@ -258,8 +258,7 @@ int RunLossCompare(const LossCompareFlags& flags) {
   test.options = flags.test_options;
   test.nproc = flags.test_nproc;
 
-  if (const std::vector<std::string> problems =
-          InputProblems(service, run, baseline, test, folder);
+  if (const std::vector<std::string> problems = InputProblems(service, run, baseline, test, folder);
       !problems.empty()) {
     std::cerr << "ringctl loss-compare: " << absl::StrJoin(problems, "\n") << "\n";
     return kExitUsage;
@@ -268,17 +267,18 @@ int RunLossCompare(const LossCompareFlags& flags) {
     side->log_path = absl::StrCat(folder, "/", side->name, ".log");
     side->jsonl_path = absl::StrCat(folder, "/", side->name, ".jsonl");
     side->argv = service ? BuildJobOverrides(side->options, flags.steps, flags.seed)
-                         : BuildRunArgs({run, side->nproc, side->config, side->options,
-                                         flags.steps, side->jsonl_path, flags.seed});
+                         : BuildRunArgs({run, side->nproc, side->config, side->options, flags.steps,
+                                         side->jsonl_path, flags.seed});
   }
   std::cout << "Output folder: " << folder << std::endl;
   const std::string summary_path = folder + "/summary.json";
-  auto finish = [&](const Report* report, const std::string& failure, int exit_code) {
-    std::ofstream(summary_path)
-        << SummaryJson(flags, tolerance, baseline, test, report, failure, exit_code).dump(2)
-        << "\n";
-    return exit_code;
-  };
+  auto finish =
+      [&](const Report* report, const std::string& failure, int exit_code) {
+        std::ofstream(summary_path)
+            << SummaryJson(flags, tolerance, baseline, test, report, failure, exit_code).dump(2)
+            << "\n";
+        return exit_code;
+      };
 
   std::unique_ptr<CoordinatorClient> client;
   if (service) client = std::make_unique<CoordinatorClient>(flags.coordinator);

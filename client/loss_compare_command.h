@@ -34,7 +34,7 @@ namespace ringtrain {
 
 struct LossCompareFlags {
   std::string baseline_config = "configs/debug_model.toml";
-  std::string test_config;  // empty: the baseline config
+  std::string test_config;       // empty: the baseline config
   std::string baseline_options;  // override args, split on whitespace
   std::string test_options;
   int baseline_nproc = 1;

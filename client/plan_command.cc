@@ -41,8 +41,10 @@ nlohmann::json PlanJson(const PlanFlags& flags, const JobConfig& config, int64_t
   nlohmann::json j;
   j["config"] = flags.config;
   j["world"] = world;
-  j["mesh"] = {{"replicate", plan.mesh.replicate}, {"shard", plan.mesh.shard},
-               {"cp", plan.mesh.cp}, {"fsdp", plan.fsdp}};
+  j["mesh"] = {{"replicate", plan.mesh.replicate},
+               {"shard", plan.mesh.shard},
+               {"cp", plan.mesh.cp},
+               {"fsdp", plan.fsdp}};
   j["parameter_count"] = plan.parameter_count;
   j["seq_len"] = config.training.seq_len;
   j["local_seq_len"] = plan.local_seq_len;
@@ -81,7 +83,8 @@ std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t w
   const std::vector<std::vector<std::string>> rows = {
       {"parameters", Bytes(plan.parameters), "float32 master weights" + shard},
       {"gradients", Bytes(plan.gradients), "float32" + shard},
-      {"optimizer state", Bytes(plan.optimizer_state), "AdamW exp_avg + exp_avg_sq, float32" + shard},
+      {"optimizer state", Bytes(plan.optimizer_state),
+       "AdamW exp_avg + exp_avg_sq, float32" + shard},
       {"gathered parameters", Bytes(plan.gathered_parameters),
        F > 1 ? "full units in the param dtype" : "bf16 weight casts kept for the backward"},
       {"activations", Bytes(plan.activations), "saved for the backward"},
@@ -109,8 +112,8 @@ std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t w
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   size_t unit_at = 0;
-  while (unit_at < lower.size() && (std::isdigit(static_cast<unsigned char>(lower[unit_at])) ||
-                                    lower[unit_at] == '.')) {
+  while (unit_at < lower.size() &&
+         (std::isdigit(static_cast<unsigned char>(lower[unit_at])) || lower[unit_at] == '.')) {
     ++unit_at;
   }
   const std::string number = lower.substr(0, unit_at);
@@ -119,9 +122,15 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
     const char* name;
     double bytes;
   };
-  constexpr Unit kUnits[] = {{"", 1},         {"b", 1},          {"kb", 1e3},
-                             {"mb", 1e6},     {"gb", 1e9},       {"tb", 1e12},
-                             {"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", double(1 << 30)},
+  constexpr Unit kUnits[] = {{"", 1},
+                             {"b", 1},
+                             {"kb", 1e3},
+                             {"mb", 1e6},
+                             {"gb", 1e9},
+                             {"tb", 1e12},
+                             {"kib", 1 << 10},
+                             {"mib", 1 << 20},
+                             {"gib", double(1 << 30)},
                              {"tib", double(int64_t{1} << 40)}};
   double value = 0;
   const Unit* found = nullptr;

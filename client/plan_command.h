@@ -1,7 +1,7 @@
 // `ringctl plan CONFIG [--section.key=value ...] [--world N] [--device-memory SIZE]`: the per-rank
 // memory of a training step by arithmetic on the config (common/plan/memory_plan.h) — weights,
-// gradients, AdamW state, gathered weights, activations, ring buffers, the largest transient and the
-// peak; whether it fits the device; the largest seq_len that does. Nothing runs, nothing is
+// gradients, AdamW state, gathered weights, activations, ring buffers, the largest transient and
+// the peak; whether it fits the device; the largest seq_len that does. Nothing runs, nothing is
 // contacted.
 //
 // Exit statuses (client/exit_codes.h): kExitOk when the peak fits, kExitFailed when it does not,

@@ -22,10 +22,9 @@ absl::StatusOr<PlotSeries> FetchPlotSeries(CoordinatorClient& client, const std:
   if (!fetched.ok()) return fetched.status();
   const v1::Job& job = fetched->job;
   PlotSeries series;
-  series.title =
-      !title.empty()
-          ? title
-          : (job.name().empty() ? job_id : absl::StrCat(job_id, " (", job.name(), ")"));
+  series.title = !title.empty()
+                     ? title
+                     : (job.name().empty() ? job_id : absl::StrCat(job_id, " (", job.name(), ")"));
   series.subtitle = JobStateName(job.state());
   for (const v1::StepEvent& s : fetched->steps) {
     series.points.push_back(PlotPoint{s.step(), s.loss(), s.lr()});
@@ -77,9 +76,10 @@ int RunPlot(const PlotFlags& flags) {
     series.push_back(*std::move(one));
   }
   const std::string svg =
-      overlay ? RenderOverlaySvg(
-                    flags.title.empty() ? absl::StrJoin(flags.job_ids, " vs ") : flags.title, series)
-              : RenderLossSvg(series.front());
+      overlay
+          ? RenderOverlaySvg(
+                flags.title.empty() ? absl::StrJoin(flags.job_ids, " vs ") : flags.title, series)
+          : RenderLossSvg(series.front());
   const std::string temporary = flags.out + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);

@@ -156,8 +156,7 @@ std::string Legend(bool any_nan) {
 
 // The XML declaration, the <svg> element's start, a comment saying what the picture holds, the
 // document title and the title and subtitle text on top.
-std::string Header(absl::string_view comment, absl::string_view title,
-                   absl::string_view subtitle) {
+std::string Header(absl::string_view comment, absl::string_view title, absl::string_view subtitle) {
   std::string svg = absl::StrCat(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
       "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"", kWidth, "\" height=\"",
@@ -166,8 +165,8 @@ std::string Header(absl::string_view comment, absl::string_view title,
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
       Text(kWidth / 2, 28, "middle", title, "font-size=\"18\" font-weight=\"bold\""));
   if (!subtitle.empty()) {
-    absl::StrAppend(
-        &svg, Text(kWidth / 2, 47, "middle", subtitle, "font-size=\"12\" fill=\"#555555\""));
+    absl::StrAppend(&svg,
+                    Text(kWidth / 2, 47, "middle", subtitle, "font-size=\"12\" fill=\"#555555\""));
   }
   return svg;
 }
@@ -179,7 +178,8 @@ std::string Points(const std::vector<PlotPoint>& points, const Scale& x, const S
                    absl::string_view extra_class, absl::string_view color,
                    absl::string_view label) {
   const double radius = points.size() > 400 ? 1.2 : points.size() > 100 ? 2 : 3;
-  const std::string classes = absl::StrCat("loss-point", extra_class.empty() ? "" : " ", extra_class);
+  const std::string classes =
+      absl::StrCat("loss-point", extra_class.empty() ? "" : " ", extra_class);
   std::string out = absl::StrCat("<g class=\"loss-points\" fill=\"", color, "\">\n");
   for (const PlotPoint& p : points) {
     const std::string title =
@@ -304,8 +304,9 @@ std::string RenderOverlaySvg(const std::string& title, const std::vector<PlotSer
   const auto loss_of = [](const PlotPoint& p) { return p.loss; };
   double first_step = 0, last_step = 1;
   if (!all.empty()) {
-    const auto [lo, hi] = std::minmax_element(
-        all.begin(), all.end(), [](const PlotPoint& a, const PlotPoint& b) { return a.step < b.step; });
+    const auto [lo, hi] =
+        std::minmax_element(all.begin(), all.end(),
+                            [](const PlotPoint& a, const PlotPoint& b) { return a.step < b.step; });
     first_step = lo->step;
     last_step = hi->step;
   }
@@ -327,10 +328,10 @@ std::string RenderOverlaySvg(const std::string& title, const std::vector<PlotSer
   constexpr size_t kColors = sizeof(kSeriesColors) / sizeof(kSeriesColors[0]);
   for (size_t k = 0; k < series.size(); ++k) {
     const std::string cls = absl::StrCat("series-", k);
-    absl::StrAppend(&svg, Polylines(series[k].points, loss_of, x, loss,
-                                    absl::StrCat("class=\"loss ", cls, "\" fill=\"none\" stroke=\"",
-                                                 kSeriesColors[k % kColors],
-                                                 "\" stroke-width=\"1.5\"")),
+    absl::StrAppend(&svg,
+                    Polylines(series[k].points, loss_of, x, loss,
+                              absl::StrCat("class=\"loss ", cls, "\" fill=\"none\" stroke=\"",
+                                           kSeriesColors[k % kColors], "\" stroke-width=\"1.5\"")),
                     Points(series[k].points, x, loss, cls, kSeriesColors[k % kColors],
                            absl::StrCat(series[k].title, ": ")));
   }

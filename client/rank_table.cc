@@ -77,7 +77,8 @@ absl::StatusOr<RankTable> RankTableFromRecord(const std::string& record_json, in
     g.min_attention_seconds = std::min(g.min_attention_seconds, row.attention_seconds);
   }
   for (auto& [id, g] : groups) {
-    g.imbalance = g.min_attention_seconds > 0 ? g.max_attention_seconds / g.min_attention_seconds : 0;
+    g.imbalance =
+        g.min_attention_seconds > 0 ? g.max_attention_seconds / g.min_attention_seconds : 0;
     table.groups.push_back(g);
   }
   size_t slowest = 0;

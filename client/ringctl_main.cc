@@ -82,8 +82,8 @@ int main(int argc, char** argv) {
   for (const ringtrain::Command& command : commands) {
     CLI::App* sub = command.add(app);
     if (sub->get_name() != command.name) {  // a row that does not say what its Add registers
-      std::cerr << "ringctl: the row \"" << command.name << "\" adds \"" << sub->get_name()
-                << "\"" << std::endl;
+      std::cerr << "ringctl: the row \"" << command.name << "\" adds \"" << sub->get_name() << "\""
+                << std::endl;
       return ringtrain::kExitUsage;
     }
     ringtrain::AttachCommonFlags(sub, command.traits, command.common.get());
@@ -112,9 +112,9 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < commands.size(); ++i) {
     if (!apps[i]->parsed()) continue;
     const ringtrain::Command& command = commands[i];
-    if (!InstallCredentials(command.common->credentials,
-                            ringtrain::CalledCoordinator(*apps[i], command.traits,
-                                                         *command.common))) {
+    if (!InstallCredentials(
+            command.common->credentials,
+            ringtrain::CalledCoordinator(*apps[i], command.traits, *command.common))) {
       return ringtrain::kExitUsage;
     }
     return command.run();

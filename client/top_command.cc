@@ -39,8 +39,8 @@ void Show(const TopFlags& flags, const v1::Job& job, v1::JobState state, const R
   }
   if (live) std::cout << "\x1b[H\x1b[2J";  // home, clear: redraw in place
   std::cout << EscapeForTerminal(job.job_id()) << " (" << EscapeForTerminal(job.name()) << ")  "
-            << StateName(state) << "  step " << table.step << "/" << job.total_steps()
-            << "  world " << job.world_size() << " = dp " << job.dp() << " x cp " << job.cp()
+            << StateName(state) << "  step " << table.step << "/" << job.total_steps() << "  world "
+            << job.world_size() << " = dp " << job.dp() << " x cp " << job.cp()
             << absl::StrFormat("  step time %.3f s\n", table.step_seconds)
             << FormatRankTable(table);
   std::cout.flush();
@@ -98,8 +98,8 @@ int RunTop(const TopFlags& flags) {
         !bad_record.ok() ? bad_record
         : !ended.ok() && !absl::IsCancelled(ended)
             ? ended
-            : absl::FailedPreconditionError(absl::StrCat(
-                  flags.job_id, " is ", StateName(state), " and reported no step")); 
+            : absl::FailedPreconditionError(
+                  absl::StrCat(flags.job_id, " is ", StateName(state), " and reported no step"));
     std::cerr << CommandErrorLine("top", why, flags.job_id) << std::endl;
     return ExitCodeFor(why);
   }

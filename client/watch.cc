@@ -22,10 +22,8 @@ bool Retryable(const absl::Status& status) {
     case absl::StatusCode::kPermissionDenied:
     case absl::StatusCode::kUnauthenticated:
     case absl::StatusCode::kUnimplemented:
-    case absl::StatusCode::kFailedPrecondition:
-      return false;
-    default:
-      return true;
+    case absl::StatusCode::kFailedPrecondition: return false;
+    default: return true;
   }
 }
 

@@ -2,10 +2,10 @@
 
 #include <unistd.h>
 
+#include <strings.h>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
-#include <strings.h>
 
 namespace ringtrain {
 namespace {
@@ -49,7 +49,8 @@ void LogLine(LogLevel level, const std::string& message) {
   std::strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
   char millis_text[8];
   std::snprintf(millis_text, sizeof(millis_text), ".%03d", millis);
-  std::string line = std::string(LevelName(level)) + " " + stamp + millis_text + " " + message + "\n";
+  std::string line =
+      std::string(LevelName(level)) + " " + stamp + millis_text + " " + message + "\n";
   // One write per line so that lines from several threads never interleave.
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;

@@ -10,8 +10,8 @@ namespace ringtrain {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 
-// Whether lines of `level` are written: RINGTRAIN_LOG_LEVEL=debug|info|warning|error (default info),
-// read once.
+// Whether lines of `level` are written: RINGTRAIN_LOG_LEVEL=debug|info|warning|error (default
+// info), read once.
 bool LogEnabled(LogLevel level);
 void LogLine(LogLevel level, const std::string& message);
 
@@ -30,9 +30,9 @@ class LogMessage {
 
 }  // namespace ringtrain
 
-#define RT_LOG(level)                                                      \
-  if (!::ringtrain::LogEnabled(::ringtrain::LogLevel::k##level)) {         \
-  } else                                                                   \
+#define RT_LOG(level)                                              \
+  if (!::ringtrain::LogEnabled(::ringtrain::LogLevel::k##level)) { \
+  } else                                                           \
     ::ringtrain::internal::LogMessage(::ringtrain::LogLevel::k##level).stream()
 
 #endif  // RINGTRAIN_COMMON_LOG_H_

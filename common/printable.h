@@ -27,11 +27,14 @@ inline bool IsControl(uint32_t code_point) {
 // they reorder the text that follows them up to the end of the line ("Trojan Source"), so a name
 // could show as another name, or move the columns after it.
 inline bool IsBidiControl(uint32_t code_point) {
-  return (code_point >= 0x202a && code_point <= 0x202e) || (code_point >= 0x2066 && code_point <= 0x2069);
+  return (code_point >= 0x202a && code_point <= 0x202e) ||
+         (code_point >= 0x2066 && code_point <= 0x2069);
 }
 
 // What EscapeForTerminal escapes and a job name must not hold: a control or a bidi control.
-inline bool IsUnprintable(uint32_t code_point) { return IsControl(code_point) || IsBidiControl(code_point); }
+inline bool IsUnprintable(uint32_t code_point) {
+  return IsControl(code_point) || IsBidiControl(code_point);
+}
 
 // `text` with every control character and every byte of invalid UTF-8 written as \xNN (a control
 // character above U+007F, or a bidi control, as \u0085 or \u202e); everything else, backslashes
@@ -56,8 +59,8 @@ absl::string_view Utf8Prefix(absl::string_view text, size_t max_bytes);
 inline constexpr size_t kMaxEchoBytes = 160;
 
 // `text` itself when it has at most `max_bytes` bytes; else its Utf8Prefix of `max_bytes` bytes
-// followed by "… (N bytes)", N being the whole size. Cut before escaping, so that an escape is never
-// split; the result is at most max_bytes + 25 bytes.
+// followed by "… (N bytes)", N being the whole size. Cut before escaping, so that an escape is
+// never split; the result is at most max_bytes + 25 bytes.
 std::string Excerpt(absl::string_view text, size_t max_bytes = kMaxEchoBytes);
 
 }  // namespace ringtrain

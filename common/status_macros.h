@@ -9,10 +9,10 @@
 #define RT_CONCAT_(a, b) RT_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function if `expr` is not OK.
-#define RT_RETURN_IF_ERROR(expr)                 \
-  do {                                           \
-    ::absl::Status rt_status_ = (expr);          \
-    if (!rt_status_.ok()) return rt_status_;     \
+#define RT_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status rt_status_ = (expr);      \
+    if (!rt_status_.ok()) return rt_status_; \
   } while (0)
 
 // `RT_ASSIGN_OR_RETURN(auto x, StatusOrExpr());` — binds the value or returns the error.

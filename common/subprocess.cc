@@ -83,8 +83,7 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
 // The descriptor a Redirect gives the child (-1: inherited), opening a file if it names one.
 absl::StatusOr<int> Resolve(const Redirect& to, bool is_stderr, OpenedFds& opened) {
   switch (to.kind()) {
-    case Redirect::Kind::kInherit:
-      return -1;
+    case Redirect::Kind::kInherit: return -1;
     case Redirect::Kind::kFd:
       if (to.fd() < 0) {
         return absl::InvalidArgumentError(

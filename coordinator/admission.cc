@@ -10,8 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "common/config/config_paths.h"
 #include "common/config/job_config.h"
-#include "common/config/mesh.h"
 #include "common/config/lr_phases.h"
+#include "common/config/mesh.h"
 #include "common/printable.h"
 #include "common/status_macros.h"
 
@@ -58,17 +58,19 @@ absl::Status CheckDeviceKind(const std::string& kind) {
 absl::Status CheckJobName(absl::string_view name) {
   if (name.size() > kMaxJobNameBytes) {
     return absl::InvalidArgumentError(absl::StrCat("name \"", Echo(name), "\" is ", name.size(),
-                                                   " bytes; at most ", kMaxJobNameBytes, " bytes are allowed"));
+                                                   " bytes; at most ", kMaxJobNameBytes,
+                                                   " bytes are allowed"));
   }
   for (size_t i = 0; i < name.size();) {
     const auto [cp, length] = DecodeUtf8(name, i);
     if (length == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("name \"", Echo(name), "\": byte ", i,
-                                                     " is not valid UTF-8; job names are UTF-8 text"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "name \"", Echo(name), "\": byte ", i, " is not valid UTF-8; job names are UTF-8 text"));
     }
     if (IsUnprintable(cp)) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "name \"%s\": byte %d is the %s U+%04X; job names must be printable (UTF-8 is fine, control "
+          "name \"%s\": byte %d is the %s U+%04X; job names must be printable (UTF-8 is fine, "
+          "control "
           "characters and bidirectional controls are not)",
           Echo(name), i, IsBidiControl(cp) ? "bidirectional control" : "control character", cp));
     }

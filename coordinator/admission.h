@@ -41,8 +41,8 @@ absl::Status CheckJobName(absl::string_view name);
 std::vector<std::string> AdmissionWarnings(const JobConfig& config);
 
 // The record a valid request becomes (no job id, no name when the request has none, state
-// QUEUED, AdmissionWarnings in `warnings`). INVALID_ARGUMENT naming what is wrong otherwise; a request beyond a bound names the
-// limit and the actual size. Never throws, whatever the bytes.
+// QUEUED, AdmissionWarnings in `warnings`). INVALID_ARGUMENT naming what is wrong otherwise; a
+// request beyond a bound names the limit and the actual size. Never throws, whatever the bytes.
 absl::StatusOr<JobRecord> AdmitSubmitRequest(const v1::SubmitJobRequest& request);
 
 }  // namespace ringtrain

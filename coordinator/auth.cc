@@ -19,8 +19,8 @@ TokenCheck TokenCheck::ForWorkerService(std::vector<std::string> tokens) {
                     "ringtrain-worker --join-token-file FILE", "--worker-token-file");
 }
 
-TokenCheck::TokenCheck(std::vector<std::string> tokens, std::string service,
-                       std::string credential, std::string how_to_send, std::string server_flag)
+TokenCheck::TokenCheck(std::vector<std::string> tokens, std::string service, std::string credential,
+                       std::string how_to_send, std::string server_flag)
     : tokens_(std::move(tokens)),
       service_(std::move(service)),
       credential_(std::move(credential)),
@@ -37,9 +37,10 @@ absl::Status TokenCheck::Check(
   }
   absl::string_view value(it->second.data(), it->second.size());
   if (!absl::ConsumePrefix(&value, kBearerPrefix)) {
-    return absl::UnauthenticatedError(
-        absl::StrCat(service_, " needs a ", credential_, " as 'authorization: Bearer <token>' "
-                     "metadata (", how_to_send_, ")"));
+    return absl::UnauthenticatedError(absl::StrCat(service_, " needs a ", credential_,
+                                                   " as 'authorization: Bearer <token>' "
+                                                   "metadata (",
+                                                   how_to_send_, ")"));
   }
   bool match = false;
   // Every token is compared, with no early exit.

@@ -29,9 +29,7 @@ std::string Printable(const std::string& id) {
 }
 
 // What the scheduler needs to know of a stored job.
-PendingJob PendingJobOf(const JobRecord& job) {
-  return {job.job_id, job.degrees, job.device_kind};
-}
+PendingJob PendingJobOf(const JobRecord& job) { return {job.job_id, job.degrees, job.device_kind}; }
 
 }  // namespace
 
@@ -48,8 +46,8 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(JobStore* store, EventH
       options.rendezvous_port_last < options.rendezvous_port_first ||
       options.rendezvous_port_last > 65535) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "rendezvous port range ", options.rendezvous_port_first, "-",
-        options.rendezvous_port_last, " is not a range of TCP ports (e.g. 29500-29999)"));
+        "rendezvous port range ", options.rendezvous_port_first, "-", options.rendezvous_port_last,
+        " is not a range of TCP ports (e.g. 29500-29999)"));
   }
   std::unique_ptr<Cluster> cluster(new Cluster(store, hub, options));
   RT_RETURN_IF_ERROR(cluster->Reconcile());
@@ -149,8 +147,8 @@ absl::StatusOr<JobRecord> Cluster::Submit(const v1::SubmitJobRequest& request) {
   }
   queue_.push_back(PendingJobOf(stored));
   RT_LOG(Info) << "submitted " << stored.job_id << " (world " << stored.degrees.world << " = dp "
-               << stored.degrees.dp << " x cp " << stored.degrees.cp << ", "
-               << stored.device_kind << ")";
+               << stored.degrees.dp << " x cp " << stored.degrees.cp << ", " << stored.device_kind
+               << ")";
   ScheduleLocked();
   RT_ASSIGN_OR_RETURN(JobRecord reply, store_->GetJob(stored.job_id));
   reply.warnings = std::move(warnings);  // the reply's only: not stored
@@ -239,9 +237,9 @@ absl::Status Cluster::AttachSession(const std::string& worker_id, const std::str
     RefuseLocked(&w, worker_id, "bad_credential",
                  absl::StrCat("a Hello with ", credential.empty() ? "no" : "a wrong",
                               " credential; its session is left as it was"));
-    return absl::UnauthenticatedError(absl::StrCat(
-        "Hello for ", worker_id, " carries ", credential.empty() ? "no" : "a wrong",
-        " worker credential; send the credential Register returned for this id"));
+    return absl::UnauthenticatedError(
+        absl::StrCat("Hello for ", worker_id, " carries ", credential.empty() ? "no" : "a wrong",
+                     " worker credential; send the credential Register returned for this id"));
   }
   if (w.state == WorkerState::kLost) {
     return absl::NotFoundError(absl::StrCat(worker_id, " was declared lost; register again"));
@@ -293,8 +291,7 @@ void Cluster::DetachSession(const std::string& worker_id, AgentChannel* channel)
                   << absl::FormatDuration(options_.worker_timeout);
 }
 
-std::string Cluster::OnAgentMessage(const std::string& worker_id,
-                                    const v1::AgentMessage& message) {
+std::string Cluster::OnAgentMessage(const std::string& worker_id, const v1::AgentMessage& message) {
   absl::MutexLock lock(&mu_);
   Worker* const found = workers_.Find(worker_id);
   if (found == nullptr) return "unknown worker";
@@ -355,8 +352,8 @@ std::string Cluster::OnAgentMessage(const std::string& worker_id,
   return "";
 }
 
-void Cluster::RefuseLocked(Worker* worker, const std::string& worker_id,
-                           const std::string& reason, const std::string& what) {
+void Cluster::RefuseLocked(Worker* worker, const std::string& worker_id, const std::string& reason,
+                           const std::string& what) {
   ++tallies_.refused[reason];
   if (worker != nullptr && !worker->refusals_logged.insert(reason).second) return;
   RT_LOG(Warning) << "refused for " << Printable(worker_id) << " (" << reason << "): " << what
@@ -388,8 +385,8 @@ void Cluster::Tick() {
   SettleSymptomsLocked(now);
   for (Worker* w : workers_.Silent(now, options_.worker_timeout)) {
     LoseWorkerLocked(*w, absl::StrCat("no heartbeat for ",
-                                      absl::FormatDuration(absl::Trunc(
-                                          now - w->last_heartbeat, absl::Milliseconds(100)))));
+                                      absl::FormatDuration(absl::Trunc(now - w->last_heartbeat,
+                                                                       absl::Milliseconds(100)))));
   }
   PurgeWorkersLocked(now);
   ScheduleLocked();

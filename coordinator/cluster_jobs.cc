@@ -142,8 +142,14 @@ void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPl
   const Worker& host = *workers_.Find(mesh.front().worker_id);
   absl::StatusOr<int> port = PickRendezvousPortLocked(host.info.address);
   if (!port.ok()) {
-    JobError error{-1, "", 0, "", std::string(port.status().message()), kCauseNoPort,
-                   job->last_step, absl::ToUnixMillis(options_.clock->Now())};
+    JobError error{-1,
+                   "",
+                   0,
+                   "",
+                   std::string(port.status().message()),
+                   kCauseNoPort,
+                   job->last_step,
+                   absl::ToUnixMillis(options_.clock->Now())};
     job->failures.push_back(error);
     job->error = error;
     (void)store_->UpdateJob(*job);
@@ -170,9 +176,8 @@ void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPl
   std::string message = absl::StrCat("ranks ", absl::StrJoin(where, " "), "; rendezvous at ",
                                      host.info.address, ":", *port);
   if (restart) {
-    message = absl::StrCat("run ", job->restart_count + 1, " (restart ", job->restart_count,
-                           " of ", job->restart.max_restarts,
-                           ", from the latest checkpoint): ", message,
+    message = absl::StrCat("run ", job->restart_count + 1, " (restart ", job->restart_count, " of ",
+                           job->restart.max_restarts, ", from the latest checkpoint): ", message,
                            elastic.empty() ? "" : "; ", elastic);
   }
   if (!TransitionLocked(job_id, JobState::kAssigned, message)) return;
@@ -254,10 +259,10 @@ void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {
   RunningJob& job = it->second;
   job.run.exited.insert(exit.rank());
   const bool ok = exit.exit_status() == 0 && exit.signal() == 0;
-  RT_LOG(Info) << exit.job_id() << " rank " << exit.rank() << " on " << worker.info.worker_id
-               << " " << DescribeExit(exit);
-  const bool live = job.record.state == JobState::kAssigned ||
-                    job.record.state == JobState::kRunning;
+  RT_LOG(Info) << exit.job_id() << " rank " << exit.rank() << " on " << worker.info.worker_id << " "
+               << DescribeExit(exit);
+  const bool live =
+      job.record.state == JobState::kAssigned || job.record.state == JobState::kRunning;
   if (ok) {
     job.run.exited_ok.insert(exit.rank());
     if (job.run.AllExitedOk() && live) {

@@ -9,9 +9,10 @@ absl::Status Cluster::SendToWorker(const std::string& worker_id,
   absl::MutexLock lock(&mu_);
   const Worker* const found = workers_.Find(worker_id);
   if (found == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "worker ", worker_id, " (which holds the log) is not registered: it was lost and purged, "
-        "or has not come back since the coordinator restarted"));
+    return absl::UnavailableError(
+        absl::StrCat("worker ", worker_id,
+                     " (which holds the log) is not registered: it was lost and purged, "
+                     "or has not come back since the coordinator restarted"));
   }
   const Worker& worker = *found;
   const std::string who = absl::StrCat("worker ", worker_id, " (host ", worker.info.host_label,

@@ -47,7 +47,7 @@ std::string Cluster::OnRankReportLocked(Worker& worker, const v1::RankReport& re
   // stopped) is not part of the job's history: watchers have already seen the state change.
   auto running = running_.find(report.job_id());
   if (running == running_.end() || (running->second.record.state != JobState::kAssigned &&
-                                     running->second.record.state != JobState::kRunning)) {
+                                    running->second.record.state != JobState::kRunning)) {
     RT_LOG(Info) << report.job_id() << " rank " << report.rank()
                  << ": report after the run ended, not recorded";
     return "";
@@ -65,9 +65,8 @@ std::string Cluster::OnRankReportLocked(Worker& worker, const v1::RankReport& re
   if (!event) return "";  // not a step report: nothing to store
   const int64_t total = job.record.total_steps;
   if (event->step < 1 || event->step > total) {
-    const std::string what =
-        absl::StrCat(report.job_id(), " rank 0 sent a record for step ", event->step,
-                     ", outside the job's steps 1..", total);
+    const std::string what = absl::StrCat(report.job_id(), " rank 0 sent a record for step ",
+                                          event->step, ", outside the job's steps 1..", total);
     RefuseLocked(&worker, worker.info.worker_id, "bad_step", what);
     return what;
   }
@@ -167,8 +166,8 @@ std::string Cluster::OnStepRecordsLocked(Worker& worker, const v1::StepRecords& 
     return "";
   }
   const std::vector<StepRange> missing = MissingSteps(*stored, job.record.total_steps);
-  if (missing.size() == job.missing_steps.size() && CountSteps(missing) ==
-      CountSteps(job.missing_steps)) {
+  if (missing.size() == job.missing_steps.size() &&
+      CountSteps(missing) == CountSteps(job.missing_steps)) {
     return "";  // nothing new (an agent holding none, or the same records again)
   }
   RT_LOG(Info) << records.job_id() << ": " << worker.info.worker_id << " sent " << taken
@@ -204,8 +203,10 @@ void Cluster::ExpireRecordWaitsLocked(absl::Time now) {
     error.unix_ms = absl::ToUnixMillis(now);
     error.message = absl::StrCat(
         "DATA_LOSS: every rank exited 0, but the records of ", DescribeSteps(job.missing_steps),
-        " of ", job.record.total_steps, " never reached the store, and no agent had them in its "
-        "work dir within ", absl::FormatDuration(options_.records_timeout),
+        " of ", job.record.total_steps,
+        " never reached the store, and no agent had them in its "
+        "work dir within ",
+        absl::FormatDuration(options_.records_timeout),
         " (the agent that holds them is gone or was given another --work-dir, or it pruned its "
         "rank folders); the "
         "run itself completed: its checkpoints hold the trained model, and `ringctl export` the "

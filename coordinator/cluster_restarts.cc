@@ -96,9 +96,9 @@ void Cluster::SettleSymptomsLocked(absl::Time now) {
       cause.worker_id = p.worker_id;
       cause.exit_status = -1;
       cause.cause = kCauseWorkerLost;
-      cause.message = absl::StrCat("worker ", p.worker_id, " (", w->info.host_label,
-                                   ") running rank ", p.rank,
-                                   " lost its session (its agent stopped?); then ", noticed);
+      cause.message =
+          absl::StrCat("worker ", p.worker_id, " (", w->info.host_label, ") running rank ", p.rank,
+                       " lost its session (its agent stopped?); then ", noticed);
       break;
     }
     RunFailedLocked(id, std::move(cause));
@@ -111,8 +111,8 @@ std::vector<PendingJob> Cluster::RestartingJobsLocked(absl::Time now) {
   for (auto& [id, job] : running_) {
     if (job.record.state != JobState::kRestarting) continue;
     const JobRecord& r = job.record;
-    PendingJob& pending = restarting.emplace_back(
-        PendingJob{id, r.degrees, r.device_kind, /*hold=*/false});
+    PendingJob& pending =
+        restarting.emplace_back(PendingJob{id, r.degrees, r.device_kind, /*hold=*/false});
     // Elastic: the largest mesh the pool holds now (the job's own when it fits again), from the
     // config parsed once for the job's restarts.
     if (r.restart.elastic) {
@@ -219,9 +219,9 @@ void Cluster::ExpireAdoptionsLocked(absl::Time now) {
         error.worker_id = p.worker_id;
         error.exit_status = -1;
         error.cause = kCauseAdoptTimeout;
-        error.message = absl::StrCat(
-            "the coordinator restarted and rank ", p.rank, "'s worker ", p.worker_id,
-            " did not come back within ", absl::FormatDuration(options_.adopt_timeout));
+        error.message = absl::StrCat("the coordinator restarted and rank ", p.rank, "'s worker ",
+                                     p.worker_id, " did not come back within ",
+                                     absl::FormatDuration(options_.adopt_timeout));
       }
       job.run.exited.insert(p.rank);  // nobody will report it
     }
@@ -249,10 +249,10 @@ void Cluster::ExpireStartsLocked(absl::Time now) {
   for (const auto& [worker_id, rank] : late) {
     Worker* const w = workers_.Find(worker_id);
     if (w == nullptr || w->state == WorkerState::kLost) continue;
-    LoseWorkerLocked(*w,
-                     absl::StrCat("it took rank ", rank, "'s assignment but did not start its "
-                                  "trainer within ", Seconds(options_.start_timeout),
-                                  " (--rank-start-timeout)"));
+    LoseWorkerLocked(*w, absl::StrCat("it took rank ", rank,
+                                      "'s assignment but did not start its "
+                                      "trainer within ",
+                                      Seconds(options_.start_timeout), " (--rank-start-timeout)"));
   }
 }
 

@@ -30,8 +30,8 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
   }
   families.push_back(std::move(finished));
 
-  auto queue = GaugeFamily("ringtrain_coordinator_queue_length",
-                           "Jobs waiting for workers (QUEUED).");
+  auto queue =
+      GaugeFamily("ringtrain_coordinator_queue_length", "Jobs waiting for workers (QUEUED).");
   AddGauge(queue, {}, counts.queue_length);
   families.push_back(std::move(queue));
 
@@ -46,8 +46,8 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
   families.push_back(std::move(step));
   families.push_back(std::move(loss));
 
-  auto rpcs = CounterFamily("ringtrain_coordinator_rpcs_total",
-                            "Finished RPCs by method and status code.");
+  auto rpcs =
+      CounterFamily("ringtrain_coordinator_rpcs_total", "Finished RPCs by method and status code.");
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [key, n] : rpcs_) {

@@ -62,17 +62,19 @@ absl::StatusOr<ElasticMesh> ElasticMeshFor(const JobConfig& config, int64_t work
     ElasticMesh out;
     out.degrees = RunMeshOf(*mesh);
     out.overrides = std::move(overrides);
-    out.description = absl::StrCat(
-        "elastic: data parallel ", own.dp(), " -> ", dp, " (world ", own_world, " -> ", dp * cp,
-        ", cp ", cp, " kept); global batch ", global_batch, " kept as ",
-        global_batch / (dp * local_batch), " micro-batches of ", local_batch, " per rank");
+    out.description = absl::StrCat("elastic: data parallel ", own.dp(), " -> ", dp, " (world ",
+                                   own_world, " -> ", dp * cp, ", cp ", cp, " kept); global batch ",
+                                   global_batch, " kept as ", global_batch / (dp * local_batch),
+                                   " micro-batches of ", local_batch, " per rank");
     return out;
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "no smaller mesh fits ", workers, " workers: cp ", cp, " is kept, and every data-parallel "
-      "degree below ", own.dp(), " either needs more than ", workers,
-      " workers or does not divide the global batch ", global_batch, " into micro-batches of ",
-      local_batch));
+  return absl::FailedPreconditionError(
+      absl::StrCat("no smaller mesh fits ", workers, " workers: cp ", cp,
+                   " is kept, and every data-parallel "
+                   "degree below ",
+                   own.dp(), " either needs more than ", workers,
+                   " workers or does not divide the global batch ", global_batch,
+                   " into micro-batches of ", local_batch));
 }
 
 absl::StatusOr<ElasticMesh> ElasticMeshFor(const std::string& config_toml,

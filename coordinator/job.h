@@ -26,7 +26,7 @@ enum class JobState {
   kRestarting,
 };
 
-const char* JobStateName(JobState state);  // "QUEUED", "ASSIGNED", …
+const char* JobStateName(JobState state);                           // "QUEUED", "ASSIGNED", …
 std::optional<JobState> JobStateFromName(const std::string& name);  // JobStateName's inverse
 bool IsTerminal(JobState state);
 // The state machine above: QUEUED → ASSIGNED | CANCELLED | FAILED; ASSIGNED → RUNNING | FAILED |
@@ -56,13 +56,13 @@ struct RankPlacement {
 };
 
 // What a failure was, for JobError::cause (and the metrics' cause label).
-inline constexpr char kCauseRankExit[] = "rank_exit";        // a rank ended with an error
-inline constexpr char kCauseRankHung[] = "rank_hung";        // its agent judged it hung
-inline constexpr char kCauseWorkerLost[] = "worker_lost";    // its worker stopped answering
-inline constexpr char kCauseAdoptTimeout[] = "adopt_timeout";  // not back after a restart
+inline constexpr char kCauseRankExit[] = "rank_exit";           // a rank ended with an error
+inline constexpr char kCauseRankHung[] = "rank_hung";           // its agent judged it hung
+inline constexpr char kCauseWorkerLost[] = "worker_lost";       // its worker stopped answering
+inline constexpr char kCauseAdoptTimeout[] = "adopt_timeout";   // not back after a restart
 inline constexpr char kCauseUnschedulable[] = "unschedulable";  // the pool cannot hold it
-inline constexpr char kCauseNoPort[] = "no_port";            // no rendezvous port was free
-inline constexpr char kCauseStepsMissing[] = "steps_missing";  // records that never arrived
+inline constexpr char kCauseNoPort[] = "no_port";               // no rendezvous port was free
+inline constexpr char kCauseStepsMissing[] = "steps_missing";   // records that never arrived
 
 // Why a run of a job failed: the rank that caused it (not the survivors that noticed), with the
 // tail of its stderr.

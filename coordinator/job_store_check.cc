@@ -68,16 +68,19 @@ absl::StatusOr<std::vector<int64_t>> Column(Statement& s) {
 // Job rows against the counter: the store took jobs 1..next_job_number - 1 and deletes none.
 absl::StatusOr<std::string> FindLostJobs(SqliteDb& db, int64_t next_job_number) {
   const int64_t took = next_job_number - 1;
-  Statement totals(db, "SELECT COUNT(*), IFNULL(MIN(job_number), 1), IFNULL(MAX(job_number), 0) "
-                       "FROM jobs");
+  Statement totals(db,
+                   "SELECT COUNT(*), IFNULL(MIN(job_number), 1), IFNULL(MAX(job_number), 0) "
+                   "FROM jobs");
   RT_ASSIGN_OR_RETURN(bool row, totals.Step());
   const int64_t held = row ? totals.Int(0) : 0;
   const int64_t lowest = row ? totals.Int(1) : 1;
   const int64_t highest = row ? totals.Int(2) : 0;
   if (held == took && lowest >= 1 && highest <= took) return std::string();  // all of 1..took
   if (highest > took) {
-    return absl::StrCat("it holds ", JobIdForNumber(highest), ", but its job counter says the next "
-                        "job is ", JobIdForNumber(next_job_number),
+    return absl::StrCat("it holds ", JobIdForNumber(highest),
+                        ", but its job counter says the next "
+                        "job is ",
+                        JobIdForNumber(next_job_number),
                         ": the counter went back, and taking it would hand out job ids again");
   }
   Statement numbers(db, "SELECT job_number FROM jobs WHERE job_number >= 1 ORDER BY job_number");
@@ -89,9 +92,9 @@ absl::StatusOr<std::string> FindLostJobs(SqliteDb& db, int64_t next_job_number) 
   }
   int64_t lost = 0;
   for (const Range& r : missing) lost += r.second - r.first + 1;
-  return absl::StrCat("it lacks ", lost, " of the ", Count(took, "job", "jobs"),
-                      " its job counter says it took: ",
-                      NameRanges(missing, JobIdForNumber, " to "));
+  return absl::StrCat(
+      "it lacks ", lost, " of the ", Count(took, "job", "jobs"),
+      " its job counter says it took: ", NameRanges(missing, JobIdForNumber, " to "));
 }
 
 // One job whose step events disagree with what it took: what it lacks, e.g. "job-000003 holds 7
@@ -106,18 +109,21 @@ absl::StatusOr<std::string> DescribeLostSteps(SqliteDb& db, const std::string& j
   const std::string which =
       missing.empty()
           ? ""
-          : absl::StrCat(" (", missing.size() == 1 && missing[0].first == missing[0].second
-                                   ? "step "
-                                   : "steps ",
-                         NameRanges(missing, [](int64_t n) { return absl::StrCat(n); }, "-"),
-                         " of 1-", last_step, " missing)");
+          : absl::StrCat(
+                " (",
+                missing.size() == 1 && missing[0].first == missing[0].second ? "step " : "steps ",
+                NameRanges(
+                    missing, [](int64_t n) { return absl::StrCat(n); }, "-"),
+                " of 1-", last_step, " missing)");
   if (held < took) {
     return absl::StrCat(job_id, " holds ", held, " of the ",
                         Count(took, "step event", "step events"), " it took", which);
   }
   if (highest < last_step) {
-    return absl::StrCat(job_id, " holds step events up to step ", highest, ", not up to its last "
-                        "step ", last_step, which);
+    return absl::StrCat(job_id, " holds step events up to step ", highest,
+                        ", not up to its last "
+                        "step ",
+                        last_step, which);
   }
   return absl::StrCat(job_id, " holds ", Count(held, "step event", "step events"), " up to step ",
                       highest, ", but it took ", took, " up to step ", last_step);
@@ -142,8 +148,8 @@ absl::StatusOr<std::string> FindLostSteps(SqliteDb& db) {
     named.push_back(std::move(what));
   }
   if (jobs_lost == 0) return std::string();
-  std::string out = absl::StrCat(Count(jobs_lost, "job", "jobs"), " lost step events: ",
-                                 absl::StrJoin(named, "; "));
+  std::string out = absl::StrCat(Count(jobs_lost, "job", "jobs"),
+                                 " lost step events: ", absl::StrJoin(named, "; "));
   if (jobs_lost > static_cast<int64_t>(kMaxNamed)) {
     absl::StrAppend(&out, "; and ", Count(jobs_lost - kMaxNamed, "more job", "more jobs"));
   }

@@ -40,15 +40,20 @@ absl::StatusOr<JobRecord> JobStore::CreateJob(JobRecord job) {
   job.last_step = 0;
   job.last_loss = 0;
 
-  Statement insert(*db_, absl::StrCat("INSERT INTO jobs (job_number, ", kJobColumns, ") VALUES ",
-                                      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  Statement insert(*db_,
+                   absl::StrCat("INSERT INTO jobs (job_number, ", kJobColumns, ") VALUES ",
+                                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   insert.Bind(1, number)
       .Bind(2, job.job_id)
       .Bind(3, job.name)
       .Bind(4, std::string(JobStateName(job.state)));
   insert.Bind(5, job.config_toml).Bind(6, OverridesJson(job.overrides)).Bind(7, job.degrees.world);
-  insert.Bind(8, job.degrees.dp).Bind(9, job.degrees.cp).Bind(10, MeshJson(job.mesh)).Bind(11, job.wait_reason);
-  insert.Bind(12, ErrorJson(job.error)).Bind(13, job.submitted_unix_ms)
+  insert.Bind(8, job.degrees.dp)
+      .Bind(9, job.degrees.cp)
+      .Bind(10, MeshJson(job.mesh))
+      .Bind(11, job.wait_reason);
+  insert.Bind(12, ErrorJson(job.error))
+      .Bind(13, job.submitted_unix_ms)
       .Bind(14, job.started_unix_ms)
       .Bind(15, job.finished_unix_ms);
   insert.Bind(16, job.total_steps).Bind(17, job.last_step).Bind(18, job.last_loss);
@@ -85,8 +90,8 @@ absl::StatusOr<std::vector<JobRecord>> JobStore::ListJobs() {
   return ReadJobs(s);
 }
 
-absl::StatusOr<std::vector<JobRecord>> JobStore::ListJobsNewestFirst(const std::string& before_job_id,
-                                                                      int64_t limit) {
+absl::StatusOr<std::vector<JobRecord>> JobStore::ListJobsNewestFirst(
+    const std::string& before_job_id, int64_t limit) {
   absl::MutexLock lock(&mu_);
   int64_t before = std::numeric_limits<int64_t>::max();
   if (!before_job_id.empty()) {
@@ -96,8 +101,9 @@ absl::StatusOr<std::vector<JobRecord>> JobStore::ListJobsNewestFirst(const std::
     if (!found) return JobNotFound(before_job_id);
     before = find.Int(0);
   }
-  Statement s(*db_, absl::StrCat("SELECT ", kJobColumns,
-                                 " FROM jobs WHERE job_number < ? ORDER BY job_number DESC LIMIT ?"));
+  Statement s(*db_,
+              absl::StrCat("SELECT ", kJobColumns,
+                           " FROM jobs WHERE job_number < ? ORDER BY job_number DESC LIMIT ?"));
   s.Bind(1, before).Bind(2, limit);
   return ReadJobs(s);
 }
@@ -110,7 +116,10 @@ absl::Status JobStore::UpdateJob(const JobRecord& job) {
       "cp = ?, mesh_json = ?, wait_reason = ?, error_json = ?, total_steps = ?, device_kind = ?, "
       "restart_json = ? WHERE job_id = ?");
   s.Bind(1, job.name).Bind(2, job.config_toml).Bind(3, OverridesJson(job.overrides));
-  s.Bind(4, job.degrees.world).Bind(5, job.degrees.dp).Bind(6, job.degrees.cp).Bind(7, MeshJson(job.mesh));
+  s.Bind(4, job.degrees.world)
+      .Bind(5, job.degrees.dp)
+      .Bind(6, job.degrees.cp)
+      .Bind(7, MeshJson(job.mesh));
   s.Bind(8, job.wait_reason).Bind(9, ErrorJson(job.error));
   s.Bind(10, job.total_steps).Bind(11, job.device_kind).Bind(12, RestartJson(job));
   s.Bind(13, job.job_id);

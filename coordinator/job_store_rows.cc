@@ -26,9 +26,9 @@ nlohmann::json ErrorToJson(const JobError& e) {
 }
 
 JobError ErrorFromJson(const nlohmann::json& e) {
-  return JobError{e.value("rank", -1),          e.value("worker_id", ""),
-                  e.value("exit_status", 0),    e.value("stderr_tail", ""),
-                  e.value("message", ""),       e.value("cause", ""),
+  return JobError{e.value("rank", -1),         e.value("worker_id", ""),
+                  e.value("exit_status", 0),   e.value("stderr_tail", ""),
+                  e.value("message", ""),      e.value("cause", ""),
                   e.value("step", int64_t{0}), e.value("unix_ms", int64_t{0})};
 }
 
@@ -104,7 +104,8 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s) {
   job.config_toml = s.Text(3);
   RT_ASSIGN_OR_RETURN(nlohmann::json overrides, ParseJsonColumn(s.Text(4), "overrides_json"));
   for (const auto& o : overrides) job.overrides.push_back(o.get<std::string>());
-  job.degrees = {static_cast<int>(s.Int(5)), static_cast<int>(s.Int(6)), static_cast<int>(s.Int(7))};
+  job.degrees = {static_cast<int>(s.Int(5)), static_cast<int>(s.Int(6)),
+                 static_cast<int>(s.Int(7))};
   RT_ASSIGN_OR_RETURN(nlohmann::json mesh, ParseJsonColumn(s.Text(8), "mesh_json"));
   for (const auto& p : mesh) {
     job.mesh.push_back({p.value("rank", 0), p.value("worker_id", ""), p.value("cp_group", 0),
@@ -139,9 +140,11 @@ absl::StatusOr<std::vector<JobRecord>> ReadJobs(Statement& s) {
   return jobs;
 }
 
-// The id is a client's (GetJob, CancelJob, a page token): escaped and cut, as every echoed value is.
+// The id is a client's (GetJob, CancelJob, a page token): escaped and cut, as every echoed value
+// is.
 absl::Status JobNotFound(const std::string& job_id) {
-  return absl::NotFoundError(absl::StrCat("no job '", absl::CHexEscape(Excerpt(job_id)), "' in the job store"));
+  return absl::NotFoundError(
+      absl::StrCat("no job '", absl::CHexEscape(Excerpt(job_id)), "' in the job store"));
 }
 
 }  // namespace ringtrain

@@ -1,5 +1,6 @@
 // Internal to ringtrain_job_store: a JobRecord as a row of the jobs table (its lists, error and
-// restart fields as JSON columns), and what the store's operations on jobs and on step events share.
+// restart fields as JSON columns), and what the store's operations on jobs and on step events
+// share.
 #ifndef RINGTRAIN_COORDINATOR_JOB_STORE_ROWS_H_
 #define RINGTRAIN_COORDINATOR_JOB_STORE_ROWS_H_
 

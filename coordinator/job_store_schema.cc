@@ -172,8 +172,7 @@ absl::StatusOr<std::string> PrepareSchema(SqliteDb& db) {
   for (const Table* table : absent) RT_RETURN_IF_ERROR(db.Exec(table->create));
   RT_RETURN_IF_ERROR(db.Exec(kIndexes));
 
-  RT_ASSIGN_OR_RETURN(const std::set<std::string> columns,
-                      Names(db, "PRAGMA table_info(jobs)", 1));
+  RT_ASSIGN_OR_RETURN(const std::set<std::string> columns, Names(db, "PRAGMA table_info(jobs)", 1));
   lost.clear();
   for (const AddedColumn& column : kAddedJobColumns) {
     if (columns.count(column.name) != 0) continue;
@@ -181,8 +180,8 @@ absl::StatusOr<std::string> PrepareSchema(SqliteDb& db) {
       lost.push_back(absl::StrCat("jobs.", column.name));
       continue;
     }
-    RT_RETURN_IF_ERROR(db.Exec(
-        absl::StrCat("ALTER TABLE jobs ADD COLUMN ", column.name, " ", column.definition)));
+    RT_RETURN_IF_ERROR(
+        db.Exec(absl::StrCat("ALTER TABLE jobs ADD COLUMN ", column.name, " ", column.definition)));
     if (column.fill != nullptr) RT_RETURN_IF_ERROR(db.Exec(column.fill));
   }
   if (!lost.empty()) return Lacks(lost, "column");

@@ -27,7 +27,8 @@ void LogRouter::Remove(uint64_t request_id) {
 
 void LogRouter::Awaiting(uint64_t request_id, absl::Time now) {
   absl::MutexLock lock(&mu_);
-  if (auto it = routes_.find(request_id); it != routes_.end()) it->second.due = now + kAnswerTimeout;
+  if (auto it = routes_.find(request_id); it != routes_.end())
+    it->second.due = now + kAnswerTimeout;
 }
 
 void LogRouter::Deliver(const std::string& worker_id, const v1::LogChunk& chunk) {
@@ -35,8 +36,8 @@ void LogRouter::Deliver(const std::string& worker_id, const v1::LogChunk& chunk)
   auto it = routes_.find(chunk.request_id());
   // Not ours (a stream that has ended, or another worker's id): dropped.
   if (it == routes_.end() || it->second.worker_id != worker_id) return;
-  it->second.due = it->second.sink->OnLogChunk(chunk) ? absl::Now() + kAnswerTimeout
-                                                      : absl::InfiniteFuture();
+  it->second.due =
+      it->second.sink->OnLogChunk(chunk) ? absl::Now() + kAnswerTimeout : absl::InfiniteFuture();
 }
 
 void LogRouter::SessionEnded(const std::string& worker_id) {
@@ -46,9 +47,9 @@ void LogRouter::SessionEnded(const std::string& worker_id) {
       ++it;
       continue;
     }
-    it->second.sink->OnLogFailed(absl::UnavailableError(absl::StrCat(
-        "the session of ", worker_id,
-        " (the worker holding the log) ended; it reconnects on its own: try again")));
+    it->second.sink->OnLogFailed(absl::UnavailableError(
+        absl::StrCat("the session of ", worker_id,
+                     " (the worker holding the log) ended; it reconnects on its own: try again")));
     it = routes_.erase(it);
   }
 }

@@ -19,8 +19,8 @@
 #include "common/metrics/metrics_server.h"
 #include "coordinator/admission.h"
 #include "coordinator/auth.h"
-#include "coordinator/coordinator_metrics.h"
 #include "coordinator/cluster.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_store.h"
 #include "coordinator/service.h"
@@ -73,8 +73,7 @@ sigset_t StopSignals() {
 
 bool ParsePortRange(const std::string& text, int* first, int* last) {
   std::vector<std::string> parts = absl::StrSplit(text, '-');
-  return parts.size() == 2 && absl::SimpleAtoi(parts[0], first) &&
-         absl::SimpleAtoi(parts[1], last);
+  return parts.size() == 2 && absl::SimpleAtoi(parts[0], first) && absl::SimpleAtoi(parts[1], last);
 }
 
 int Run(const Flags& flags) {
@@ -90,21 +89,24 @@ int Run(const Flags& flags) {
   options.records_timeout = absl::Seconds(flags.records_timeout_seconds);
   if (!ParsePortRange(flags.rendezvous_ports, &options.rendezvous_port_first,
                       &options.rendezvous_port_last)) {
-    std::fprintf(stderr, "ringtrain-coordinator: --rendezvous-ports \"%s\" is not FIRST-LAST "
-                 "(e.g. 29500-29999)\n", flags.rendezvous_ports.c_str());
+    std::fprintf(stderr,
+                 "ringtrain-coordinator: --rendezvous-ports \"%s\" is not FIRST-LAST "
+                 "(e.g. 29500-29999)\n",
+                 flags.rendezvous_ports.c_str());
     return 2;
   }
   if (flags.heartbeat_interval_seconds <= 0 ||
       flags.worker_timeout_seconds <= 2 * flags.heartbeat_interval_seconds) {
-    std::fprintf(stderr, "ringtrain-coordinator: --worker-timeout (%g s) must exceed twice "
+    std::fprintf(stderr,
+                 "ringtrain-coordinator: --worker-timeout (%g s) must exceed twice "
                  "--heartbeat-interval (%g s), which must be > 0\n",
                  flags.worker_timeout_seconds, flags.heartbeat_interval_seconds);
     return 2;
   }
   // Credentials before anything is opened: a bad file or an unprotected address ends the start.
-  const ringtrain::ListenProtection protection{
-      !flags.tls.cert.empty(), !flags.client_token_file.empty(),
-      !flags.worker_token_file.empty(), flags.insecure};
+  const ringtrain::ListenProtection protection{!flags.tls.cert.empty(),
+                                               !flags.client_token_file.empty(),
+                                               !flags.worker_token_file.empty(), flags.insecure};
   if (absl::Status s = ringtrain::CheckListenProtection(flags.listen, protection); !s.ok()) {
     return Refuse(s);
   }
@@ -168,8 +170,10 @@ int Run(const Flags& flags) {
   builder.RegisterService(&worker_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    std::fprintf(stderr, "ringtrain-coordinator: cannot listen on %s (address in use, or not "
-                 "HOST:PORT?)\n", flags.listen.c_str());
+    std::fprintf(stderr,
+                 "ringtrain-coordinator: cannot listen on %s (address in use, or not "
+                 "HOST:PORT?)\n",
+                 flags.listen.c_str());
     return 1;
   }
   (*cluster)->Start();

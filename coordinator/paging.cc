@@ -8,8 +8,9 @@ namespace ringtrain {
 
 absl::StatusOr<int> PageSize(int32_t requested) {
   if (requested < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("page_size = ", requested, ": must be >= 0 (0 means ",
-                                                   kDefaultPageSize, ", at most ", kMaxPageSize, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("page_size = ", requested,
+                                                   ": must be >= 0 (0 means ", kDefaultPageSize,
+                                                   ", at most ", kMaxPageSize, ")"));
   }
   if (requested == 0) return kDefaultPageSize;
   return requested > kMaxPageSize ? kMaxPageSize : static_cast<int>(requested);
@@ -23,9 +24,9 @@ absl::StatusOr<std::string> PageTokenId(absl::string_view kind, absl::string_vie
   if (token.empty()) return std::string();
   const std::string prefix = absl::StrCat(kind, "-after:");
   if (!absl::StartsWith(token, prefix) || token.size() == prefix.size() || token.size() > 256) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page_token is not a token of this list; pass \"\" for the first page, then the "
-                     "previous response's next_page_token"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_token is not a token of this list; pass \"\" for the first page, then the "
+        "previous response's next_page_token"));
   }
   return std::string(token.substr(prefix.size()));
 }

@@ -33,8 +33,7 @@ JobError RestartPolicy::FinalError(const JobRecord& job, const JobError& cause,
   return error;
 }
 
-RestartDecision RestartPolicy::Decide(const JobRecord& job, const JobError& cause,
-                                      absl::Time now) {
+RestartDecision RestartPolicy::Decide(const JobRecord& job, const JobError& cause, absl::Time now) {
   RestartDecision decision;
   // A trainer that rejected its config would reject it again: a restart cannot help.
   const bool rejected = cause.cause == kCauseRankExit && cause.exit_status == kTrainerExitRejected;
@@ -59,8 +58,7 @@ RestartDecision RestartPolicy::Decide(const JobRecord& job, const JobError& caus
   return decision;
 }
 
-std::optional<std::string> RestartPolicy::HoldReason(const JobRecord& job,
-                                                     int ranks_still_running,
+std::optional<std::string> RestartPolicy::HoldReason(const JobRecord& job, int ranks_still_running,
                                                      absl::Time restart_at, absl::Time now) {
   if (ranks_still_running > 0) {
     return absl::StrCat(Ordinal(job), ": stopping the failed run (", ranks_still_running, " of ",

@@ -18,8 +18,8 @@ bool MeshIsValid(const PendingJob& job) {
 
 std::string InvalidMeshReason(const PendingJob& job) {
   const RunMesh& m = job.degrees;
-  return absl::StrCat("invalid mesh: world_size ", m.world, " must equal dp ", m.dp, " x cp ",
-                      m.cp, " and be positive");
+  return absl::StrCat("invalid mesh: world_size ", m.world, " must equal dp ", m.dp, " x cp ", m.cp,
+                      " and be positive");
 }
 
 std::string Workers(int64_t n) { return n == 1 ? "worker" : "workers"; }
@@ -114,9 +114,8 @@ ScheduleDecision Schedule(const std::vector<PendingJob>& queue,
     }
     std::vector<WorkerInfo>& free = free_by_kind[job.device_kind];
     if (free.size() < static_cast<size_t>(world)) {
-      decision.waiting[job.job_id] =
-          absl::StrCat("waiting for ", world, " idle ", job.device_kind, " ", Workers(world), ", ",
-                       free.size(), " free");
+      decision.waiting[job.job_id] = absl::StrCat("waiting for ", world, " idle ", job.device_kind,
+                                                  " ", Workers(world), ", ", free.size(), " free");
       blocker_by_kind[job.device_kind] = job.job_id;
       continue;
     }
@@ -146,9 +145,8 @@ absl::Status CheckCanEverRun(const PendingJob& job,
     if (n > 0) registered.push_back(absl::StrCat(n, " ", kind));
   }
   std::string message = absl::StrCat(
-      "job needs ", world, " ", job.device_kind, " ", Workers(world),
-      " but the pool has ", have, " (registered: ",
-      registered.empty() ? "none" : absl::StrJoin(registered, ", "), ")");
+      "job needs ", world, " ", job.device_kind, " ", Workers(world), " but the pool has ", have,
+      " (registered: ", registered.empty() ? "none" : absl::StrJoin(registered, ", "), ")");
   if (max_pool_size_hint > have) {
     absl::StrAppend(&message, " and expects at most ", max_pool_size_hint);
   }

@@ -67,16 +67,19 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
   if (!page_size.ok()) return FinishNow(context, rpcs_, "ListJobs", page_size.status());
   absl::StatusOr<std::string> before = PageTokenId("jobs", request->page_token());
   if (!before.ok()) return FinishNow(context, rpcs_, "ListJobs", before.status());
-  absl::StatusOr<std::vector<JobRecord>> jobs = store_->ListJobsNewestFirst(*before, *page_size + 1);
+  absl::StatusOr<std::vector<JobRecord>> jobs =
+      store_->ListJobsNewestFirst(*before, *page_size + 1);
   if (absl::IsNotFound(jobs.status())) {
-    jobs = absl::InvalidArgumentError(absl::StrCat("page_token names no job: ", jobs.status().message()));
+    jobs = absl::InvalidArgumentError(
+        absl::StrCat("page_token names no job: ", jobs.status().message()));
   }
   if (!jobs.ok()) return FinishNow(context, rpcs_, "ListJobs", jobs.status());
   std::vector<v1::Job> protos;
   for (const JobRecord& job : *jobs) protos.push_back(ToProto(job));
   const size_t n = PageLength(protos, static_cast<size_t>(*page_size));
   for (size_t i = 0; i < n; ++i) *response->add_jobs() = std::move(protos[i]);
-  if (n < protos.size()) response->set_next_page_token(NextPageToken("jobs", (*jobs)[n - 1].job_id));
+  if (n < protos.size())
+    response->set_next_page_token(NextPageToken("jobs", (*jobs)[n - 1].job_id));
   return FinishNow(context, rpcs_, "ListJobs", absl::OkStatus());
 }
 
@@ -132,11 +135,13 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListWorkers(grpc::CallbackServerContex
   std::vector<v1::Worker> workers = cluster_->ListWorkers();
   std::sort(workers.begin(), workers.end(),
             [](const v1::Worker& a, const v1::Worker& b) { return a.worker_id() < b.worker_id(); });
-  const auto first = std::upper_bound(workers.begin(), workers.end(), *after,
-                                      [](const std::string& id, const v1::Worker& w) { return id < w.worker_id(); });
+  const auto first = std::upper_bound(
+      workers.begin(), workers.end(), *after,
+      [](const std::string& id, const v1::Worker& w) { return id < w.worker_id(); });
   workers.erase(workers.begin(), after->empty() ? workers.begin() : first);
   const size_t n = PageLength(workers, static_cast<size_t>(*page_size));
-  if (n < workers.size()) response->set_next_page_token(NextPageToken("workers", workers[n - 1].worker_id()));
+  if (n < workers.size())
+    response->set_next_page_token(NextPageToken("workers", workers[n - 1].worker_id()));
   for (size_t i = 0; i < n; ++i) *response->add_workers() = std::move(workers[i]);
   return FinishNow(context, rpcs_, "ListWorkers", absl::OkStatus());
 }
@@ -147,8 +152,8 @@ grpc::ServerWriteReactor<v1::StreamLogsResponse>* JobServiceImpl::StreamLogs(
     return RefuseStream<v1::StreamLogsResponse>(rpcs_, "StreamLogs", a);
   }
   absl::Status status = CheckJobId(request->job_id());
-  if (status.ok() && (request->rank() < 0 || request->tail_lines() < 0 ||
-                      request->from_offset() < 0)) {
+  if (status.ok() &&
+      (request->rank() < 0 || request->tail_lines() < 0 || request->from_offset() < 0)) {
     status = absl::InvalidArgumentError("rank, tail_lines and from_offset must be >= 0");
   }
   std::string worker_id;
@@ -156,9 +161,9 @@ grpc::ServerWriteReactor<v1::StreamLogsResponse>* JobServiceImpl::StreamLogs(
     absl::StatusOr<JobRecord> job = store_->GetJob(request->job_id());
     status = job.status();
     if (status.ok() && request->rank() >= job->degrees.world) {
-      status = absl::InvalidArgumentError(absl::StrCat(
-          request->job_id(), " has ranks 0..", job->degrees.world - 1, "; there is no rank ",
-          request->rank()));
+      status = absl::InvalidArgumentError(absl::StrCat(request->job_id(), " has ranks 0..",
+                                                       job->degrees.world - 1,
+                                                       "; there is no rank ", request->rank()));
     }
     if (status.ok()) {
       for (const RankPlacement& placement : job->mesh) {
@@ -166,8 +171,8 @@ grpc::ServerWriteReactor<v1::StreamLogsResponse>* JobServiceImpl::StreamLogs(
       }
       if (worker_id.empty()) {
         status = absl::FailedPreconditionError(absl::StrCat(
-            request->job_id(), " is ", JobStateName(job->state),
-            " and its rank ", request->rank(), " has not been placed on a worker, so it has no "
+            request->job_id(), " is ", JobStateName(job->state), " and its rank ", request->rank(),
+            " has not been placed on a worker, so it has no "
             "log yet: try again once it is ASSIGNED"));
       }
     }

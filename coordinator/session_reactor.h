@@ -41,7 +41,7 @@ class SessionReactor : public grpc::ServerBidiReactor<v1::AgentMessage, v1::Coor
 
   Cluster* const cluster_;
   RpcCounter* const rpcs_;
-  v1::AgentMessage in_;  // owned by the read in flight
+  v1::AgentMessage in_;    // owned by the read in flight
   std::string worker_id_;  // set by Hello; read and written only by read reactions
 
   absl::Mutex mu_;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
@@ -64,8 +64,8 @@ absl::StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path
   if (rc != SQLITE_OK) {
     const std::string text = absl::StrCat(db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
                                           " (sqlite code ", rc, ")");
-    absl::Status status = IsDamage(rc) ? absl::DataLossError(text)
-                                       : absl::FailedPreconditionError(text);
+    absl::Status status =
+        IsDamage(rc) ? absl::DataLossError(text) : absl::FailedPreconditionError(text);
     sqlite3_close(db);
     return status;
   }
@@ -111,9 +111,8 @@ absl::Status SqliteDb::QuickCheck(int max_problems) {
   if (problems.empty()) problems.push_back("problems it did not describe");
   const bool more = static_cast<int>(problems.size()) > max_problems;
   if (more) problems.resize(max_problems);
-  return absl::DataLossError(absl::StrCat("PRAGMA quick_check found: ",
-                                          absl::StrJoin(problems, "; "),
-                                          more ? "; and more" : ""));
+  return absl::DataLossError(absl::StrCat(
+      "PRAGMA quick_check found: ", absl::StrJoin(problems, "; "), more ? "; and more" : ""));
 }
 
 Statement::Statement(SqliteDb& db, const std::string& sql) : db_(db.db_), sql_(sql) {
@@ -142,8 +141,8 @@ Statement& Statement::Bind(int i, double v) {
 
 Statement& Statement::Bind(int i, const std::string& v) {
   if (!status_.ok()) return *this;
-  return Check(
-      sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT), i);
+  return Check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT),
+               i);
 }
 
 Statement& Statement::Bind(int i, const std::optional<std::string>& v) {
@@ -168,13 +167,10 @@ absl::Status Statement::Run() { return Step().status(); }
 int64_t Statement::Int(int col) const { return sqlite3_column_int64(stmt_, col); }
 
 double Statement::Double(int col) const {
-  return IsNull(col) ? std::numeric_limits<double>::quiet_NaN()
-                     : sqlite3_column_double(stmt_, col);
+  return IsNull(col) ? std::numeric_limits<double>::quiet_NaN() : sqlite3_column_double(stmt_, col);
 }
 
-bool Statement::IsNull(int col) const {
-  return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
-}
+bool Statement::IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 
 std::string Statement::Text(int col) const {
   const unsigned char* p = sqlite3_column_text(stmt_, col);

@@ -108,9 +108,9 @@ absl::StatusOr<std::optional<StoreStamp>> ReadStoreStamp(const std::string& stam
   if (!exists) return std::optional<StoreStamp>();
   const std::uintmax_t size = std::filesystem::file_size(stamp_path, ec);
   if (ec || size > kMaxStampBytes) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "store stamp '", stamp_path, "' is not valid: ",
-        ec ? ec.message() : absl::StrCat("it is ", size, " bytes, not a stamp")));
+    return absl::FailedPreconditionError(
+        absl::StrCat("store stamp '", stamp_path, "' is not valid: ",
+                     ec ? ec.message() : absl::StrCat("it is ", size, " bytes, not a stamp")));
   }
   std::ifstream in(stamp_path, std::ios::binary);
   std::ostringstream text;
@@ -133,8 +133,8 @@ absl::Status WriteStoreStamp(const std::string& stamp_path, const StoreStamp& st
   const std::string temp = absl::StrCat(stamp_path, ".tmp.", getpid(), ".", writes++);
   auto failed = [&](const std::string& what, int error) {
     unlink(temp.c_str());
-    return absl::InternalError(absl::StrCat("cannot write store stamp '", stamp_path, "' (", what,
-                                            "): ", Errno(error)));
+    return absl::InternalError(
+        absl::StrCat("cannot write store stamp '", stamp_path, "' (", what, "): ", Errno(error)));
   };
   const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return failed(absl::StrCat("creating ", temp), errno);
@@ -206,9 +206,10 @@ absl::StatusOr<StoreStampKeeper> StoreStampKeeper::BeforeOpen(const std::string&
       StoreStampMismatch(db_path, keeper.stamp_path_, *keeper.found_, std::nullopt);
   if (mismatch.empty()) return keeper;
   if (!new_store) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        mismatch, ". Restore it from a backup, or start with --new-store to begin a new, empty "
-                  "store."));
+    return absl::FailedPreconditionError(
+        absl::StrCat(mismatch,
+                     ". Restore it from a backup, or start with --new-store to begin a new, empty "
+                     "store."));
   }
   RT_LOG(Warning) << "--new-store: " << mismatch << "; beginning a new, empty store";
   keeper.found_.reset();  // accepted: AfterOpen writes a new stamp without warning again

@@ -70,7 +70,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobEvent>, public JobEv
   bool catching_up_ ABSL_GUARDED_BY(mu_) = true;  // replaying from the store
   std::deque<v1::JobEvent> replay_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::JobEvent> live_ ABSL_GUARDED_BY(mu_);
-  int64_t next_step_ ABSL_GUARDED_BY(mu_);  // the lowest step not yet sent
+  int64_t next_step_ ABSL_GUARDED_BY(mu_);           // the lowest step not yet sent
   int64_t last_state_seq_ ABSL_GUARDED_BY(mu_) = 0;  // the seq of the last state change sent
   v1::JobEvent in_flight_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -81,7 +81,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobEvent>, public JobEv
   // the read found them.
   bool loading_ ABSL_GUARDED_BY(mu_) = false;
   bool dropped_live_ ABSL_GUARDED_BY(mu_) = false;  // live_ overflowed since the load started
-  bool done_ ABSL_GUARDED_BY(mu_) = false;  // OnDone has run
+  bool done_ ABSL_GUARDED_BY(mu_) = false;          // OnDone has run
 };
 
 }  // namespace ringtrain

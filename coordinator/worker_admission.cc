@@ -21,8 +21,8 @@ absl::Status CheckField(const char* name, const std::string& value, Required req
     return absl::InvalidArgumentError(absl::StrCat(name, " is empty; expected e.g. ", example));
   }
   if (value.size() > max) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " is ", value.size(),
-                                                   " bytes long; at most ", max, " are allowed"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " is ", value.size(), " bytes long; at most ", max, " are allowed"));
   }
   for (size_t i = 0; i < value.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(value[i]);
@@ -47,14 +47,13 @@ absl::Status CheckRegisterRequest(const v1::RegisterRequest& r) {
       CheckField("device", r.device(), Required::kYes, kMaxWorkerFieldLength, false, "cuda:0"));
   const absl::StatusOr<DeviceSpec> device = ParseDevice(r.device());
   const bool cuda = r.device_kind() == "cuda";
-  if (!device.ok() || (device->type == DeviceType::kCuda) != cuda ||
-      (cuda && device->index < 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device \"", r.device(), "\" is not a ", r.device_kind(), " device; expected ",
-        cuda ? "cuda:N (e.g. cuda:0)" : "cpu"));
+  if (!device.ok() || (device->type == DeviceType::kCuda) != cuda || (cuda && device->index < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("device \"", r.device(), "\" is not a ",
+                                                   r.device_kind(), " device; expected ",
+                                                   cuda ? "cuda:N (e.g. cuda:0)" : "cpu"));
   }
-  RT_RETURN_IF_ERROR(CheckField("address", r.address(), Required::kYes, kMaxWorkerHostLength,
-                                false, "10.0.0.7 or node-3.cluster.local (--advertise-address)"));
+  RT_RETURN_IF_ERROR(CheckField("address", r.address(), Required::kYes, kMaxWorkerHostLength, false,
+                                "10.0.0.7 or node-3.cluster.local (--advertise-address)"));
   RT_RETURN_IF_ERROR(CheckField("host_label", r.host_label(), Required::kNo, kMaxWorkerHostLength,
                                 true, "node-3 (--host-label)"));
   RT_RETURN_IF_ERROR(CheckField("device_name", r.device_name(), Required::kNo,
@@ -66,8 +65,8 @@ absl::Status CheckRegisterRequest(const v1::RegisterRequest& r) {
   RT_RETURN_IF_ERROR(CheckField("running_job_id", r.running_job_id(), Required::kNo,
                                 kMaxWorkerFieldLength, false, "job-000001"));
   if (!r.running_job_id().empty() && r.running_rank() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "running_rank ", r.running_rank(), " is not a rank; expected 0 .. world_size-1"));
+    return absl::InvalidArgumentError(absl::StrCat("running_rank ", r.running_rank(),
+                                                   " is not a rank; expected 0 .. world_size-1"));
   }
   return absl::OkStatus();
 }

@@ -44,9 +44,9 @@ struct Worker {
   int attempt = 0;        // the run (JobRecord::restart_count) of the rank it runs
   uint64_t last_seq = 0;  // the highest AgentMessage.seq taken from it
   absl::Time last_heartbeat;
-  AgentChannel* channel = nullptr;  // null while the session is down
-  std::string credential_digest;    // CredentialDigest of the credential Register gave
-  absl::Time lost_at;               // when it turned kLost (purged purge_lost_after later)
+  AgentChannel* channel = nullptr;        // null while the session is down
+  std::string credential_digest;          // CredentialDigest of the credential Register gave
+  absl::Time lost_at;                     // when it turned kLost (purged purge_lost_after later)
   std::set<std::string> refusals_logged;  // reasons already logged for this worker
 
   // Whether it runs `rank` of `job_id`'s run `attempt` now: the only rank whose messages it may

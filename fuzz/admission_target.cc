@@ -1,5 +1,5 @@
-// FuzzAdmission and FuzzAdmissionFields: what the coordinator checks of a SubmitJobRequest before it
-// touches the cluster (coordinator/admission.h), fed raw wire bytes and structured requests.
+// FuzzAdmission and FuzzAdmissionFields: what the coordinator checks of a SubmitJobRequest before
+// it touches the cluster (coordinator/admission.h), fed raw wire bytes and structured requests.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,9 +28,10 @@ std::string CheckAdmission(const v1::SubmitJobRequest& request) {
     }
     return "";
   }
-  if (job->degrees.dp < 1 || job->degrees.cp < 1 || job->degrees.world != int64_t{job->degrees.dp} * job->degrees.cp) {
-    return absl::StrCat("admitted with world_size ", job->degrees.world, ", dp ", job->degrees.dp, ", cp ",
-                        job->degrees.cp);
+  if (job->degrees.dp < 1 || job->degrees.cp < 1 ||
+      job->degrees.world != int64_t{job->degrees.dp} * job->degrees.cp) {
+    return absl::StrCat("admitted with world_size ", job->degrees.world, ", dp ", job->degrees.dp,
+                        ", cp ", job->degrees.cp);
   }
   if (job->config_toml != request.config_toml() || job->name != request.name() ||
       job->overrides.size() != static_cast<size_t>(request.overrides_size())) {
@@ -39,17 +40,19 @@ std::string CheckAdmission(const v1::SubmitJobRequest& request) {
   // The record is what the workers are later sent: it must describe the config it was admitted for.
   const absl::StatusOr<JobConfig> config =
       ParseJobConfig(job->config_toml, job->overrides, "admitted config");
-  if (!config.ok()) return absl::StrCat("an admitted config fails to parse again: ", config.status().ToString());
+  if (!config.ok())
+    return absl::StrCat("an admitted config fails to parse again: ", config.status().ToString());
   const absl::StatusOr<MeshDegrees> mesh = ResolveMesh(*config, RequestedWorldSize(*config));
   if (!mesh.ok()) return absl::StrCat("an admitted config has no mesh: ", mesh.status().ToString());
   const int64_t dp = mesh->dp();
   if (dp != job->degrees.dp || config->parallelism.context_parallel_degree != job->degrees.cp) {
-    return absl::StrCat("the config asks for dp ", dp, " × cp ",
-                        config->parallelism.context_parallel_degree, " but the job was admitted with dp ",
-                        job->degrees.dp, " × cp ", job->degrees.cp);
+    return absl::StrCat(
+        "the config asks for dp ", dp, " × cp ", config->parallelism.context_parallel_degree,
+        " but the job was admitted with dp ", job->degrees.dp, " × cp ", job->degrees.cp);
   }
   const absl::StatusOr<JobRecord> again = AdmitSubmitRequest(request);
-  if (!again.ok() || again->degrees.world != job->degrees.world || again->total_steps != job->total_steps) {
+  if (!again.ok() || again->degrees.world != job->degrees.world ||
+      again->total_steps != job->total_steps) {
     return "admitting the same request twice gives different answers";
   }
   return "";
@@ -77,11 +80,49 @@ const std::vector<std::string>& ConfigKeys() {
 
 // Values at the edges of what the keys accept, and a few that are wrong in telling ways.
 constexpr const char* kEdgeValues[] = {
-    "-1", "0", "1", "2", "3", "4", "8", "256", "4096", "65536", "2147483647", "2147483648",
-    "4294967296", "4294967297", "9223372036854775807", "-9223372036854775808",
-    "9223372036854775808", "1e308", "-1e308", "1e-320", "0.5", "nan", "inf", "-0", "true",
-    "false", "\"x\"", "", "cpu", "headtail", "none", "alltoall", "allgather", "synthetic", "text",
-    "bin", "eval", "train", "random", "cosine", "/", "../../etc/passwd", "\xff\xfe",
+    "-1",
+    "0",
+    "1",
+    "2",
+    "3",
+    "4",
+    "8",
+    "256",
+    "4096",
+    "65536",
+    "2147483647",
+    "2147483648",
+    "4294967296",
+    "4294967297",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775808",
+    "1e308",
+    "-1e308",
+    "1e-320",
+    "0.5",
+    "nan",
+    "inf",
+    "-0",
+    "true",
+    "false",
+    "\"x\"",
+    "",
+    "cpu",
+    "headtail",
+    "none",
+    "alltoall",
+    "allgather",
+    "synthetic",
+    "text",
+    "bin",
+    "eval",
+    "train",
+    "random",
+    "cosine",
+    "/",
+    "../../etc/passwd",
+    "\xff\xfe",
 };
 
 constexpr const char* kBaseConfigs[] = {

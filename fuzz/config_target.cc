@@ -36,8 +36,8 @@ std::string FuzzConfig(const uint8_t* data, size_t size) {
   }
   const std::string reprinted = JobConfigToToml(*again);
   if (reprinted != printed) {
-    return absl::StrCat("an accepted config does not print the same twice:\n", printed,
-                        "\nthen\n", reprinted);
+    return absl::StrCat("an accepted config does not print the same twice:\n", printed, "\nthen\n",
+                        reprinted);
   }
   for (const int64_t world : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{8}, int64_t{1} << 40}) {
     const absl::StatusOr<MeshDegrees> mesh = ResolveMesh(*config, world);

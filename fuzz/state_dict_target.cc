@@ -37,7 +37,8 @@ std::string CheckStateDict(const StateDict& dict) {
     }
     const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
     if (tensor.storage().nbytes() != bytes) {
-      return absl::StrCat(where, " has ", bytes, " bytes in a storage of ", tensor.storage().nbytes());
+      return absl::StrCat(where, " has ", bytes, " bytes in a storage of ",
+                          tensor.storage().nbytes());
     }
     if (bytes == 0) continue;
     if (!storages.insert(tensor.storage().unsafeGetStorageImpl()).second) {

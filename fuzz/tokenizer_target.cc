@@ -1,4 +1,5 @@
-// FuzzTokenizer: a tokenizer file as a job names it (training.tokenizer_path), then text through it.
+// FuzzTokenizer: a tokenizer file as a job names it (training.tokenizer_path), then text through
+// it.
 #include <string>
 #include <vector>
 

@@ -15,20 +15,29 @@
 
 namespace ringtrain {
 
-enum class JobMode { kTrain, kEval };                      // job.mode
-enum class DatasetKind { kSynthetic, kText, kBin };        // training.dataset, validation.dataset
-enum class TokenDtype { kUint16, kUint32 };                // training.token_dtype (bin only)
-enum class SamplerKind { kSequential, kRandom };           // training.sampler
-enum class OptimizerName { kAdamW };                       // optimizer.name
-enum class DecayType { kLinear, kCosine };                 // lr_scheduler.decay_type
-enum class LoadBalancer { kHeadTail, kNone };              // parallelism.context_parallel_load_balancer
-enum class RotateMethod { kAllToAll, kAllGather };         // parallelism.context_parallel_rotate_method
-enum class MixedPrecision { kFloat32, kBFloat16 };         // training.mixed_precision_param
-enum class CommBackend { kAuto, kNccl, kGloo };            // comm.backend
-enum class AttentionKernelKind { kAuto, kCpuFlash, kTorchFlash, kTiled };  // training.attention_kernel
-enum class ReshardAfterForward { kDefault, kAlways, kNever };  // parallelism.fsdp_reshard_after_forward
-enum class AcMode { kNone, kFull, kSelective };            // activation_checkpoint.mode
-enum class ContextParallelMethod { kRing };                // parallelism.context_parallel_method
+enum class JobMode { kTrain, kEval };                // job.mode
+enum class DatasetKind { kSynthetic, kText, kBin };  // training.dataset, validation.dataset
+enum class TokenDtype { kUint16, kUint32 };          // training.token_dtype (bin only)
+enum class SamplerKind { kSequential, kRandom };     // training.sampler
+enum class OptimizerName { kAdamW };                 // optimizer.name
+enum class DecayType { kLinear, kCosine };           // lr_scheduler.decay_type
+enum class LoadBalancer { kHeadTail, kNone };        // parallelism.context_parallel_load_balancer
+enum class RotateMethod { kAllToAll, kAllGather };   // parallelism.context_parallel_rotate_method
+enum class MixedPrecision { kFloat32, kBFloat16 };   // training.mixed_precision_param
+enum class CommBackend { kAuto, kNccl, kGloo };      // comm.backend
+enum class AttentionKernelKind {
+  kAuto,
+  kCpuFlash,
+  kTorchFlash,
+  kTiled
+};  // training.attention_kernel
+enum class ReshardAfterForward {
+  kDefault,
+  kAlways,
+  kNever
+};                                               // parallelism.fsdp_reshard_after_forward
+enum class AcMode { kNone, kFull, kSelective };  // activation_checkpoint.mode
+enum class ContextParallelMethod { kRing };      // parallelism.context_parallel_method
 
 // The config-file spellings of a choice, in enum order.
 template <class E>
@@ -76,7 +85,7 @@ struct ChoiceSpelling<CommBackend> {
 template <>
 struct ChoiceSpelling<AttentionKernelKind> {
   static constexpr std::array<const char*, 4> kNames = {"auto", "cpu_flash", "torch_flash",
-                                                       "tiled"};
+                                                        "tiled"};
 };
 template <>
 struct ChoiceSpelling<ContextParallelMethod> {

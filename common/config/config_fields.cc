@@ -17,12 +17,13 @@ namespace {
 // 32 layers, vocab 128,256, seq_len 8,192) and keeps what is computed from it in range: parameter
 // counts (vocab × dim, layers × dim × ffn) and memory plans in int64, token ids in 32 bits, the
 // coordinator's 32-bit world sizes, durations in int64 milliseconds.
-constexpr int64_t kMaxWidth = int64_t{1} << 16;     // dim, heads, multiple_of
+constexpr int64_t kMaxWidth = int64_t{1} << 16;  // dim, heads, multiple_of
 constexpr int64_t kMaxLayers = 1024;
-constexpr int64_t kMaxVocab = int64_t{1} << 32;     // ids are uint32 (token files, the synthetic source)
-constexpr int64_t kMaxSeqLen = int64_t{1} << 24;    // 16M tokens
+constexpr int64_t kMaxVocab = int64_t{1}
+                              << 32;  // ids are uint32 (token files, the synthetic source)
+constexpr int64_t kMaxSeqLen = int64_t{1} << 24;  // 16M tokens
 constexpr int64_t kMaxLocalBatch = int64_t{1} << 20;
-constexpr double kMaxCommTimeoutSeconds = 86400;    // a day
+constexpr double kMaxCommTimeoutSeconds = 86400;  // a day
 constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
 
 IntBounds Count(int64_t min, int64_t max = kUnbounded, const char* why = "") {
@@ -34,7 +35,9 @@ IntBounds CountOrMinusOne(int64_t max, const char* minus_one, const char* why = 
 RealBounds Real(double min, double max, bool above_min, bool below_max) {
   return {min, max, above_min, below_max, false, ""};
 }
-RealBounds Positive(double max = std::numeric_limits<double>::max()) { return Real(0, max, true, false); }
+RealBounds Positive(double max = std::numeric_limits<double>::max()) {
+  return Real(0, max, true, false);
+}
 RealBounds NonNegative() { return Real(0, std::numeric_limits<double>::max(), false, false); }
 RealBounds Seconds(double min, double max) { return {min, max, false, false, true, ""}; }
 
@@ -43,8 +46,10 @@ RealBounds Seconds(double min, double max) { return {min, max, false, false, tru
 std::vector<Section> Sections(JobConfig& c) {
   return {
       {"job",
-       {{"mode", Choice(&c.job.mode)}, {"max_restarts", &c.job.max_restarts, Count(0, kMaxRestarts)},
-        {"restart_backoff_seconds", &c.job.restart_backoff_seconds, Seconds(0, kMaxRestartBackoffSeconds)},
+       {{"mode", Choice(&c.job.mode)},
+        {"max_restarts", &c.job.max_restarts, Count(0, kMaxRestarts)},
+        {"restart_backoff_seconds", &c.job.restart_backoff_seconds,
+         Seconds(0, kMaxRestartBackoffSeconds)},
         {"elastic", &c.job.elastic}}},
       {"model",
        {{"dim", &c.model.dim, Count(1, kMaxWidth)},
@@ -61,20 +66,26 @@ std::vector<Section> Sections(JobConfig& c) {
        {{"seq_len", &c.training.seq_len, Count(1, kMaxSeqLen)},
         {"local_batch_size", &c.training.local_batch_size, Count(1, kMaxLocalBatch)},
         // steps × samples × seq_len has its own bound (2^62 tokens, config_validate.cc).
-        {"steps", &c.training.steps, Count(1)}, {"seed", &c.training.seed, Count(0)},
+        {"steps", &c.training.steps, Count(1)},
+        {"seed", &c.training.seed, Count(0)},
         {"max_norm", &c.training.max_norm, Positive()},
-        {"dataset", Choice(&c.training.dataset)}, {"dataset_path", &c.training.dataset_path},
-        {"token_dtype", Choice(&c.training.token_dtype)}, {"sampler", Choice(&c.training.sampler)},
+        {"dataset", Choice(&c.training.dataset)},
+        {"dataset_path", &c.training.dataset_path},
+        {"token_dtype", Choice(&c.training.token_dtype)},
+        {"sampler", Choice(&c.training.sampler)},
         {"mixed_precision_param", Choice(&c.training.mixed_precision_param)},
         {"attention_kernel", Choice(&c.training.attention_kernel)},
         {"mixed_precision_reduce", Choice(&c.training.mixed_precision_reduce)},
         {"global_batch_size", &c.training.global_batch_size,
-         CountOrMinusOne(kMaxWorldSize * kMaxLocalBatch, "data-parallel degree × local_batch_size")},
+         CountOrMinusOne(kMaxWorldSize * kMaxLocalBatch,
+                         "data-parallel degree × local_batch_size")},
         {"tokenizer_path", &c.training.tokenizer_path}}},
       {"optimizer",
-       {{"name", Choice(&c.optimizer.name)}, {"lr", &c.optimizer.lr, Positive()},
+       {{"name", Choice(&c.optimizer.name)},
+        {"lr", &c.optimizer.lr, Positive()},
         {"beta1", &c.optimizer.beta1, Real(0, 1, false, true)},
-        {"beta2", &c.optimizer.beta2, Real(0, 1, false, true)}, {"eps", &c.optimizer.eps, Positive()},
+        {"beta2", &c.optimizer.beta2, Real(0, 1, false, true)},
+        {"eps", &c.optimizer.eps, Positive()},
         {"weight_decay", &c.optimizer.weight_decay, NonNegative()}}},
       {"lr_scheduler",
        {{"warmup_steps", &c.lr_scheduler.warmup_steps, Count(0)},
@@ -93,13 +104,15 @@ std::vector<Section> Sections(JobConfig& c) {
         {"context_parallel_rotate_method", Choice(&c.parallelism.context_parallel_rotate_method)},
         {"context_parallel_method", Choice(&c.parallelism.context_parallel_method)}}},
       {"checkpoint",
-       {{"enable", &c.checkpoint.enable}, {"folder", &c.checkpoint.folder},
+       {{"enable", &c.checkpoint.enable},
+        {"folder", &c.checkpoint.folder},
         {"interval", &c.checkpoint.interval, Count(1)},
         {"keep_latest_k", &c.checkpoint.keep_latest_k, Count(0, kUnbounded, " (0 keeps all)")},
         {"initial_load_path", &c.checkpoint.initial_load_path}}},
       {"metrics", {{"log_freq", &c.metrics.log_freq, Count(1)}, {"jsonl", &c.metrics.jsonl}}},
       {"validation",
-       {{"dataset", Choice(&c.validation.dataset)}, {"dataset_path", &c.validation.dataset_path},
+       {{"dataset", Choice(&c.validation.dataset)},
+        {"dataset_path", &c.validation.dataset_path},
         {"steps", &c.validation.steps, Count(1)},
         {"local_batch_size", &c.validation.local_batch_size, Count(1, kMaxLocalBatch)}}},
       {"comm",
@@ -134,7 +147,8 @@ std::string OutOfBounds(absl::string_view key, double value, const RealBounds& b
   } else if (b.max == std::numeric_limits<double>::max()) {
     valid = absl::StrCat(b.above_min ? "> " : ">= ", b.min);
   } else {
-    valid = absl::StrCat("in ", b.above_min ? "(" : "[", b.min, ", ", b.max, b.below_max ? ")" : "]");
+    valid =
+        absl::StrCat("in ", b.above_min ? "(" : "[", b.min, ", ", b.max, b.below_max ? ")" : "]");
   }
   return absl::StrCat(key, " = ", FormatDouble(value), ": must be ", valid, b.why);
 }
@@ -167,8 +181,8 @@ const Field* FindField(const Section& section, absl::string_view key) {
 
 std::string UnknownSection(absl::string_view name, const std::vector<Section>& sections) {
   const std::vector<std::string> names = SectionNames(sections);
-  std::string problem =
-      absl::StrCat("unknown section [", Excerpt(name), "] (valid sections: ", absl::StrJoin(names, ", "), ")");
+  std::string problem = absl::StrCat("unknown section [", Excerpt(name),
+                                     "] (valid sections: ", absl::StrJoin(names, ", "), ")");
   const std::string guess = ClosestMatch(name, names);
   if (!guess.empty()) absl::StrAppend(&problem, "; did you mean '", guess, "'?");
   return problem;
@@ -176,8 +190,9 @@ std::string UnknownSection(absl::string_view name, const std::vector<Section>& s
 
 std::string UnknownKey(const Section& section, absl::string_view key) {
   const std::vector<std::string> keys = KeyNames(section);
-  std::string problem = absl::StrCat("unknown key ", section.name, ".", Excerpt(key), " (valid keys in [", section.name,
-                                     "]: ", absl::StrJoin(keys, ", "), ")");
+  std::string problem =
+      absl::StrCat("unknown key ", section.name, ".", Excerpt(key), " (valid keys in [",
+                   section.name, "]: ", absl::StrJoin(keys, ", "), ")");
   const std::string guess = ClosestMatch(key, keys);
   if (!guess.empty()) absl::StrAppend(&problem, "; did you mean '", guess, "'?");
   return problem;
@@ -188,9 +203,11 @@ std::string KeyOutsideSection(absl::string_view key, const std::vector<Section>&
   for (const Section& s : sections) {
     if (FindField(s, key) != nullptr) owners.push_back(absl::StrCat(s.name, ".", key));
   }
-  std::string problem = absl::StrCat("key '", Excerpt(key), "' is not in a section (valid sections: ",
-                                     absl::StrJoin(SectionNames(sections), ", "), ")");
-  if (!owners.empty()) absl::StrAppend(&problem, "; did you mean ", absl::StrJoin(owners, " or "), "?");
+  std::string problem = absl::StrCat(
+      "key '", Excerpt(key),
+      "' is not in a section (valid sections: ", absl::StrJoin(SectionNames(sections), ", "), ")");
+  if (!owners.empty())
+    absl::StrAppend(&problem, "; did you mean ", absl::StrJoin(owners, " or "), "?");
   return problem;
 }
 

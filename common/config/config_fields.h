@@ -27,14 +27,14 @@ struct Overloaded : F... {
 template <class... F>
 Overloaded(F...) -> Overloaded<F...>;
 
-// A choice key (an enum in JobConfig), type-erased so one table holds every enum. A spelling that is
-// not a choice is not a type error: it is kept (in `invalid`) for the validator, which reports it
-// with the other rule violations ("must be one of ...; did you mean ...").
+// A choice key (an enum in JobConfig), type-erased so one table holds every enum. A spelling that
+// is not a choice is not a type error: it is kept (in `invalid`) for the validator, which reports
+// it with the other rule violations ("must be one of ...; did you mean ...").
 struct ChoicePtr {
-  std::vector<std::string> names;    // the spellings, in enum order
-  std::function<int()> get;          // the enum's index; -1 = unset (optional choices only)
+  std::vector<std::string> names;  // the spellings, in enum order
+  std::function<int()> get;        // the enum's index; -1 = unset (optional choices only)
   std::function<void(int)> set;
-  bool optional = false;             // "" unsets it
+  bool optional = false;  // "" unsets it
   // Spellings from earlier releases (ChoiceOldSpellings): still read, with a warning.
   std::vector<std::pair<std::string, int>> old_spellings;
 };
@@ -66,8 +66,8 @@ ChoicePtr Choice(std::optional<E>* p) {
 struct IntBounds {
   int64_t min = 0;
   int64_t max = std::numeric_limits<int64_t>::max();  // the largest: no bound of its own
-  const char* minus_one = nullptr;                      // "fill the world"
-  const char* why = "";                                 // " (the largest world size)"
+  const char* minus_one = nullptr;                    // "fill the world"
+  const char* why = "";                               // " (the largest world size)"
 };
 
 // What a real key may hold: [min, max], either end open. A key in `seconds` becomes whole
@@ -76,8 +76,8 @@ struct IntBounds {
 struct RealBounds {
   double min = 0;
   double max = std::numeric_limits<double>::max();  // the largest: no bound of its own
-  bool above_min = false;                             // (min, ...
-  bool below_max = false;                             // ..., max)
+  bool above_min = false;                           // (min, ...
+  bool below_max = false;                           // ..., max)
   bool seconds = false;
   const char* why = "";
 };
@@ -89,7 +89,8 @@ using Bounds = std::variant<std::monostate, IntBounds, RealBounds>;
 // Every key of the config, as a pointer into one JobConfig, so one table drives parsing (writes),
 // overrides, printing (reads) and the bounds of each numeric value, and a new field cannot be
 // forgotten by one of them.
-using FieldPtr = std::variant<int64_t*, double*, std::optional<double>*, bool*, std::string*, ChoicePtr>;
+using FieldPtr =
+    std::variant<int64_t*, double*, std::optional<double>*, bool*, std::string*, ChoicePtr>;
 struct Field {
   const char* key;
   FieldPtr ptr;

@@ -91,7 +91,8 @@ class Scanner {
       if (At(quote)) {
         i_ += quote.size();
         // """a"""" ends with a quote inside the string: up to two more quote characters.
-        for (int extra = 0; multiline && extra < 2 && i_ < t_.size() && t_[i_] == quote[0]; ++extra) ++i_;
+        for (int extra = 0; multiline && extra < 2 && i_ < t_.size() && t_[i_] == quote[0]; ++extra)
+          ++i_;
         return;
       }
       ++i_;
@@ -128,22 +129,15 @@ class Scanner {
       case '#':
         while (i_ < t_.size() && t_[i_] != '\n') ++i_;
         return;
-      case '"':
-        SkipString(At("\"\"\"") ? "\"\"\"" : "\"");
-        return;
-      case '\'':
-        SkipString(At("'''") ? "'''" : "'");
-        return;
+      case '"': SkipString(At("\"\"\"") ? "\"\"\"" : "\""); return;
+      case '\'': SkipString(At("'''") ? "'''" : "'"); return;
       case '[':
-      case '{':
-        Open(c);
-        break;
+      case '{': Open(c); break;
       case ']':
-      case '}':
-        Close();
-        break;
+      case '}': Close(); break;
       case ',':
-        if (!stack_.empty() && stack_.back() == '{' && static_cast<size_t>(depth_) == stack_.size()) {
+        if (!stack_.empty() && stack_.back() == '{' &&
+            static_cast<size_t>(depth_) == stack_.size()) {
           awaiting_key_ = true;
         }
         break;
@@ -151,8 +145,7 @@ class Scanner {
         NoteKey(key_start_ == kNone ? 0 : KeyLength(t_, key_start_, i_));
         key_start_ = kNone;
         break;
-      default:
-        break;
+      default: break;
     }
     ++i_;
   }
@@ -161,7 +154,7 @@ class Scanner {
   size_t i_ = 0;
   int64_t line_ = 1;
   int depth_ = 0;
-  std::vector<char> stack_;  // the open brackets, up to kMaxConfigDepth + 1 of them
+  std::vector<char> stack_;      // the open brackets, up to kMaxConfigDepth + 1 of them
   bool statement_start_ = true;  // at the start of a line outside any bracket
   bool awaiting_key_ = false;    // after '{' or ',' in an inline table
   size_t key_start_ = kNone;     // where the key being read began
@@ -171,46 +164,54 @@ class Scanner {
 
 }  // namespace
 
-absl::Status CheckConfigBounds(absl::string_view toml_text, const std::vector<std::string>& overrides,
+absl::Status CheckConfigBounds(absl::string_view toml_text,
+                               const std::vector<std::string>& overrides,
                                absl::string_view source_name) {
   std::vector<std::string> problems;
   if (toml_text.size() > kMaxConfigBytes) {
     // Larger text is not scanned at all: its size is the whole answer.
-    problems.push_back(absl::StrCat("the config is ", toml_text.size(), " bytes; at most ", kMaxConfigBytes,
-                                    " bytes (", kMaxConfigBytes / 1024, " KiB) are allowed"));
+    problems.push_back(absl::StrCat("the config is ", toml_text.size(), " bytes; at most ",
+                                    kMaxConfigBytes, " bytes (", kMaxConfigBytes / 1024,
+                                    " KiB) are allowed"));
   } else {
     const Scan scan = Scanner(toml_text).Run();
     if (scan.max_depth > kMaxConfigDepth) {
-      problems.push_back(absl::StrCat("brackets nest ", scan.max_depth, " levels deep (first past the limit at line ",
-                                      scan.depth_line, "); at most ", kMaxConfigDepth, " levels are allowed"));
+      problems.push_back(absl::StrCat(
+          "brackets nest ", scan.max_depth, " levels deep (first past the limit at line ",
+          scan.depth_line, "); at most ", kMaxConfigDepth, " levels are allowed"));
     }
     if (scan.keys > kMaxConfigKeys) {
-      problems.push_back(absl::StrCat("the config has ", scan.keys, " keys and table headers; at most ",
-                                      kMaxConfigKeys, " are allowed"));
+      problems.push_back(absl::StrCat("the config has ", scan.keys,
+                                      " keys and table headers; at most ", kMaxConfigKeys,
+                                      " are allowed"));
     }
     if (scan.longest_key > kMaxKeyPathBytes) {
-      problems.push_back(absl::StrCat("a key path at line ", scan.longest_key_line, " is ", scan.longest_key,
-                                      " bytes long; at most ", kMaxKeyPathBytes, " bytes are allowed"));
-    }
-  }
-  if (overrides.size() > kMaxOverrides) {
-    problems.push_back(absl::StrCat(overrides.size(), " overrides; at most ", kMaxOverrides, " are allowed"));
-  }
-  for (size_t i = 0; i < overrides.size(); ++i) {
-    if (overrides[i].size() > kMaxOverrideBytes) {
-      problems.push_back(absl::StrCat("override ", i + 1, " (", Utf8Prefix(overrides[i], 40), "...) is ",
-                                      overrides[i].size(), " bytes; at most ", kMaxOverrideBytes,
+      problems.push_back(absl::StrCat("a key path at line ", scan.longest_key_line, " is ",
+                                      scan.longest_key, " bytes long; at most ", kMaxKeyPathBytes,
                                       " bytes are allowed"));
     }
   }
+  if (overrides.size() > kMaxOverrides) {
+    problems.push_back(
+        absl::StrCat(overrides.size(), " overrides; at most ", kMaxOverrides, " are allowed"));
+  }
+  for (size_t i = 0; i < overrides.size(); ++i) {
+    if (overrides[i].size() > kMaxOverrideBytes) {
+      problems.push_back(absl::StrCat("override ", i + 1, " (", Utf8Prefix(overrides[i], 40),
+                                      "...) is ", overrides[i].size(), " bytes; at most ",
+                                      kMaxOverrideBytes, " bytes are allowed"));
+    }
+  }
   if (problems.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(JoinProblems(absl::StrCat("invalid config ", source_name), problems));
+  return absl::InvalidArgumentError(
+      JoinProblems(absl::StrCat("invalid config ", source_name), problems));
 }
 
 std::string JoinProblems(absl::string_view what, const std::vector<std::string>& problems) {
   const size_t shown = std::min(problems.size(), kMaxReportedProblems);
   std::string out = absl::StrCat(
-      what, ":\n  ", absl::StrJoin(problems.begin(), problems.begin() + static_cast<ptrdiff_t>(shown), "\n  "));
+      what, ":\n  ",
+      absl::StrJoin(problems.begin(), problems.begin() + static_cast<ptrdiff_t>(shown), "\n  "));
   if (problems.size() > shown) {
     absl::StrAppend(&out, "\n  ... and ", problems.size() - shown, " more problem",
                     problems.size() - shown == 1 ? "" : "s");

@@ -2,10 +2,12 @@
 // one nested table per component of a dotted key and recurses over them, so ~100 KB of `a.a.a...`
 // overflows the stack. A cheap pre-scan (one pass over the bytes, strings and comments skipped)
 // refuses text that is too large, too deeply bracketed, has too many keys or too long a key path;
-// every limit is generous for real configs (configs/*.toml have ~50 keys, depth 1, paths < 40 chars).
+// every limit is generous for real configs (configs/*.toml have ~50 keys, depth 1, paths < 40
+// chars).
 //
 // The limits also keep a job's messages far below gRPC's 4 MiB default: an Assignment carries the
-// config and its overrides (<= 256 KiB + 256 × 4 KiB), a Job adds its mesh (<= kMaxWorldSize ranks).
+// config and its overrides (<= 256 KiB + 256 × 4 KiB), a Job adds its mesh (<= kMaxWorldSize
+// ranks).
 #ifndef RINGTRAIN_COMMON_CONFIG_CONFIG_LIMITS_H_
 #define RINGTRAIN_COMMON_CONFIG_CONFIG_LIMITS_H_
 
@@ -34,10 +36,12 @@ inline constexpr int64_t kMaxWorldSize = 16384;
 // naming the limit and the actual value ("... has 1025 keys; at most 1024 are allowed"), prefixed
 // by "invalid config SOURCE_NAME". Reads each byte once; never throws. Text the scan cannot follow
 // (an unterminated string) passes, for the parser to report precisely.
-absl::Status CheckConfigBounds(absl::string_view toml_text, const std::vector<std::string>& overrides,
+absl::Status CheckConfigBounds(absl::string_view toml_text,
+                               const std::vector<std::string>& overrides,
                                absl::string_view source_name);
 
-// "what:\n  p1\n  p2 ..." with at most kMaxReportedProblems problems, then "... and K more problems".
+// "what:\n  p1\n  p2 ..." with at most kMaxReportedProblems problems, then "... and K more
+// problems".
 std::string JoinProblems(absl::string_view what, const std::vector<std::string>& problems);
 
 }  // namespace ringtrain

@@ -32,7 +32,8 @@ std::vector<ConfigPath> ConfigPaths(const JobConfig& config) {
   if (!eval && config.training.dataset != DatasetKind::kSynthetic) {
     add("training.dataset_path", config.training.dataset_path, PathRoot::kData);
   }
-  if (eval && config.validation.dataset.value_or(config.training.dataset) != DatasetKind::kSynthetic) {
+  if (eval &&
+      config.validation.dataset.value_or(config.training.dataset) != DatasetKind::kSynthetic) {
     if (config.validation.dataset_path.empty()) {
       add("training.dataset_path", config.training.dataset_path, PathRoot::kData);
     } else {
@@ -40,8 +41,9 @@ std::vector<ConfigPath> ConfigPaths(const JobConfig& config) {
     }
   }
   // The tokenizer is read when a text dataset is.
-  const bool reads_text = eval ? config.validation.dataset.value_or(config.training.dataset) == DatasetKind::kText
-                               : config.training.dataset == DatasetKind::kText;
+  const bool reads_text =
+      eval ? config.validation.dataset.value_or(config.training.dataset) == DatasetKind::kText
+           : config.training.dataset == DatasetKind::kText;
   if (reads_text) add("training.tokenizer_path", config.training.tokenizer_path, PathRoot::kData);
   add("checkpoint.initial_load_path", config.checkpoint.initial_load_path, PathRoot::kData);
   if (!eval && config.checkpoint.enable) {
@@ -51,7 +53,8 @@ std::vector<ConfigPath> ConfigPaths(const JobConfig& config) {
 }
 
 absl::Status CheckPathText(absl::string_view key, absl::string_view value) {
-  const std::string shown = absl::StrCat(Excerpt(key), " = \"", absl::CHexEscape(Excerpt(value)), "\"");
+  const std::string shown =
+      absl::StrCat(Excerpt(key), " = \"", absl::CHexEscape(Excerpt(value)), "\"");
   if (value.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(shown, ": a path must not be empty"));
   }
@@ -66,17 +69,19 @@ absl::Status CheckPathText(absl::string_view key, absl::string_view value) {
           absl::StrCat(shown, ": a path must not contain NUL or other control characters"));
     }
     if (IsBidiControl(cp)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: a path must not contain bidirectional controls (U+%04X at byte %d): they make it print as "
-          "another path",
-          shown, cp, i));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: a path must not contain bidirectional controls (U+%04X at byte %d): "
+                          "they make it print as "
+                          "another path",
+                          shown, cp, i));
     }
     i += length;
   }
   if (value.front() != '/' && ClimbsOut(value)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        shown, ": '..' climbs out of the folder it is resolved in (the worker's data root, or the "
-               "job's checkpoint folder); give a path that stays inside it"));
+        shown,
+        ": '..' climbs out of the folder it is resolved in (the worker's data root, or the "
+        "job's checkpoint folder); give a path that stays inside it"));
   }
   return absl::OkStatus();
 }

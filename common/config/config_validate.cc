@@ -25,8 +25,9 @@ std::string FormatDouble(double value) {
   const double magnitude = std::fabs(value);
   const bool plain = magnitude == 0 || (magnitude >= 1e-4 && magnitude < 1e16);
   char buf[400];  // fixed notation of a value below 1e16 fits easily
-  const auto result = std::to_chars(buf, buf + sizeof(buf), value,
-                                    plain ? std::chars_format::fixed : std::chars_format::scientific);
+  const auto result =
+      std::to_chars(buf, buf + sizeof(buf), value,
+                    plain ? std::chars_format::fixed : std::chars_format::scientific);
   std::string text(buf, result.ptr);
   // TOML would read "1" back as an integer; keep floats visibly floats.
   if (std::isfinite(value) && text.find_first_of(".e") == std::string::npos) text += ".0";
@@ -90,9 +91,11 @@ size_t EditDistance(absl::string_view a, absl::string_view b) {
 }  // namespace
 
 std::string ClosestMatch(absl::string_view word, const std::vector<std::string>& candidates) {
-  // A third of the word may be wrong (at least a transposition's 2 edits, but never the whole word).
+  // A third of the word may be wrong (at least a transposition's 2 edits, but never the whole
+  // word).
   if (word.empty()) return "";
-  const size_t limit = std::min(std::max<size_t>(2, word.size() / 3), std::max<size_t>(1, word.size() - 1));
+  const size_t limit =
+      std::min(std::max<size_t>(2, word.size() / 3), std::max<size_t>(1, word.size() - 1));
   std::string best;
   size_t best_distance = limit + 1;
   for (const std::string& candidate : candidates) {
@@ -136,7 +139,8 @@ class Checker {
     const std::vector<std::string> valid = ChoiceNames<E>();
     std::vector<std::string> quoted;
     for (const std::string& option : valid) quoted.push_back(Quote(option));
-    std::string problem = absl::StrCat(key, " = ", Quote(Excerpt(v)), ": ", prefix, absl::StrJoin(quoted, ", "));
+    std::string problem =
+        absl::StrCat(key, " = ", Quote(Excerpt(v)), ": ", prefix, absl::StrJoin(quoted, ", "));
     const std::string guess = ClosestMatch(v, valid);
     if (!guess.empty()) absl::StrAppend(&problem, "; did you mean '", guess, "'?");
     Add(std::move(problem));
@@ -147,7 +151,8 @@ class Checker {
   // refused, never silently left at its default.
   void RefuseUncheckedChoices() {
     for (const auto& [key, value] : invalid_) {
-      if (checked_.count(key) == 0) Add(absl::StrCat(key, " = ", Quote(Excerpt(value)), ": not one of its choices"));
+      if (checked_.count(key) == 0)
+        Add(absl::StrCat(key, " = ", Quote(Excerpt(value)), ": not one of its choices"));
     }
   }
 
@@ -170,7 +175,8 @@ void CheckBounds(const JobConfig& config, Checker& c) {
       } else if (const auto* reals = std::get_if<RealBounds>(&f.bounds)) {
         if (const auto* p = std::get_if<double*>(&f.ptr)) {
           problem = OutOfBounds(key, **p, *reals);
-        } else if (const auto& optional = *std::get<std::optional<double>*>(f.ptr); optional.has_value()) {
+        } else if (const auto& optional = *std::get<std::optional<double>*>(f.ptr);
+                   optional.has_value()) {
           problem = OutOfBounds(key, *optional, *reals);
         }
       }
@@ -185,30 +191,32 @@ void CheckModel(const JobConfig& config, Checker& c) {
   const ModelSection& m = config.model;
   // Grouped-query attention shares each KV head across n_heads / n_kv_heads query heads.
   if (m.n_heads > 0 && m.n_kv_heads > 0 && m.n_heads % m.n_kv_heads != 0) {
-    c.Add(absl::StrCat("model.n_kv_heads = ", m.n_kv_heads, " must divide model.n_heads = ", m.n_heads,
-                       " (valid: ", absl::StrJoin(Divisors(m.n_heads), ", "), ")"));
+    c.Add(absl::StrCat("model.n_kv_heads = ", m.n_kv_heads, " must divide model.n_heads = ",
+                       m.n_heads, " (valid: ", absl::StrJoin(Divisors(m.n_heads), ", "), ")"));
   }
   if (m.dim > 0 && m.n_heads > 0) {
     if (m.dim % m.n_heads != 0) {
-      std::string problem = absl::StrCat("model.dim = ", m.dim, " must be divisible by model.n_heads = ",
-                                         m.n_heads, " (try model.dim = ", NearestMultiples(m.dim, m.n_heads));
+      std::string problem =
+          absl::StrCat("model.dim = ", m.dim, " must be divisible by model.n_heads = ", m.n_heads,
+                       " (try model.dim = ", NearestMultiples(m.dim, m.n_heads));
       const std::vector<int64_t> heads = Divisors(m.dim);
       const auto above = std::upper_bound(heads.begin(), heads.end(), m.n_heads);
       std::vector<int64_t> nearby;
       if (above != heads.begin()) nearby.push_back(*(above - 1));
       if (above != heads.end()) nearby.push_back(*above);
-      if (!nearby.empty()) absl::StrAppend(&problem, ", or model.n_heads = ", absl::StrJoin(nearby, " or "));
+      if (!nearby.empty())
+        absl::StrAppend(&problem, ", or model.n_heads = ", absl::StrJoin(nearby, " or "));
       c.Add(problem + ")");
     } else if ((m.dim / m.n_heads) % 2 != 0) {
       // RoPE rotates channel pairs, so each head needs an even number of channels.
-      c.Add(absl::StrCat("model.dim / model.n_heads = ", m.dim, " / ", m.n_heads, " = ", m.dim / m.n_heads,
-                         " (head_dim) must be even for RoPE (try model.dim = ",
+      c.Add(absl::StrCat("model.dim / model.n_heads = ", m.dim, " / ", m.n_heads, " = ",
+                         m.dim / m.n_heads, " (head_dim) must be even for RoPE (try model.dim = ",
                          NearestMultiples(m.dim, 2 * m.n_heads), ")"));
     }
   }
   if (m.max_seq_len > 0 && m.max_seq_len < config.training.seq_len) {
-    c.Add(absl::StrCat("model.max_seq_len = ", m.max_seq_len, " must be >= training.seq_len = ",
-                       config.training.seq_len));
+    c.Add(absl::StrCat("model.max_seq_len = ", m.max_seq_len,
+                       " must be >= training.seq_len = ", config.training.seq_len));
   }
 }
 
@@ -221,8 +229,8 @@ void CheckTraining(const JobConfig& config, Checker& c) {
     }
     // Without a tokenizer the text dataset tokenises bytes, so every byte value needs an embedding
     // row. With one, the trainer checks vocab_size against the tokenizer's when it loads it.
-    if (t.dataset == DatasetKind::kText && t.tokenizer_path.empty() && config.model.vocab_size > 0 &&
-        config.model.vocab_size < 256) {
+    if (t.dataset == DatasetKind::kText && t.tokenizer_path.empty() &&
+        config.model.vocab_size > 0 && config.model.vocab_size < 256) {
       c.Add(absl::StrCat("model.vocab_size = ", config.model.vocab_size,
                          ": must be >= 256 when training.dataset = \"text\" without a "
                          "training.tokenizer_path (byte tokens)"));
@@ -233,11 +241,16 @@ void CheckTraining(const JobConfig& config, Checker& c) {
   c.Choice<MixedPrecision>("training.mixed_precision_param");
   c.Choice<AttentionKernelKind>("training.attention_kernel");
   if (c.Choice<MixedPrecision>("training.mixed_precision_reduce") &&
-      t.mixed_precision_reduce == MixedPrecision::kBFloat16 && t.mixed_precision_param == MixedPrecision::kFloat32) {
-    c.Add("training.mixed_precision_reduce = \"bfloat16\" needs training.mixed_precision_param = \"bfloat16\" "
-          "(float32 compute reduced in bfloat16 would only lose precision); set both, or reduce in \"float32\"");
+      t.mixed_precision_reduce == MixedPrecision::kBFloat16 &&
+      t.mixed_precision_param == MixedPrecision::kFloat32) {
+    c.Add(
+        "training.mixed_precision_reduce = \"bfloat16\" needs training.mixed_precision_param = "
+        "\"bfloat16\" "
+        "(float32 compute reduced in bfloat16 would only lose precision); set both, or reduce in "
+        "\"float32\"");
   }
-  if (t.global_batch_size > 0 && t.local_batch_size > 0 && t.global_batch_size % t.local_batch_size != 0) {
+  if (t.global_batch_size > 0 && t.local_batch_size > 0 &&
+      t.global_batch_size % t.local_batch_size != 0) {
     c.Add(absl::StrCat("training.global_batch_size = ", t.global_batch_size,
                        " must be a multiple of training.local_batch_size = ", t.local_batch_size,
                        " (times the data-parallel degree)"));
@@ -254,9 +267,10 @@ void CheckActivationCheckpoint(const JobConfig& config, Checker& c) {
   const int64_t layers = config.model.n_layers;
   if (error != std::errc() || end != option.data() + option.size() || every < 1 ||
       (layers > 0 && every > layers)) {
-    c.Add(absl::StrCat("activation_checkpoint.selective_ac_option = ", Quote(Excerpt(option)),
-                       ": must be \"op\" (keep attention outputs) or an integer N in [1, model.n_layers = ",
-                       layers, "] (checkpoint every N-th block)"));
+    c.Add(absl::StrCat(
+        "activation_checkpoint.selective_ac_option = ", Quote(Excerpt(option)),
+        ": must be \"op\" (keep attention outputs) or an integer N in [1, model.n_layers = ",
+        layers, "] (checkpoint every N-th block)"));
   }
 }
 
@@ -276,9 +290,9 @@ void CheckParallelism(const JobConfig& config, Checker& c) {
   if (dp <= kMaxWorldSize && shard <= kMaxWorldSize && cp > 0 && cp <= kMaxWorldSize) {
     const int64_t ranks = std::max<int64_t>(dp, 1) * std::max<int64_t>(shard, 1) * cp;  // < 2^42
     if (ranks > kMaxWorldSize) {
-      c.Add(absl::StrCat("parallelism: data_parallel_replicate_degree (", dp, ") × data_parallel_shard_degree (",
-                         shard, ") × context_parallel_degree (", cp, ") = ", ranks, " ranks; at most ",
-                         kMaxWorldSize, " are allowed"));
+      c.Add(absl::StrCat("parallelism: data_parallel_replicate_degree (", dp,
+                         ") × data_parallel_shard_degree (", shard, ") × context_parallel_degree (",
+                         cp, ") = ", ranks, " ranks; at most ", kMaxWorldSize, " are allowed"));
     }
   }
   c.Choice<ReshardAfterForward>("parallelism.fsdp_reshard_after_forward");
@@ -287,17 +301,17 @@ void CheckParallelism(const JobConfig& config, Checker& c) {
   c.Choice<ContextParallelMethod>("parallelism.context_parallel_method");
 }
 
-// The trainer sizes its datasets as steps × samples per step × seq_len tokens (int64): a product that
-// does not fit must be refused here, not wrap around there. Samples per step are the global batch
-// when set, else dp × local_batch_size, a -1 degree bounded by the world.
-void CheckTokenCount(const JobConfig& config, absl::string_view section, int64_t steps, int64_t batch,
-                     Checker& c) {
+// The trainer sizes its datasets as steps × samples per step × seq_len tokens (int64): a product
+// that does not fit must be refused here, not wrap around there. Samples per step are the global
+// batch when set, else dp × local_batch_size, a -1 degree bounded by the world.
+void CheckTokenCount(const JobConfig& config, absl::string_view section, int64_t steps,
+                     int64_t batch, Checker& c) {
   const int64_t seq_len = config.training.seq_len;
   const int64_t cp = config.parallelism.context_parallel_degree;
   const int64_t replicate = config.parallelism.data_parallel_replicate_degree;
   const int64_t shard = config.parallelism.data_parallel_shard_degree;
-  if (steps <= 0 || batch <= 0 || seq_len <= 0 || cp <= 0 || cp > kMaxWorldSize || replicate > kMaxWorldSize ||
-      shard > kMaxWorldSize || replicate == 0 || shard == 0) {
+  if (steps <= 0 || batch <= 0 || seq_len <= 0 || cp <= 0 || cp > kMaxWorldSize ||
+      replicate > kMaxWorldSize || shard > kMaxWorldSize || replicate == 0 || shard == 0) {
     return;
   }
   const bool fills = replicate < 0 || shard < 0;
@@ -313,18 +327,20 @@ void CheckTokenCount(const JobConfig& config, absl::string_view section, int64_t
   }
   const std::string samples =
       use_global ? absl::StrCat("training.global_batch_size (", global, ")")
-                 : absl::StrCat(section, ".local_batch_size (", batch, ") × the data-parallel degree (",
-                                fills ? "up to " : "", dp, ")");
+                 : absl::StrCat(section, ".local_batch_size (", batch,
+                                ") × the data-parallel degree (", fills ? "up to " : "", dp, ")");
   c.Add(absl::StrCat(section, ".steps (", steps, ") × ", samples, " × training.seq_len (", seq_len,
                      ") is more than 2^62 tokens; lower one of them"));
 }
 
 void CheckRest(const JobConfig& config, Checker& c) {
   const CheckpointSection& ck = config.checkpoint;
-  if (ck.enable && ck.folder.empty()) c.Add("checkpoint.folder = \"\": required when checkpoint.enable = true");
+  if (ck.enable && ck.folder.empty())
+    c.Add("checkpoint.folder = \"\": required when checkpoint.enable = true");
 
   const ValidationSection& v = config.validation;
-  c.Choice<DatasetKind>("validation.dataset", "must be empty (use the training dataset) or one of ");
+  c.Choice<DatasetKind>("validation.dataset",
+                        "must be empty (use the training dataset) or one of ");
   CheckTokenCount(config, "training", config.training.steps, config.training.local_batch_size, c);
   CheckTokenCount(config, "validation", v.steps, v.local_batch_size, c);
 
@@ -350,11 +366,13 @@ void CheckSeqLenSharding(const JobConfig& config, std::vector<std::string>* prob
   }
   const int64_t factor = headtail ? 2 * cp : cp;
   if (seq_len % factor == 0) return;
-  problems->push_back(absl::StrCat(
-      "training.seq_len = ", seq_len, " must be divisible by ", headtail ? "2 × " : "",
-      "parallelism.context_parallel_degree = ", headtail ? absl::StrCat("2 × ", cp, " = ", factor) : absl::StrCat(cp),
-      " (context_parallel_load_balancer = ", Quote(ChoiceName(balancer)),
-      " splits each sequence into ", factor, " chunks); try training.seq_len = ", NearestMultiples(seq_len, factor)));
+  problems->push_back(
+      absl::StrCat("training.seq_len = ", seq_len, " must be divisible by ", headtail ? "2 × " : "",
+                   "parallelism.context_parallel_degree = ",
+                   headtail ? absl::StrCat("2 × ", cp, " = ", factor) : absl::StrCat(cp),
+                   " (context_parallel_load_balancer = ", Quote(ChoiceName(balancer)),
+                   " splits each sequence into ", factor,
+                   " chunks); try training.seq_len = ", NearestMultiples(seq_len, factor)));
 }
 
 void ValidateJobConfig(const JobConfig& config, const InvalidChoices& invalid,

@@ -1,5 +1,5 @@
-// Internal to ringtrain_config: the whole-config validation rules, and the value formatting that the
-// parser, the validator and JobConfigToToml share so a value reads the same in every message.
+// Internal to ringtrain_config: the whole-config validation rules, and the value formatting that
+// the parser, the validator and JobConfigToToml share so a value reads the same in every message.
 #ifndef RINGTRAIN_COMMON_CONFIG_CONFIG_VALIDATE_H_
 #define RINGTRAIN_COMMON_CONFIG_CONFIG_VALIDATE_H_
 

@@ -45,7 +45,8 @@ using config_internal::Sections;
 using config_internal::UnknownKey;
 using config_internal::UnknownSection;
 
-// ---- TOML values ----------------------------------------------------------------------------------
+// ---- TOML values
+// ----------------------------------------------------------------------------------
 
 // The readers and Assign* store the value when it fits and return nullptr, else what was expected.
 const char* ReadTomlNumber(const toml::node& node, double* out) {
@@ -62,39 +63,38 @@ const char* ReadTomlNumber(const toml::node& node, double* out) {
 
 const char* AssignToml(const toml::node& node, const FieldPtr& ptr, const std::string& key,
                        InvalidChoices* invalid, std::vector<std::string>* warnings) {
-  return std::visit(
-      Overloaded{[&](int64_t* p) -> const char* {
-                   const auto* v = node.as_integer();
-                   if (v == nullptr) return "expected an integer";
-                   *p = v->get();
-                   return nullptr;
-                 },
-                 [&](double* p) -> const char* { return ReadTomlNumber(node, p); },
-                 [&](std::optional<double>* p) -> const char* {
-                   double v = 0;
-                   const char* error = ReadTomlNumber(node, &v);
-                   if (error == nullptr) *p = v;
-                   return error;
-                 },
-                 [&](bool* p) -> const char* {
-                   const auto* v = node.as_boolean();
-                   if (v == nullptr) return "expected true or false";
-                   *p = v->get();
-                   return nullptr;
-                 },
-                 [&](std::string* p) -> const char* {
-                   const auto* v = node.as_string();
-                   if (v == nullptr) return "expected a string";
-                   *p = v->get();
-                   return nullptr;
-                 },
-                 [&](const ChoicePtr& p) -> const char* {
-                   const auto* v = node.as_string();
-                   if (v == nullptr) return "expected a string";
-                   AssignChoice(v->get(), p, key, invalid, warnings);
-                   return nullptr;
-                 }},
-      ptr);
+  return std::visit(Overloaded{[&](int64_t* p) -> const char* {
+                                 const auto* v = node.as_integer();
+                                 if (v == nullptr) return "expected an integer";
+                                 *p = v->get();
+                                 return nullptr;
+                               },
+                               [&](double* p) -> const char* { return ReadTomlNumber(node, p); },
+                               [&](std::optional<double>* p) -> const char* {
+                                 double v = 0;
+                                 const char* error = ReadTomlNumber(node, &v);
+                                 if (error == nullptr) *p = v;
+                                 return error;
+                               },
+                               [&](bool* p) -> const char* {
+                                 const auto* v = node.as_boolean();
+                                 if (v == nullptr) return "expected true or false";
+                                 *p = v->get();
+                                 return nullptr;
+                               },
+                               [&](std::string* p) -> const char* {
+                                 const auto* v = node.as_string();
+                                 if (v == nullptr) return "expected a string";
+                                 *p = v->get();
+                                 return nullptr;
+                               },
+                               [&](const ChoicePtr& p) -> const char* {
+                                 const auto* v = node.as_string();
+                                 if (v == nullptr) return "expected a string";
+                                 AssignChoice(v->get(), p, key, invalid, warnings);
+                                 return nullptr;
+                               }},
+                    ptr);
 }
 
 // The node as the user wrote it, for messages: strings double-quoted like the rest of our output,
@@ -112,17 +112,17 @@ struct Located {
   std::string problem;
 };
 
-void ApplyToml(const toml::table& root, const std::vector<Section>& sections, std::vector<Located>* problems,
-               InvalidChoices* invalid, std::vector<std::string>* warnings) {
+void ApplyToml(const toml::table& root, const std::vector<Section>& sections,
+               std::vector<Located>* problems, InvalidChoices* invalid,
+               std::vector<std::string>* warnings) {
   for (const auto& [toml_name, node] : root) {
     const std::string name(toml_name.str());
     const int64_t line = node.source().begin.line;
     const toml::table* table = node.as_table();
     const Section* section = FindSection(sections, name);
     if (table == nullptr) {
-      problems->push_back({line, section != nullptr
-                                     ? absl::StrCat("[", name, "] must be a table")
-                                     : KeyOutsideSection(name, sections)});
+      problems->push_back({line, section != nullptr ? absl::StrCat("[", name, "] must be a table")
+                                                    : KeyOutsideSection(name, sections)});
       continue;
     }
     if (section == nullptr) {
@@ -135,16 +135,17 @@ void ApplyToml(const toml::table& root, const std::vector<Section>& sections, st
       const Field* field = FindField(*section, key);
       if (field == nullptr) {
         problems->push_back({key_line, UnknownKey(*section, key)});
-      } else if (const char* expected =
-                     AssignToml(value, field->ptr, absl::StrCat(section->name, ".", key), invalid, warnings)) {
-        problems->push_back(
-            {key_line, absl::StrCat(section->name, ".", key, " = ", RenderToml(value), ": ", expected)});
+      } else if (const char* expected = AssignToml(
+                     value, field->ptr, absl::StrCat(section->name, ".", key), invalid, warnings)) {
+        problems->push_back({key_line, absl::StrCat(section->name, ".", key, " = ",
+                                                    RenderToml(value), ": ", expected)});
       }
     }
   }
 }
 
-// ---- Override values ------------------------------------------------------------------------------
+// ---- Override values
+// ------------------------------------------------------------------------------
 
 // from_chars rejects the leading '+' that people do write ("+1e-3"), and surrounding blanks.
 absl::string_view NumberText(absl::string_view text) {
@@ -158,7 +159,8 @@ const char* ParseNumber(absl::string_view text, double* out) {
   double v = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec == std::errc::result_out_of_range) return "expected a finite number";
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return "expected a number";
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    return "expected a number";
   if (!std::isfinite(v)) return "expected a finite number";
   *out = v;
   return nullptr;
@@ -177,8 +179,11 @@ bool IsUtf8(absl::string_view s) {
   constexpr uint32_t kSmallest[] = {0, 0x80, 0x800, 0x10000};  // by continuation bytes
   for (size_t i = 0; i < s.size();) {
     const auto lead = static_cast<unsigned char>(s[i]);
-    const size_t more = lead < 0x80 ? 0 : (lead >> 5) == 0x6 ? 1 : (lead >> 4) == 0xe ? 2
-                                         : (lead >> 3) == 0x1e ? 3 : 4;
+    const size_t more = lead < 0x80           ? 0
+                        : (lead >> 5) == 0x6  ? 1
+                        : (lead >> 4) == 0xe  ? 2
+                        : (lead >> 3) == 0x1e ? 3
+                                              : 4;
     if (more == 4 || s.size() - i - 1 < more) return false;
     uint32_t code = more == 0 ? lead : lead & (0x3f >> more);
     for (size_t k = 1; k <= more; ++k) {
@@ -186,7 +191,8 @@ bool IsUtf8(absl::string_view s) {
       if ((next >> 6) != 0x2) return false;
       code = (code << 6) | (next & 0x3f);
     }
-    if (code < kSmallest[more] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return false;
+    if (code < kSmallest[more] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff))
+      return false;
     i += more + 1;
   }
   return true;
@@ -194,70 +200,77 @@ bool IsUtf8(absl::string_view s) {
 
 const char* AssignText(absl::string_view text, const FieldPtr& ptr, const std::string& key,
                        InvalidChoices* invalid, std::vector<std::string>* warnings) {
-  return std::visit(
-      Overloaded{[&](int64_t* p) -> const char* {
-                   const absl::string_view t = NumberText(text);
-                   int64_t v = 0;
-                   const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-                   if (ec == std::errc::result_out_of_range) return "expected an integer that fits in 64 bits";
-                   if (ec != std::errc() || end != t.data() + t.size() || t.empty()) return "expected an integer";
-                   *p = v;
-                   return nullptr;
-                 },
-                 [&](double* p) -> const char* { return ParseNumber(text, p); },
-                 [&](std::optional<double>* p) -> const char* {
-                   double v = 0;
-                   const char* error = ParseNumber(text, &v);
-                   if (error == nullptr) *p = v;
-                   return error;
-                 },
-                 [&](bool* p) -> const char* {
-                   const absl::string_view t = absl::StripAsciiWhitespace(text);
-                   if (t != "true" && t != "false") return "expected true or false";
-                   *p = t == "true";
-                   return nullptr;
-                 },
-                 [&](std::string* p) -> const char* {
-                   if (!IsUtf8(text)) return "expected UTF-8 text";
-                   *p = std::string(Unquoted(text));
-                   return nullptr;
-                 },
-                 [&](const ChoicePtr& p) -> const char* {
-                   AssignChoice(Unquoted(text), p, key, invalid, warnings);
-                   return nullptr;
-                 }},
-      ptr);
+  return std::visit(Overloaded{[&](int64_t* p) -> const char* {
+                                 const absl::string_view t = NumberText(text);
+                                 int64_t v = 0;
+                                 const auto [end, ec] =
+                                     std::from_chars(t.data(), t.data() + t.size(), v);
+                                 if (ec == std::errc::result_out_of_range)
+                                   return "expected an integer that fits in 64 bits";
+                                 if (ec != std::errc() || end != t.data() + t.size() || t.empty())
+                                   return "expected an integer";
+                                 *p = v;
+                                 return nullptr;
+                               },
+                               [&](double* p) -> const char* { return ParseNumber(text, p); },
+                               [&](std::optional<double>* p) -> const char* {
+                                 double v = 0;
+                                 const char* error = ParseNumber(text, &v);
+                                 if (error == nullptr) *p = v;
+                                 return error;
+                               },
+                               [&](bool* p) -> const char* {
+                                 const absl::string_view t = absl::StripAsciiWhitespace(text);
+                                 if (t != "true" && t != "false") return "expected true or false";
+                                 *p = t == "true";
+                                 return nullptr;
+                               },
+                               [&](std::string* p) -> const char* {
+                                 if (!IsUtf8(text)) return "expected UTF-8 text";
+                                 *p = std::string(Unquoted(text));
+                                 return nullptr;
+                               },
+                               [&](const ChoicePtr& p) -> const char* {
+                                 AssignChoice(Unquoted(text), p, key, invalid, warnings);
+                                 return nullptr;
+                               }},
+                    ptr);
 }
 
-void ApplyOverride(const std::string& arg, const std::vector<Section>& sections, std::vector<std::string>* problems,
-                   InvalidChoices* invalid, std::vector<std::string>* warnings) {
+void ApplyOverride(const std::string& arg, const std::vector<Section>& sections,
+                   std::vector<std::string>* problems, InvalidChoices* invalid,
+                   std::vector<std::string>* warnings) {
   absl::string_view text = arg;
   if (absl::StartsWith(text, "--")) text.remove_prefix(2);
   const size_t eq = text.find('=');
   if (eq == absl::string_view::npos) {
-    problems->push_back(absl::StrCat("override '", Excerpt(arg), "': expected --section.key=value"));
+    problems->push_back(
+        absl::StrCat("override '", Excerpt(arg), "': expected --section.key=value"));
     return;
   }
   const absl::string_view path = absl::StripAsciiWhitespace(text.substr(0, eq));
   const absl::string_view value = text.substr(eq + 1);
   const size_t dot = path.find('.');
   if (dot == absl::string_view::npos) {
-    problems->push_back(absl::StrCat("override '", Excerpt(arg), "': ", KeyOutsideSection(path, sections)));
+    problems->push_back(
+        absl::StrCat("override '", Excerpt(arg), "': ", KeyOutsideSection(path, sections)));
     return;
   }
   const Section* section = FindSection(sections, path.substr(0, dot));
   if (section == nullptr) {
-    problems->push_back(absl::StrCat("override '", Excerpt(arg), "': ", UnknownSection(path.substr(0, dot), sections)));
+    problems->push_back(absl::StrCat("override '", Excerpt(arg),
+                                     "': ", UnknownSection(path.substr(0, dot), sections)));
     return;
   }
   const Field* field = FindField(*section, path.substr(dot + 1));
   if (field == nullptr) {
-    problems->push_back(absl::StrCat("override '", Excerpt(arg), "': ", UnknownKey(*section, path.substr(dot + 1))));
+    problems->push_back(absl::StrCat("override '", Excerpt(arg),
+                                     "': ", UnknownKey(*section, path.substr(dot + 1))));
     return;
   }
   if (const char* expected = AssignText(value, field->ptr, std::string(path), invalid, warnings)) {
-    problems->push_back(
-        absl::StrCat(Excerpt(path), " = ", Excerpt(value), " (override '", Excerpt(arg), "'): ", expected));
+    problems->push_back(absl::StrCat(Excerpt(path), " = ", Excerpt(value), " (override '",
+                                     Excerpt(arg), "'): ", expected));
   }
 }
 
@@ -268,19 +281,21 @@ absl::Status ProblemsError(absl::string_view what, const std::vector<std::string
 
 }  // namespace
 
-absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text, const std::vector<std::string>& overrides,
+absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text,
+                                         const std::vector<std::string>& overrides,
                                          const std::string& source_name) {
   const std::string what = absl::StrCat("invalid config ", source_name);
   // Before toml++ sees the text: it recurses once per dotted-key component and bracket.
-  if (absl::Status bounds = CheckConfigBounds(toml_text, overrides, source_name); !bounds.ok()) return bounds;
+  if (absl::Status bounds = CheckConfigBounds(toml_text, overrides, source_name); !bounds.ok())
+    return bounds;
   toml::table root;
   try {
     // toml++ reports malformed input by throwing; this is the edge where that becomes a Status.
     root = toml::parse(std::string_view(toml_text), std::string_view(source_name));
   } catch (const toml::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": malformed TOML at line ", e.source().begin.line,
-                                                   ", column ", e.source().begin.column, ": ",
-                                                   std::string(e.description())));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": malformed TOML at line ", e.source().begin.line, ", column ",
+                     e.source().begin.column, ": ", std::string(e.description())));
   }
 
   JobConfig config;
@@ -293,8 +308,10 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text, const std
   std::stable_sort(located.begin(), located.end(),
                    [](const Located& a, const Located& b) { return a.line < b.line; });
   std::vector<std::string> problems;
-  for (const Located& l : located) problems.push_back(absl::StrCat("line ", l.line, ": ", l.problem));
-  for (const std::string& arg : overrides) ApplyOverride(arg, sections, &problems, &invalid, &warnings);
+  for (const Located& l : located)
+    problems.push_back(absl::StrCat("line ", l.line, ": ", l.problem));
+  for (const std::string& arg : overrides)
+    ApplyOverride(arg, sections, &problems, &invalid, &warnings);
   // Values that failed to parse kept their defaults, so range checks now would only mislead.
   if (!problems.empty()) return ProblemsError(what, problems);
 
@@ -304,10 +321,12 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text, const std
   return config;
 }
 
-absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path, const std::vector<std::string>& overrides) {
+absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
+                                        const std::vector<std::string>& overrides) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
-    return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "': ", std::strerror(errno)));
+    return absl::NotFoundError(
+        absl::StrCat("cannot read config file '", path, "': ", std::strerror(errno)));
   }
   std::string text;
   char buf[8192];
@@ -317,7 +336,8 @@ absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path, const std::vect
   const int read_errno = std::ferror(file) ? errno : 0;
   std::fclose(file);
   if (read_errno != 0) {
-    return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "': ", std::strerror(read_errno)));
+    return absl::NotFoundError(
+        absl::StrCat("cannot read config file '", path, "': ", std::strerror(read_errno)));
   }
   return ParseJobConfig(text, overrides, path);
 }
@@ -339,23 +359,25 @@ std::string JobConfigToToml(const JobConfig& config) {
   for (const Section& section : Sections(copy)) {
     absl::StrAppend(&out, "\n[", section.name, "]\n");
     for (const Field& f : section.fields) {
-      std::visit(Overloaded{[&](int64_t* p) { absl::StrAppend(&out, f.key, " = ", *p, "\n"); },
-                            [&](double* p) { absl::StrAppend(&out, f.key, " = ", FormatDouble(*p), "\n"); },
-                            [&](std::optional<double>* p) {
-                              // TOML has no null: an unset optional is an absent key.
-                              if (p->has_value()) {
-                                absl::StrAppend(&out, f.key, " = ", FormatDouble(**p), "\n");
-                              } else {
-                                absl::StrAppend(&out, "# ", f.key, " is not set\n");
-                              }
-                            },
-                            [&](bool* p) { absl::StrAppend(&out, f.key, " = ", *p ? "true" : "false", "\n"); },
-                            [&](std::string* p) { absl::StrAppend(&out, f.key, " = ", Quote(*p), "\n"); },
-                            [&](const ChoicePtr& p) {
-                              const int i = p.get();
-                              absl::StrAppend(&out, f.key, " = ", Quote(i < 0 ? "" : p.names[i]), "\n");
-                            }},
-                 f.ptr);
+      std::visit(
+          Overloaded{
+              [&](int64_t* p) { absl::StrAppend(&out, f.key, " = ", *p, "\n"); },
+              [&](double* p) { absl::StrAppend(&out, f.key, " = ", FormatDouble(*p), "\n"); },
+              [&](std::optional<double>* p) {
+                // TOML has no null: an unset optional is an absent key.
+                if (p->has_value()) {
+                  absl::StrAppend(&out, f.key, " = ", FormatDouble(**p), "\n");
+                } else {
+                  absl::StrAppend(&out, "# ", f.key, " is not set\n");
+                }
+              },
+              [&](bool* p) { absl::StrAppend(&out, f.key, " = ", *p ? "true" : "false", "\n"); },
+              [&](std::string* p) { absl::StrAppend(&out, f.key, " = ", Quote(*p), "\n"); },
+              [&](const ChoicePtr& p) {
+                const int i = p.get();
+                absl::StrAppend(&out, f.key, " = ", Quote(i < 0 ? "" : p.names[i]), "\n");
+              }},
+          f.ptr);
     }
   }
   return out;

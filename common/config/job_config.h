@@ -1,8 +1,9 @@
 // The job configuration: TOML sections like torchtitan's train configs, every key overridable as
-// `--section.key=value`. Torch-free, so the coordinator validates the same configs the trainer runs.
+// `--section.key=value`. Torch-free, so the coordinator validates the same configs the trainer
+// runs.
 //
-// Validation is whole-config: ParseJobConfig reports every problem at once, each naming the key, the
-// value and what would be valid. Every numeric key has bounds in the table of keys
+// Validation is whole-config: ParseJobConfig reports every problem at once, each naming the key,
+// the value and what would be valid. Every numeric key has bounds in the table of keys
 // (config_fields.cc), so no value that passes overflows what is computed from it. Checks that need
 // the world size (mesh) are in ResolveMesh (common/config/mesh.h).
 #ifndef RINGTRAIN_COMMON_CONFIG_JOB_CONFIG_H_
@@ -28,7 +29,7 @@ inline constexpr double kMaxRestartBackoffSeconds = 3600;
 
 struct JobSection {
   JobMode mode = JobMode::kTrain;
-  int64_t max_restarts = 0;             // >= 0
+  int64_t max_restarts = 0;              // >= 0
   double restart_backoff_seconds = 5.0;  // >= 0
   bool elastic = false;
 };
@@ -37,13 +38,13 @@ struct ModelSection {
   int64_t dim = 256;
   int64_t n_layers = 4;
   int64_t n_heads = 8;
-  int64_t n_kv_heads = 4;           // n_heads % n_kv_heads == 0
+  int64_t n_kv_heads = 4;  // n_heads % n_kv_heads == 0
   int64_t vocab_size = 512;
   int64_t multiple_of = 256;
   std::optional<double> ffn_dim_multiplier;  // absent in TOML = not set
   double norm_eps = 1e-5;
   double rope_theta = 500000.0;
-  int64_t max_seq_len = 2048;       // >= training.seq_len
+  int64_t max_seq_len = 2048;  // >= training.seq_len
 };
 
 struct TrainingSection {
@@ -51,9 +52,9 @@ struct TrainingSection {
   int64_t local_batch_size = 8;
   int64_t steps = 100;
   int64_t seed = 42;
-  double max_norm = 1.0;              // > 0
+  double max_norm = 1.0;  // > 0
   DatasetKind dataset = DatasetKind::kSynthetic;
-  std::string dataset_path;           // required for text and bin
+  std::string dataset_path;                      // required for text and bin
   TokenDtype token_dtype = TokenDtype::kUint16;  // bin only
   SamplerKind sampler = SamplerKind::kSequential;
   // The compute dtype (torchtitan's name). bfloat16: weights are cast to bf16 for the forward and
@@ -86,17 +87,18 @@ struct OptimizerSection {
 };
 
 struct LrSchedulerSection {
-  int64_t warmup_steps = 0;          // >= 0; more than the run is clamped (lr_phases.h)
-  double decay_ratio = 0.0;          // in [0, 1]
+  int64_t warmup_steps = 0;  // >= 0; more than the run is clamped (lr_phases.h)
+  double decay_ratio = 0.0;  // in [0, 1]
   DecayType decay_type = DecayType::kLinear;
-  double min_lr_factor = 0.0;        // in [0, 1]
+  double min_lr_factor = 0.0;  // in [0, 1]
 };
 
-// world = replicate × shard × cp, cp innermost. Parameters, gradients and optimizer state are sharded
-// over the shard × cp ranks together (CP ranks hold the same weights); replicas all-reduce.
+// world = replicate × shard × cp, cp innermost. Parameters, gradients and optimizer state are
+// sharded over the shard × cp ranks together (CP ranks hold the same weights); replicas all-reduce.
 struct ParallelismSection {
-  int64_t data_parallel_replicate_degree = -1;  // -1 fills the world (1 when the shard degree is -1)
-  int64_t data_parallel_shard_degree = 1;       // -1 fills the world
+  int64_t data_parallel_replicate_degree =
+      -1;                                  // -1 fills the world (1 when the shard degree is -1)
+  int64_t data_parallel_shard_degree = 1;  // -1 fills the world
   int64_t context_parallel_degree = 1;
   // When a block's gathered parameters are freed after its forward (torchtitan's name): default =
   // always, except the last block, whose backward comes next; never keeps them until backward.
@@ -128,8 +130,9 @@ struct ValidationSection {
 };
 
 // Activation checkpointing (torchtitan's names): full recomputes each block's forward in its
-// backward (ring attention and its K/V exchange included); selective with "N" checkpoints every N-th
-// block, with "op" keeps each attention's output and log-sum-exp so attention is not recomputed.
+// backward (ring attention and its K/V exchange included); selective with "N" checkpoints every
+// N-th block, with "op" keeps each attention's output and log-sum-exp so attention is not
+// recomputed.
 struct ActivationCheckpointSection {
   AcMode mode = AcMode::kNone;
   std::string selective_ac_option = "op";  // "op" or an integer in [1, model.n_layers]

@@ -20,7 +20,8 @@ void CheckDegrees(const JobConfig& config, int64_t world_size, std::vector<std::
   const int64_t shard = p.data_parallel_shard_degree;
   const int64_t replicate = p.data_parallel_replicate_degree;
   if (cp <= 0) {
-    problems->push_back(absl::StrCat("parallelism.context_parallel_degree = ", cp, ": must be > 0"));
+    problems->push_back(
+        absl::StrCat("parallelism.context_parallel_degree = ", cp, ": must be > 0"));
     return;
   }
   if (replicate != -1 && replicate <= 0) {
@@ -44,7 +45,8 @@ void CheckDegrees(const JobConfig& config, int64_t world_size, std::vector<std::
           shard_fills ? absl::StrCat("data_parallel_replicate_degree (", fixed_replicate, ")")
                       : absl::StrCat("data_parallel_shard_degree (", shard, ")");
       problems->push_back(absl::StrCat(
-          "parallelism: ", shard_fills ? "data_parallel_shard_degree" : "data_parallel_replicate_degree",
+          "parallelism: ",
+          shard_fills ? "data_parallel_shard_degree" : "data_parallel_replicate_degree",
           " = -1 cannot fill the world size ", world_size, ": it is not divisible by ", others,
           " × context_parallel_degree (", cp, ") = ", fixed, " (divisors of ", world_size, ": ",
           absl::StrJoin(config_internal::Divisors(world_size), ", "), ")"));
@@ -56,8 +58,9 @@ void CheckDegrees(const JobConfig& config, int64_t world_size, std::vector<std::
                                            ") × data_parallel_shard_degree (", shard,
                                            ") × context_parallel_degree (", cp, ")");
   if (fixed != world_size) {
-    problems->push_back(absl::StrCat("parallelism: ", product, " = ", fixed, " but the world size is ",
-                                     world_size, " (set data_parallel_shard_degree or ",
+    problems->push_back(absl::StrCat("parallelism: ", product, " = ", fixed,
+                                     " but the world size is ", world_size,
+                                     " (set data_parallel_shard_degree or ",
                                      "data_parallel_replicate_degree = -1 to fill the world)"));
   }
 }
@@ -103,11 +106,11 @@ absl::StatusOr<MeshDegrees> ResolveMesh(const JobConfig& config, int64_t world_s
     const int64_t global = config.training.global_batch_size;
     const int64_t per_step = mesh.dp() * config.training.local_batch_size;
     if (global > 0 && per_step > 0 && global % per_step != 0) {
-      problems.push_back(absl::StrCat(
-          "training.global_batch_size = ", global,
-          " must be a multiple of the data-parallel degree (", mesh.dp(),
-          ") × training.local_batch_size (", config.training.local_batch_size, ") = ", per_step,
-          " (gradient accumulation runs whole micro-batches)"));
+      problems.push_back(absl::StrCat("training.global_batch_size = ", global,
+                                      " must be a multiple of the data-parallel degree (",
+                                      mesh.dp(), ") × training.local_batch_size (",
+                                      config.training.local_batch_size, ") = ", per_step,
+                                      " (gradient accumulation runs whole micro-batches)"));
     } else if (global > 0 && per_step > 0) {
       mesh.accumulation = std::max<int64_t>(1, global / per_step);
     }

@@ -18,8 +18,9 @@ absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view what) 
   const grpc::StatusCode code = status.error_code();
   const bool unreachable =
       code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
-  std::string message = unreachable ? absl::StrCat("cannot reach ", what, ": ", status.error_message())
-                                    : absl::StrCat(what, ": ", status.error_message());
+  std::string message = unreachable
+                            ? absl::StrCat("cannot reach ", what, ": ", status.error_message())
+                            : absl::StrCat(what, ": ", status.error_message());
   return absl::Status(static_cast<absl::StatusCode>(code), message);
 }
 
@@ -41,7 +42,8 @@ size_t WireBytes(absl::string_view text) {
 
 std::string CapStatusMessage(absl::string_view message, size_t max_wire_bytes) {
   if (WireBytes(message) <= max_wire_bytes) return std::string(message);
-  const std::string note = absl::StrCat(" \xe2\x80\xa6 (cut: the message is ", message.size(), " bytes)");
+  const std::string note =
+      absl::StrCat(" \xe2\x80\xa6 (cut: the message is ", message.size(), " bytes)");
   const size_t budget = max_wire_bytes - std::min(max_wire_bytes, WireBytes(note));
   size_t end = 0;
   for (size_t used = 0; end < message.size() && used + WireBytes(message[end]) <= budget; ++end) {
@@ -52,7 +54,8 @@ std::string CapStatusMessage(absl::string_view message, size_t max_wire_bytes) {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), CapStatusMessage(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      CapStatusMessage(status.message()));
 }
 
 }  // namespace ringtrain

@@ -31,7 +31,8 @@ inline constexpr size_t kMaxStatusMessageWireBytes = 6 * 1024;
 // `message` when it encodes in at most `max_wire_bytes`; else its longest prefix of whole UTF-8
 // characters that does, with a note of the full length ("… (cut: the message is N bytes)").
 // `max_wire_bytes` must leave room for the note (>= 64).
-std::string CapStatusMessage(absl::string_view message, size_t max_wire_bytes = kMaxStatusMessageWireBytes);
+std::string CapStatusMessage(absl::string_view message,
+                             size_t max_wire_bytes = kMaxStatusMessageWireBytes);
 
 // Maps an Abseil status to the gRPC status with the same code and message (for servers). The
 // message is capped (CapStatusMessage): the last guard that a value echoed in an error, however

@@ -67,9 +67,10 @@ absl::Status CheckKeyPair(const std::string& key_pem, absl::string_view key_flag
   BIO_free(bio);
   absl::Status status;
   if (key == nullptr) {
-    status = absl::InvalidArgumentError(absl::StrCat(
-        key_flag, " ", key_path, " holds no unencrypted PEM private key (expected -----BEGIN "
-        "PRIVATE KEY-----)"));
+    status = absl::InvalidArgumentError(
+        absl::StrCat(key_flag, " ", key_path,
+                     " holds no unencrypted PEM private key (expected -----BEGIN "
+                     "PRIVATE KEY-----)"));
   } else if (X509_check_private_key(cert, key) != 1) {
     status = absl::InvalidArgumentError(
         absl::StrCat(key_flag, " ", key_path, " is not the private key of the certificate in ",
@@ -178,7 +179,8 @@ absl::Status CheckTokenTransport(absl::string_view target, const ChannelSecurity
   if (!security.cleartext_token() || IsLoopbackTarget(target)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "refusing to send the token of ", token_source, " in cleartext to ", target,
-      ", which is not a loopback address: anyone on the way could read it and use it. Give --tls-ca "
+      ", which is not a loopback address: anyone on the way could read it and use it. Give "
+      "--tls-ca "
       "FILE (the CA that signed the server's certificate) to send it over TLS, or reach the "
       "server at a loopback address (127.0.0.1, [::1], localhost; e.g. through an SSH tunnel or "
       "kubectl port-forward)"));
@@ -207,8 +209,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFromFi
         files.cert.empty() ? "--tls-cert" : "--tls-key", ": TLS takes a certificate and its key"));
   }
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  RT_RETURN_IF_ERROR(ReadKeyPair(files.cert, "--tls-cert", files.key, "--tls-key",
-                                 &pair.cert_chain, &pair.private_key));
+  RT_RETURN_IF_ERROR(ReadKeyPair(files.cert, "--tls-cert", files.key, "--tls-key", &pair.cert_chain,
+                                 &pair.private_key));
   grpc::SslServerCredentialsOptions options(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   options.pem_key_cert_pairs.push_back(std::move(pair));
   if (!files.client_ca.empty()) {
@@ -258,16 +260,17 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
   factories.push_back(std::make_unique<BearerInterceptorFactory>(security.bearer_token));
   return grpc::experimental::CreateCustomChannelWithInterceptors(address, credentials, args,
-                                                                  std::move(factories));
+                                                                 std::move(factories));
 }
 
 absl::Status CheckToken(absl::string_view token, absl::string_view source) {
   if (token.empty()) return absl::InvalidArgumentError(absl::StrCat(source, " is empty"));
   for (const char c : token) {
     if (c <= ' ' || c > '~') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, " holds a space or a character that is not printable ASCII; a token is one "
-                  "word, e.g. the output of `openssl rand -hex 32`"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source,
+                       " holds a space or a character that is not printable ASCII; a token is one "
+                       "word, e.g. the output of `openssl rand -hex 32`"));
     }
   }
   return absl::OkStatus();
@@ -295,8 +298,8 @@ absl::StatusOr<std::vector<std::string>> ReadTokenFile(const std::string& path,
 absl::StatusOr<std::string> ReadSingleToken(const std::string& path, absl::string_view flag) {
   RT_ASSIGN_OR_RETURN(std::vector<std::string> tokens, ReadTokenFile(path, flag));
   if (tokens.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, " holds ", tokens.size(),
-                                                   " tokens; a client sends one"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", path, " holds ", tokens.size(), " tokens; a client sends one"));
   }
   return tokens.front();
 }

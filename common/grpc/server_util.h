@@ -1,4 +1,5 @@
-// Server-side gRPC helpers: every ringtrain server runs the standard health and reflection services.
+// Server-side gRPC helpers: every ringtrain server runs the standard health and reflection
+// services.
 #ifndef RINGTRAIN_COMMON_GRPC_SERVER_UTIL_H_
 #define RINGTRAIN_COMMON_GRPC_SERVER_UTIL_H_
 

@@ -49,10 +49,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
       last_error = e.what();
     }
   }
-  return absl::UnavailableError(absl::StrCat(
-      "cannot serve metrics on ", address,
-      scan > 1 ? absl::StrCat(" or the next ", scan - 1, " ports") : std::string(), ": ",
-      last_error, " (choose another --metrics-address)"));
+  return absl::UnavailableError(
+      absl::StrCat("cannot serve metrics on ", address,
+                   scan > 1 ? absl::StrCat(" or the next ", scan - 1, " ports") : std::string(),
+                   ": ", last_error, " (choose another --metrics-address)"));
 }
 
 void MetricsServer::Register(const std::weak_ptr<prometheus::Collectable>& collectable) {
@@ -97,8 +97,8 @@ void FixedHistogram::AddTo(prometheus::MetricFamily& family, const MetricLabels&
   uint64_t cumulative = 0;
   for (size_t i = 0; i < counts_.size(); ++i) {
     cumulative += counts_[i];
-    const double bound = i < upper_bounds_.size() ? upper_bounds_[i]
-                                                  : std::numeric_limits<double>::infinity();
+    const double bound =
+        i < upper_bounds_.size() ? upper_bounds_[i] : std::numeric_limits<double>::infinity();
     metric.histogram.bucket.push_back({cumulative, bound});
   }
   metric.histogram.sample_count = count_;

@@ -20,14 +20,14 @@ int64_t FfnHiddenDim(const ModelSection& m) {
 
 Shape ShapeOf(const ModelSection& m) {
   const int64_t head_dim = m.dim / m.n_heads;
-  return {m.dim, m.n_kv_heads * head_dim, FfnHiddenDim(m), m.n_heads, m.vocab_size, m.n_layers,
+  return {m.dim,   m.n_kv_heads * head_dim, FfnHiddenDim(m), m.n_heads, m.vocab_size, m.n_layers,
           head_dim};
 }
 
 // Elements of each FSDP unit, in forward order: the embedding, the blocks, the final norm + output.
 std::vector<int64_t> UnitSizes(const Shape& s) {
   const int64_t attention = s.H * s.head_dim * s.C * 2 + s.Ck * s.C * 2;  // wq, wo, wk, wv
-  const int64_t block = attention + 3 * s.Hf * s.C + 2 * s.C;           // w1 w2 w3, two norms
+  const int64_t block = attention + 3 * s.Hf * s.C + 2 * s.C;             // w1 w2 w3, two norms
   std::vector<int64_t> units = {s.V * s.C};
   for (int64_t i = 0; i < s.n_layers; ++i) units.push_back(block);
   units.push_back(s.C + s.V * s.C);
@@ -94,8 +94,7 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
     for (size_t i = 0; i + 1 < units.size(); ++i) pair = std::max(pair, units[i] + units[i + 1]);
     int64_t all = 0;
     for (int64_t u : units) all += u;
-    const bool never =
-        config.parallelism.fsdp_reshard_after_forward == ReshardAfterForward::kNever;
+    const bool never = config.parallelism.fsdp_reshard_after_forward == ReshardAfterForward::kNever;
     gathered_fwd = e * (never ? all : pair);
   } else if (bf16) {
     // Each projection's and norm's bf16 cast is saved by autograd until its backward; the
@@ -108,8 +107,8 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
   // What one block's forward saves for its backward, its output (the next block's input) included:
   // two RMSNorms (float32 normalised rows and the normed output: 8·BLC each, whatever e is), RoPE's
   // float32 q and k, then in e: the attention's q and stacked k/v, its output twice (the kernel's,
-  // and the (B, Lc, C) copy wo reads), the residual h, the block output, and the FFN's w1/w3 outputs,
-  // silu and the product; the log-sum-exp in float32.
+  // and the (B, Lc, C) copy wo reads), the residual h, the block output, and the FFN's w1/w3
+  // outputs, silu and the product; the log-sum-exp in float32.
   const int64_t a_block = 16 * BL * s.C + 4 * BL * (s.C + s.Ck) +
                           e * (5 * BL * s.C + 2 * BL * s.Ck + 4 * BL * s.Hf) + 4 * B * s.H * Lc;
   const int64_t block_input = e * BL * s.C;
@@ -149,9 +148,9 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
   const int64_t block_bwd = std::max(ffn_bwd, attn_bwd);
   // The attention forward of one block: the float32 merged output and the merge's temporaries
   // under ring attention, the output and the log-sum-exp locally.
-  const int64_t attn_fwd =
-      plan.mesh.cp > 1 ? 4 * 4 * BL * s.C + e * BL * s.C + 8 * B * s.H * Lc + 2 * kv_block
-                       : e * BL * s.C + 4 * B * s.H * Lc;
+  const int64_t attn_fwd = plan.mesh.cp > 1
+                               ? 4 * 4 * BL * s.C + e * BL * s.C + 8 * B * s.H * Lc + 2 * kv_block
+                               : e * BL * s.C + 4 * B * s.H * Lc;
   // FSDP's backward of one unit: its full gradient in the param dtype and the reduce-scatter's
   // input and output in the reduce dtype.
   const int64_t fsdp_rs =
@@ -175,8 +174,7 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
       {fixed + grads_fwd + gathered_fwd + saved_blocks + attn_fwd + plan.ring_buffers / 2,
        "forward (last block's attention)"},
       {fixed + grads_fwd + gathered_fwd + saved_at_loss + logits, "forward (loss)"},
-      {fixed + grads_fwd + gathered_fwd + saved_at_loss + 2 * logits,
-       "backward (cross-entropy)"},
+      {fixed + grads_fwd + gathered_fwd + saved_at_loss + 2 * logits, "backward (cross-entropy)"},
       {fixed + std::max(grads_fwd, grads_first_block) + gathered_fwd + saved_blocks + recompute +
            std::max(block_bwd, fsdp_rs) + plan.ring_buffers,
        "backward (last block)"},
@@ -208,9 +206,9 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
 
 int64_t LargestFittingSeqLen(const JobConfig& config, const MeshDegrees& mesh,
                              int64_t device_bytes) {
-  const int64_t step =
-      config.parallelism.context_parallel_load_balancer == LoadBalancer::kHeadTail ? 2 * mesh.cp
-                                                                                   : mesh.cp;
+  const int64_t step = config.parallelism.context_parallel_load_balancer == LoadBalancer::kHeadTail
+                           ? 2 * mesh.cp
+                           : mesh.cp;
   auto fits = [&](int64_t multiples) {
     JobConfig c = config;
     c.training.seq_len = multiples * step;

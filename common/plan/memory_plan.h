@@ -3,16 +3,17 @@
 //
 // Dimension letters: B local batch, Lc = seq_len / cp the local sequence length, C model dim,
 // Ck = n_kv_heads · head_dim, Hf the FFN hidden size, H query heads, V vocabulary, P parameters,
-// F = shard × cp the FSDP group (1 when the mesh is not sharded), e the compute dtype's bytes (4 float32, 2 bfloat16).
+// F = shard × cp the FSDP group (1 when the mesh is not sharded), e the compute dtype's bytes (4
+// float32, 2 bfloat16).
 //
-// What is counted is what the trainer's tensors hold (the CPU ranks' counting allocator and the CUDA
-// caching allocator's allocated bytes both measure it): float32 master weights, gradients and AdamW
-// state (a 1/F shard of each under FSDP); the weights' compute-dtype copies autograd keeps for the
-// backward (the bfloat16 casts, or FSDP's gathered units); what the forward saves for the backward
-// under the activation-checkpoint mode; the ring attention's K/V blocks and dK/dV accumulators in
-// flight; and the transients of the step (the logits and the cross-entropy's gradient, one block's
-// backward, the gradient all-reduce's flat buckets, FSDP's reduce-scatter). The peak (`total`) is the
-// largest of the step's phases, each the sum of what is live then.
+// What is counted is what the trainer's tensors hold (the CPU ranks' counting allocator and the
+// CUDA caching allocator's allocated bytes both measure it): float32 master weights, gradients and
+// AdamW state (a 1/F shard of each under FSDP); the weights' compute-dtype copies autograd keeps
+// for the backward (the bfloat16 casts, or FSDP's gathered units); what the forward saves for the
+// backward under the activation-checkpoint mode; the ring attention's K/V blocks and dK/dV
+// accumulators in flight; and the transients of the step (the logits and the cross-entropy's
+// gradient, one block's backward, the gradient all-reduce's flat buckets, FSDP's reduce-scatter).
+// The peak (`total`) is the largest of the step's phases, each the sum of what is live then.
 #ifndef RINGTRAIN_COMMON_PLAN_MEMORY_PLAN_H_
 #define RINGTRAIN_COMMON_PLAN_MEMORY_PLAN_H_
 

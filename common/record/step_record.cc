@@ -96,7 +96,8 @@ absl::StatusOr<std::optional<StepRecord>> ParseStepRecord(absl::string_view json
   for (size_t i = 0; i < ranks->size(); ++i) {
     const nlohmann::json& entry = (*ranks)[i];
     if (!entry.is_object()) {
-      return absl::InvalidArgumentError("a record with an entry of \"ranks\" that is not an object");
+      return absl::InvalidArgumentError(
+          "a record with an entry of \"ranks\" that is not an object");
     }
     RankFigures figures;
     const auto rank = entry.find("rank");

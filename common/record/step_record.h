@@ -27,14 +27,14 @@ namespace ringtrain {
 // Counts (bytes) are held as doubles (exact below 2^53) so the whole struct all-gathers as one
 // vector; they are written as JSON integers.
 struct RankFigures {
-  int64_t rank = 0;                    // written from the position in `ranks`, not gathered
-  double attention_seconds = 0;        // wall time in attention block compute
-  double attention_cpu_seconds = 0;    // this thread's CPU time in the same
-  double comm_wait_seconds = 0;        // blocked on transfers/collectives
+  int64_t rank = 0;                  // written from the position in `ranks`, not gathered
+  double attention_seconds = 0;      // wall time in attention block compute
+  double attention_cpu_seconds = 0;  // this thread's CPU time in the same
+  double comm_wait_seconds = 0;      // blocked on transfers/collectives
   double bytes_sent = 0;
-  double peak_memory_bytes = 0;        // resident peak of the process
-  double ring_wait_seconds = 0;        // the part of ring transfers compute did not hide
-  double device_memory_peak_bytes = 0; // CUDA caching allocator's peak in the step; 0 on the CPU
+  double peak_memory_bytes = 0;         // resident peak of the process
+  double ring_wait_seconds = 0;         // the part of ring transfers compute did not hide
+  double device_memory_peak_bytes = 0;  // CUDA caching allocator's peak in the step; 0 on the CPU
 };
 
 // The step's global figures (every rank holds the same), and every rank's own.
@@ -49,7 +49,7 @@ struct StepRecord {
   double peak_memory_bytes = 0;         // rank 0's resident peak
   double device_memory_peak_bytes = 0;  // rank 0's CUDA caching allocator peak; 0 on the CPU
   double elapsed_seconds = 0;
-  std::vector<RankFigures> ranks;       // in rank order; empty for a one-rank job
+  std::vector<RankFigures> ranks;  // in rank order; empty for a one-rank job
 
   std::string ToJson() const;  // one line, without the newline
 };
@@ -91,8 +91,7 @@ inline constexpr std::array<FigureField<RankFigures>, 7> kRankFields = {{
 // The figures in kRankFields order, for an all-gather of equal-length vectors, and back.
 std::vector<double> RankFiguresToDoubles(const RankFigures& figures);
 // INVALID_ARGUMENT when `values` does not hold kRankFields.size() numbers.
-absl::StatusOr<RankFigures> RankFiguresFromDoubles(const std::vector<double>& values,
-                                                   int64_t rank);
+absl::StatusOr<RankFigures> RankFiguresFromDoubles(const std::vector<double>& values, int64_t rank);
 
 // What a figure the record does not hold reads as: 0 (the coordinator's and ringctl's tables: an
 // older or smaller record), or NaN (the agent's counters, which skip what is not finite). A JSON

@@ -41,8 +41,11 @@ absl::StatusOr<BytePairEncoder> BytePairEncoder::Create(BpeVocab vocab) {
   }
   if (missing > 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the vocabulary has no single-byte token for ", missing, " of the 256 byte values (the "
-        "first is byte ", first_missing, "); a byte-level BPE needs all 256 so that any text "
+        "the vocabulary has no single-byte token for ", missing,
+        " of the 256 byte values (the "
+        "first is byte ",
+        first_missing,
+        "); a byte-level BPE needs all 256 so that any text "
         "encodes\nHINT: train with the byte-level alphabet (tokenizers: BpeTrainer(initial_alphabet"
         "=ByteLevel.alphabet()))"));
   }
@@ -54,9 +57,9 @@ absl::StatusOr<BytePairEncoder> BytePairEncoder::Create(BpeVocab vocab) {
       const auto merged = v.ids.find(left + right);
       if (l == v.ids.end() || r == v.ids.end() || merged == v.ids.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "merge ", i, " (0-based) ", l == v.ids.end() || r == v.ids.end()
-                                            ? "names a token that is not in the vocabulary"
-                                            : "makes a token that is not in the vocabulary"));
+            "merge ", i, " (0-based) ",
+            l == v.ids.end() || r == v.ids.end() ? "names a token that is not in the vocabulary"
+                                                 : "makes a token that is not in the vocabulary"));
       }
       // A pair listed twice keeps its first (lowest) rank, as Hugging Face's loader does.
       encoder.pair_merges_.try_emplace(PairKey(l->second, r->second),
@@ -144,7 +147,8 @@ void BytePairEncoder::Encode(absl::string_view word, std::vector<int32_t>* ids) 
   }
   const auto offset = static_cast<uint32_t>(cached_ids_.size());
   cached_ids_.insert(cached_ids_.end(), ids->begin() + before, ids->end());
-  cache_.emplace(std::string(word), std::make_pair(offset, static_cast<uint32_t>(ids->size() - before)));
+  cache_.emplace(std::string(word),
+                 std::make_pair(offset, static_cast<uint32_t>(ids->size() - before)));
 }
 
 }  // namespace ringtrain

@@ -79,7 +79,7 @@ class BytePairEncoder {
   // Word -> its ids (cached_ids_[offset, offset + size)). Cleared when it grows past a bound.
   absl::flat_hash_map<std::string, std::pair<uint32_t, uint32_t>> cache_;
   std::vector<int32_t> cached_ids_;
-  std::vector<Symbol> symbols_;       // scratch, reused across words
+  std::vector<Symbol> symbols_;        // scratch, reused across words
   std::vector<Candidate> candidates_;  // scratch: a heap, the lowest rank (then position) on top
 };
 

@@ -18,15 +18,15 @@ absl::StatusOr<std::unique_ptr<RegexSplitter>> RegexSplitter::Create(const std::
   PCRE2_SIZE offset = 0;
   // UCP: \s, \d, \w and case folding by Unicode properties, as Oniguruma (Hugging Face) and
   // fancy-regex (tiktoken) read them. MATCH_INVALID_UTF: text need not be valid UTF-8.
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error,
-                                   &offset, nullptr);
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                    PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
-    return absl::InvalidArgumentError(absl::StrCat("the pre-tokenizer pattern does not compile: ",
-                                                   reinterpret_cast<const char*>(message),
-                                                   " at offset ", offset));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the pre-tokenizer pattern does not compile: ", reinterpret_cast<const char*>(message),
+        " at offset ", offset));
   }
   const bool jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
   return std::unique_ptr<RegexSplitter>(new RegexSplitter(pattern, code, jit));

@@ -45,9 +45,10 @@ absl::StatusOr<TokenizerParts> ParseTiktoken(const std::string& name, const std:
     }
   }
   if (parts.vocab.ids.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tokenizer ", name, ": no tokens (an empty file?); expected a Hugging Face tokenizer.json "
-        "or a tiktoken file of \"<base64 bytes> <rank>\" lines"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer ", name,
+                     ": no tokens (an empty file?); expected a Hugging Face tokenizer.json "
+                     "or a tiktoken file of \"<base64 bytes> <rank>\" lines"));
   }
   return parts;
 }

@@ -29,10 +29,9 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& path) {
   RT_ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(path));
   const size_t first = text.find_first_not_of(" \t\r\n");
-  absl::StatusOr<TokenizerParts> parts =
-      first != std::string::npos && text[first] == '{'
-          ? tokenizer_internal::ParseTokenizerJson(path, text)
-          : tokenizer_internal::ParseTiktoken(path, text);
+  absl::StatusOr<TokenizerParts> parts = first != std::string::npos && text[first] == '{'
+                                             ? tokenizer_internal::ParseTokenizerJson(path, text)
+                                             : tokenizer_internal::ParseTiktoken(path, text);
   if (!parts.ok()) return parts.status();
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = FromParts(*std::move(parts));
   if (!tokenizer.ok()) {
@@ -90,8 +89,8 @@ void Tokenizer::EncodeSegment(absl::string_view text, size_t level, std::vector<
     bpe_.Encode(text, ids);
     return;
   }
-  splitters_[level]->Split(
-      text, [&](absl::string_view piece) { EncodeSegment(piece, level + 1, ids); });
+  splitters_[level]->Split(text,
+                           [&](absl::string_view piece) { EncodeSegment(piece, level + 1, ids); });
 }
 
 void Tokenizer::Encode(absl::string_view text, std::vector<int32_t>* ids,

@@ -21,11 +21,33 @@ using Json = nlohmann::json;
 
 // Errors never quote the file (it may not be the user's); a type name is shown only when it is
 // one of Hugging Face's own, which says what the file is without echoing arbitrary bytes.
-constexpr const char* kKnownTypes[] = {
-    "BPE", "WordPiece", "WordLevel", "Unigram", "ByteLevel", "Split", "Sequence", "Whitespace",
-    "WhitespaceSplit", "Metaspace", "Punctuation", "Digits", "BertPreTokenizer", "CharDelimiterSplit",
-    "UnicodeScripts", "FixedLength", "NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip",
-    "StripAccents", "Replace", "Prepend", "Precompiled", "BertNormalizer"};
+constexpr const char* kKnownTypes[] = {"BPE",
+                                       "WordPiece",
+                                       "WordLevel",
+                                       "Unigram",
+                                       "ByteLevel",
+                                       "Split",
+                                       "Sequence",
+                                       "Whitespace",
+                                       "WhitespaceSplit",
+                                       "Metaspace",
+                                       "Punctuation",
+                                       "Digits",
+                                       "BertPreTokenizer",
+                                       "CharDelimiterSplit",
+                                       "UnicodeScripts",
+                                       "FixedLength",
+                                       "NFC",
+                                       "NFD",
+                                       "NFKC",
+                                       "NFKD",
+                                       "Lowercase",
+                                       "Strip",
+                                       "StripAccents",
+                                       "Replace",
+                                       "Prepend",
+                                       "Precompiled",
+                                       "BertNormalizer"};
 
 std::string TypeName(const Json& node) {
   const Json* type = node.is_object() && node.contains("type") ? &node["type"] : nullptr;
@@ -49,7 +71,8 @@ class JsonReader {
                                      const std::string& key, Json::value_t kind,
                                      const char* kind_name) const {
     const std::string shown = parent_name.empty() ? key : absl::StrCat(parent_name, ".", key);
-    if (!parent.is_object() || !parent.contains(key)) return Error(absl::StrCat(shown, " is missing"));
+    if (!parent.is_object() || !parent.contains(key))
+      return Error(absl::StrCat(shown, " is missing"));
     const Json& value = parent[key];
     const bool ok = value.type() == kind ||
                     (kind == Json::value_t::number_integer && value.is_number_unsigned());
@@ -86,7 +109,8 @@ absl::Status ReadByteLevel(const JsonReader& r, const Json& node, const std::str
                            bool default_use_regex, TokenizerParts* parts) {
   RT_ASSIGN_OR_RETURN(parts->add_prefix_space,
                       r.OptionalBool(node, where, "add_prefix_space", false));
-  RT_ASSIGN_OR_RETURN(const bool use_regex, r.OptionalBool(node, where, "use_regex", default_use_regex));
+  RT_ASSIGN_OR_RETURN(const bool use_regex,
+                      r.OptionalBool(node, where, "use_regex", default_use_regex));
   if (use_regex) parts->patterns.push_back(kGpt2Pattern);
   return absl::OkStatus();
 }
@@ -103,7 +127,8 @@ absl::Status ReadSplit(const JsonReader& r, const Json& node, const std::string&
     return r.Error(absl::StrCat(where, ".pattern has neither a \"Regex\" nor a \"String\""));
   }
   if (!node.contains("behavior") || node["behavior"] != "Isolated") {
-    return r.Error(absl::StrCat(where, ".behavior is not \"Isolated\", the only one supported "
+    return r.Error(absl::StrCat(where,
+                                ".behavior is not \"Isolated\", the only one supported "
                                 "(each match a piece of its own, as Llama 3 ships)"));
   }
   RT_ASSIGN_OR_RETURN(const bool invert, r.OptionalBool(node, where, "invert", false));
@@ -138,17 +163,18 @@ absl::Status ReadPreTokenizer(const JsonReader& r, const Json& root, TokenizerPa
       RT_RETURN_IF_ERROR(ReadByteLevel(r, step, where, true, parts));
     } else {
       return r.Error(absl::StrCat(where, " is ", step_type, last ? ", not ByteLevel" : "",
-                                  ", not supported here") + hint);
+                                  ", not supported here") +
+                     hint);
     }
   }
   if (steps->empty()) return r.Error("pre_tokenizer.pretokenizers is empty" + hint);
   return absl::OkStatus();
 }
 
-absl::Status ReadModel(const JsonReader& r, const Json& root, const absl::flat_hash_set<int32_t>& added_ids,
-                       TokenizerParts* parts) {
-  RT_ASSIGN_OR_RETURN(const Json* model, r.Member(root, "", "model", Json::value_t::object,
-                                                  "an object"));
+absl::Status ReadModel(const JsonReader& r, const Json& root,
+                       const absl::flat_hash_set<int32_t>& added_ids, TokenizerParts* parts) {
+  RT_ASSIGN_OR_RETURN(const Json* model,
+                      r.Member(root, "", "model", Json::value_t::object, "an object"));
   if (!model->contains("type") || (*model)["type"] != "BPE") {
     return r.Error(absl::StrCat("model.type is ", TypeName(*model),
                                 ", not \"BPE\"; only byte-level BPE models are supported"));
@@ -174,13 +200,14 @@ absl::Status ReadModel(const JsonReader& r, const Json& root, const absl::flat_h
     std::optional<std::string> bytes = ByteLevelDecode(shown);
     if (!bytes.has_value()) {
       if (added_ids.contains(id)) continue;  // an added token's entry: matched by content instead
-      return r.Error(absl::StrCat("model.vocab: the token with id ", id, " is not written in the "
+      return r.Error(absl::StrCat("model.vocab: the token with id ", id,
+                                  " is not written in the "
                                   "byte-level alphabet; only byte-level BPE is supported"));
     }
     parts->vocab.ids.emplace(*std::move(bytes), id);
   }
-  RT_ASSIGN_OR_RETURN(const Json* merges, r.Member(*model, "model", "merges", Json::value_t::array,
-                                                   "a list"));
+  RT_ASSIGN_OR_RETURN(const Json* merges,
+                      r.Member(*model, "model", "merges", Json::value_t::array, "a list"));
   for (size_t i = 0; i < merges->size(); ++i) {
     const Json& merge = (*merges)[i];
     std::string left, right;
@@ -188,11 +215,13 @@ absl::Status ReadModel(const JsonReader& r, const Json& root, const absl::flat_h
       const std::string text = merge.get<std::string>();
       const size_t space = text.find(' ');
       if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
-        return r.Error(absl::StrCat("model.merges[", i, "] is not two tokens separated by a space"));
+        return r.Error(
+            absl::StrCat("model.merges[", i, "] is not two tokens separated by a space"));
       }
       left = text.substr(0, space);
       right = text.substr(space + 1);
-    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
       left = merge[0].get<std::string>();
       right = merge[1].get<std::string>();
     } else {
@@ -200,7 +229,8 @@ absl::Status ReadModel(const JsonReader& r, const Json& root, const absl::flat_h
     }
     std::optional<std::string> l = ByteLevelDecode(left), rr = ByteLevelDecode(right);
     if (!l || !rr) {
-      return r.Error(absl::StrCat("model.merges[", i, "] is not written in the byte-level alphabet"));
+      return r.Error(
+          absl::StrCat("model.merges[", i, "] is not written in the byte-level alphabet"));
     }
     parts->vocab.merges.emplace_back(*std::move(l), *std::move(rr));
   }
@@ -213,17 +243,18 @@ absl::Status ReadAddedTokens(const JsonReader& r, const Json& root, TokenizerPar
   const Json& list = root["added_tokens"];
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string where = absl::StrCat("added_tokens[", i, "]");
-    RT_ASSIGN_OR_RETURN(const Json* id, r.Member(list[i], where, "id", Json::value_t::number_integer,
-                                                 "an integer"));
-    RT_ASSIGN_OR_RETURN(const Json* content, r.Member(list[i], where, "content",
-                                                      Json::value_t::string, "a string"));
+    RT_ASSIGN_OR_RETURN(const Json* id, r.Member(list[i], where, "id",
+                                                 Json::value_t::number_integer, "an integer"));
+    RT_ASSIGN_OR_RETURN(const Json* content,
+                        r.Member(list[i], where, "content", Json::value_t::string, "a string"));
     if (id->get<int64_t>() < 0 || id->get<int64_t>() > INT32_MAX) {
       return r.Error(absl::StrCat(where, ".id is not in [0, 2^31)"));
     }
     for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
       RT_ASSIGN_OR_RETURN(const bool set, r.OptionalBool(list[i], where, flag, false));
       if (set) {
-        return r.Error(absl::StrCat(where, ".", flag, " is true; only added tokens matched "
+        return r.Error(absl::StrCat(where, ".", flag,
+                                    " is true; only added tokens matched "
                                     "exactly as written (single_word, lstrip, rstrip false) are "
                                     "supported"));
       }
@@ -235,7 +266,8 @@ absl::Status ReadAddedTokens(const JsonReader& r, const Json& root, TokenizerPar
 
 }  // namespace
 
-absl::StatusOr<TokenizerParts> ParseTokenizerJson(const std::string& name, const std::string& text) {
+absl::StatusOr<TokenizerParts> ParseTokenizerJson(const std::string& name,
+                                                  const std::string& text) {
   Json root;
   try {
     root = Json::parse(text);

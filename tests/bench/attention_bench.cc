@@ -1,5 +1,6 @@
-// attention_bench: the machine's float32 GEMM rate and the attention block kernels' forward+backward
-// rate against it (item 2 of tests/bench/README.md), printed as one JSON object for ringtrain-bench.
+// attention_bench: the machine's float32 GEMM rate and the attention block kernels'
+// forward+backward rate against it (item 2 of tests/bench/README.md), printed as one JSON object
+// for ringtrain-bench.
 //
 //   attention_bench [--kernels tiled,torch_flash] [--head-dims 32,64,128] [--seqs 4096]
 //                   [--threads 1,2] [--heads 8] [--kv-heads 4] [--reps 3] [--gemm-size 2048]

@@ -71,8 +71,8 @@ bool MakeCredentials(const ringtrain::testing::TempDir& dir) {
   const std::vector<std::vector<std::string>> commands = {
       {"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=bench-ca",
        "-keyout", dir / "ca.key", "-out", dir / "ca.crt"},
-      {"req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=bench", "-keyout",
-       dir / "server.key", "-out", dir / "server.csr"},
+      {"req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=bench", "-keyout", dir / "server.key",
+       "-out", dir / "server.csr"},
       {"x509", "-req", "-in", dir / "server.csr", "-CA", dir / "ca.crt", "-CAkey", dir / "ca.key",
        "-CAcreateserial", "-days", "1", "-extfile", dir / "san.cnf", "-out", dir / "server.crt"}};
   for (const std::vector<std::string>& args : commands) {
@@ -125,8 +125,13 @@ Figures Run(const std::string& bin_dir, int watchers, int steps, bool tls) {
   ringtrain::testing::TempDir dir;
   const std::string address = "127.0.0.1:" + std::to_string(ringtrain::testing::FreePort());
   const std::string metrics = "127.0.0.1:" + std::to_string(ringtrain::testing::FreePort());
-  std::vector<std::string> argv = {bin_dir + "/ringtrain-coordinator", "--listen", address,
-                                   "--db", dir / "bench.db", "--metrics-address", metrics};
+  std::vector<std::string> argv = {bin_dir + "/ringtrain-coordinator",
+                                   "--listen",
+                                   address,
+                                   "--db",
+                                   dir / "bench.db",
+                                   "--metrics-address",
+                                   metrics};
   ringtrain::ChannelSecurity client, agent;
   if (tls) {
     if (!MakeCredentials(dir)) return figures;
@@ -239,7 +244,8 @@ Figures Run(const std::string& bin_dir, int watchers, int steps, bool tls) {
     v1::AgentMessage report;
     report.mutable_rank_report()->set_job_id(job.job_id());
     report.mutable_rank_report()->set_record_json(
-        "{\"step\": " + std::to_string(step) + ", \"loss\": 1.5, \"grad_norm\": 1, \"lr\": 0.001, "
+        "{\"step\": " + std::to_string(step) +
+        ", \"loss\": 1.5, \"grad_norm\": 1, \"lr\": 0.001, "
         "\"tokens_per_second\": 1000, \"step_seconds\": 0.1}");
     session->Write(report);
   }
@@ -259,14 +265,17 @@ Figures Run(const std::string& bin_dir, int watchers, int steps, bool tls) {
   }
   std::printf("fanout_bench (%s): %d watchers (1 slow reader at 5 ms/event), %d step events\n",
               tls ? "TLS + tokens" : "plaintext", watchers, steps);
-  std::printf("  agent -> coordinator: %d reports in %.2f s (%.0f reports/s, each stored in SQLite)\n",
-              steps, report_seconds, steps / report_seconds);
-  std::printf("  fast watchers: %lld events in %.2f s = %.0f events/s fanned out; every fast "
-              "watcher got every step: %s\n",
-              static_cast<long long>(fast_events), fast_last, fast_events / fast_last,
-              complete ? "yes" : "NO");
-  std::printf("  slow watcher: got %lld of %d steps, done after %.2f s (caught up from the store)\n",
-              static_cast<long long>(received[0]), steps, finished_at[0]);
+  std::printf(
+      "  agent -> coordinator: %d reports in %.2f s (%.0f reports/s, each stored in SQLite)\n",
+      steps, report_seconds, steps / report_seconds);
+  std::printf(
+      "  fast watchers: %lld events in %.2f s = %.0f events/s fanned out; every fast "
+      "watcher got every step: %s\n",
+      static_cast<long long>(fast_events), fast_last, fast_events / fast_last,
+      complete ? "yes" : "NO");
+  std::printf(
+      "  slow watcher: got %lld of %d steps, done after %.2f s (caught up from the store)\n",
+      static_cast<long long>(received[0]), steps, finished_at[0]);
   session_context.TryCancel();
   coordinator.Stop(std::chrono::seconds(10));
   figures.reports_per_second = steps / report_seconds;

@@ -60,19 +60,19 @@ void Round(const LoadRoundOptions& options, int pair, const char* name, Kind* ki
     ringtrain::testing::LocalCluster cluster(kWorkers);
     result = ringtrain::testing::RunLoadRound(cluster, options);
   }
-  const int problems =
-      static_cast<int>(result.problems.size()) + GtestFailures() - failures_before;
+  const int problems = static_cast<int>(result.problems.size()) + GtestFailures() - failures_before;
   for (const std::string& line : result.problems) std::printf("  problem: %s\n", line.c_str());
-  std::printf("pair %d %-9s median step %.4f s, coordinator RSS before %.1f MiB, loaded %.1f MiB, "
-              "peak %.1f MiB, after %.1f MiB; %lld events delivered; subscribed by step %lld; "
-              "%d streams reopened%s; CPU coordinator %.2f s, this process %.2f s; %.1f s; %s\n",
-              pair, name, result.median_step_seconds, MiB(result.before.rss_kib),
-              MiB(result.loaded.rss_kib), MiB(result.after.hwm_kib), MiB(result.after.rss_kib),
-              static_cast<long long>(result.events_delivered),
-              static_cast<long long>(result.step_when_subscribed), result.streams_reopened,
-              result.open_error.empty() ? "" : (" (" + result.open_error + ")").c_str(),
-              result.coordinator_cpu_seconds, result.client_cpu_seconds, result.seconds,
-              problems == 0 ? "nothing lost" : "PROBLEMS");
+  std::printf(
+      "pair %d %-9s median step %.4f s, coordinator RSS before %.1f MiB, loaded %.1f MiB, "
+      "peak %.1f MiB, after %.1f MiB; %lld events delivered; subscribed by step %lld; "
+      "%d streams reopened%s; CPU coordinator %.2f s, this process %.2f s; %.1f s; %s\n",
+      pair, name, result.median_step_seconds, MiB(result.before.rss_kib),
+      MiB(result.loaded.rss_kib), MiB(result.after.hwm_kib), MiB(result.after.rss_kib),
+      static_cast<long long>(result.events_delivered),
+      static_cast<long long>(result.step_when_subscribed), result.streams_reopened,
+      result.open_error.empty() ? "" : (" (" + result.open_error + ")").c_str(),
+      result.coordinator_cpu_seconds, result.client_cpu_seconds, result.seconds,
+      problems == 0 ? "nothing lost" : "PROBLEMS");
   std::fflush(stdout);
   kind->step_seconds.insert(kind->step_seconds.end(), result.step_seconds.begin(),
                             result.step_seconds.end());
@@ -131,10 +131,11 @@ int main(int argc, char** argv) {
   const double alone_step = ringtrain::testing::Median(alone.step_seconds);
   const double loaded_step = ringtrain::testing::Median(loaded.step_seconds);
   const double ratio = loaded_step / alone_step;
-  std::printf("\nload_bench: %d watchers, %d queued jobs, %d steps (cp %d), %d pairs; median step "
-              "time of steps >= %lld, all rounds of a kind pooled\n",
-              watched.watchers, watched.queued, watched.steps, kWorkers, pairs,
-              static_cast<long long>(ringtrain::testing::kFirstTimedStep));
+  std::printf(
+      "\nload_bench: %d watchers, %d queued jobs, %d steps (cp %d), %d pairs; median step "
+      "time of steps >= %lld, all rounds of a kind pooled\n",
+      watched.watchers, watched.queued, watched.steps, kWorkers, pairs,
+      static_cast<long long>(ringtrain::testing::kFirstTimedStep));
   std::printf("%-30s %12s %12s %8s\n", "figure", "unwatched", "watched", "ratio");
   std::printf("%-30s %12.4f %12.4f %8.3f\n", "median step time (s)", alone_step, loaded_step,
               ratio);
@@ -149,8 +150,8 @@ int main(int argc, char** argv) {
               loaded.client_cpu_seconds / alone.client_cpu_seconds);
   std::printf("%-30s %12lld %12lld %8s\n", "events delivered", static_cast<long long>(alone.events),
               static_cast<long long>(loaded.events), "-");
-  std::printf("%-30s %12d %12d %8s\n", "problems (something lost)", alone.problems,
-              loaded.problems, "-");
+  std::printf("%-30s %12d %12d %8s\n", "problems (something lost)", alone.problems, loaded.problems,
+              "-");
   const bool fast_enough = ratio <= kMaxStepTimeRatio;
   std::printf("watched step time %+.1f %% against unwatched (threshold +%.0f %%): %s\n",
               (ratio - 1) * 100, (kMaxStepTimeRatio - 1) * 100, fast_enough ? "PASS" : "FAIL");

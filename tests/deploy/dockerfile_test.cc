@@ -257,8 +257,10 @@ TEST(DeployImageTest, RuntimePackagesProvideEverySharedLibrary) {
   // build stage copies every library ldd resolves inside .venv for ringtrain-trainer (the only
   // LibTorch user) into /opt/ringtrain/lib, on the runtime stage's LD_LIBRARY_PATH.
   const std::string dockerfile = ReadFile(DeployDir() + "/docker/Dockerfile");
-  EXPECT_NE(dockerfile.find("ldd build/bin/ringtrain-trainer | awk '$3 ~ /\\/\\.venv\\// {print $3}'"),
-            std::string::npos) << "the build stage must collect the wheel's libraries with ldd";
+  EXPECT_NE(
+      dockerfile.find("ldd build/bin/ringtrain-trainer | awk '$3 ~ /\\/\\.venv\\// {print $3}'"),
+      std::string::npos)
+      << "the build stage must collect the wheel's libraries with ldd";
   EXPECT_NE(dockerfile.find("LD_LIBRARY_PATH=/opt/ringtrain/lib"), std::string::npos);
   std::set<std::string> from_wheel;
   for (auto it = libraries.begin(); it != libraries.end();) {

@@ -252,8 +252,9 @@ TEST_P(DeployManifestsTest, WrittenPathsAreVolumesAndSecretsAreRequired) {
   const json* shared = volume_at(*worker_, *worker_container_, checkpoints);
   ASSERT_NE(shared, nullptr) << "--checkpoint-root=" << checkpoints << " is not on a volume";
   ASSERT_TRUE(shared->contains("persistentVolumeClaim")) << "checkpoints must outlive the pod";
-  const json* claim = FindObject(objects(), "PersistentVolumeClaim",
-                                 (*shared)["persistentVolumeClaim"]["claimName"].get<std::string>());
+  const json* claim =
+      FindObject(objects(), "PersistentVolumeClaim",
+                 (*shared)["persistentVolumeClaim"]["claimName"].get<std::string>());
   ASSERT_NE(claim, nullptr);
   EXPECT_EQ((*claim)["spec"]["accessModes"], json::array({"ReadWriteMany"}))
       << "every worker pod mounts the same checkpoints";

@@ -19,7 +19,8 @@ namespace ringtrain::testing {
 namespace {
 
 std::chrono::system_clock::time_point In(double seconds) {
-  return std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
 std::string Repeat(const std::string& part, int n, const std::string& separator = "") {
@@ -38,7 +39,8 @@ class BoundsTest : public ::testing::Test {
     context.set_deadline(In(30));
     context.set_wait_for_ready(true);
     const grpc::Status s = cluster_.stub().ListJobs(&context, v1::ListJobsRequest(), &response);
-    EXPECT_TRUE(s.ok()) << "the coordinator did not come up: " << s.error_message() << "\n" << cluster_.Logs();
+    EXPECT_TRUE(s.ok()) << "the coordinator did not come up: " << s.error_message() << "\n"
+                        << cluster_.Logs();
   }
 
   grpc::Status Submit(const std::string& config, const std::vector<std::string>& overrides = {},
@@ -87,8 +89,9 @@ class BoundsTest : public ::testing::Test {
 TEST_F(BoundsTest, OversizedConfigIsRefusedByName) {
   // 3.9 MB: under gRPC's 4 MiB, so it reaches admission; once a job that could never be assigned.
   const std::string big = "[training]\nsteps = 2\n" + std::string(3900000, '#') + "\n";
-  EXPECT_NE(Refusal(big).find("the config is 3900022 bytes; at most 262144 bytes (256 KiB) are allowed"),
-            std::string::npos);
+  EXPECT_NE(
+      Refusal(big).find("the config is 3900022 bytes; at most 262144 bytes (256 KiB) are allowed"),
+      std::string::npos);
   // Past the transport limit: refused by gRPC itself, and the coordinator survives that too.
   const grpc::Status s = Submit(std::string(5 * 1024 * 1024, '#'));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
@@ -100,14 +103,18 @@ TEST_F(BoundsTest, CrashInputsAndStructuralLimitsAreRefused) {
                            "inline_table_dotted_key.toml"}) {
     const std::string text = ReadFile(SourceDir() + "/tests/unit/fixtures/config_bounds/" + name);
     ASSERT_FALSE(text.empty()) << name;
-    EXPECT_NE(Refusal(text).find("bytes long; at most 256 bytes are allowed"), std::string::npos) << name;
+    EXPECT_NE(Refusal(text).find("bytes long; at most 256 bytes are allowed"), std::string::npos)
+        << name;
   }
-  EXPECT_NE(Refusal("x = " + Repeat("[", 40) + Repeat("]", 40) + "\n").find("brackets nest 40 levels deep"),
+  EXPECT_NE(Refusal("x = " + Repeat("[", 40) + Repeat("]", 40) + "\n")
+                .find("brackets nest 40 levels deep"),
             std::string::npos);
   std::string keys = "[model]\n";
   for (int i = 0; i < 5000; ++i) keys += "k" + std::to_string(i) + " = 1\n";
-  EXPECT_NE(Refusal(keys).find("the config has 5001 keys and table headers; at most 1024"), std::string::npos);
-  EXPECT_NE(Refusal("", std::vector<std::string>(300, "training.steps=2")).find("300 overrides; at most 256"),
+  EXPECT_NE(Refusal(keys).find("the config has 5001 keys and table headers; at most 1024"),
+            std::string::npos);
+  EXPECT_NE(Refusal("", std::vector<std::string>(300, "training.steps=2"))
+                .find("300 overrides; at most 256"),
             std::string::npos);
 }
 
@@ -118,13 +125,15 @@ TEST_F(BoundsTest, HugeErrorListIsCapped) {
   std::vector<std::string> overrides;
   for (int i = 0; i < 256; ++i) overrides.push_back("training.nope_" + std::to_string(i) + "=1");
   const std::string message = Refusal(text, overrides);
-  EXPECT_NE(message.find("... and 1236 more problems"), std::string::npos) << message.substr(0, 2000);
+  EXPECT_NE(message.find("... and 1236 more problems"), std::string::npos)
+      << message.substr(0, 2000);
   EXPECT_LT(message.size(), 20000u);
 }
 
 TEST_F(BoundsTest, OverflowingDegreeIsRefused) {
   EXPECT_NE(Refusal("", {"parallelism.data_parallel_replicate_degree=4294967297"})
-                .find("parallelism.data_parallel_replicate_degree = 4294967297: must be -1 (fill the world) or in "
+                .find("parallelism.data_parallel_replicate_degree = 4294967297: must be -1 (fill "
+                      "the world) or in "
                       "[1, 16384]"),
             std::string::npos);
 }
@@ -132,7 +141,8 @@ TEST_F(BoundsTest, OverflowingDegreeIsRefused) {
 // A 200 KB value used to come back whole in the error, over gRPC's 16 KiB trailer limit: the client
 // saw RESOURCE_EXHAUSTED ("received metadata size exceeds hard limit") instead of the refusal.
 TEST_F(BoundsTest, HugeValueIsEchoedOnlyInPart) {
-  const std::string message = Refusal("[training]\ndataset = \"" + std::string(200 * 1024, 'v') + "\"\n");
+  const std::string message =
+      Refusal("[training]\ndataset = \"" + std::string(200 * 1024, 'v') + "\"\n");
   EXPECT_NE(message.find("training.dataset = \"vvvv"), std::string::npos) << message.substr(0, 300);
   EXPECT_LT(message.size(), 1024u) << message.substr(0, 300);
 }
@@ -185,7 +195,8 @@ TEST_F(BoundsTest, ListJobsIsPagedAndRingctlFollowsThePages) {
   EXPECT_EQ(nlohmann::json::parse(json).size(), 250u);
 
   // Bad page requests are INVALID_ARGUMENT.
-  for (const auto& [size, token] : {std::pair{-1, std::string()}, {10, std::string("garbage")},
+  for (const auto& [size, token] : {std::pair{-1, std::string()},
+                                    {10, std::string("garbage")},
                                     {10, std::string("jobs-after:job-999999")}}) {
     v1::ListJobsRequest bad;
     bad.set_page_size(size);
@@ -193,13 +204,15 @@ TEST_F(BoundsTest, ListJobsIsPagedAndRingctlFollowsThePages) {
     v1::ListJobsResponse response;
     grpc::ClientContext context;
     context.set_deadline(In(10));
-    EXPECT_EQ(cluster_.stub().ListJobs(&context, bad, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+    EXPECT_EQ(cluster_.stub().ListJobs(&context, bad, &response).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT)
         << size << " " << token;
   }
 }
 
 TEST_F(BoundsTest, PagesStayWithinTheirByteBudget) {
-  // Ten 200 KB configs (a comment pads each): 2 MB of jobs, so one page of up to 1000 cannot hold all.
+  // Ten 200 KB configs (a comment pads each): 2 MB of jobs, so one page of up to 1000 cannot hold
+  // all.
   const std::string config = "[training]\nsteps = 2\n# " + std::string(200000, 'x') + "\n";
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(Submit(config).ok());
   v1::ListJobsRequest request;
@@ -218,7 +231,8 @@ TEST_F(BoundsTest, PagesStayWithinTheirByteBudget) {
 }
 
 TEST_F(BoundsTest, ListWorkersIsPagedAndRingctlFollowsThePages) {
-  auto workers = v1::WorkerService::NewStub(grpc::CreateChannel(cluster_.address(), grpc::InsecureChannelCredentials()));
+  auto workers = v1::WorkerService::NewStub(
+      grpc::CreateChannel(cluster_.address(), grpc::InsecureChannelCredentials()));
   constexpr int kWorkers = 1050;
   for (int i = 0; i < kWorkers; ++i) {
     v1::RegisterRequest request;

@@ -124,8 +124,8 @@ TEST(IdentityTest, AFakeWorkerCannotSpeakForARealOneAndTheJobEndsWithItsRealLoss
        "metrics.log_freq=1000", "model.dim=64", "model.n_layers=1", "model.n_heads=4",
        "model.n_kv_heads=2", "training.seq_len=64", "training.local_batch_size=2"});
   ASSERT_FALSE(job.job_id().empty());
-  ASSERT_TRUE(cluster.WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 1; },
-                                 120, "first step"));
+  ASSERT_TRUE(cluster.WaitForJob(
+      job.job_id(), [](const v1::Job& j) { return j.last_step() >= 1; }, 120, "first step"));
   std::printf("submit -> first step: %.2f s\n", SecondsSince(test_start));
   const std::string real = cluster.Get(job.job_id()).mesh(0).worker_id();
   const auto forgeries_start = std::chrono::steady_clock::now();
@@ -180,7 +180,8 @@ TEST(IdentityTest, AFakeWorkerCannotSpeakForARealOneAndTheJobEndsWithItsRealLoss
   // Nothing of it reached the job or the real worker's session.
   v1::Job running = cluster.Get(job.job_id());
   ASSERT_EQ(running.state(), v1::JOB_STATE_RUNNING)
-      << "the job must still run for the forgeries to mean anything: " << running.ShortDebugString();
+      << "the job must still run for the forgeries to mean anything: "
+      << running.ShortDebugString();
   EXPECT_LT(running.last_step(), kSteps);
   std::printf("forgeries refused in %.2f s, the job meanwhile at step %lld of %d\n",
               SecondsSince(forgeries_start), static_cast<long long>(running.last_step()), kSteps);
@@ -223,8 +224,8 @@ TEST(IdentityTest, AFakeWorkerCannotSpeakForARealOneAndTheJobEndsWithItsRealLoss
           grpc::ClientContext context;
           context.set_deadline(In(2));
           // A fresh channel each time: the old one may still hold the stopped coordinator's.
-          status = v1::WorkerService::NewStub(grpc::CreateChannel(
-                       cluster.address(), grpc::InsecureChannelCredentials()))
+          status = v1::WorkerService::NewStub(
+                       grpc::CreateChannel(cluster.address(), grpc::InsecureChannelCredentials()))
                        ->Register(&context, claim, &response);
           return status.ok();
         },

@@ -56,8 +56,9 @@ Deadline Within(double seconds, Deadline round_deadline) {
 }
 
 double SecondsLeft(Deadline round_deadline) {
-  return std::max(0.0, std::chrono::duration<double>(round_deadline -
-                                                     std::chrono::system_clock::now()).count());
+  return std::max(
+      0.0,
+      std::chrono::duration<double>(round_deadline - std::chrono::system_clock::now()).count());
 }
 
 bool IsFinal(v1::JobState state) {
@@ -95,8 +96,8 @@ bool AllSubscribed(const LocalCluster& cluster, int watchers, Deadline round_dea
 struct WatcherLog {
   std::vector<v1::JobEvent> events;
   grpc::Status status;
-  int reopened = 0;         // streams that could not be opened and were tried again
-  std::string open_error;   // why the first of them failed
+  int reopened = 0;                // streams that could not be opened and were tried again
+  std::string open_error;          // why the first of them failed
   std::atomic<bool> ended{false};  // set after `status`, so a reader that sees it may read status
 };
 
@@ -110,8 +111,8 @@ std::string EndedEarly(const std::vector<WatcherLog>& logs) {
     if (ended++ == 0) {
       first = "; watcher " + std::to_string(w) + " ended after " +
               std::to_string(logs[w].events.size()) + " events with " +
-              std::to_string(logs[w].status.error_code()) + " \"" +
-              logs[w].status.error_message() + "\"";
+              std::to_string(logs[w].status.error_code()) + " \"" + logs[w].status.error_message() +
+              "\"";
     }
   }
   return std::to_string(ended) + " streams had ended" + first;
@@ -153,9 +154,8 @@ std::vector<std::thread> StartWatchers(const std::string& address, const std::st
                                        Deadline deadline, std::vector<WatcherLog>* logs) {
   std::vector<std::thread> threads;
   for (WatcherLog& log : *logs) {
-    threads.emplace_back([&address, &job_id, deadline, &log] {
-      Watch(address, job_id, deadline, &log);
-    });
+    threads.emplace_back(
+        [&address, &job_id, deadline, &log] { Watch(address, job_id, deadline, &log); });
   }
   return threads;
 }
@@ -220,8 +220,8 @@ void CheckQueued(LocalCluster& cluster, const std::vector<std::string>& ids,
   }
 }
 
-void CancelAll(LocalCluster& cluster, const std::vector<std::string>& ids,
-               Deadline round_deadline, Problems* problems) {
+void CancelAll(LocalCluster& cluster, const std::vector<std::string>& ids, Deadline round_deadline,
+               Problems* problems) {
   for (const std::string& id : ids) {
     v1::CancelJobRequest request;
     request.set_job_id(id);
@@ -239,8 +239,8 @@ void CheckCancelled(LocalCluster& cluster, const std::vector<std::string>& ids,
   for (const std::string& id : ids) {
     const v1::Job job = cluster.Get(id);
     if (job.state() != v1::JOB_STATE_CANCELLED || job.mesh_size() != 0) {
-      problems->Add("cancelled queued " + id + " is " + v1::JobState_Name(job.state()) +
-                    " with " + std::to_string(job.mesh_size()) + " ranks placed");
+      problems->Add("cancelled queued " + id + " is " + v1::JobState_Name(job.state()) + " with " +
+                    std::to_string(job.mesh_size()) + " ranks placed");
     }
   }
 }
@@ -308,8 +308,8 @@ History Reference(LocalCluster& cluster, const std::string& job_id, int steps,
     in_order = history.steps[i].step() == static_cast<int64_t>(i + 1);
   }
   if (!in_order) {
-    problems->Add("the store replays " + std::to_string(history.steps.size()) +
-                  " step events of " + job_id + ", not steps 1.." + std::to_string(steps));
+    problems->Add("the store replays " + std::to_string(history.steps.size()) + " step events of " +
+                  job_id + ", not steps 1.." + std::to_string(steps));
   }
   if (events.empty() || !events.back().has_state_change() ||
       events.back().state_change().to_state() != v1::JOB_STATE_SUCCEEDED) {
@@ -377,8 +377,8 @@ LoadRoundResult RunLoadRound(LocalCluster& cluster, const LoadRoundOptions& opti
   }
 
   std::vector<WatcherLog> logs(options.watchers);
-  std::vector<std::thread> watchers = StartWatchers(cluster.address(), result.job_id, deadline,
-                                                    &logs);
+  std::vector<std::thread> watchers =
+      StartWatchers(cluster.address(), result.job_id, deadline, &logs);
   std::vector<std::string> queued;
   for (int i = 0; i < options.queued; ++i) {
     const std::string id = cluster.Submit(config_path, overrides).job_id();

@@ -61,9 +61,9 @@ struct LoadRoundResult {
   // Watch streams that failed UNAVAILABLE before their first event (they never reached the
   // fan-out: the connection could not be made) and were opened again; not a loss, but printed.
   int streams_reopened = 0;
-  std::string open_error;  // the first such failure's message
+  std::string open_error;             // the first such failure's message
   int64_t step_when_subscribed = -1;  // the job's last step once every watcher was counted
-  double seconds = 0;                // submit to idle workers
+  double seconds = 0;                 // submit to idle workers
   std::vector<std::string> problems;  // what was lost or wrong, one line each; empty when none
 };
 

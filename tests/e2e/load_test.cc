@@ -74,8 +74,8 @@ TEST(LoadTest, TwoHundredWatchersAndAHundredQueuedJobsLoseNothing) {
       "by step %lld; streams reopened before their first event %d%s; CPU s coordinator %.2f / "
       "%.2f + %.2f, this process %.2f / %.2f + %.2f (unwatched / watched); rounds %.1f + %.1f + "
       "%.1f s; test %.1f s\n",
-      kWatchers, kQueued, kSteps, kWorkers, static_cast<long long>(kFirstTimedStep),
-      unwatched_step, watched_step, watched_step / unwatched_step, MiB(first.before.rss_kib),
+      kWatchers, kQueued, kSteps, kWorkers, static_cast<long long>(kFirstTimedStep), unwatched_step,
+      watched_step, watched_step / unwatched_step, MiB(first.before.rss_kib),
       MiB(first.loaded.rss_kib), MiB(second.after.hwm_kib), MiB(first.after.rss_kib),
       MiB(second.after.rss_kib), static_cast<long long>(first.events_delivered),
       static_cast<long long>(second.events_delivered),

@@ -52,8 +52,8 @@ LocalCluster::LocalCluster(int workers, std::vector<std::string> coordinator_fla
   if (protection_ == Protection::kTlsAndTokens) {
     const std::vector<std::string> tls = MakePki();
     coordinator_flags_.insert(coordinator_flags_.end(), tls.begin(), tls.end());
-    worker_flags_.insert(worker_flags_.end(), {"--tls-ca", Pki("ca.crt"), "--join-token-file",
-                                               Pki("join-token")});
+    worker_flags_.insert(worker_flags_.end(),
+                         {"--tls-ca", Pki("ca.crt"), "--join-token-file", Pki("join-token")});
     absl::StatusOr<ChannelSecurity> loaded =
         LoadChannelSecurity({Pki("ca.crt"), "", ""}, "client-secret");
     if (!loaded.ok()) ADD_FAILURE() << loaded.status();
@@ -95,14 +95,13 @@ std::vector<std::string> LocalCluster::MakePki() {
            Pki("ca.crt")});
   openssl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj",
            "/CN=127.0.0.1", "-keyout", Pki("server.key"), "-out", Pki("server.csr")});
-  openssl({"x509", "-req", "-in", Pki("server.csr"), "-CA", Pki("ca.crt"), "-CAkey",
-           Pki("ca.key"), "-CAcreateserial", "-days", "1", "-extfile", Pki("san.cnf"), "-out",
-           Pki("server.crt")});
+  openssl({"x509", "-req", "-in", Pki("server.csr"), "-CA", Pki("ca.crt"), "-CAkey", Pki("ca.key"),
+           "-CAcreateserial", "-days", "1", "-extfile", Pki("san.cnf"), "-out", Pki("server.crt")});
   WriteFile(Pki("client-tokens"), "client-secret\n");
   WriteFile(Pki("client-token"), "client-secret\n");
   WriteFile(Pki("join-token"), "join-secret\n");
-  return {"--tls-cert", Pki("server.crt"), "--tls-key", Pki("server.key"), "--client-token-file",
-          Pki("client-tokens"), "--worker-token-file", Pki("join-token")};
+  return {"--tls-cert",          Pki("server.crt"),    "--tls-key",           Pki("server.key"),
+          "--client-token-file", Pki("client-tokens"), "--worker-token-file", Pki("join-token")};
 }
 
 std::vector<std::string> LocalCluster::ringctl_flags() const {
@@ -115,10 +114,21 @@ std::vector<std::string> LocalCluster::ringctl_flags() const {
 
 void LocalCluster::StartWorker(int worker) {
   const std::string name = "worker-" + std::to_string(worker);
-  std::vector<std::string> argv = {
-      BinDir() + "/ringtrain-worker", "--coordinator", address_, "--work-dir", work_dir(worker),
-      "--threads", "1", "--host-label", "local", "--advertise-address", "127.0.0.1",
-      "--metrics-address", worker_metrics_.at(worker), "--data-root", data_root()};
+  std::vector<std::string> argv = {BinDir() + "/ringtrain-worker",
+                                   "--coordinator",
+                                   address_,
+                                   "--work-dir",
+                                   work_dir(worker),
+                                   "--threads",
+                                   "1",
+                                   "--host-label",
+                                   "local",
+                                   "--advertise-address",
+                                   "127.0.0.1",
+                                   "--metrics-address",
+                                   worker_metrics_.at(worker),
+                                   "--data-root",
+                                   data_root()};
   argv.insert(argv.end(), worker_flags_.begin(), worker_flags_.end());
   // The first start's log is worker-<i>.log, a restart's worker-<i>-<n>.log.
   const int starts = worker_starts_.at(worker)++;
@@ -197,8 +207,7 @@ int LocalCluster::WorkerOfProcess(pid_t pid) const {
   return -1;
 }
 
-v1::Job LocalCluster::Submit(const std::string& config,
-                             const std::vector<std::string>& overrides) {
+v1::Job LocalCluster::Submit(const std::string& config, const std::vector<std::string>& overrides) {
   v1::SubmitJobRequest request;
   request.set_config_toml(ReadFile(config));
   for (const std::string& o : overrides) request.add_overrides(o);
@@ -248,7 +257,8 @@ bool LocalCluster::WaitForJob(const std::string& job_id,
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ADD_FAILURE() << job_id << ": no " << what << " within " << timeout_seconds
-                << " s; last seen: " << job.ShortDebugString() << "\n" << Logs();
+                << " s; last seen: " << job.ShortDebugString() << "\n"
+                << Logs();
   return false;
 }
 

@@ -54,8 +54,8 @@ std::vector<std::string> Lines(const std::string& text) {
 TEST(LogsTest, RunningAndFinishedRanksAndTopOfACp4Job) {
   LocalCluster cluster(4);
   const v1::Job job = cluster.Submit(ConfigPath("debug_model.toml"), Mesh(4, 16));
-  ASSERT_TRUE(cluster.WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 2; },
-                                 120, "two steps"));
+  ASSERT_TRUE(cluster.WaitForJob(
+      job.job_id(), [](const v1::Job& j) { return j.last_step() >= 2; }, 120, "two steps"));
 
   // Follow rank 0 from now until the rank ends (the job finishing ends the stream by itself).
   const std::string follow_out = cluster.dir() / "follow.txt";
@@ -165,8 +165,8 @@ TEST(LogsTest, CrashedRanksAndAWorkerThatIsGone) {
   LocalCluster cluster(2);
   // A rank killed mid-run: its log ends with the signal; its peer's with its own error.
   const v1::Job job = cluster.Submit(ConfigPath("debug_model.toml"), Mesh(2, 400));
-  ASSERT_TRUE(cluster.WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 1; },
-                                 120, "first step"));
+  ASSERT_TRUE(cluster.WaitForJob(
+      job.job_id(), [](const v1::Job& j) { return j.last_step() >= 1; }, 120, "first step"));
   const pid_t victim = cluster.TrainerPid(job.job_id(), 1);
   ASSERT_GT(victim, 0);
   kill(victim, SIGKILL);
@@ -193,8 +193,7 @@ TEST(LogsTest, CrashedRanksAndAWorkerThatIsGone) {
   const v1::Job bad_end = cluster.Get(bad.job_id());
   ASSERT_EQ(bad_end.state(), v1::JOB_STATE_FAILED);
   ASSERT_FALSE(bad_end.error().stderr_tail().empty());
-  const CommandResult bad_log =
-      Ringctl(cluster, {"logs", bad.job_id(), "--output", "json"});
+  const CommandResult bad_log = Ringctl(cluster, {"logs", bad.job_id(), "--output", "json"});
   ASSERT_EQ(bad_log.exit_code, 0) << bad_log.output;
   std::vector<std::string> stderr_lines;
   std::string last;

@@ -5,8 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -126,20 +126,21 @@ TEST(MetricsTest, PrometheusScrapesAClusterWhileItTrains) {
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
             "scrape_configs:\n"
             "  - job_name: ringtrain-coordinator\n    static_configs:\n      - targets: ['" +
-                cluster.coordinator_metrics() + "']\n"
-            "  - job_name: ringtrain-worker\n    static_configs:\n      - targets: [" + targets +
-                "]\n");
-  CommandResult check = RunCommand({"/usr/bin/promtool", "check", "config",
-                                    cluster.dir() / "prometheus.yml"});
+                cluster.coordinator_metrics() +
+                "']\n"
+                "  - job_name: ringtrain-worker\n    static_configs:\n      - targets: [" +
+                targets + "]\n");
+  CommandResult check =
+      RunCommand({"/usr/bin/promtool", "check", "config", cluster.dir() / "prometheus.yml"});
   ASSERT_EQ(check.exit_code, 0) << check.output;
-  Subprocess server = StartCommand(
-      {"/usr/bin/prometheus", "--config.file=" + (cluster.dir() / "prometheus.yml"),
-       "--storage.tsdb.path=" + (cluster.dir() / "tsdb"), "--web.listen-address=" + prometheus,
-       "--enable-feature=extra-scrape-metrics"},
-      cluster.dir() / "prometheus.log");
+  Subprocess server =
+      StartCommand({"/usr/bin/prometheus", "--config.file=" + (cluster.dir() / "prometheus.yml"),
+                    "--storage.tsdb.path=" + (cluster.dir() / "tsdb"),
+                    "--web.listen-address=" + prometheus, "--enable-feature=extra-scrape-metrics"},
+                   cluster.dir() / "prometheus.log");
 
-  ASSERT_TRUE(cluster.WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 10; },
-                                 120, "step 10"));
+  ASSERT_TRUE(cluster.WaitForJob(
+      job.job_id(), [](const v1::Job& j) { return j.last_step() >= 10; }, 120, "step 10"));
 
   // promtool accepts every page, and the ringtrain_ families are exactly the documented list.
   std::map<std::string, std::string> exported, exported_labels;
@@ -180,8 +181,8 @@ TEST(MetricsTest, PrometheusScrapesAClusterWhileItTrains) {
           const std::string expr = it.value().get<std::string>();
           ++expressions;
           for (std::sregex_iterator m(expr.begin(), expr.end(), metric), end; m != end; ++m) {
-            EXPECT_TRUE(series.count(m->str())) << "the dashboard queries " << m->str()
-                                                << ", which no process exports: " << expr;
+            EXPECT_TRUE(series.count(m->str()))
+                << "the dashboard queries " << m->str() << ", which no process exports: " << expr;
           }
         } else {
           walk(it.value());
@@ -203,7 +204,8 @@ TEST(MetricsTest, PrometheusScrapesAClusterWhileItTrains) {
     all_up = up.size() == 5;
     for (const auto& [labels, value] : up) all_up = all_up && value == 1;
     token_rates.clear();
-    for (const auto& [labels, value] : Query(prometheus, "rate(ringtrain_trainer_tokens_total[5s])")) {
+    for (const auto& [labels, value] :
+         Query(prometheus, "rate(ringtrain_trainer_tokens_total[5s])")) {
       if (value > 0) token_rates[labels.at("rank")] = value;
     }
   }
@@ -216,15 +218,19 @@ TEST(MetricsTest, PrometheusScrapesAClusterWhileItTrains) {
   for (const auto& [labels, value] :
        Query(prometheus, "scrape_duration_seconds{job=\"ringtrain-worker\"}")) {
     std::printf("scrape of worker %s: %.2f ms", labels.at("instance").c_str(), value * 1000);
-    auto size = Query(prometheus, "scrape_body_size_bytes{instance=\"" + labels.at("instance") + "\"}");
+    auto size =
+        Query(prometheus, "scrape_body_size_bytes{instance=\"" + labels.at("instance") + "\"}");
     if (!size.empty()) std::printf(", %.0f bytes", size[0].second);
     std::printf("\n");
   }
 
   // When the job has ended, the loss gauge holds the last loss `ringctl watch` streamed.
-  ASSERT_TRUE(cluster.WaitForJob(job.job_id(), [](const v1::Job& j) {
-    return j.state() == v1::JOB_STATE_SUCCEEDED || j.state() == v1::JOB_STATE_FAILED;
-  }, 180, "end"));
+  ASSERT_TRUE(cluster.WaitForJob(
+      job.job_id(),
+      [](const v1::Job& j) {
+        return j.state() == v1::JOB_STATE_SUCCEEDED || j.state() == v1::JOB_STATE_FAILED;
+      },
+      180, "end"));
   CommandResult watch = RunCommand({BinDir() + "/ringctl", "watch", job.job_id(), "--coordinator",
                                     cluster.address(), "--output", "json"});
   ASSERT_EQ(watch.exit_code, 0) << watch.output;

@@ -1,7 +1,7 @@
 // Confined paths end to end: a real coordinator, two real agents (--data-root <dir>/data, the
-// checkpoint root under each --work-dir) and real trainers. What the coordinator can tell is refused
-// at submit; what needs the worker's roots fails the job at the worker, naming the key and the root,
-// before the file is opened — and no error carries bytes of a file.
+// checkpoint root under each --work-dir) and real trainers. What the coordinator can tell is
+// refused at submit; what needs the worker's roots fails the job at the worker, naming the key and
+// the root, before the file is opened — and no error carries bytes of a file.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -30,9 +30,12 @@ bool IsFinal(const v1::Job& job) {
 // A one-rank job of a few short steps on the debug model, plus `extra`.
 std::vector<std::string> Small(std::vector<std::string> extra) {
   std::vector<std::string> o = {"parallelism.data_parallel_replicate_degree=1",
-                                "parallelism.context_parallel_degree=1", "training.steps=3",
-                                "training.seq_len=32", "training.local_batch_size=2",
-                                "lr_scheduler.warmup_steps=1", "metrics.log_freq=1000"};
+                                "parallelism.context_parallel_degree=1",
+                                "training.steps=3",
+                                "training.seq_len=32",
+                                "training.local_batch_size=2",
+                                "lr_scheduler.warmup_steps=1",
+                                "metrics.log_freq=1000"};
   o.insert(o.end(), extra.begin(), extra.end());
   return o;
 }
@@ -58,7 +61,8 @@ std::string ErrorText(const v1::Job& job) {
   return job.error().message() + "\n" + job.error().stderr_tail();
 }
 
-// One cluster for the suite (a cluster takes seconds to start and stop); each test's jobs are its own.
+// One cluster for the suite (a cluster takes seconds to start and stop); each test's jobs are its
+// own.
 class PathsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -71,7 +75,7 @@ class PathsTest : public ::testing::Test {
     std::string text;
     while (text.size() < 20000) text += "the quick brown fox jumps over the lazy dog. ";
     WriteFile(data + "/corpus/fox.txt", text);
-    fs::create_symlink(data + "/corpus", data + "/alias");            // stays inside
+    fs::create_symlink(data + "/corpus", data + "/alias");             // stays inside
     fs::create_symlink(outside_ + "/secret.txt", data + "/leak.txt");  // leads out
     fs::create_symlink(outside_, data + "/leakdir");
   }
@@ -88,10 +92,11 @@ LocalCluster* PathsTest::cluster_ = nullptr;
 std::string PathsTest::outside_;
 
 TEST_F(PathsTest, ClimbingOutOrControlCharactersAreRefusedAtSubmit) {
-  const grpc::Status climb =
-      SubmitStatus(*cluster_, Small({"training.dataset=text", "training.dataset_path=../outside/secret.txt"}));
+  const grpc::Status climb = SubmitStatus(
+      *cluster_, Small({"training.dataset=text", "training.dataset_path=../outside/secret.txt"}));
   EXPECT_EQ(climb.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(climb.error_message(), HasSubstr("training.dataset_path = \"../outside/secret.txt\""));
+  EXPECT_THAT(climb.error_message(),
+              HasSubstr("training.dataset_path = \"../outside/secret.txt\""));
   EXPECT_THAT(climb.error_message(), HasSubstr("'..' climbs out"));
 
   const grpc::Status folder = SubmitStatus(
@@ -99,8 +104,8 @@ TEST_F(PathsTest, ClimbingOutOrControlCharactersAreRefusedAtSubmit) {
   EXPECT_EQ(folder.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(folder.error_message(), HasSubstr("checkpoint.folder"));
 
-  const grpc::Status control = SubmitStatus(
-      *cluster_, Small({"checkpoint.initial_load_path=w\x1b[2J.pt"}));
+  const grpc::Status control =
+      SubmitStatus(*cluster_, Small({"checkpoint.initial_load_path=w\x1b[2J.pt"}));
   EXPECT_EQ(control.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(control.error_message(), HasSubstr("checkpoint.initial_load_path"));
   EXPECT_THAT(control.error_message(), Not(HasSubstr("\x1b"))) << "shown escaped";
@@ -123,14 +128,21 @@ TEST_F(PathsTest, TheWorkerRefusesPathsOutOfItsRootsAndNeverEchoesFiles) {
   };
   const std::string data_flag = "--data-root " + cluster_->data_root();
   const std::vector<Case> cases = {
-      {"absolute, outside", {"training.dataset=text", "training.dataset_path=" + outside_ + "/secret.txt"},
-       "training.dataset_path", data_flag},
-      {"symlink to a file outside", {"training.dataset=text", "training.dataset_path=leak.txt"},
-       "training.dataset_path", data_flag},
-      {"symlink to a folder outside", {"checkpoint.initial_load_path=leakdir/secret.txt"},
-       "checkpoint.initial_load_path", data_flag},
+      {"absolute, outside",
+       {"training.dataset=text", "training.dataset_path=" + outside_ + "/secret.txt"},
+       "training.dataset_path",
+       data_flag},
+      {"symlink to a file outside",
+       {"training.dataset=text", "training.dataset_path=leak.txt"},
+       "training.dataset_path",
+       data_flag},
+      {"symlink to a folder outside",
+       {"checkpoint.initial_load_path=leakdir/secret.txt"},
+       "checkpoint.initial_load_path",
+       data_flag},
       {"absolute checkpoint folder outside",
-       {"checkpoint.enable=true", "checkpoint.folder=" + outside_ + "/ckpt"}, "checkpoint.folder",
+       {"checkpoint.enable=true", "checkpoint.folder=" + outside_ + "/ckpt"},
+       "checkpoint.folder",
        "--checkpoint-root"},
   };
   for (const Case& c : cases) {
@@ -152,7 +164,8 @@ TEST_F(PathsTest, TheWorkerRefusesPathsOutOfItsRootsAndNeverEchoesFiles) {
   // A dataset inside the root whose bytes are not tokens of this vocabulary: the error says where,
   // never what ("ZZ" is token 23130 as uint16).
   WriteFile(cluster_->data_root() + "/zz.bin", std::string(4096, 'Z'));
-  const v1::Job bin = RunToEnd(*cluster_, Small({"training.dataset=bin", "training.dataset_path=zz.bin"}));
+  const v1::Job bin =
+      RunToEnd(*cluster_, Small({"training.dataset=bin", "training.dataset_path=zz.bin"}));
   EXPECT_EQ(bin.state(), v1::JOB_STATE_FAILED);
   EXPECT_THAT(ErrorText(bin), HasSubstr("token offset 0"));
   EXPECT_THAT(ErrorText(bin), HasSubstr("zz.bin"));

@@ -48,13 +48,13 @@ TEST_F(ReliabilityTest, AKilledTrainerRestartsFromTheCheckpointAndMatchesBitwise
   EXPECT_EQ(done.failures(0).rank(), 1);
   EXPECT_EQ(done.failures(0).exit_status(), 128 + SIGKILL);
   EXPECT_THAT(done.failures(0).message(), HasSubstr("killed by signal 9"));
-  const int resumed_after = ExpectBitwiseResume(*cluster, job.job_id(), 2,
-                                                Uninterrupted(*cluster, 2, job_overrides));
+  const int resumed_after =
+      ExpectBitwiseResume(*cluster, job.job_id(), 2, Uninterrupted(*cluster, 2, job_overrides));
   EXPECT_EQ(resumed_after % 5, 0) << "a run resumes from a checkpoint (every 5 steps)";
   PrintRecovery("trainer SIGKILL", t, u.step, resumed_after);
   // ringctl shows the restart and its cause.
-  CommandResult get = RunCommand(
-      {BinDir() + "/ringctl", "get", job.job_id(), "--coordinator", cluster->address()});
+  CommandResult get =
+      RunCommand({BinDir() + "/ringctl", "get", job.job_id(), "--coordinator", cluster->address()});
   EXPECT_THAT(get.output, HasSubstr("restarts     1 of 2"));
   EXPECT_THAT(get.output, HasSubstr("rank_exit: rank 1 on"));
   EXPECT_THAT(HttpGet(cluster->coordinator_metrics(), "/metrics"),
@@ -79,8 +79,8 @@ TEST_F(ReliabilityTest, AStoppedTrainerIsFoundHungNamedAndRestarted) {
   EXPECT_EQ(done.failures(0).rank(), 1) << "the stopped rank, not the survivor that noticed";
   EXPECT_THAT(done.failures(0).message(), HasSubstr("is hung: no heartbeat from the trainer"));
   EXPECT_FALSE(IsRunning(u.trainer)) << "the stopped trainer was killed";
-  const int resumed_after = ExpectBitwiseResume(*cluster, u.job.job_id(), 2,
-                                                Uninterrupted(*cluster, 2, job_overrides));
+  const int resumed_after =
+      ExpectBitwiseResume(*cluster, u.job.job_id(), 2, Uninterrupted(*cluster, 2, job_overrides));
   PrintRecovery("trainer SIGSTOP", t, u.step, resumed_after);
 }
 
@@ -114,8 +114,8 @@ TEST_P(ProtectedReliabilityTest, AKilledAgentTakesItsTrainerAndTheJobRestartsOnT
   EXPECT_EQ(done.failures(0).rank(), 1);
   const std::string lost = done.failures(0).worker_id();
   for (const auto& p : done.mesh()) EXPECT_NE(p.worker_id(), lost) << "the lost worker ran again";
-  const int resumed_after = ExpectBitwiseResume(*cluster, u.job.job_id(), 3,
-                                                Uninterrupted(*cluster, 2, job_overrides));
+  const int resumed_after =
+      ExpectBitwiseResume(*cluster, u.job.job_id(), 3, Uninterrupted(*cluster, 2, job_overrides));
   PrintRecovery("agent SIGKILL", t, u.step, resumed_after);
 }
 
@@ -153,13 +153,12 @@ TEST_F(ReliabilityTest, AnElasticRestartRunsOnOneReplicaWithTheSameGlobalBatch) 
   ASSERT_EQ(stored.size(), static_cast<size_t>(kSteps));
   double worst = 0;
   for (size_t i = 0; i < stored.size(); ++i) {
-    const double diff = std::abs(std::stod(RawField(stored[i], "loss")) -
-                                 std::stod(expected.at(i).at("loss")));
+    const double diff =
+        std::abs(std::stod(RawField(stored[i], "loss")) - std::stod(expected.at(i).at("loss")));
     worst = std::max(worst, diff);
     EXPECT_LE(diff, 1e-6) << "step " << i + 1;
   }
-  std::vector<std::map<std::string, std::string>> last =
-      LastRunRecords(*cluster, job.job_id(), 2);
+  std::vector<std::map<std::string, std::string>> last = LastRunRecords(*cluster, job.job_id(), 2);
   ASSERT_FALSE(last.empty());
   for (auto& record : last) {
     const int step = std::stoi(record["step"]);
@@ -176,9 +175,13 @@ TEST_F(ReliabilityTest, WhenTheRestartsRunOutTheJobFailsListingEveryCause) {
   std::unique_ptr<LocalCluster> cluster = Start(2);
   v1::Job job = cluster->Submit(ConfigPath("debug_model.toml"), Restartable(1, 2, 1));
   for (int run = 0; run < 2; ++run) {
-    ASSERT_TRUE(cluster->WaitForJob(job.job_id(), [&](const v1::Job& j) {
-      return j.restart_count() == run && j.state() == v1::JOB_STATE_RUNNING && j.last_step() >= 7;
-    }, 180, "running past step 7"));
+    ASSERT_TRUE(cluster->WaitForJob(
+        job.job_id(),
+        [&](const v1::Job& j) {
+          return j.restart_count() == run && j.state() == v1::JOB_STATE_RUNNING &&
+                 j.last_step() >= 7;
+        },
+        180, "running past step 7"));
     const pid_t victim = cluster->TrainerPid(job.job_id(), run == 0 ? 1 : 0);
     ASSERT_GT(victim, 0);
     kill(victim, SIGKILL);
@@ -192,8 +195,8 @@ TEST_F(ReliabilityTest, WhenTheRestartsRunOutTheJobFailsListingEveryCause) {
   EXPECT_EQ(failed.error().rank(), 0);
   EXPECT_THAT(failed.error().message(), HasSubstr("no restarts left (1 of job.max_restarts = 1 "
                                                   "used); earlier failures: run 1: rank 1 on"));
-  CommandResult get = RunCommand(
-      {BinDir() + "/ringctl", "get", job.job_id(), "--coordinator", cluster->address()});
+  CommandResult get =
+      RunCommand({BinDir() + "/ringctl", "get", job.job_id(), "--coordinator", cluster->address()});
   EXPECT_THAT(get.output, HasSubstr("run 1, "));
   EXPECT_THAT(get.output, HasSubstr("run 2, "));
   EXPECT_TRUE(cluster->WaitForIdleWorkers(2, 15)) << cluster->Logs();
@@ -205,12 +208,12 @@ TEST_F(ReliabilityTest, CancelWhileRestartingFreesEveryWorker) {
   job_overrides.push_back("job.restart_backoff_seconds=600");  // it stays RESTARTING
   v1::Job job = cluster->Submit(ConfigPath("debug_model.toml"), job_overrides);
   v1::Job queued = cluster->Submit(ConfigPath("debug_model.toml"), Restartable(1, 2, 0));
-  ASSERT_TRUE(cluster->WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 2; },
-                                  180, "step 2"));
+  ASSERT_TRUE(cluster->WaitForJob(
+      job.job_id(), [](const v1::Job& j) { return j.last_step() >= 2; }, 180, "step 2"));
   kill(cluster->TrainerPid(job.job_id(), 0), SIGKILL);
-  ASSERT_TRUE(cluster->WaitForJob(job.job_id(), [](const v1::Job& j) {
-    return j.state() == v1::JOB_STATE_RESTARTING;
-  }, 30, "RESTARTING"));
+  ASSERT_TRUE(cluster->WaitForJob(
+      job.job_id(), [](const v1::Job& j) { return j.state() == v1::JOB_STATE_RESTARTING; }, 30,
+      "RESTARTING"));
   EXPECT_EQ(cluster->Get(queued.job_id()).state(), v1::JOB_STATE_QUEUED)
       << "a restarting job keeps its place ahead of the queue";
   for (const std::string& id : {queued.job_id(), job.job_id()}) {
@@ -246,8 +249,8 @@ TEST_F(ReliabilityTest, AStderrTailCutInsideAUtf8CharacterStillEndsTheJob) {
   EXPECT_THAT(tail, HasSubstr("raw "));
   EXPECT_THAT(tail, HasSubstr(" bytes"));
   EXPECT_TRUE(cluster->WaitForIdleWorkers(2, 15)) << cluster->Logs();
-  CommandResult get = RunCommand(
-      {BinDir() + "/ringctl", "get", job.job_id(), "--coordinator", cluster->address()});
+  CommandResult get =
+      RunCommand({BinDir() + "/ringctl", "get", job.job_id(), "--coordinator", cluster->address()});
   EXPECT_EQ(get.exit_code, 0) << get.output;
 }
 
@@ -258,9 +261,9 @@ TEST_F(ReliabilityTest, AQueueHeadThePoolCanNoLongerHoldDoesNotJamTheQueue) {
   std::vector<std::string> short_job = Restartable(1, 2, 0);
   short_job.push_back("training.steps=16");
   v1::Job running = cluster->Submit(ConfigPath("debug_model.toml"), short_job);
-  ASSERT_TRUE(cluster->WaitForJob(running.job_id(), [](const v1::Job& j) {
-    return j.state() == v1::JOB_STATE_RUNNING;
-  }, 60, "RUNNING"));
+  ASSERT_TRUE(cluster->WaitForJob(
+      running.job_id(), [](const v1::Job& j) { return j.state() == v1::JOB_STATE_RUNNING; }, 60,
+      "RUNNING"));
   v1::Job big = cluster->Submit(ConfigPath("debug_model.toml"), Restartable(3, 1, 0));
   v1::Job small = cluster->Submit(ConfigPath("debug_model.toml"), Restartable(1, 1, 0));
   // The one agent the running job does not use dies.
@@ -296,9 +299,9 @@ TEST_P(ProtectedReliabilityTest, ACoordinatorKilledMidJobStillEndsWithEveryStepO
   ASSERT_TRUE(WaitFor([&] { return cluster->Workers().size() == 2; }, 30)) << cluster->Logs();
   std::printf("coordinator SIGKILL -> both agents back: %.2f s\n", SecondsSince(killed));
   const int64_t seen = cluster->Get(job.job_id()).last_step();
-  ASSERT_TRUE(cluster->WaitForJob(job.job_id(),
-                                  [&](const v1::Job& j) { return j.last_step() > seen; }, 60,
-                                  "a step after the restart"));
+  ASSERT_TRUE(cluster->WaitForJob(
+      job.job_id(), [&](const v1::Job& j) { return j.last_step() > seen; }, 60,
+      "a step after the restart"));
   std::printf("coordinator SIGKILL -> the job's next step: %.2f s\n", SecondsSince(killed));
   const v1::Job done = Succeeded(*cluster, job.job_id());
   EXPECT_EQ(done.restart_count(), 0) << "the ranks were re-adopted, not restarted";

@@ -70,7 +70,6 @@ std::vector<std::string> StoredRecords(LocalCluster& cluster, const std::string&
   return records;
 }
 
-
 // Every step stored once, in order, and each loss bitwise the uninterrupted run's; the last run's
 // own records (the recomputed steps too) likewise. Returns the step the last run resumed after.
 int ExpectBitwiseResume(LocalCluster& cluster, const std::string& job_id, int workers,
@@ -97,30 +96,35 @@ int ExpectBitwiseResume(LocalCluster& cluster, const std::string& job_id, int wo
 RecoveryTimes WatchRecovery(LocalCluster& cluster, const std::string& job_id, int64_t step,
                             Clock::time_point start, double timeout) {
   RecoveryTimes t;
-  cluster.WaitForJob(job_id, [&](const v1::Job& j) {
-    const double now = SecondsSince(start);
-    if (t.detected < 0 && j.state() == v1::JOB_STATE_RESTARTING) t.detected = now;
-    if (t.detected >= 0 && t.running < 0 && j.state() == v1::JOB_STATE_RUNNING) t.running = now;
-    if (t.running >= 0 && t.training < 0 && j.last_step() > step) t.training = now;
-    return t.training >= 0 || IsFinal(j);
-  }, timeout, "training again after the failure");
+  cluster.WaitForJob(
+      job_id,
+      [&](const v1::Job& j) {
+        const double now = SecondsSince(start);
+        if (t.detected < 0 && j.state() == v1::JOB_STATE_RESTARTING) t.detected = now;
+        if (t.detected >= 0 && t.running < 0 && j.state() == v1::JOB_STATE_RUNNING) t.running = now;
+        if (t.running >= 0 && t.training < 0 && j.last_step() > step) t.training = now;
+        return t.training >= 0 || IsFinal(j);
+      },
+      timeout, "training again after the failure");
   return t;
 }
 
 void PrintRecovery(const char* what, const RecoveryTimes& t, int64_t failed_at, int resumed_after) {
-  std::printf("%s: RESTARTING after %.2f s, RUNNING again after %.2f s, training (past step %lld) "
-              "after %.2f s; steps recomputed %lld (failed at step %lld, resumed after %d)\n",
-              what, t.detected, t.running, static_cast<long long>(failed_at), t.training,
-              static_cast<long long>(failed_at - resumed_after), static_cast<long long>(failed_at),
-              resumed_after);
+  std::printf(
+      "%s: RESTARTING after %.2f s, RUNNING again after %.2f s, training (past step %lld) "
+      "after %.2f s; steps recomputed %lld (failed at step %lld, resumed after %d)\n",
+      what, t.detected, t.running, static_cast<long long>(failed_at), t.training,
+      static_cast<long long>(failed_at - resumed_after), static_cast<long long>(failed_at),
+      resumed_after);
 }
 
-Underway SubmitAndRunTo(LocalCluster& cluster, const std::vector<std::string>& overrides,
-                        int rank, int64_t step) {
+Underway SubmitAndRunTo(LocalCluster& cluster, const std::vector<std::string>& overrides, int rank,
+                        int64_t step) {
   Underway u;
   u.job = cluster.Submit(ConfigPath("debug_model.toml"), overrides);
-  if (!cluster.WaitForJob(u.job.job_id(), [&](const v1::Job& j) { return j.last_step() >= step; },
-                          180, "step " + std::to_string(step))) {
+  if (!cluster.WaitForJob(
+          u.job.job_id(), [&](const v1::Job& j) { return j.last_step() >= step; }, 180,
+          "step " + std::to_string(step))) {
     return u;
   }
   u.trainer = cluster.TrainerPid(u.job.job_id(), rank);

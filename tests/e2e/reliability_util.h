@@ -64,11 +64,11 @@ void PrintRecovery(const char* what, const RecoveryTimes& t, int64_t failed_at, 
 // A job underway: submitted, past `step`, and the trainer of the rank a test is about to fail.
 struct Underway {
   v1::Job job;
-  pid_t trainer = -1;   // -1 (after a test failure) when it was not found
-  int64_t step = 0;     // the job's last reported step when it was found
+  pid_t trainer = -1;  // -1 (after a test failure) when it was not found
+  int64_t step = 0;    // the job's last reported step when it was found
 };
-Underway SubmitAndRunTo(LocalCluster& cluster, const std::vector<std::string>& overrides,
-                        int rank, int64_t step = 8);
+Underway SubmitAndRunTo(LocalCluster& cluster, const std::vector<std::string>& overrides, int rank,
+                        int64_t step = 8);
 
 // The job once it has ended, after a test failure unless it SUCCEEDED.
 v1::Job Succeeded(LocalCluster& cluster, const std::string& job_id);

@@ -44,15 +44,25 @@ class SecurityTest : public ::testing::Test {
     const TempDir& d = *dir_;
     WriteFile(d / "san.cnf", "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
     for (const std::string ca : {"ca", "other-ca"}) {
-      Openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-               "/CN=" + ca, "-keyout", d / (ca + ".key"), "-out", d / (ca + ".crt")});
+      Openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=" + ca,
+               "-keyout", d / (ca + ".key"), "-out", d / (ca + ".crt")});
     }
     for (const std::string leaf : {"server", "client"}) {
       Openssl({"req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=" + leaf, "-keyout",
                d / (leaf + ".key"), "-out", d / (leaf + ".csr")});
-      std::vector<std::string> sign = {"x509", "-req", "-in", d / (leaf + ".csr"), "-CA",
-                                       d / "ca.crt", "-CAkey", d / "ca.key", "-CAcreateserial",
-                                       "-days", "1", "-out", d / (leaf + ".crt")};
+      std::vector<std::string> sign = {"x509",
+                                       "-req",
+                                       "-in",
+                                       d / (leaf + ".csr"),
+                                       "-CA",
+                                       d / "ca.crt",
+                                       "-CAkey",
+                                       d / "ca.key",
+                                       "-CAcreateserial",
+                                       "-days",
+                                       "1",
+                                       "-out",
+                                       d / (leaf + ".crt")};
       if (leaf == "server") sign.insert(sign.end(), {"-extfile", d / "san.cnf"});
       Openssl(sign);
     }
@@ -79,21 +89,21 @@ class SecurityTest : public ::testing::Test {
   void StartCoordinator(const std::vector<std::string>& flags) {
     address_ = "127.0.0.1:" + std::to_string(FreePort());
     metrics_ = "127.0.0.1:" + std::to_string(FreePort());
-    std::vector<std::string> argv = {BinDir() + "/ringtrain-coordinator", "--listen", address_,
-                                     "--db", scratch_ / "ringtrain.db", "--metrics-address",
-                                     metrics_};
+    std::vector<std::string> argv = {
+        BinDir() + "/ringtrain-coordinator", "--listen",          address_, "--db",
+        scratch_ / "ringtrain.db",           "--metrics-address", metrics_};
     argv.insert(argv.end(), flags.begin(), flags.end());
     log_ = scratch_ / ("coordinator-" + std::to_string(starts_++) + ".log");
     coordinator_ = StartCommand(argv, log_);
-    ASSERT_TRUE(WaitFor([&] { return ReadFile(log_).find("listening on") != std::string::npos; },
-                        10))
+    ASSERT_TRUE(
+        WaitFor([&] { return ReadFile(log_).find("listening on") != std::string::npos; }, 10))
         << ReadFile(log_);
   }
 
   // The standard protection: TLS and both token files.
   std::vector<std::string> Protected() const {
-    return {"--tls-cert", F("server.crt"), "--tls-key", F("server.key"), "--client-token-file",
-            F("client-tokens"), "--worker-token-file", F("join-token")};
+    return {"--tls-cert",          F("server.crt"),    "--tls-key",           F("server.key"),
+            "--client-token-file", F("client-tokens"), "--worker-token-file", F("join-token")};
   }
 
   // ringctl list against the coordinator, with `args` and `env` ("NAME=value") added.
@@ -108,8 +118,8 @@ class SecurityTest : public ::testing::Test {
 
   // A Register call on a channel with `security`.
   grpc::Status Register(const ChannelSecurity& security) const {
-    auto stub = v1::WorkerService::NewStub(
-        MakeChannel(address_, security, grpc::ChannelArguments()));
+    auto stub =
+        v1::WorkerService::NewStub(MakeChannel(address_, security, grpc::ChannelArguments()));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::RegisterRequest request;
@@ -155,8 +165,8 @@ TEST_F(SecurityTest, TlsWorksWithTheCaAndFailsClearlyWithoutIt) {
 }
 
 TEST_F(SecurityTest, MutualTlsRefusesAClientWithoutACertificate) {
-  StartCoordinator({"--tls-cert", F("server.crt"), "--tls-key", F("server.key"),
-                    "--tls-client-ca", F("ca.crt")});
+  StartCoordinator({"--tls-cert", F("server.crt"), "--tls-key", F("server.key"), "--tls-client-ca",
+                    F("ca.crt")});
   const CommandResult no_cert = Ringctl({"--tls-ca", F("ca.crt")});
   EXPECT_EQ(no_cert.exit_code, kExitUnreachable) << no_cert.output;
   EXPECT_THAT(no_cert.output, HasSubstr("TLS failed"));
@@ -191,7 +201,8 @@ TEST_F(SecurityTest, JobServiceTakesOnlyAClientToken) {
   // StreamLogs (ringctl logs) is checked like every other call: refused before the job is looked
   // up; with the client token it gets as far as the (unknown) job.
   auto stream_logs = [&](const std::string& token) {
-    auto stub = v1::JobService::NewStub(MakeChannel(address_, Tls(token), grpc::ChannelArguments()));
+    auto stub =
+        v1::JobService::NewStub(MakeChannel(address_, Tls(token), grpc::ChannelArguments()));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::StreamLogsRequest request;
@@ -246,28 +257,28 @@ TEST_F(SecurityTest, WorkerServiceTakesOnlyAJoinTokenAndHealthStaysOpen) {
 
 TEST_F(SecurityTest, AnAuthenticatedWorkerTrainsAndAWrongJoinTokenEndsTheAgent) {
   StartCoordinator(Protected());
-  CommandResult refused = RunCommand(
-      {BinDir() + "/ringtrain-worker", "--coordinator", address_, "--work-dir",
-       scratch_ / "refused", "--tls-ca", F("ca.crt"), "--join-token-file", F("wrong-token"),
-       "--metrics-address", "127.0.0.1:" + std::to_string(FreePort())});
+  CommandResult refused = RunCommand({BinDir() + "/ringtrain-worker", "--coordinator", address_,
+                                      "--work-dir", scratch_ / "refused", "--tls-ca", F("ca.crt"),
+                                      "--join-token-file", F("wrong-token"), "--metrics-address",
+                                      "127.0.0.1:" + std::to_string(FreePort())});
   EXPECT_EQ(refused.exit_code, 1) << refused.output;
   EXPECT_THAT(refused.output, HasSubstr("WorkerService refused the join token"));
 
-  Subprocess worker = StartCommand(
-      {BinDir() + "/ringtrain-worker", "--coordinator", address_, "--work-dir",
-       scratch_ / "worker", "--threads", "1", "--advertise-address", "127.0.0.1", "--tls-ca",
-       F("ca.crt"), "--join-token-file", F("join-token"), "--metrics-address",
-       "127.0.0.1:" + std::to_string(FreePort())},
-      scratch_ / "worker.log");
+  Subprocess worker =
+      StartCommand({BinDir() + "/ringtrain-worker", "--coordinator", address_, "--work-dir",
+                    scratch_ / "worker", "--threads", "1", "--advertise-address", "127.0.0.1",
+                    "--tls-ca", F("ca.crt"), "--join-token-file", F("join-token"),
+                    "--metrics-address", "127.0.0.1:" + std::to_string(FreePort())},
+                   scratch_ / "worker.log");
   const std::string ca = F("ca.crt");
-  const CommandResult up = RunCommand(
-      {BinDir() + "/ringctl", "workers", "--coordinator", address_, "--wait", "1", "--timeout",
-       "30", "--tls-ca", ca, "--token-file", F("client-token")});
+  const CommandResult up =
+      RunCommand({BinDir() + "/ringctl", "workers", "--coordinator", address_, "--wait", "1",
+                  "--timeout", "30", "--tls-ca", ca, "--token-file", F("client-token")});
   ASSERT_EQ(up.exit_code, 0) << up.output << ReadFile(scratch_ / "worker.log");
-  const CommandResult job = RunCommand(
-      {BinDir() + "/ringctl", "submit", ConfigPath("debug_model.toml"), "--coordinator", address_,
-       "--tls-ca", ca, "--token-file", F("client-token"), "--follow", "--training.steps=3",
-       "--lr_scheduler.warmup_steps=1"});
+  const CommandResult job =
+      RunCommand({BinDir() + "/ringctl", "submit", ConfigPath("debug_model.toml"), "--coordinator",
+                  address_, "--tls-ca", ca, "--token-file", F("client-token"), "--follow",
+                  "--training.steps=3", "--lr_scheduler.warmup_steps=1"});
   EXPECT_EQ(job.exit_code, 0) << job.output << ReadFile(scratch_ / "worker.log") << ReadFile(log_);
   EXPECT_THAT(job.output, HasSubstr("SUCCEEDED"));
   worker.Signal(SIGTERM);
@@ -276,10 +287,9 @@ TEST_F(SecurityTest, AnAuthenticatedWorkerTrainsAndAWrongJoinTokenEndsTheAgent) 
 
 TEST_F(SecurityTest, AnUnprotectedNonLoopbackListenIsRefusedUnlessInsecure) {
   const std::string any = "0.0.0.0:" + std::to_string(FreePort());
-  const CommandResult refused =
-      RunCommand({BinDir() + "/ringtrain-coordinator", "--listen", any, "--db",
-                  scratch_ / "refused.db", "--tls-cert", F("server.crt"), "--tls-key",
-                  F("server.key")});
+  const CommandResult refused = RunCommand({BinDir() + "/ringtrain-coordinator", "--listen", any,
+                                            "--db", scratch_ / "refused.db", "--tls-cert",
+                                            F("server.crt"), "--tls-key", F("server.key")});
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_THAT(refused.output, HasSubstr("refusing to listen on " + any));
   EXPECT_THAT(refused.output, HasSubstr("--client-token-file"));
@@ -290,20 +300,24 @@ TEST_F(SecurityTest, AnUnprotectedNonLoopbackListenIsRefusedUnlessInsecure) {
       RunCommand({BinDir() + "/ringtrain-coordinator", "--db", scratch_ / "bad.db", "--tls-cert",
                   F("server.crt"), "--tls-key", F("client.key")});
   EXPECT_EQ(bad_key.exit_code, 2) << bad_key.output;
-  EXPECT_THAT(bad_key.output, HasSubstr("--tls-key " + F("client.key") + " is not the private key"));
+  EXPECT_THAT(bad_key.output,
+              HasSubstr("--tls-key " + F("client.key") + " is not the private key"));
 
   // --insecure listens anyway, with a warning; so does a fully protected coordinator.
   for (const std::vector<std::string>& flags :
        {std::vector<std::string>{"--insecure"}, Protected()}) {
-    std::vector<std::string> argv = {BinDir() + "/ringtrain-coordinator", "--listen",
-                                     "0.0.0.0:" + std::to_string(FreePort()), "--db",
+    std::vector<std::string> argv = {BinDir() + "/ringtrain-coordinator",
+                                     "--listen",
+                                     "0.0.0.0:" + std::to_string(FreePort()),
+                                     "--db",
                                      scratch_ / ("open-" + std::to_string(starts_) + ".db"),
-                                     "--metrics-address", "127.0.0.1:" + std::to_string(FreePort())};
+                                     "--metrics-address",
+                                     "127.0.0.1:" + std::to_string(FreePort())};
     argv.insert(argv.end(), flags.begin(), flags.end());
     const std::string log = scratch_ / ("open-" + std::to_string(starts_++) + ".log");
     Subprocess open = StartCommand(argv, log);
-    EXPECT_TRUE(WaitFor([&] { return ReadFile(log).find("listening on") != std::string::npos; },
-                        10))
+    EXPECT_TRUE(
+        WaitFor([&] { return ReadFile(log).find("listening on") != std::string::npos; }, 10))
         << ReadFile(log);
     if (flags.size() == 1) EXPECT_THAT(ReadFile(log), HasSubstr("--insecure: serving"));
     open.Signal(SIGTERM);

@@ -6,8 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cinttypes>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <future>
 #include <set>
@@ -70,16 +70,16 @@ TEST(ServiceTest, Cp4JobMatchesRingtrainRunAndTheQueueDrainsInOrder) {
   EXPECT_EQ(a.wait_reason(), "waiting for 2 idle cpu workers, 0 free");
   EXPECT_EQ(b.state(), v1::JOB_STATE_QUEUED);
 
-  ASSERT_TRUE(cluster.WaitForJob(cp4.job_id(), [](const v1::Job& j) { return j.last_step() >= 1; },
-                                 120, "first step"));
+  ASSERT_TRUE(cluster.WaitForJob(
+      cp4.job_id(), [](const v1::Job& j) { return j.last_step() >= 1; }, 120, "first step"));
   std::printf("submit -> first step of a cp=4 job: %.2f s\n", SecondsSince(submitted));
   ASSERT_TRUE(cluster.WaitForJob(cp4.job_id(), IsFinal, 180, "end"));
   const double service_seconds = SecondsSince(submitted);
   EXPECT_EQ(cluster.Get(cp4.job_id()).state(), v1::JOB_STATE_SUCCEEDED) << cluster.Logs();
 
   // a and b overlap in time on disjoint workers.
-  ASSERT_TRUE(cluster.WaitForJob(b.job_id(), [](const v1::Job& j) { return !j.mesh().empty(); },
-                                 30, "placement"));
+  ASSERT_TRUE(cluster.WaitForJob(
+      b.job_id(), [](const v1::Job& j) { return !j.mesh().empty(); }, 30, "placement"));
   std::set<std::string> used;
   for (const v1::Job& j : {cluster.Get(a.job_id()), cluster.Get(b.job_id())}) {
     EXPECT_NE(j.state(), v1::JOB_STATE_QUEUED);
@@ -147,8 +147,8 @@ TEST(ServiceTest, Cp4JobMatchesRingtrainRunAndTheQueueDrainsInOrder) {
 TEST(ServiceTest, CancelEndsARunningJobWithinFiveSeconds) {
   LocalCluster cluster(4);
   v1::Job job = cluster.Submit(ConfigPath("debug_model.toml"), Mesh(1, 4, 1000));
-  ASSERT_TRUE(cluster.WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 2; },
-                                 120, "second step"));
+  ASSERT_TRUE(cluster.WaitForJob(
+      job.job_id(), [](const v1::Job& j) { return j.last_step() >= 2; }, 120, "second step"));
   const Clock::time_point start = Clock::now();
   CommandResult cancel = RunCommand(
       {BinDir() + "/ringctl", "cancel", job.job_id(), "--coordinator", cluster.address()});
@@ -165,8 +165,8 @@ TEST(ServiceTest, CancelEndsARunningJobWithinFiveSeconds) {
 TEST(ServiceTest, KilledTrainerFailsTheJobNamingRankAndWorker) {
   LocalCluster cluster(4);
   v1::Job job = cluster.Submit(ConfigPath("debug_model.toml"), Mesh(1, 4, 1000));
-  ASSERT_TRUE(cluster.WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 1; },
-                                 120, "first step"));
+  ASSERT_TRUE(cluster.WaitForJob(
+      job.job_id(), [](const v1::Job& j) { return j.last_step() >= 1; }, 120, "first step"));
   // A survivor writing to the dead rank's socket must get EPIPE (an error that ends it with exit
   // 3, a symptom), never die of SIGPIPE and be taken for the cause: every trainer ignores it.
   for (int rank = 0; rank < 4; ++rank) {
@@ -212,9 +212,9 @@ TEST(ServiceTest, WorkersShowTheirDeviceNameAndMemory) {
     }
   }
   uint64_t mem_total_kib = 0;
-  ASSERT_EQ(std::sscanf(ReadFile("/proc/meminfo").c_str(), "MemTotal: %" SCNu64 " kB",
-                        &mem_total_kib),
-            1);
+  ASSERT_EQ(
+      std::sscanf(ReadFile("/proc/meminfo").c_str(), "MemTotal: %" SCNu64 " kB", &mem_total_kib),
+      1);
   const std::vector<v1::Worker> workers = cluster.Workers();
   ASSERT_EQ(workers.size(), 1u);
   EXPECT_EQ(workers[0].device(), "cpu");
@@ -233,8 +233,8 @@ TEST(ServiceTest, WorkersShowTheirDeviceNameAndMemory) {
   CommandResult json = RunCommand(
       {BinDir() + "/ringctl", "workers", "--coordinator", cluster.address(), "--output", "json"});
   ASSERT_EQ(json.exit_code, 0) << json.output;
-  EXPECT_THAT(json.output, HasSubstr(absl::StrCat("\"device_memory_bytes\":\"",
-                                                  mem_total_kib * 1024, "\"")));
+  EXPECT_THAT(json.output,
+              HasSubstr(absl::StrCat("\"device_memory_bytes\":\"", mem_total_kib * 1024, "\"")));
 }
 
 TEST(ServiceTest, BadRequestsGetClearErrorsAndTheCoordinatorKeepsServing) {
@@ -274,15 +274,15 @@ TEST(ServiceTest, BadRequestsGetClearErrorsAndTheCoordinatorKeepsServing) {
   EXPECT_NE(cancel.exit_code, 0);
   EXPECT_THAT(cancel.output, HasSubstr("job-424242"));
   CommandResult submit_cli =
-      RunCommand({BinDir() + "/ringctl", "submit", ConfigPath("debug_model.toml"),
-                  "--coordinator", cluster.address(), "--parallelism.context_parallel_degree=8"});
+      RunCommand({BinDir() + "/ringctl", "submit", ConfigPath("debug_model.toml"), "--coordinator",
+                  cluster.address(), "--parallelism.context_parallel_degree=8"});
   EXPECT_NE(submit_cli.exit_code, 0);
   EXPECT_THAT(submit_cli.output, HasSubstr("needs 8 cpu workers"));
 
   // Still serving: the standard health service says so, and a small job runs to the end.
   {
-    grpc::GenericStub generic(grpc::CreateChannel(cluster.address(),
-                                                  grpc::InsecureChannelCredentials()));
+    grpc::GenericStub generic(
+        grpc::CreateChannel(cluster.address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     grpc::Slice empty("");
@@ -354,8 +354,8 @@ namespace {
 TEST(ServiceTest, RunningJobSurvivesACoordinatorRestart) {
   LocalCluster cluster(2);
   v1::Job job = cluster.Submit(ConfigPath("debug_model.toml"), Mesh(1, 2, 40));
-  ASSERT_TRUE(cluster.WaitForJob(job.job_id(), [](const v1::Job& j) { return j.last_step() >= 5; },
-                                 120, "step 5"));
+  ASSERT_TRUE(cluster.WaitForJob(
+      job.job_id(), [](const v1::Job& j) { return j.last_step() >= 5; }, 120, "step 5"));
   cluster.RestartCoordinator();
   // The agents come back under their old ids, naming the rank they still run.
   for (int i = 0; i < 300 && cluster.Workers().size() < 2; ++i) {

@@ -48,11 +48,11 @@ class Coordinator {
   // Starts it on `db` and waits until it serves.
   void StartServing(const std::string& db, const std::vector<std::string>& flags = {}) {
     process_ = StartCommand(Argv(db, flags), out_, err_);
-    ASSERT_TRUE(WaitFor([&] { return !process_.running() || Contains(Err(), "listening on"); },
-                        15));
+    ASSERT_TRUE(
+        WaitFor([&] { return !process_.running() || Contains(Err(), "listening on"); }, 15));
     ASSERT_TRUE(process_.Poll() == std::nullopt) << "the coordinator exited at start: " << Err();
-    stub_ = v1::JobService::NewStub(
-        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+    stub_ =
+        v1::JobService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
   }
 
   // Starts it on `db` expecting it to end by itself within 10 s.
@@ -96,10 +96,17 @@ class Coordinator {
  private:
   std::vector<std::string> Argv(const std::string& db, const std::vector<std::string>& flags) {
     address_ = "127.0.0.1:" + std::to_string(FreePort());
-    std::vector<std::string> argv = {
-        BinDir() + "/ringtrain-coordinator", "--listen", address_, "--db", db,
-        "--metrics-address", "127.0.0.1:" + std::to_string(FreePort()), "--pool-size-hint", "1",
-        "--worker-timeout", "600"};
+    std::vector<std::string> argv = {BinDir() + "/ringtrain-coordinator",
+                                     "--listen",
+                                     address_,
+                                     "--db",
+                                     db,
+                                     "--metrics-address",
+                                     "127.0.0.1:" + std::to_string(FreePort()),
+                                     "--pool-size-hint",
+                                     "1",
+                                     "--worker-timeout",
+                                     "600"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     const std::string name = log_dir_ + "/coordinator-" + std::to_string(starts_++);
     out_ = name + ".out";
@@ -208,9 +215,11 @@ TEST_F(StoreTest, AStoreThatLostAJobOrATableIsRefused) {
   for (const std::vector<std::string>& flags : {std::vector<std::string>{}, {"--new-store"}}) {
     Ended ended = coordinator_.StartExpectingExit(db_, flags);
     ExpectOneLine(ended);
-    EXPECT_TRUE(Contains(ended.err, "job store '" + db_ + "' is damaged: it lacks 1 of the 2 jobs "
-                                    "its job counter says it took: job-000002. Restore it from a "
-                                    "backup, or move it away"))
+    EXPECT_TRUE(
+        Contains(ended.err, "job store '" + db_ +
+                                "' is damaged: it lacks 1 of the 2 jobs "
+                                "its job counter says it took: job-000002. Restore it from a "
+                                "backup, or move it away"))
         << ended.err;
   }
 
@@ -220,8 +229,9 @@ TEST_F(StoreTest, AStoreThatLostAJobOrATableIsRefused) {
   for (const std::vector<std::string>& flags : {std::vector<std::string>{}, {"--new-store"}}) {
     Ended ended = coordinator_.StartExpectingExit(db_, flags);
     ExpectOneLine(ended);
-    EXPECT_TRUE(Contains(ended.err, "job store '" + db_ + "' is damaged: it lacks the table "
-                                    "step_events (the jobs' step events). Restore it"))
+    EXPECT_TRUE(Contains(ended.err, "job store '" + db_ +
+                                        "' is damaged: it lacks the table "
+                                        "step_events (the jobs' step events). Restore it"))
         << ended.err;
   }
 }

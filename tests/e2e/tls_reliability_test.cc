@@ -40,16 +40,17 @@ TEST_F(ReliabilityTest, ATlsCoordinatorStoppedAndStartedAgainGetsItsAgentsAndJob
   cluster->RestartCoordinator(SIGTERM);
   const Clock::time_point restarted = Clock::now();
   ASSERT_TRUE(WaitFor([&] { return cluster->Workers().size() == 2; }, 8))
-      << "not back within twice the heartbeat timeout\n" << cluster->Logs();
+      << "not back within twice the heartbeat timeout\n"
+      << cluster->Logs();
   const double back = SecondsSince(restarted);
   const int64_t seen = cluster->Get(u.job.job_id()).last_step();
-  ASSERT_TRUE(cluster->WaitForJob(u.job.job_id(),
-                                  [&](const v1::Job& j) { return j.last_step() > seen; }, 60,
-                                  "a step after the restart"));
-  std::printf("TLS coordinator SIGTERM: stopped in %.2f s; both agents back %.2f s after its "
-              "start; the job's next step %.2f s after it\n",
-              std::chrono::duration<double>(restarted - stopped).count(), back,
-              SecondsSince(restarted));
+  ASSERT_TRUE(cluster->WaitForJob(
+      u.job.job_id(), [&](const v1::Job& j) { return j.last_step() > seen; }, 60,
+      "a step after the restart"));
+  std::printf(
+      "TLS coordinator SIGTERM: stopped in %.2f s; both agents back %.2f s after its "
+      "start; the job's next step %.2f s after it\n",
+      std::chrono::duration<double>(restarted - stopped).count(), back, SecondsSince(restarted));
   const v1::Job done = Succeeded(*cluster, u.job.job_id());
   EXPECT_EQ(done.restart_count(), 0) << "the ranks were re-adopted, not restarted";
   const std::vector<std::string> stored = StoredRecords(*cluster, u.job.job_id());
@@ -61,8 +62,7 @@ TEST_F(ReliabilityTest, ATlsCoordinatorStoppedAndStartedAgainGetsItsAgentsAndJob
 
 TEST_F(ReliabilityTest, TlsAgentsStartedBeforeTheirCoordinatorJoinItAndTrain) {
   // The constructor starts the coordinator only once both agents have failed to reach it.
-  std::unique_ptr<LocalCluster> cluster =
-      Start(2, {}, {}, kTls, StartOrder::kAgentsFirst);
+  std::unique_ptr<LocalCluster> cluster = Start(2, {}, {}, kTls, StartOrder::kAgentsFirst);
   ASSERT_EQ(cluster->IdleWorkers(), 2) << cluster->Logs();
   std::vector<std::string> job = Restartable(1, 2, 0);
   job.push_back("training.steps=3");
@@ -84,7 +84,8 @@ TEST_F(ReliabilityTest, StepsAnAgentCouldNotDeliverReachTheStoreAfterTheAgentRes
   const Underway u = SubmitAndRunTo(*cluster, job_overrides, /*rank=*/0, /*step=*/2);
   cluster->StopCoordinator(SIGKILL);
   ASSERT_TRUE(WaitFor([&] { return RankZeroRecords(*cluster, u.job.job_id(), 2) >= kSteps; }, 120))
-      << "the trainers did not finish without their coordinator\n" << cluster->Logs();
+      << "the trainers did not finish without their coordinator\n"
+      << cluster->Logs();
   ASSERT_TRUE(WaitFor([&] { return !IsRunning(u.trainer); }, 30));
   for (int i = 0; i < 2; ++i) cluster->RestartWorker(i, SIGTERM);
   cluster->StartCoordinator();

@@ -1,6 +1,6 @@
 // ringctl's conveniences against a real local cluster (coordinator, two agents, real trainers):
-// `compare` of equal and unequal jobs (table and exit statuses), `plot` of two jobs (both series and
-// a legend), `export` (the records watch shows, byte for byte), `--coordinator` before the
+// `compare` of equal and unequal jobs (table and exit statuses), `plot` of two jobs (both series
+// and a legend), `export` (the records watch shows, byte for byte), `--coordinator` before the
 // subcommand and $RINGTRAIN_COORDINATOR, `list --state/--name`, the warnings of `submit` (a key the
 // service manages, a clamped warmup) and the clamp in the trainer's log, and relative paths landing
 // under the worker's roots.
@@ -34,9 +34,12 @@ bool IsFinal(const v1::Job& job) {
 // A one-rank job of three short steps on the debug model, plus `extra`.
 std::vector<std::string> Small(std::vector<std::string> extra) {
   std::vector<std::string> o = {"parallelism.data_parallel_replicate_degree=1",
-                                "parallelism.context_parallel_degree=1", "training.steps=3",
-                                "training.seq_len=32", "training.local_batch_size=2",
-                                "lr_scheduler.warmup_steps=1", "metrics.log_freq=1000"};
+                                "parallelism.context_parallel_degree=1",
+                                "training.steps=3",
+                                "training.seq_len=32",
+                                "training.local_batch_size=2",
+                                "lr_scheduler.warmup_steps=1",
+                                "metrics.log_freq=1000"};
   o.insert(o.end(), extra.begin(), extra.end());
   return o;
 }
@@ -196,14 +199,14 @@ TEST_F(UxTest, CoordinatorFlagBeforeTheSubcommandAndFromTheEnvironment) {
 
   // The flag wins over the variable, before or after the subcommand.
   const std::string nowhere = "RINGTRAIN_COORDINATOR=127.0.0.1:1";
-  EXPECT_EQ(RunCommand({"/usr/bin/env", nowhere, ringctl, "list", "--coordinator",
-                        cluster_->address()})
-                .exit_code,
-            0);
-  EXPECT_EQ(RunCommand({"/usr/bin/env", nowhere, ringctl, "--coordinator", cluster_->address(),
-                        "list"})
-                .exit_code,
-            0);
+  EXPECT_EQ(
+      RunCommand({"/usr/bin/env", nowhere, ringctl, "list", "--coordinator", cluster_->address()})
+          .exit_code,
+      0);
+  EXPECT_EQ(
+      RunCommand({"/usr/bin/env", nowhere, ringctl, "--coordinator", cluster_->address(), "list"})
+          .exit_code,
+      0);
   // The variable alone is used: nothing listens there.
   const CommandResult unreachable = RunCommand({"/usr/bin/env", nowhere, ringctl, "list"});
   EXPECT_EQ(unreachable.exit_code, 3) << unreachable.output;
@@ -238,12 +241,12 @@ TEST_F(UxTest, SubmitWarnsAndRelativePathsLandUnderTheRoots) {
   fs::create_directories(cluster_->data_root() + "/corpus");
   WriteFile(cluster_->data_root() + "/corpus/fox.txt", text);
 
-  const CommandResult submit = Ringctl(
-      {"submit", ConfigPath("debug_model.toml"), "--name", "ux-warn",
-       "--metrics.jsonl=mine.jsonl", "--training.steps=2", "--training.seq_len=32",
-       "--training.local_batch_size=2", "--parallelism.data_parallel_replicate_degree=1",
-       "--training.dataset=text", "--training.dataset_path=corpus/fox.txt",
-       "--checkpoint.enable=true", "--checkpoint.interval=2", "--follow"});
+  const CommandResult submit =
+      Ringctl({"submit", ConfigPath("debug_model.toml"), "--name", "ux-warn",
+               "--metrics.jsonl=mine.jsonl", "--training.steps=2", "--training.seq_len=32",
+               "--training.local_batch_size=2", "--parallelism.data_parallel_replicate_degree=1",
+               "--training.dataset=text", "--training.dataset_path=corpus/fox.txt",
+               "--checkpoint.enable=true", "--checkpoint.interval=2", "--follow"});
   EXPECT_EQ(submit.exit_code, 0) << submit.output << cluster_->Logs();
   EXPECT_THAT(submit.output, HasSubstr("ringctl submit: warning: metrics.jsonl = \"mine.jsonl\" is "
                                        "ignored"));

@@ -1,6 +1,7 @@
-// Gradient accumulation end to end on the CPU with the real binaries: A micro-batches of B train like
-// one batch of A·B (every step's loss within 1e-6, on one rank and with dp 2), the same accumulated
-// run twice is bitwise equal, and a run resumed from a mid-run checkpoint continues bitwise.
+// Gradient accumulation end to end on the CPU with the real binaries: A micro-batches of B train
+// like one batch of A·B (every step's loss within 1e-6, on one rank and with dp 2), the same
+// accumulated run twice is bitwise equal, and a run resumed from a mid-run checkpoint continues
+// bitwise.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,8 +23,7 @@ constexpr int kSeqLen = 128;
 
 // The debug config made smaller (seconds per run), constant LR after 2 steps.
 std::vector<std::string> Small(const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {ConfigPath("debug_model.toml"),
-                                   "--lr_scheduler.warmup_steps=2",
+  std::vector<std::string> argv = {ConfigPath("debug_model.toml"), "--lr_scheduler.warmup_steps=2",
                                    "--lr_scheduler.decay_ratio=0",
                                    "--training.seq_len=" + std::to_string(kSeqLen),
                                    "--model.n_layers=2"};
@@ -60,21 +60,21 @@ const std::string kSteps20 = "--training.steps=" + std::to_string(kSteps);
 // a wrong data order moves step 1 by far more.
 TEST(AccumulationTest, MicroBatchesTrainLikeOneBatchOnOneRankAndWithDp2) {
   TempDir dir;
-  const auto one = RunCommand(Trainer({kSteps20, "--training.local_batch_size=8",
-                                       "--metrics.jsonl=" + (dir / "one")}));
+  const auto one = RunCommand(
+      Trainer({kSteps20, "--training.local_batch_size=8", "--metrics.jsonl=" + (dir / "one")}));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   EXPECT_EQ(one.output.find("gradient accumulation"), std::string::npos) << one.output;
   for (const char* name : {"accum_a", "accum_b"}) {
-    const auto r = RunCommand(Trainer({kSteps20, "--training.local_batch_size=2",
-                                       "--training.global_batch_size=8",
-                                       "--metrics.jsonl=" + (dir / name)}));
+    const auto r =
+        RunCommand(Trainer({kSteps20, "--training.local_batch_size=2",
+                            "--training.global_batch_size=8", "--metrics.jsonl=" + (dir / name)}));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("gradient accumulation: 4 micro-batches of 2"), std::string::npos)
         << r.output;
   }
-  const auto dp2 = RunCommand(Launch(2, {kSteps20, "--training.local_batch_size=2",
-                                         "--training.global_batch_size=8",
-                                         "--metrics.jsonl=" + (dir / "dp2")}));
+  const auto dp2 =
+      RunCommand(Launch(2, {kSteps20, "--training.local_batch_size=2",
+                            "--training.global_batch_size=8", "--metrics.jsonl=" + (dir / "dp2")}));
   ASSERT_EQ(dp2.exit_code, 0) << dp2.output;
   EXPECT_NE(dp2.output.find("gradient accumulation: 2 micro-batches of 2"), std::string::npos)
       << dp2.output;
@@ -96,10 +96,9 @@ TEST(AccumulationTest, MicroBatchesTrainLikeOneBatchOnOneRankAndWithDp2) {
 // reproduces steps 7 … 12 bitwise.
 TEST(AccumulationTest, ResumeWithAccumulationIsBitwise) {
   TempDir dir;
-  const std::vector<std::string> common = {"--training.steps=12", "--training.local_batch_size=2",
-                                           "--training.global_batch_size=8",
-                                           "--checkpoint.enable=true", "--checkpoint.interval=6",
-                                           "--checkpoint.keep_latest_k=0"};
+  const std::vector<std::string> common = {
+      "--training.steps=12",      "--training.local_batch_size=2", "--training.global_batch_size=8",
+      "--checkpoint.enable=true", "--checkpoint.interval=6",       "--checkpoint.keep_latest_k=0"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> all = common;
     all.insert(all.end(), extra.begin(), extra.end());

@@ -1,5 +1,5 @@
-// Activation checkpointing end to end: ringtrain-run with two CP ranks (ring attention over Gloo) on
-// the debug config; full, selective 2 and selective op train bitwise like no checkpointing, and
+// Activation checkpointing end to end: ringtrain-run with two CP ranks (ring attention over Gloo)
+// on the debug config; full, selective 2 and selective op train bitwise like no checkpointing, and
 // the log names the mode.
 #include <gtest/gtest.h>
 
@@ -14,12 +14,10 @@ namespace {
 // The losses, as written (%.17g), of 4 cp = 2 steps under `options`; the run's output in `log`.
 std::vector<std::string> Cp2Losses(const TempDir& dir, const std::string& name,
                                    const std::vector<std::string>& options, std::string* log) {
-  std::vector<std::string> args = {ConfigPath("debug_model.toml"),
-                                   "--parallelism.context_parallel_degree=2",
-                                   "--training.steps=4",
-                                   "--lr_scheduler.warmup_steps=2",
-                                   "--lr_scheduler.decay_ratio=0",
-                                   "--metrics.jsonl=" + (dir / name)};
+  std::vector<std::string> args = {
+      ConfigPath("debug_model.toml"), "--parallelism.context_parallel_degree=2",
+      "--training.steps=4",           "--lr_scheduler.warmup_steps=2",
+      "--lr_scheduler.decay_ratio=0", "--metrics.jsonl=" + (dir / name)};
   args.insert(args.end(), options.begin(), options.end());
   const CommandResult r = RunCommand(LauncherCommand(2, args));
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -435,7 +435,8 @@ TEST_F(AgentTest, ResolvesJobPathsUnderItsRootsAndRefusesTheRestWith127) {
 
   const std::string job = "# steps = 1\n[training]\ndataset = \"text\"\n";
   ASSERT_TRUE(coordinator_->Send(Assign(
-      "paths-ok", job + "dataset_path = \"corpus.txt\"\n[checkpoint]\nenable = true\nfolder = \"ck\"\n")));
+      "paths-ok",
+      job + "dataset_path = \"corpus.txt\"\n[checkpoint]\nenable = true\nfolder = \"ck\"\n")));
   ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("paths-ok") != nullptr; }));
   EXPECT_EQ(coordinator_->ExitOf("paths-ok")->exit_status(), 0);
   const std::string work = fs::canonical(dir_ / "work").string();
@@ -447,8 +448,10 @@ TEST_F(AgentTest, ResolvesJobPathsUnderItsRootsAndRefusesTheRestWith127) {
   const struct {
     std::string job_id, config, expected;
   } refused[] = {
-      {"climbs", job + "dataset_path = \"../secret.txt\"\n", "training.dataset_path = \"../secret.txt\""},
-      {"absolute", job + "dataset_path = \"" + (dir_ / "secret.txt") + "\"\n", "--data-root " + data},
+      {"climbs", job + "dataset_path = \"../secret.txt\"\n",
+       "training.dataset_path = \"../secret.txt\""},
+      {"absolute", job + "dataset_path = \"" + (dir_ / "secret.txt") + "\"\n",
+       "--data-root " + data},
       {"unreadable", "steps = 1\n", "key 'steps' is not in a section"},
   };
   for (const auto& r : refused) {
@@ -458,7 +461,8 @@ TEST_F(AgentTest, ResolvesJobPathsUnderItsRootsAndRefusesTheRestWith127) {
     EXPECT_EQ(exit->exit_status(), 127) << r.job_id;
     EXPECT_TRUE(absl::StrContains(exit->stderr_tail(), r.expected)) << exit->stderr_tail();
     EXPECT_FALSE(absl::StrContains(exit->stderr_tail(), "TOPSECRET"));
-    EXPECT_FALSE(fs::exists(RankDir(r.job_id, 0))) << r.job_id << ": nothing is made for a refused rank";
+    EXPECT_FALSE(fs::exists(RankDir(r.job_id, 0)))
+        << r.job_id << ": nothing is made for a refused rank";
   }
 }
 
@@ -522,7 +526,8 @@ TEST_F(AgentTest, KeepsEveryMessageUntilAcknowledgedAndWritesTheRestAgain) {
     FakeCoordinator back(port_, "c1b", {"c1-1"});
     back.Acknowledge();
     ASSERT_TRUE(WaitFor([&] { return back.ExitOf("acked") != nullptr; }, 10));
-    // The same messages, with the same numbers, in the same order: the coordinator takes a seq once.
+    // The same messages, with the same numbers, in the same order: the coordinator takes a seq
+    // once.
     std::vector<std::string> again, before;
     for (const v1::AgentMessage& m : back.messages()) again.push_back(Describe(m));
     for (const v1::AgentMessage& m : first) before.push_back(Describe(m));
@@ -633,8 +638,7 @@ TEST_F(AgentTest, BinaryRegistersWithItsFlagsAndStopsCleanlyOnSigterm) {
   // still registers (scheduling tests run GPU-less), and says why in the name.
   if (r.device_memory_bytes() == 0) {
     EXPECT_TRUE(absl::StartsWith(r.device_name(), "unknown (")) << r.device_name();
-    EXPECT_TRUE(absl::StrContains(testing::ReadFile(dir_ / "worker.log"),
-                                  "device 'cuda:3': "))
+    EXPECT_TRUE(absl::StrContains(testing::ReadFile(dir_ / "worker.log"), "device 'cuda:3': "))
         << testing::ReadFile(dir_ / "worker.log");
   } else {
     EXPECT_TRUE(absl::StrContains(r.device_name(), "NVIDIA")) << r.device_name();
@@ -701,20 +705,26 @@ TEST_F(AgentTest, BinaryKilledBySigkillTakesItsTrainerWithIt) {
   testing::WriteFile(trainer, absl::StrCat(R"(#!/bin/sh
 m=""
 for a in "$@"; do case "$a" in --metrics.jsonl=*) m="${a#--metrics.jsonl=}";; esac; done
-exec ")", testing::PythonPath(), R"(" -c '
+exec ")",
+                                           testing::PythonPath(), R"(" -c '
 import socket, sys, time
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", )", port, R"())
+s.bind(("127.0.0.1", )",
+                                           port, R"())
 s.listen()
 open(sys.argv[1], "w").write("listening\n")
 time.sleep(60)
 ' "$(dirname "$m")/listening"
 )"));
   chmod(trainer.c_str(), 0755);
-  const std::vector<std::string> argv = {testing::BinDir() + "/ringtrain-worker", "--coordinator",
-                                         Options().coordinator, "--work-dir", dir_ / "work",
-                                         "--trainer", trainer};
+  const std::vector<std::string> argv = {testing::BinDir() + "/ringtrain-worker",
+                                         "--coordinator",
+                                         Options().coordinator,
+                                         "--work-dir",
+                                         dir_ / "work",
+                                         "--trainer",
+                                         trainer};
   Subprocess worker = testing::StartCommand(argv, dir_ / "worker.log");
   ASSERT_TRUE(WaitFor([&] { return !coordinator_->hellos().empty(); }))
       << testing::ReadFile(dir_ / "worker.log");

@@ -17,8 +17,8 @@ namespace {
 // Runs ringctl loss-compare with `args` into `dir`; returns the command result.
 CommandResult LossCompare(const TempDir& dir, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {BinDir() + "/ringctl", "loss-compare",
-                                   "--baseline-config", ConfigPath("debug_model.toml"),
-                                   "--output-folder", dir / "out"};
+                                   "--baseline-config",   ConfigPath("debug_model.toml"),
+                                   "--output-folder",     dir / "out"};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv);
 }
@@ -39,8 +39,8 @@ void ExpectParity(const std::vector<std::string>& args) {
     EXPECT_NEAR(test[i], base[i], 1e-4) << "step " << i + 1;
     max_diff = std::max(max_diff, std::fabs(test[i] - base[i]));
   }
-  std::printf("step-1 |diff| %.3e, max |diff| over 20 steps %.3e\n",
-              std::fabs(test[0] - base[0]), max_diff);
+  std::printf("step-1 |diff| %.3e, max |diff| over 20 steps %.3e\n", std::fabs(test[0] - base[0]),
+              max_diff);
 }
 
 TEST(CpParityTest, Cp2MatchesCp1) {
@@ -64,9 +64,9 @@ TEST(CpParityTest, Dp2Cp2MatchesOneRankWithTheSameGlobalBatch) {
 TEST(CpParityTest, SameCp4ConfigTwiceIsBitwiseEqual) {
   TempDir dir;
   const std::string cp4 = "--parallelism.context_parallel_degree=4";
-  const auto r = LossCompare(dir, {"--baseline-nproc", "4", "--test-nproc", "4",
-                                   "--baseline-options=" + cp4, "--test-options=" + cp4,
-                                   "--steps", "20", "--assert-equal"});
+  const auto r =
+      LossCompare(dir, {"--baseline-nproc", "4", "--test-nproc", "4", "--baseline-options=" + cp4,
+                        "--test-options=" + cp4, "--steps", "20", "--assert-equal"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("PASS: all 20 steps bitwise equal"), std::string::npos) << r.output;
 }
@@ -101,9 +101,9 @@ TEST(CpParityTest, LossCompareFailsOnARealMismatch) {
 
 std::vector<std::string> LongCpRun(const std::string& jsonl) {
   return {BinDir() + "/ringtrain-trainer", ConfigPath("debug_model.toml"),
-          "--training.steps=100000", "--lr_scheduler.warmup_steps=0",
-          "--lr_scheduler.decay_ratio=0", "--parallelism.context_parallel_degree=2",
-          "--comm.timeout_seconds=10", "--metrics.jsonl=" + jsonl};
+          "--training.steps=100000",       "--lr_scheduler.warmup_steps=0",
+          "--lr_scheduler.decay_ratio=0",  "--parallelism.context_parallel_degree=2",
+          "--comm.timeout_seconds=10",     "--metrics.jsonl=" + jsonl};
 }
 
 bool WaitForSteps(const std::string& jsonl, size_t steps, double timeout_seconds) {
@@ -115,10 +115,10 @@ TEST(CpFailureTest, SurvivorNamesTheLostPeerWithinTheTimeout) {
   const int port = FreePort();
   std::vector<Subprocess> ranks;
   for (int r = 0; r < 2; ++r) {
-    ranks.push_back(StartCommand(
-        LongCpRun(dir / "m.jsonl"), dir / ("rank" + std::to_string(r) + ".log"), "",
-        {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
-         "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=1"}));
+    ranks.push_back(
+        StartCommand(LongCpRun(dir / "m.jsonl"), dir / ("rank" + std::to_string(r) + ".log"), "",
+                     {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+                      "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=1"}));
   }
   ASSERT_TRUE(WaitForSteps(dir / "m.jsonl", 3, 120)) << ReadFile(dir / "rank0.log");
   const auto killed_at = std::chrono::steady_clock::now();
@@ -154,7 +154,8 @@ TEST(CpFailureTest, LauncherExitsNonZeroWhenARankIsKilled) {
   const int code = WaitCommand(launcher, 10 + 10);
   EXPECT_NE(code, 0);
   EXPECT_NE(code, -1) << "ringtrain-run hung";
-  EXPECT_NE(ReadFile(dir / "run.log").find("rank 1"), std::string::npos) << ReadFile(dir / "run.log");
+  EXPECT_NE(ReadFile(dir / "run.log").find("rank 1"), std::string::npos)
+      << ReadFile(dir / "run.log");
   for (int pid : pids) EXPECT_NE(kill(pid, 0), 0) << "rank process " << pid << " left running";
 }
 
@@ -182,21 +183,25 @@ TEST_P(MeshConfigErrorTest, RejectedWithAClearMessage) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, MeshConfigErrorTest,
-    ::testing::Values(
-        MeshError{"seq_len_not_divisible", 3, {"--parallelism.context_parallel_degree=3"},
-                  "try training.seq_len = 252 or 258"},
-        MeshError{"world_not_dp_times_cp", 3,
-                  {"--parallelism.context_parallel_degree=2",
-                   "--parallelism.data_parallel_replicate_degree=2"},
-                  "but the world size is 3"},
-        MeshError{"unknown_rotate_method", 2,
-                  {"--parallelism.context_parallel_degree=2",
-                   "--parallelism.context_parallel_rotate_method=ring"},
-                  "parallelism.context_parallel_rotate_method"},
-        MeshError{"unknown_load_balancer", 2,
-                  {"--parallelism.context_parallel_degree=2",
-                   "--parallelism.context_parallel_load_balancer=zigzag"},
-                  "parallelism.context_parallel_load_balancer"}),
+    ::testing::Values(MeshError{"seq_len_not_divisible",
+                                3,
+                                {"--parallelism.context_parallel_degree=3"},
+                                "try training.seq_len = 252 or 258"},
+                      MeshError{"world_not_dp_times_cp",
+                                3,
+                                {"--parallelism.context_parallel_degree=2",
+                                 "--parallelism.data_parallel_replicate_degree=2"},
+                                "but the world size is 3"},
+                      MeshError{"unknown_rotate_method",
+                                2,
+                                {"--parallelism.context_parallel_degree=2",
+                                 "--parallelism.context_parallel_rotate_method=ring"},
+                                "parallelism.context_parallel_rotate_method"},
+                      MeshError{"unknown_load_balancer",
+                                2,
+                                {"--parallelism.context_parallel_degree=2",
+                                 "--parallelism.context_parallel_load_balancer=zigzag"},
+                                "parallelism.context_parallel_load_balancer"}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -1,8 +1,8 @@
 // The two builds from the same sources, checked without a GPU: the CUDA build's ringtrain-trainer
 // (scripts/test.sh builds it into build-cuda/ with -DRINGTRAIN_CUDA=ON) was produced, links
 // libtorch_cuda and NCCL and compiled the NCCL code path; the CPU build's trainer (the one the
-// rest of the suite runs) links neither — read with readelf/nm/ldd. The CUDA trainer also runs here on
-// the CPU (bitwise like the CPU build) and refuses --device=cuda:0 clearly; nothing CUDA runs.
+// rest of the suite runs) links neither — read with readelf/nm/ldd. The CUDA trainer also runs here
+// on the CPU (bitwise like the CPU build) and refuses --device=cuda:0 clearly; nothing CUDA runs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -100,9 +100,9 @@ TEST_F(CudaBuildTest, CudaTrainerOnTheCpuMatchesTheCpuBuildBitwise) {
   std::vector<std::vector<std::map<std::string, std::string>>> runs;
   for (const std::string& trainer : {CpuTrainer(), CudaTrainer()}) {
     const std::string out = dir / (std::to_string(runs.size()) + ".jsonl");
-    const CommandResult r = RunCommand({trainer, ConfigPath("debug_model.toml"),
-                                        "--training.steps=4", "--lr_scheduler.warmup_steps=1",
-                                        "--metrics.jsonl=" + out});
+    const CommandResult r =
+        RunCommand({trainer, ConfigPath("debug_model.toml"), "--training.steps=4",
+                    "--lr_scheduler.warmup_steps=1", "--metrics.jsonl=" + out});
     ASSERT_EQ(r.exit_code, 0) << trainer << ":\n" << r.output;
     runs.push_back(ReadJsonl(out));
   }

@@ -23,8 +23,8 @@ std::vector<std::string> Launch(int nproc, const std::vector<std::string>& extra
   return LauncherCommand(nproc, args);
 }
 
-void ExpectWithin(const std::vector<double>& test, const std::vector<double>& base, double tolerance,
-                  size_t first_step = 1) {
+void ExpectWithin(const std::vector<double>& test, const std::vector<double>& base,
+                  double tolerance, size_t first_step = 1) {
   ASSERT_EQ(test.size(), base.size());
   double max_diff = 0;
   for (size_t i = 0; i < test.size(); ++i) {
@@ -35,7 +35,8 @@ void ExpectWithin(const std::vector<double>& test, const std::vector<double>& ba
 }
 
 // Runs `extra` on `nproc` ranks into dir/name (JSONL); returns the launcher's output.
-std::string Train(const TempDir& dir, const std::string& name, int nproc, std::vector<std::string> extra) {
+std::string Train(const TempDir& dir, const std::string& name, int nproc,
+                  std::vector<std::string> extra) {
   extra.push_back("--metrics.jsonl=" + (dir / name));
   const auto r = RunCommand(Launch(nproc, extra));
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -47,9 +48,11 @@ const std::string kCp2 = "--parallelism.context_parallel_degree=2";
 
 TEST(FsdpParityTest, Shard2Cp2MatchesTheReplicatedMeshWithinOneInAMillion) {
   TempDir dir;
-  Train(dir, "replicated", 4, {kCp2, "--parallelism.data_parallel_replicate_degree=2", "--training.local_batch_size=4"});
-  const std::string out = Train(dir, "sharded", 4, {kCp2, kShard2Cp2, "--parallelism.data_parallel_replicate_degree=1",
-                                                  "--training.local_batch_size=4"});
+  Train(dir, "replicated", 4,
+        {kCp2, "--parallelism.data_parallel_replicate_degree=2", "--training.local_batch_size=4"});
+  const std::string out = Train(dir, "sharded", 4,
+                                {kCp2, kShard2Cp2, "--parallelism.data_parallel_replicate_degree=1",
+                                 "--training.local_batch_size=4"});
   EXPECT_NE(out.find("fsdp over 4 ranks (replicas 1)"), std::string::npos) << out;
   const std::vector<double> base = ReadLosses(dir / "replicated");
   const std::vector<double> test = ReadLosses(dir / "sharded");
@@ -60,16 +63,18 @@ TEST(FsdpParityTest, Shard2Cp2MatchesTheReplicatedMeshWithinOneInAMillion) {
 TEST(FsdpParityTest, Shard4MatchesTheReplicatedMeshWithinOneInAMillion) {
   TempDir dir;
   Train(dir, "replicated", 4, {"--training.local_batch_size=2"});
-  Train(dir, "sharded", 4, {"--parallelism.data_parallel_shard_degree=4", "--training.local_batch_size=2"});
+  Train(dir, "sharded", 4,
+        {"--parallelism.data_parallel_shard_degree=4", "--training.local_batch_size=2"});
   ExpectWithin(ReadLosses(dir / "sharded"), ReadLosses(dir / "replicated"), 1e-6);
 }
 
 TEST(FsdpParityTest, ReplicasOfShardsMatchTheReplicatedMesh) {
   TempDir dir;
   Train(dir, "replicated", 4, {"--training.local_batch_size=2"});
-  const std::string out = Train(dir, "hsdp", 4, {"--parallelism.data_parallel_shard_degree=2",
-                                               "--parallelism.data_parallel_replicate_degree=2",
-                                               "--training.local_batch_size=2"});
+  const std::string out =
+      Train(dir, "hsdp", 4,
+            {"--parallelism.data_parallel_shard_degree=2",
+             "--parallelism.data_parallel_replicate_degree=2", "--training.local_batch_size=2"});
   EXPECT_NE(out.find("fsdp over 2 ranks (replicas 2)"), std::string::npos) << out;
   ExpectWithin(ReadLosses(dir / "hsdp"), ReadLosses(dir / "replicated"), 1e-6);
 }
@@ -80,8 +85,9 @@ TEST(FsdpParityTest, ShardedAccumulationMatchesTheShardedBigBatch) {
   TempDir dir;
   const std::string shard4 = "--parallelism.data_parallel_shard_degree=4";
   Train(dir, "big.jsonl", 4, {shard4, "--training.local_batch_size=2", "--training.steps=10"});
-  const std::string out = Train(dir, "accumulated.jsonl", 4, {shard4, "--training.local_batch_size=1",
-                                                              "--training.global_batch_size=8", "--training.steps=10"});
+  const std::string out = Train(dir, "accumulated.jsonl", 4,
+                                {shard4, "--training.local_batch_size=1",
+                                 "--training.global_batch_size=8", "--training.steps=10"});
   EXPECT_NE(out.find("gradient accumulation: 2 micro-batches of 1"), std::string::npos) << out;
   ExpectWithin(ReadLosses(dir / "accumulated.jsonl"), ReadLosses(dir / "big.jsonl"), 1e-6);
 }
@@ -89,8 +95,9 @@ TEST(FsdpParityTest, ShardedAccumulationMatchesTheShardedBigBatch) {
 TEST(FsdpParityTest, SameShardedConfigTwiceIsBitwiseEqual) {
   TempDir dir;
   for (const char* name : {"a", "b"}) {
-    Train(dir, name, 4, {kCp2, kShard2Cp2, "--parallelism.data_parallel_replicate_degree=1",
-                       "--training.local_batch_size=4", "--training.steps=10"});
+    Train(dir, name, 4,
+          {kCp2, kShard2Cp2, "--parallelism.data_parallel_replicate_degree=1",
+           "--training.local_batch_size=4", "--training.steps=10"});
   }
   EXPECT_EQ(ReadJsonlColumn(dir / "a", "loss"), ReadJsonlColumn(dir / "b", "loss"));
   EXPECT_EQ(ReadJsonlColumn(dir / "a", "grad_norm"), ReadJsonlColumn(dir / "b", "grad_norm"));
@@ -101,7 +108,8 @@ TEST(FsdpParityTest, SameShardedConfigTwiceIsBitwiseEqual) {
 // op give the sharded run's losses bitwise, on every reshard policy.
 TEST(FsdpParityTest, ActivationCheckpointingWithShardsIsBitwiseTheSame) {
   TempDir dir;
-  const std::vector<std::string> mesh = {kCp2, kShard2Cp2, "--parallelism.data_parallel_replicate_degree=1",
+  const std::vector<std::string> mesh = {kCp2, kShard2Cp2,
+                                         "--parallelism.data_parallel_replicate_degree=1",
                                          "--training.local_batch_size=4", "--training.steps=6"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = mesh;
@@ -110,9 +118,13 @@ TEST(FsdpParityTest, ActivationCheckpointingWithShardsIsBitwiseTheSame) {
   };
   Train(dir, "none.jsonl", 4, mesh);
   Train(dir, "full.jsonl", 4, with({"--activation_checkpoint.mode=full"}));
-  Train(dir, "op.jsonl", 4, with({"--activation_checkpoint.mode=selective", "--parallelism.fsdp_reshard_after_forward=always"}));
-  Train(dir, "never.jsonl", 4, with({"--activation_checkpoint.mode=selective", "--activation_checkpoint.selective_ac_option=2",
-                                     "--parallelism.fsdp_reshard_after_forward=never"}));
+  Train(dir, "op.jsonl", 4,
+        with({"--activation_checkpoint.mode=selective",
+              "--parallelism.fsdp_reshard_after_forward=always"}));
+  Train(dir, "never.jsonl", 4,
+        with({"--activation_checkpoint.mode=selective",
+              "--activation_checkpoint.selective_ac_option=2",
+              "--parallelism.fsdp_reshard_after_forward=never"}));
   const std::vector<std::string> none = ReadJsonlColumn(dir / "none.jsonl", "loss");
   ASSERT_EQ(none.size(), 6u);
   for (const char* name : {"full.jsonl", "op.jsonl", "never.jsonl"}) {
@@ -130,12 +142,14 @@ TEST(FsdpParityTest, Bfloat16ShardsTrainLikeBfloat16Replicas) {
   TempDir dir;
   const std::string bf16 = "--training.mixed_precision_param=bfloat16";
   Train(dir, "replicated.jsonl", 4, {bf16, "--training.local_batch_size=2", "--training.steps=6"});
-  const std::string out = Train(dir, "sharded.jsonl", 4, {bf16, "--parallelism.data_parallel_shard_degree=4",
-                                                          "--training.local_batch_size=2", "--training.steps=6"});
+  const std::string out = Train(dir, "sharded.jsonl", 4,
+                                {bf16, "--parallelism.data_parallel_shard_degree=4",
+                                 "--training.local_batch_size=2", "--training.steps=6"});
   EXPECT_NE(out.find("gathers in bfloat16, reduces in float32"), std::string::npos) << out;
-  Train(dir, "bf16_reduce.jsonl", 4, {bf16, "--training.mixed_precision_reduce=bfloat16",
-                                      "--parallelism.data_parallel_shard_degree=4", "--training.local_batch_size=2",
-                                      "--training.steps=6"});
+  Train(dir, "bf16_reduce.jsonl", 4,
+        {bf16, "--training.mixed_precision_reduce=bfloat16",
+         "--parallelism.data_parallel_shard_degree=4", "--training.local_batch_size=2",
+         "--training.steps=6"});
   const std::vector<double> base = ReadLosses(dir / "replicated.jsonl");
   ASSERT_EQ(base.size(), 6u);
   // Step 1 runs the same forward: bitwise.
@@ -151,11 +165,13 @@ TEST(FsdpParityTest, Bfloat16ShardsTrainLikeBfloat16Replicas) {
 // dict that torch.load reads.
 TEST(FsdpParityTest, ShardedCheckpointResumesOnTheSameMeshAndOnAnotherShardDegree) {
   TempDir dir;
-  const std::vector<std::string> mesh = {kCp2, kShard2Cp2, "--parallelism.data_parallel_replicate_degree=1",
+  const std::vector<std::string> mesh = {kCp2, kShard2Cp2,
+                                         "--parallelism.data_parallel_replicate_degree=1",
                                          "--training.local_batch_size=4", "--training.steps=12"};
   auto with_checkpoints = [&](std::vector<std::string> args, const std::string& folder) {
-    for (const std::string& a : {std::string("--checkpoint.enable=true"), "--checkpoint.folder=" + (dir / folder),
-                                 std::string("--checkpoint.interval=6"), std::string("--checkpoint.keep_latest_k=0")}) {
+    for (const std::string& a :
+         {std::string("--checkpoint.enable=true"), "--checkpoint.folder=" + (dir / folder),
+          std::string("--checkpoint.interval=6"), std::string("--checkpoint.keep_latest_k=0")}) {
       args.push_back(a);
     }
     return args;
@@ -173,18 +189,19 @@ TEST(FsdpParityTest, ShardedCheckpointResumesOnTheSameMeshAndOnAnotherShardDegre
   const std::vector<std::string> tail(full_losses.begin() + 6, full_losses.end());
   EXPECT_EQ(ReadJsonlColumn(dir / "same.jsonl", "loss"), tail);
 
-  Train(dir, "other.jsonl", 4, with_checkpoints({"--parallelism.data_parallel_shard_degree=4", "--training.local_batch_size=2",
-                                         "--training.steps=12"},
-                                        "other"));
+  Train(dir, "other.jsonl", 4,
+        with_checkpoints({"--parallelism.data_parallel_shard_degree=4",
+                          "--training.local_batch_size=2", "--training.steps=12"},
+                         "other"));
   std::vector<double> tail_values;
   for (const std::string& v : tail) tail_values.push_back(std::stod(v));
   ExpectWithin(ReadLosses(dir / "other.jsonl"), tail_values, 1e-6, 7);
 
-  const auto check = RunCommand(
-      {PythonPath(), "-c",
-       "import sys, torch; sd = torch.load(sys.argv[1]); "
-       "print(len(sd), tuple(sd['layers.0.attention.wq.weight'].shape), tuple(sd['tok_embeddings.weight'].shape))",
-       dir / "ckpt/step-6/model.pt"});
+  const auto check = RunCommand({PythonPath(), "-c",
+                                 "import sys, torch; sd = torch.load(sys.argv[1]); "
+                                 "print(len(sd), tuple(sd['layers.0.attention.wq.weight'].shape), "
+                                 "tuple(sd['tok_embeddings.weight'].shape))",
+                                 dir / "ckpt/step-6/model.pt"});
   ASSERT_EQ(check.exit_code, 0) << check.output;
   // 4 layers × 9 tensors + embedding + norm + output; the debug model's real shapes.
   EXPECT_NE(check.output.find("39 (128, 128) (512, 128)"), std::string::npos) << check.output;
@@ -193,9 +210,11 @@ TEST(FsdpParityTest, ShardedCheckpointResumesOnTheSameMeshAndOnAnotherShardDegre
 TEST(FsdpParityTest, AShardDegreeThatDoesNotDivideTheWorldIsNamed) {
   const auto r = RunCommand(Launch(4, {"--parallelism.data_parallel_shard_degree=3"}));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("data_parallel_replicate_degree = -1 cannot fill the world size 4: it is not divisible "
-                          "by data_parallel_shard_degree (3)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find(
+          "data_parallel_replicate_degree = -1 cannot fill the world size 4: it is not divisible "
+          "by data_parallel_shard_degree (3)"),
+      std::string::npos)
       << r.output;
 }
 

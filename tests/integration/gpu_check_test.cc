@@ -1,8 +1,8 @@
 // The GPU check's plumbing on the CPU: scripts/gpu_bundle.sh packs both builds into a bundle, and
 // the bundle's tests/gpu/check.sh runs every step of the GPU check with --device cpu --self-test
 // (small shapes; the CPU stands where CUDA would be) and prints its table; it refuses a torch of
-// another version. Needs the CUDA build's ringtrain-gpu-check (build-cuda/bin), which scripts/test.sh
-// builds; the tests skip, naming it, only when that binary is missing.
+// another version. Needs the CUDA build's ringtrain-gpu-check (build-cuda/bin), which
+// scripts/test.sh builds; the tests skip, naming it, only when that binary is missing.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -28,10 +28,10 @@ class GpuCheckTest : public ::testing::Test {
                    << "BUILD_DIR=build-cuda CMAKE_ARGS='-DRINGTRAIN_CUDA=ON "
                    << "-DRINGTRAIN_BUILD_TESTS=OFF' scripts/build.sh --target ringtrain-gpu-check";
     }
-    const CommandResult r = RunCommand(
-        {SourceDir() + "/scripts/gpu_bundle.sh", "--out", bundle(), "--build-dir",
-         fs::path(BinDir()).parent_path().string(), "--cuda-build-dir", kCudaBuildDir,
-         "--python", PythonPath()});
+    const CommandResult r =
+        RunCommand({SourceDir() + "/scripts/gpu_bundle.sh", "--out", bundle(), "--build-dir",
+                    fs::path(BinDir()).parent_path().string(), "--cuda-build-dir", kCudaBuildDir,
+                    "--python", PythonPath()});
     ASSERT_EQ(r.exit_code, 0) << r.output;
     ASSERT_NE(r.output.find("MiB"), std::string::npos) << r.output;  // it prints the size
   }
@@ -49,11 +49,11 @@ class GpuCheckTest : public ::testing::Test {
 };
 
 TEST_F(GpuCheckTest, BundleHoldsTheBinariesTheirLibrariesAndTheManifest) {
-  for (const char* f : {"bin/ringtrain-trainer", "bin/ringtrain-gpu-check", "bin/ringtrain-run",
-                        "lib/libtomlplusplus.so.3", "lib/libabsl_status.so.20220623",
-                        "lib/cxx/libstdc++.so.6", "configs/debug_model.toml",
-                        "tests/gpu/check.sh", "tests/gpu/run_checks.py", "tests/gpu/eager_llama.py",
-                        "tests/parity/llama_reference.py", "MANIFEST"}) {
+  for (const char* f :
+       {"bin/ringtrain-trainer", "bin/ringtrain-gpu-check", "bin/ringtrain-run",
+        "lib/libtomlplusplus.so.3", "lib/libabsl_status.so.20220623", "lib/cxx/libstdc++.so.6",
+        "configs/debug_model.toml", "tests/gpu/check.sh", "tests/gpu/run_checks.py",
+        "tests/gpu/eager_llama.py", "tests/parity/llama_reference.py", "MANIFEST"}) {
     EXPECT_TRUE(fs::exists(bundle() + "/" + f)) << f;
   }
   uintmax_t bytes = 0;
@@ -61,8 +61,8 @@ TEST_F(GpuCheckTest, BundleHoldsTheBinariesTheirLibrariesAndTheManifest) {
     if (e.is_regular_file()) bytes += e.file_size();
     // Nothing LibTorch, CUDA or glibc: the GPU machine's own copies are the ones to use.
     const std::string name = e.path().filename().string();
-    for (const char* prefix : {"libtorch", "libc10", "libcuda", "libcudart", "libnccl", "libc.so",
-                               "libm.so"}) {
+    for (const char* prefix :
+         {"libtorch", "libc10", "libcuda", "libcudart", "libnccl", "libc.so", "libm.so"}) {
       EXPECT_NE(name.rfind(prefix, 0), 0u) << e.path();
     }
   }
@@ -113,7 +113,8 @@ TEST_F(GpuCheckTest, RefusesATorchOfAnotherVersionNamingBoth) {
   ASSERT_NE(at, std::string::npos);
   text.replace(at, text.find('\n', at + 1) - at, "\ntorch_version=1.13.1");
   WriteFile(manifest, text);
-  const CommandResult version = RunCommand({PythonPath(), "-c", "import torch; print(torch.__version__)"});
+  const CommandResult version =
+      RunCommand({PythonPath(), "-c", "import torch; print(torch.__version__)"});
   ASSERT_EQ(version.exit_code, 0) << version.output;
   const std::string have = version.output.substr(0, version.output.find('\n'));
 

@@ -74,8 +74,12 @@ std::vector<pid_t> WaitForPids(const TempDir& dir, const std::string& name, int 
 // SIGTERM to the rank's process group ends both.
 std::string RecordPidsAndSleep(const TempDir& dir) {
   return "sleep 60 &\n"
-         "echo $! > \"" + dir.path() + "/child.$RANK\"\n"
-         "echo $$ > \"" + dir.path() + "/pid.$RANK\"\n"
+         "echo $! > \"" +
+         dir.path() +
+         "/child.$RANK\"\n"
+         "echo $$ > \"" +
+         dir.path() +
+         "/pid.$RANK\"\n"
          "wait\n";
 }
 
@@ -83,10 +87,13 @@ std::string RecordPidsAndSleep(const TempDir& dir) {
 // exist, then fails with `status`.
 std::string WaitForPidFilesThenExit(const TempDir& dir, const std::string& count, int status) {
   return "i=0\n"
-         "while [ \"$(ls '" + dir.path() + "' | grep -c '^pid\\.')\" -lt " + count + " ] && "
+         "while [ \"$(ls '" +
+         dir.path() + "' | grep -c '^pid\\.')\" -lt " + count +
+         " ] && "
          "[ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n"
          "echo \"rank $RANK giving up\" >&2\n"
-         "exit " + std::to_string(status) + "\n";
+         "exit " +
+         std::to_string(status) + "\n";
 }
 
 // The shells the launcher started are reaped before it exits; their children, signalled at the
@@ -112,12 +119,12 @@ TEST(LauncherTest, BadCommandLineExitsTwoWithUsage) {
 
 TEST(LauncherTest, EachRankGetsItsRendezvousEnvironmentAndTheOverridesVerbatim) {
   TempDir dir;
-  const std::string trainer = WriteScript(
-      dir, "trainer.sh",
-      "echo \"env RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE "
-      "MASTER_ADDR=$MASTER_ADDR OMP=$OMP_NUM_THREADS MKL=$MKL_NUM_THREADS\"\n"
-      "echo \"port $MASTER_PORT\"\n"
-      "for a in \"$@\"; do echo \"arg <$a>\"; done\n");
+  const std::string trainer =
+      WriteScript(dir, "trainer.sh",
+                  "echo \"env RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE "
+                  "MASTER_ADDR=$MASTER_ADDR OMP=$OMP_NUM_THREADS MKL=$MKL_NUM_THREADS\"\n"
+                  "echo \"port $MASTER_PORT\"\n"
+                  "for a in \"$@\"; do echo \"arg <$a>\"; done\n");
   const auto r = RunCommand({Launcher(), "--nproc", "3", "--trainer", trainer, "job.toml",
                              "--training.steps=10", "--job.description=two words", "plain"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -143,14 +150,14 @@ TEST(LauncherTest, EachRankGetsItsRendezvousEnvironmentAndTheOverridesVerbatim) 
 
 TEST(LauncherTest, ThreadsPerRankReplacesInheritedThreadVariables) {
   TempDir dir;
-  const std::string trainer = WriteScript(
-      dir, "trainer.sh",
-      "echo \"OMP=$OMP_NUM_THREADS MKL=$MKL_NUM_THREADS PORT=$MASTER_PORT "
-      "MARK=$RINGTRAIN_LAUNCHER_TEST_MARK\"\n");
+  const std::string trainer =
+      WriteScript(dir, "trainer.sh",
+                  "echo \"OMP=$OMP_NUM_THREADS MKL=$MKL_NUM_THREADS PORT=$MASTER_PORT "
+                  "MARK=$RINGTRAIN_LAUNCHER_TEST_MARK\"\n");
   setenv("OMP_NUM_THREADS", "7", 1);
   setenv("RINGTRAIN_LAUNCHER_TEST_MARK", "inherited", 1);
-  const auto r = RunCommand({Launcher(), "--nproc=1", "--threads-per-rank=3",
-                             "--master-port=29123", "--trainer=" + trainer, "job.toml"});
+  const auto r = RunCommand({Launcher(), "--nproc=1", "--threads-per-rank=3", "--master-port=29123",
+                             "--trainer=" + trainer, "job.toml"});
   unsetenv("OMP_NUM_THREADS");
   unsetenv("RINGTRAIN_LAUNCHER_TEST_MARK");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -180,9 +187,8 @@ TEST(LauncherTest, FailingRankStopsTheOthersAndTheirChildrenQuickly) {
   TempDir dir;
   const std::string trainer = WriteScript(
       dir, "trainer.sh",
-      "if [ \"$RANK\" = 1 ]; then\n" +
-          WaitForPidFilesThenExit(dir, "$((WORLD_SIZE - 1))", 3) + "fi\n" +
-          RecordPidsAndSleep(dir));
+      "if [ \"$RANK\" = 1 ]; then\n" + WaitForPidFilesThenExit(dir, "$((WORLD_SIZE - 1))", 3) +
+          "fi\n" + RecordPidsAndSleep(dir));
   const auto start = Clock::now();
   const auto r = RunCommand({Launcher(), "--nproc", "3", "--trainer", trainer, "job.toml"});
   const double seconds = SecondsSince(start);
@@ -197,19 +203,22 @@ TEST(LauncherTest, FailingRankStopsTheOthersAndTheirChildrenQuickly) {
   EXPECT_EQ(r.output.find("finished"), std::string::npos) << r.output;
   for (int rank : {0, 2}) {
     const std::string n = std::to_string(rank);
-    ExpectAllGone({std::stoi(ReadFile(dir / ("pid." + n))),
-                   std::stoi(ReadFile(dir / ("child." + n)))});
+    ExpectAllGone(
+        {std::stoi(ReadFile(dir / ("pid." + n))), std::stoi(ReadFile(dir / ("child." + n)))});
   }
 }
 
 TEST(LauncherTest, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
   TempDir dir;
-  const std::string trainer = WriteScript(
-      dir, "trainer.sh",
-      "trap '' TERM\n"
-      "echo $$ > \"" + dir.path() + "/pid.$RANK\"\n"
-      "if [ \"$RANK\" = 1 ]; then\n" + WaitForPidFilesThenExit(dir, "$WORLD_SIZE", 3) + "fi\n"
-      "sleep 60\n");
+  const std::string trainer = WriteScript(dir, "trainer.sh",
+                                          "trap '' TERM\n"
+                                          "echo $$ > \"" +
+                                              dir.path() +
+                                              "/pid.$RANK\"\n"
+                                              "if [ \"$RANK\" = 1 ]; then\n" +
+                                              WaitForPidFilesThenExit(dir, "$WORLD_SIZE", 3) +
+                                              "fi\n"
+                                              "sleep 60\n");
   const auto start = Clock::now();
   const auto r = RunCommand(
       {Launcher(), "--nproc", "2", "--grace-seconds", "1", "--trainer", trainer, "job.toml"});
@@ -238,8 +247,8 @@ void ExpectSignalStopsAllRanks(int signo, const std::string& name, int exit_code
   TempDir dir;
   const std::string trainer = WriteScript(dir, "trainer.sh", RecordPidsAndSleep(dir));
   const auto start = Clock::now();
-  Subprocess launcher = StartCommand(
-      {Launcher(), "--nproc", "2", "--trainer", trainer, "job.toml"}, dir / "output");
+  Subprocess launcher =
+      StartCommand({Launcher(), "--nproc", "2", "--trainer", trainer, "job.toml"}, dir / "output");
   const std::vector<pid_t> shells = WaitForPids(dir, "pid", 2);
   const std::vector<pid_t> children = WaitForPids(dir, "child", 2);
   launcher.Signal(signo);  // its process group holds the launcher alone: the ranks have their own
@@ -273,9 +282,9 @@ TEST(LauncherTest, MissingTrainerIsReportedWithItsPath) {
 }
 
 TEST(LauncherTest, RunsTheRealTrainerBesideItForOneRank) {
-  const auto r = RunCommand({Launcher(), "--nproc", "1", ConfigPath("debug_model.toml"),
-                             "--training.steps=2", "--lr_scheduler.warmup_steps=1",
-                             "--lr_scheduler.decay_ratio=0"});
+  const auto r =
+      RunCommand({Launcher(), "--nproc", "1", ConfigPath("debug_model.toml"), "--training.steps=2",
+                  "--lr_scheduler.warmup_steps=1", "--lr_scheduler.decay_ratio=0"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<std::string> lines = RankLines(r.output, 0);
   int step_lines = 0;

@@ -50,14 +50,19 @@ void ExpectPlanNearMeasured(const std::string& name, int nproc,
                                   ConfigPath("debug_model.toml")};
   run.insert(run.end(), overrides.begin(), overrides.end());
   run.insert(run.end(), {"--training.steps=3", "--lr_scheduler.warmup_steps=0",
-                          "--lr_scheduler.decay_ratio=0", "--metrics.jsonl=" + dir / "m.jsonl"});
+                         "--lr_scheduler.decay_ratio=0", "--metrics.jsonl=" + dir / "m.jsonl"});
   const CommandResult trained = RunCommand(run);
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   const int64_t measured = MeasuredPeak(dir / "m.jsonl");
   ASSERT_GT(measured, 0) << "no device_memory_peak_bytes in " << ReadFile(dir / "m.jsonl");
 
-  std::vector<std::string> plan_argv = {BinDir() + "/ringctl", "plan", ConfigPath("debug_model.toml"),
-                                        "--world", std::to_string(nproc), "--output", "json"};
+  std::vector<std::string> plan_argv = {BinDir() + "/ringctl",
+                                        "plan",
+                                        ConfigPath("debug_model.toml"),
+                                        "--world",
+                                        std::to_string(nproc),
+                                        "--output",
+                                        "json"};
   plan_argv.insert(plan_argv.end(), overrides.begin(), overrides.end());
   const CommandResult planned = RunCommand(plan_argv);
   ASSERT_EQ(planned.exit_code, 0) << planned.output;
@@ -79,10 +84,10 @@ TEST(MemoryPlanTest, Cp2RingAttention) {
 
 // torchtitan's layout: shard degree -1 with cp 2 shards the weights over the cp ranks.
 TEST(MemoryPlanTest, Cp2ShardedOverCp) {
-  ExpectPlanNearMeasured("cp 2, FSDP over cp", 2,
-                         {"--parallelism.context_parallel_degree=2",
-                          "--parallelism.data_parallel_shard_degree=-1",
-                          "--parallelism.data_parallel_replicate_degree=1"});
+  ExpectPlanNearMeasured(
+      "cp 2, FSDP over cp", 2,
+      {"--parallelism.context_parallel_degree=2", "--parallelism.data_parallel_shard_degree=-1",
+       "--parallelism.data_parallel_replicate_degree=1"});
 }
 
 TEST(MemoryPlanTest, Cp1FullCheckpointing) {
@@ -97,9 +102,9 @@ TEST(MemoryPlanTest, Dp2WeightsDominate) {
 }
 
 TEST(MemoryPlanTest, Fsdp2WeightsDominate) {
-  ExpectPlanNearMeasured("fsdp 2, dim 512, seq 512", 2,
-                         {"--model.dim=512", "--training.seq_len=512",
-                          "--parallelism.data_parallel_shard_degree=2"});
+  ExpectPlanNearMeasured(
+      "fsdp 2, dim 512, seq 512", 2,
+      {"--model.dim=512", "--training.seq_len=512", "--parallelism.data_parallel_shard_degree=2"});
 }
 
 CommandResult Plan(const std::vector<std::string>& args) {

@@ -1,6 +1,7 @@
 // The C++ trainer against an independent plain-PyTorch implementation (tests/parity/
 // llama_reference.py, run on the project venv's torch, whose LibTorch the build links): same state
-// dict, same .bin tokens, three AdamW steps. Loss and gradient norm must agree within 1e-5 per step.
+// dict, same .bin tokens, three AdamW steps. Loss and gradient norm must agree within 1e-5 per
+// step.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,48 +31,76 @@ TEST_P(ParityTest, LossesAndGradNormsMatchPyTorch) {
       << torch_ok.output;
   TempDir dir;
   const std::string script = SourceDir() + "/tests/parity/llama_reference.py";
-  std::vector<std::string> model = {
-      "--dim", std::to_string(s.dim), "--n-layers", std::to_string(s.n_layers),
-      "--n-heads", std::to_string(s.n_heads), "--n-kv-heads", std::to_string(s.n_kv_heads),
-      "--vocab-size", std::to_string(s.vocab), "--multiple-of", std::to_string(s.multiple_of),
-      "--norm-eps", "1e-5", "--rope-theta", "10000"};
+  std::vector<std::string> model = {"--dim",         std::to_string(s.dim),
+                                    "--n-layers",    std::to_string(s.n_layers),
+                                    "--n-heads",     std::to_string(s.n_heads),
+                                    "--n-kv-heads",  std::to_string(s.n_kv_heads),
+                                    "--vocab-size",  std::to_string(s.vocab),
+                                    "--multiple-of", std::to_string(s.multiple_of),
+                                    "--norm-eps",    "1e-5",
+                                    "--rope-theta",  "10000"};
   if (!s.ffn_dim_multiplier.empty()) {
     model.push_back("--ffn-dim-multiplier");
     model.push_back(s.ffn_dim_multiplier);
   }
   std::vector<std::string> fixture = {PythonPath(), script, "make-fixture", "--out-dir", dir.path(),
-                                      "--seed", "7", "--num-tokens", "1200", "--dtype", s.dtype};
+                                      "--seed",     "7",    "--num-tokens", "1200",      "--dtype",
+                                      s.dtype};
   fixture.insert(fixture.end(), model.begin(), model.end());
   const auto made = RunCommand(fixture);
   ASSERT_EQ(made.exit_code, 0) << made.output;
 
-  const std::vector<std::string> optim = {"--lr", "0.01", "--beta1", "0.9", "--beta2", "0.95",
-                                          "--eps", "1e-8", "--weight-decay", "0.1",
-                                          "--max-norm", "1.0"};
-  std::vector<std::string> reference = {PythonPath(), script, "train", "--init", dir / "init.pt",
-                                        "--tokens", dir / "tokens.bin", "--seq-len", "32",
-                                        "--batch", "4", "--steps", "3",
-                                        "--out", dir / "reference.json"};
+  const std::vector<std::string> optim = {"--lr",           "0.01", "--beta1",    "0.9",
+                                          "--beta2",        "0.95", "--eps",      "1e-8",
+                                          "--weight-decay", "0.1",  "--max-norm", "1.0"};
+  std::vector<std::string> reference = {PythonPath(),
+                                        script,
+                                        "train",
+                                        "--init",
+                                        dir / "init.pt",
+                                        "--tokens",
+                                        dir / "tokens.bin",
+                                        "--seq-len",
+                                        "32",
+                                        "--batch",
+                                        "4",
+                                        "--steps",
+                                        "3",
+                                        "--out",
+                                        dir / "reference.json"};
   reference.insert(reference.end(), optim.begin(), optim.end());
   reference.insert(reference.end(), model.begin(), model.end());
   const auto ref = RunCommand(reference);
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
 
-  std::vector<std::string> trainer = {
-      BinDir() + "/ringtrain-trainer", ConfigPath("debug_model.toml"),
-      "--model.dim=" + std::to_string(s.dim), "--model.n_layers=" + std::to_string(s.n_layers),
-      "--model.n_heads=" + std::to_string(s.n_heads),
-      "--model.n_kv_heads=" + std::to_string(s.n_kv_heads),
-      "--model.vocab_size=" + std::to_string(s.vocab),
-      "--model.multiple_of=" + std::to_string(s.multiple_of), "--model.norm_eps=1e-5",
-      "--model.rope_theta=10000", "--training.seq_len=32", "--training.local_batch_size=4",
-      "--training.steps=3", "--training.dataset=bin",
-      "--training.dataset_path=" + (dir / "tokens.bin"), "--training.max_norm=1.0",
-      "--optimizer.lr=0.01", "--optimizer.beta1=0.9", "--optimizer.beta2=0.95",
-      "--optimizer.eps=1e-8", "--optimizer.weight_decay=0.1", "--lr_scheduler.warmup_steps=0",
-      "--lr_scheduler.decay_ratio=0", "--checkpoint.initial_load_path=" + (dir / "init.pt"),
-      "--checkpoint.enable=true", "--checkpoint.folder=" + (dir / "ckpt"),
-      "--checkpoint.interval=3", "--metrics.jsonl=" + (dir / "trainer.jsonl")};
+  std::vector<std::string> trainer = {BinDir() + "/ringtrain-trainer",
+                                      ConfigPath("debug_model.toml"),
+                                      "--model.dim=" + std::to_string(s.dim),
+                                      "--model.n_layers=" + std::to_string(s.n_layers),
+                                      "--model.n_heads=" + std::to_string(s.n_heads),
+                                      "--model.n_kv_heads=" + std::to_string(s.n_kv_heads),
+                                      "--model.vocab_size=" + std::to_string(s.vocab),
+                                      "--model.multiple_of=" + std::to_string(s.multiple_of),
+                                      "--model.norm_eps=1e-5",
+                                      "--model.rope_theta=10000",
+                                      "--training.seq_len=32",
+                                      "--training.local_batch_size=4",
+                                      "--training.steps=3",
+                                      "--training.dataset=bin",
+                                      "--training.dataset_path=" + (dir / "tokens.bin"),
+                                      "--training.max_norm=1.0",
+                                      "--optimizer.lr=0.01",
+                                      "--optimizer.beta1=0.9",
+                                      "--optimizer.beta2=0.95",
+                                      "--optimizer.eps=1e-8",
+                                      "--optimizer.weight_decay=0.1",
+                                      "--lr_scheduler.warmup_steps=0",
+                                      "--lr_scheduler.decay_ratio=0",
+                                      "--checkpoint.initial_load_path=" + (dir / "init.pt"),
+                                      "--checkpoint.enable=true",
+                                      "--checkpoint.folder=" + (dir / "ckpt"),
+                                      "--checkpoint.interval=3",
+                                      "--metrics.jsonl=" + (dir / "trainer.jsonl")};
   if (!s.ffn_dim_multiplier.empty()) {
     trainer.push_back("--model.ffn_dim_multiplier=" + s.ffn_dim_multiplier);
   }
@@ -95,23 +124,24 @@ TEST_P(ParityTest, LossesAndGradNormsMatchPyTorch) {
 
   // The checkpoint the trainer wrote is a plain state dict for Python, with torchtitan's names,
   // that PyTorch 2.x's safe loader (weights_only=True) accepts.
-  const auto loaded = RunCommand(
-      {PythonPath(), "-c",
-       "import sys, torch\n"
-       "ours = torch.load(sys.argv[1], weights_only=True)\n"
-       "init = torch.load(sys.argv[2], weights_only=True)\n"
-       "assert isinstance(ours, dict), type(ours)\n"
-       "assert sorted(ours) == sorted(init), (sorted(ours), sorted(init))\n"
-       "for k in init: assert ours[k].shape == init[k].shape and ours[k].dtype == torch.float32, k\n",
-       dir / "ckpt/step-3/model.pt", dir / "init.pt"});
+  const auto loaded =
+      RunCommand({PythonPath(), "-c",
+                  "import sys, torch\n"
+                  "ours = torch.load(sys.argv[1], weights_only=True)\n"
+                  "init = torch.load(sys.argv[2], weights_only=True)\n"
+                  "assert isinstance(ours, dict), type(ours)\n"
+                  "assert sorted(ours) == sorted(init), (sorted(ours), sorted(init))\n"
+                  "for k in init: assert ours[k].shape == init[k].shape and ours[k].dtype == "
+                  "torch.float32, k\n",
+                  dir / "ckpt/step-3/model.pt", dir / "init.pt"});
   EXPECT_EQ(loaded.exit_code, 0) << loaded.output;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, ParityTest,
-    ::testing::Values(Shape{"gqa_float32", 64, 2, 4, 2, 97, 32, "", "float32"},
-                      Shape{"mha_bfloat16_ffn_multiplier", 48, 2, 3, 3, 101, 16, "1.3", "bfloat16"}),
-    [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Shapes, ParityTest,
+                         ::testing::Values(Shape{"gqa_float32", 64, 2, 4, 2, 97, 32, "", "float32"},
+                                           Shape{"mha_bfloat16_ffn_multiplier", 48, 2, 3, 3, 101,
+                                                 16, "1.3", "bfloat16"}),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace ringtrain::testing

@@ -22,12 +22,9 @@ namespace fs = std::filesystem;
 
 // The debug config made smaller (bf16 matmuls are slow on a CPU), constant LR after 2 steps.
 std::vector<std::string> Small(const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {ConfigPath("debug_model.toml"),
-                                   "--lr_scheduler.warmup_steps=2",
-                                   "--lr_scheduler.decay_ratio=0",
-                                   "--training.seq_len=128",
-                                   "--training.local_batch_size=4",
-                                   "--model.n_layers=2"};
+  std::vector<std::string> argv = {ConfigPath("debug_model.toml"),  "--lr_scheduler.warmup_steps=2",
+                                   "--lr_scheduler.decay_ratio=0",  "--training.seq_len=128",
+                                   "--training.local_batch_size=4", "--model.n_layers=2"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }
@@ -114,9 +111,10 @@ TEST(PrecisionTest, Bfloat16ReduceStaysCloseToFloat32AndHalvesTheBytes) {
              reduce = ReadLosses(dir / "bf16_reduce");
   ASSERT_EQ(f32.size(), size_t(kPrecisionSteps));
   const double gap = MaxDiff(f32, reduce);
-  std::printf("bf16 compute + bf16 reduce vs float32 (dp 2), max |loss diff| over %d steps: %.3e; "
-              "vs bf16 compute alone: %.3e\n",
-              kPrecisionSteps, gap, MaxDiff(bf16, reduce));
+  std::printf(
+      "bf16 compute + bf16 reduce vs float32 (dp 2), max |loss diff| over %d steps: %.3e; "
+      "vs bf16 compute alone: %.3e\n",
+      kPrecisionSteps, gap, MaxDiff(bf16, reduce));
   EXPECT_LT(gap, kBf16LossBound);
   EXPECT_GT(MaxDiff(bf16, reduce), 0.0) << "bf16 reduce gave float32 reduce's losses exactly";
   const auto bytes32 = BytesSent(dir / "bf16"), bytes16 = BytesSent(dir / "bf16_reduce");
@@ -153,11 +151,12 @@ TEST(PrecisionTest, Bfloat16ResumeIsBitwise) {
 
 TEST(PrecisionTest, Bfloat16Cp2MatchesCp1) {
   TempDir dir;
-  const auto one = RunCommand(Trainer({"--training.steps=6", kBf16, "--metrics.jsonl=" + (dir / "1")}));
+  const auto one =
+      RunCommand(Trainer({"--training.steps=6", kBf16, "--metrics.jsonl=" + (dir / "1")}));
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  const auto two = RunCommand(Launch(2, {"--training.steps=6", kBf16,
-                                         "--parallelism.context_parallel_degree=2",
-                                         "--metrics.jsonl=" + (dir / "2")}));
+  const auto two =
+      RunCommand(Launch(2, {"--training.steps=6", kBf16, "--parallelism.context_parallel_degree=2",
+                            "--metrics.jsonl=" + (dir / "2")}));
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const double gap = MaxDiff(ReadLosses(dir / "1"), ReadLosses(dir / "2"));
   std::printf("bf16 cp 2 vs cp 1, max |loss diff| over 6 steps: %.3e\n", gap);
@@ -172,13 +171,14 @@ TEST(PrecisionTest, FusedKernelMatchesTiledLocallyAndInTheRing) {
                                          "--metrics.jsonl=" + (dir / "tiled")}));
   ASSERT_EQ(tiled.exit_code, 0) << tiled.output;
   EXPECT_NE(tiled.output.find("attention: local, tiled"), std::string::npos) << tiled.output;
-  const auto fused = RunCommand(Trainer({"--training.steps=5", "--training.attention_kernel=torch_flash",
-                                         "--metrics.jsonl=" + (dir / "fused")}));
+  const auto fused =
+      RunCommand(Trainer({"--training.steps=5", "--training.attention_kernel=torch_flash",
+                          "--metrics.jsonl=" + (dir / "fused")}));
   ASSERT_EQ(fused.exit_code, 0) << fused.output;
   EXPECT_NE(fused.output.find("attention: local, fused"), std::string::npos) << fused.output;
-  const auto ring = RunCommand(Launch(2, {"--training.steps=5", "--training.attention_kernel=torch_flash",
-                                          "--parallelism.context_parallel_degree=2",
-                                          "--metrics.jsonl=" + (dir / "ring")}));
+  const auto ring = RunCommand(
+      Launch(2, {"--training.steps=5", "--training.attention_kernel=torch_flash",
+                 "--parallelism.context_parallel_degree=2", "--metrics.jsonl=" + (dir / "ring")}));
   ASSERT_EQ(ring.exit_code, 0) << ring.output;
   EXPECT_NE(ring.output.find("attention: ring over cp 2, blocks fused"), std::string::npos)
       << ring.output;

@@ -210,11 +210,12 @@ echo "to stdout"
                 " --device=cuda:1\n"
                 "RANK=2 WORLD_SIZE=4 MASTER_ADDR=10.0.0.7 MASTER_PORT=1234 OMP_NUM_THREADS=3\n");
   // rank.log: the agent's start note, the trainer's line, the agent's exit note (rank_log.h).
-  const std::vector<std::string> log = absl::StrSplit(testing::ReadFile(Work("rank.log")), '\n',
-                                                      absl::SkipEmpty());
+  const std::vector<std::string> log =
+      absl::StrSplit(testing::ReadFile(Work("rank.log")), '\n', absl::SkipEmpty());
   ASSERT_EQ(log.size(), 3u) << testing::ReadFile(Work("rank.log"));
   EXPECT_EQ(ParseRankLogLine(log[0]).stream, "agent");
-  EXPECT_TRUE(absl::StartsWith(ParseRankLogLine(log[0]).text, "trainer started: rank 2 of 4, pid "));
+  EXPECT_TRUE(
+      absl::StartsWith(ParseRankLogLine(log[0]).text, "trainer started: rank 2 of 4, pid "));
   EXPECT_EQ(ParseRankLogLine(log[1]).stream, "stdout");
   EXPECT_EQ(ParseRankLogLine(log[1]).text, "to stdout");
   EXPECT_EQ(ParseRankLogLine(log[2]).text, "trainer exited with status 0");
@@ -236,8 +237,8 @@ exit 4
     auto sup = RankSupervisor::Start(Script(script), collector.Callbacks());
     ASSERT_TRUE(sup.ok()) << sup.status();
     ASSERT_TRUE(collector.WaitExit(absl::Seconds(10)).has_value());
-    const std::vector<std::string> log = absl::StrSplit(testing::ReadFile(Work("rank.log")), '\n',
-                                                        absl::SkipEmpty());
+    const std::vector<std::string> log =
+        absl::StrSplit(testing::ReadFile(Work("rank.log")), '\n', absl::SkipEmpty());
     ASSERT_EQ(log.size(), 6u * (run + 1)) << testing::ReadFile(Work("rank.log"));
     std::vector<std::string> seen;
     for (size_t i = 6 * run; i < log.size(); ++i) {
@@ -527,9 +528,10 @@ TEST_F(RankSupervisorTest, NoBeatAtAllIsAHangOnlyWhenSilenceIsWatched) {
     std::optional<std::string> reason = collector_.WaitHung(absl::Seconds(5));
     ASSERT_TRUE(reason.has_value());
     EXPECT_GE(collector_.hung_at() - start, std::chrono::milliseconds(1000));
-    EXPECT_TRUE(absl::StrContains(*reason, " s since it started (process stopped or frozen before "
-                                           "its first beat, or a trainer that does not write "
-                                           "RINGTRAIN_PROGRESS_FILE)"))
+    EXPECT_TRUE(absl::StrContains(*reason,
+                                  " s since it started (process stopped or frozen before "
+                                  "its first beat, or a trainer that does not write "
+                                  "RINGTRAIN_PROGRESS_FILE)"))
         << *reason;
   }  // the destructor stops it
   Collector stall_only;

@@ -59,8 +59,8 @@ std::vector<Listener> ListeningSockets(pid_t pid) {
     while (std::getline(in, line)) {
       std::istringstream fields(line);
       std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
-      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >>
-          inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+          timeout >> inode;
       if (state != "0A" || inodes.count(inode) == 0) continue;  // 0A: TCP_LISTEN
       const size_t colon = local.find(':');
       Listener l;
@@ -111,13 +111,14 @@ bool CanBind(const std::string& address) {
 
 Subprocess StartRank(const TempDir& dir, int rank, int port) {
   const std::string name = "rank" + std::to_string(rank);
-  return StartCommand({BinDir() + "/ringtrain-trainer", ConfigPath("debug_model.toml"),
-                       "--training.steps=100000", "--training.seq_len=32",
-                       "--training.local_batch_size=2", "--metrics.jsonl=" + (dir / (name + ".jsonl"))},
-                      dir / (name + ".log"), "",
-                      {"RANK=" + std::to_string(rank), "WORLD_SIZE=2", std::string("MASTER_ADDR=") + kAddress,
-                       "MASTER_PORT=" + std::to_string(port),
-                       std::string("RINGTRAIN_HOST_ADDRESS=") + kAddress, "OMP_NUM_THREADS=1"});
+  return StartCommand(
+      {BinDir() + "/ringtrain-trainer", ConfigPath("debug_model.toml"), "--training.steps=100000",
+       "--training.seq_len=32", "--training.local_batch_size=2",
+       "--metrics.jsonl=" + (dir / (name + ".jsonl"))},
+      dir / (name + ".log"), "",
+      {"RANK=" + std::to_string(rank), "WORLD_SIZE=2", std::string("MASTER_ADDR=") + kAddress,
+       "MASTER_PORT=" + std::to_string(port), std::string("RINGTRAIN_HOST_ADDRESS=") + kAddress,
+       "OMP_NUM_THREADS=1"});
 }
 
 TEST(RendezvousBindTest, StoreAndGlooListenOnTheAdvertisedAddressOnly) {

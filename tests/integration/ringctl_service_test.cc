@@ -490,7 +490,8 @@ TEST_F(RingctlServiceTest, GlobalFlagsGoBeforeTheSubcommandAndBeatTheirVariables
   const std::string flag_ca = dir_ / "flag-ca.crt";
   const std::string env = "RINGTRAIN_TLS_CA=" + (dir_ / "env-ca.crt");
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"--tls-ca", flag_ca, "list"}, {"list", "--tls-ca", flag_ca},
+       {std::vector<std::string>{"--tls-ca", flag_ca, "list"},
+        {"list", "--tls-ca", flag_ca},
         {"--tls-ca=" + flag_ca, "--tls-cert", "c", "--tls-key", "k", "list"}}) {
     const CommandResult result = Ringctl(args, {env});
     EXPECT_EQ(result.exit_code, 2) << result.output;
@@ -551,10 +552,9 @@ class RingctlUpTest : public RingctlServiceTest {
 
   // Starts `ringctl up`, then the fake service once the stand-in coordinator runs.
   Subprocess StartUp(int workers) {
-    Subprocess up =
-        StartCommand({BinDir() + "/ringctl", "up", "--workers", std::to_string(workers), "--listen",
-                      address_, "--bin-dir", bin_, "--dir", cluster_},
-                     out_);
+    Subprocess up = StartCommand({BinDir() + "/ringctl", "up", "--workers", std::to_string(workers),
+                                  "--listen", address_, "--bin-dir", bin_, "--dir", cluster_},
+                                 out_);
     WaitFor([&] { return Has(ReadFile(bin_ + "/calls.txt"), "ringtrain-coordinator"); });
     StartServer();
     return up;

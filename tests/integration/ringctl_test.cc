@@ -54,9 +54,12 @@ class RingctlTest : public ::testing::Test {
   }
 
   CommandResult LossCompare(std::vector<std::string> extra) {
-    std::vector<std::string> argv = {BinDir() + "/ringctl", "loss-compare",
-                                     "--run=" + fake_,       "--baseline-config=" + config_,
-                                     "--steps=5",             "--output-folder=" + out_,
+    std::vector<std::string> argv = {BinDir() + "/ringctl",
+                                     "loss-compare",
+                                     "--run=" + fake_,
+                                     "--baseline-config=" + config_,
+                                     "--steps=5",
+                                     "--output-folder=" + out_,
                                      "--test-options=--parallelism.context_parallel_degree=4"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return RunCommand(argv);
@@ -84,7 +87,9 @@ TEST_F(RingctlTest, IdenticalLossesPassAssertEqual) {
             std::string::npos)
       << calls;
   EXPECT_NE(calls.find("--parallelism.context_parallel_degree=4 --training.steps=5 "
-                       "--metrics.jsonl=" + out_ + "/test.jsonl --checkpoint.enable=false "
+                       "--metrics.jsonl=" +
+                       out_ +
+                       "/test.jsonl --checkpoint.enable=false "
                        "--training.seed=42"),
             std::string::npos)
       << calls;

@@ -226,8 +226,7 @@ std::vector<double> ReadLosses(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    absl::StatusOr<std::optional<StepRecord>> record =
-        ParseStepRecord(line, MissingFigure::kNaN);
+    absl::StatusOr<std::optional<StepRecord>> record = ParseStepRecord(line, MissingFigure::kNaN);
     if (!record.ok()) {
       throw std::runtime_error("not a step record in " + path + ": " +
                                std::string(record.status().message()) + ": " + line);

@@ -34,8 +34,8 @@ std::vector<int64_t> ReadLittleEndian(const std::string& path, int width) {
                                    const std::vector<int64_t>& reference) {
   for (size_t i = 0; i < ours.size() && i < reference.size(); ++i) {
     if (ours[i] != reference[i]) {
-      return ::testing::AssertionFailure() << "first difference at id " << i << ": ours "
-                                           << ours[i] << ", reference " << reference[i];
+      return ::testing::AssertionFailure() << "first difference at id " << i << ": ours " << ours[i]
+                                           << ", reference " << reference[i];
     }
   }
   if (ours.size() != reference.size()) {
@@ -48,8 +48,8 @@ class TokenizerParityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    const CommandResult made = RunCommand({PythonPath(), Script(), "make-fixture", "--out-dir",
-                                           dir_->path()});
+    const CommandResult made =
+        RunCommand({PythonPath(), Script(), "make-fixture", "--out-dir", dir_->path()});
     ASSERT_EQ(made.exit_code, 0)
         << "the reference needs the venv's tokenizers (scripts/setup.sh installs "
            "tests/parity/requirements.txt):\n"
@@ -66,8 +66,9 @@ class TokenizerParityTest : public ::testing::Test {
   static std::vector<int64_t> Reference(const std::string& tokenizer, const std::string& text,
                                         bool special_as_text = false) {
     const std::string out = *dir_ / ("reference-" + std::to_string(counter_++) + ".bin");
-    std::vector<std::string> argv = {PythonPath(), Script(), "encode", "--tokenizer",
-                                     Fixture(tokenizer), "--text", Fixture(text), "--out", out};
+    std::vector<std::string> argv = {
+        PythonPath(),  Script(), "encode", "--tokenizer", Fixture(tokenizer), "--text",
+        Fixture(text), "--out",  out};
     if (special_as_text) argv.push_back("--special-as-text");
     const CommandResult ran = RunCommand(argv);
     EXPECT_EQ(ran.exit_code, 0) << ran.output;
@@ -77,9 +78,9 @@ class TokenizerParityTest : public ::testing::Test {
   // ringtrain-tokenize's ids of `text` (uint32 output).
   static std::vector<int64_t> Ours(const std::string& tokenizer, const std::string& text) {
     const std::string out = *dir_ / ("ours-" + std::to_string(counter_++) + ".bin");
-    const CommandResult ran = RunCommand({BinDir() + "/ringtrain-tokenize", Fixture(text),
-                                          "--tokenizer", Fixture(tokenizer), "--out", out,
-                                          "--dtype", "uint32"});
+    const CommandResult ran =
+        RunCommand({BinDir() + "/ringtrain-tokenize", Fixture(text), "--tokenizer",
+                    Fixture(tokenizer), "--out", out, "--dtype", "uint32"});
     EXPECT_EQ(ran.exit_code, 0) << ran.output;
     return ReadLittleEndian(out, 4);
   }
@@ -150,8 +151,9 @@ TEST_F(TokenizerParityTest, BinRoundTripAndTextDataset) {
   spec.vocab_size = 512;
   data = OpenDataset(spec);
   ASSERT_FALSE(data.ok());
-  EXPECT_NE(std::string(data.status().message()).find("model.vocab_size = 512 is smaller than "
-                                                      "the 800 ids of the tokenizer"),
+  EXPECT_NE(std::string(data.status().message())
+                .find("model.vocab_size = 512 is smaller than "
+                      "the 800 ids of the tokenizer"),
             std::string::npos)
       << data.status();
 }
@@ -160,9 +162,9 @@ TEST_F(TokenizerParityTest, EosSeparatorAndErrors) {
   const std::vector<int64_t> corpus = Reference("llama3.json", "corpus.txt");
   const std::vector<int64_t> train = Reference("llama3.json", "train.txt");
   const std::string out = *dir_ / "two.bin";
-  CommandResult ran = RunCommand({BinDir() + "/ringtrain-tokenize", Fixture("corpus.txt"),
-                                  Fixture("train.txt"), "--tokenizer", Fixture("llama3.json"),
-                                  "--out", out, "--eos-id", "0"});
+  CommandResult ran =
+      RunCommand({BinDir() + "/ringtrain-tokenize", Fixture("corpus.txt"), Fixture("train.txt"),
+                  "--tokenizer", Fixture("llama3.json"), "--out", out, "--eos-id", "0"});
   ASSERT_EQ(ran.exit_code, 0) << ran.output;
   std::vector<int64_t> expected = corpus;
   expected.push_back(0);
@@ -177,25 +179,30 @@ TEST_F(TokenizerParityTest, EosSeparatorAndErrors) {
   ran = RunCommand({BinDir() + "/ringtrain-tokenize", Fixture("corpus.txt"), "--tokenizer",
                     Fixture("llama3.json"), "--out", *dir_ / "never.bin", "--eos-id", "800"});
   EXPECT_EQ(ran.exit_code, 1);
-  EXPECT_NE(ran.output.find("--eos-id 800 is not below the tokenizer's 800 ids"),
-            std::string::npos)
+  EXPECT_NE(ran.output.find("--eos-id 800 is not below the tokenizer's 800 ids"), std::string::npos)
       << ran.output;
   ran = RunCommand({BinDir() + "/ringtrain-tokenize", dir_->path(), "--tokenizer",
                     Fixture("llama3.json"), "--out", *dir_ / "never.bin"});
   EXPECT_EQ(ran.exit_code, 1);
   EXPECT_NE(ran.output.find("but a folder"), std::string::npos) << ran.output;
-  EXPECT_NE(RunCommand({"/bin/ls", *dir_ / "never.bin"}).exit_code, 0) << "a failed run left a file";
+  EXPECT_NE(RunCommand({"/bin/ls", *dir_ / "never.bin"}).exit_code, 0)
+      << "a failed run left a file";
   EXPECT_EQ(RunCommand({BinDir() + "/ringtrain-tokenize", "--out", "x"}).exit_code, 2);
 }
 
 // training.dataset = "text" with training.tokenizer_path: the trainer tokenizes and trains, and
 // refuses a model whose vocabulary is smaller than the tokenizer's, naming both.
 TEST_F(TokenizerParityTest, TrainerTrainsOnTokenizedText) {
-  const std::vector<std::string> base = {
-      BinDir() + "/ringtrain-trainer", ConfigPath("debug_model.toml"), "--training.steps=2",
-      "--training.dataset=text", "--training.dataset_path=" + Fixture("train.txt"),
-      "--training.tokenizer_path=" + Fixture("llama3.json"), "--training.seq_len=64",
-      "--training.local_batch_size=2", "--model.max_seq_len=64", "--lr_scheduler.warmup_steps=0"};
+  const std::vector<std::string> base = {BinDir() + "/ringtrain-trainer",
+                                         ConfigPath("debug_model.toml"),
+                                         "--training.steps=2",
+                                         "--training.dataset=text",
+                                         "--training.dataset_path=" + Fixture("train.txt"),
+                                         "--training.tokenizer_path=" + Fixture("llama3.json"),
+                                         "--training.seq_len=64",
+                                         "--training.local_batch_size=2",
+                                         "--model.max_seq_len=64",
+                                         "--lr_scheduler.warmup_steps=0"};
   std::vector<std::string> argv = base;
   argv.push_back("--model.vocab_size=800");
   CommandResult ran = RunCommand(argv);
@@ -207,7 +214,8 @@ TEST_F(TokenizerParityTest, TrainerTrainsOnTokenizedText) {
   argv.push_back("--model.vocab_size=512");
   ran = RunCommand(argv);
   EXPECT_NE(ran.exit_code, 0);
-  EXPECT_NE(ran.output.find("model.vocab_size = 512 is smaller than the 800 ids"), std::string::npos)
+  EXPECT_NE(ran.output.find("model.vocab_size = 512 is smaller than the 800 ids"),
+            std::string::npos)
       << ran.output;
 }
 

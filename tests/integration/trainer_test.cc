@@ -19,8 +19,7 @@ std::string Trainer() { return BinDir() + "/ringtrain-trainer"; }
 // The debug config, shortened: a constant-LR window so that step counts can change freely.
 std::vector<std::string> DebugRun(const std::vector<std::string>& extra) {
   std::vector<std::string> argv = {Trainer(), ConfigPath("debug_model.toml"),
-                                   "--lr_scheduler.warmup_steps=2",
-                                   "--lr_scheduler.decay_ratio=0"};
+                                   "--lr_scheduler.warmup_steps=2", "--lr_scheduler.decay_ratio=0"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }
@@ -50,20 +49,19 @@ TEST(TrainerTest, SameConfigTwiceGivesBitwiseEqualLosses) {
 
 TEST(TrainerTest, ResumeFromMidRunCheckpointReproducesRemainingLossesBitwise) {
   TempDir dir;
-  const auto full = RunCommand(DebugRun({"--training.steps=12", "--checkpoint.enable=true",
-                                  "--checkpoint.folder=" + (dir / "ckpt"),
-                                  "--checkpoint.interval=6", "--checkpoint.keep_latest_k=0",
-                                  "--metrics.jsonl=" + (dir / "full.jsonl")}));
+  const auto full = RunCommand(
+      DebugRun({"--training.steps=12", "--checkpoint.enable=true",
+                "--checkpoint.folder=" + (dir / "ckpt"), "--checkpoint.interval=6",
+                "--checkpoint.keep_latest_k=0", "--metrics.jsonl=" + (dir / "full.jsonl")}));
   ASSERT_EQ(full.exit_code, 0) << full.output;
   ASSERT_TRUE(fs::exists(dir / "ckpt/step-6/model.pt"));
   ASSERT_TRUE(fs::exists(dir / "ckpt/step-12/optimizer.pt"));
   // A new run whose folder holds only the mid-run checkpoint resumes at step 7.
   fs::create_directories(dir / "resume");
   fs::copy(dir / "ckpt/step-6", dir / "resume/step-6", fs::copy_options::recursive);
-  const auto resumed = RunCommand(DebugRun({"--training.steps=12", "--checkpoint.enable=true",
-                                     "--checkpoint.folder=" + (dir / "resume"),
-                                     "--checkpoint.interval=6",
-                                     "--metrics.jsonl=" + (dir / "resumed.jsonl")}));
+  const auto resumed = RunCommand(DebugRun(
+      {"--training.steps=12", "--checkpoint.enable=true", "--checkpoint.folder=" + (dir / "resume"),
+       "--checkpoint.interval=6", "--metrics.jsonl=" + (dir / "resumed.jsonl")}));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
   const auto a = ReadJsonl(dir / "full.jsonl"), b = ReadJsonl(dir / "resumed.jsonl");
@@ -81,9 +79,9 @@ TEST(TrainerTest, ResumeFromMidRunCheckpointReproducesRemainingLossesBitwise) {
 // train_state.json whose step is not a number, a truncated model.pt.
 TEST(TrainerTest, ADamagedCheckpointIsNamedNotAnAbort) {
   TempDir dir;
-  const auto first = RunCommand(DebugRun({"--training.steps=2", "--checkpoint.enable=true",
-                                   "--checkpoint.folder=" + (dir / "ckpt"),
-                                   "--checkpoint.interval=2"}));
+  const auto first =
+      RunCommand(DebugRun({"--training.steps=2", "--checkpoint.enable=true",
+                           "--checkpoint.folder=" + (dir / "ckpt"), "--checkpoint.interval=2"}));
   ASSERT_EQ(first.exit_code, 0) << first.output;
   const std::string state_path = dir / "ckpt/step-2/train_state.json";
   const std::string model_path = dir / "ckpt/step-2/model.pt";
@@ -91,8 +89,7 @@ TEST(TrainerTest, ADamagedCheckpointIsNamedNotAnAbort) {
   const struct {
     std::string file, text, expected;
   } cases[] = {
-      {state_path,
-       "{\"step\": 2, \"global_sample\": 16, \"torch_rng_state\": \"0011\"}",
+      {state_path, "{\"step\": 2, \"global_sample\": 16, \"torch_rng_state\": \"0011\"}",
        "\"torch_rng_state\" holds 2 bytes"},
       {state_path, "{\"step\": \"2\", \"global_sample\": 16, \"torch_rng_state\": \"00\"}",
        "\"step\" is not a count"},
@@ -102,9 +99,9 @@ TEST(TrainerTest, ADamagedCheckpointIsNamedNotAnAbort) {
     WriteFile(state_path, good_state);
     WriteFile(model_path, good_model);
     WriteFile(c.file, c.text);
-    const auto r = RunCommand(DebugRun({"--training.steps=4", "--checkpoint.enable=true",
-                                 "--checkpoint.folder=" + (dir / "ckpt"),
-                                 "--checkpoint.interval=2"}));
+    const auto r =
+        RunCommand(DebugRun({"--training.steps=4", "--checkpoint.enable=true",
+                             "--checkpoint.folder=" + (dir / "ckpt"), "--checkpoint.interval=2"}));
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(r.output.find(c.file), std::string::npos) << r.output;
     EXPECT_NE(r.output.find(c.expected), std::string::npos) << r.output;
@@ -114,8 +111,8 @@ TEST(TrainerTest, ADamagedCheckpointIsNamedNotAnAbort) {
 TEST(TrainerTest, KeepLatestKPrunesOldCheckpoints) {
   TempDir dir;
   const auto r = RunCommand(DebugRun({"--training.steps=6", "--checkpoint.enable=true",
-                               "--checkpoint.folder=" + (dir / "ckpt"), "--checkpoint.interval=2",
-                               "--checkpoint.keep_latest_k=2"}));
+                                      "--checkpoint.folder=" + (dir / "ckpt"),
+                                      "--checkpoint.interval=2", "--checkpoint.keep_latest_k=2"}));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir / "ckpt")) names.push_back(e.path().filename());
@@ -127,7 +124,7 @@ TEST(TrainerTest, KeepLatestKPrunesOldCheckpoints) {
 TEST(TrainerTest, DebugModelLearnsTheSyntheticSourceToNearItsEntropyFloor) {
   TempDir dir;
   const auto r = RunCommand({Trainer(), ConfigPath("debug_model.toml"), "--training.steps=200",
-                      "--metrics.jsonl=" + (dir / "m.jsonl")});
+                             "--metrics.jsonl=" + (dir / "m.jsonl")});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const double floor = 1.2130075659799042;  // 1.75 bits: successor probabilities ½, ¼, ⅛, ⅛
   EXPECT_NE(r.output.find("entropy floor of the synthetic source: 1.2130"), std::string::npos);
@@ -143,8 +140,8 @@ TEST(TrainerTest, DebugModelLearnsTheSyntheticSourceToNearItsEntropyFloor) {
 
 TEST(TrainerTest, EvalModeWritesValidationLoss) {
   TempDir dir;
-  const auto r = RunCommand(DebugRun({"--job.mode=eval", "--validation.steps=2",
-                               "--metrics.jsonl=" + (dir / "eval.jsonl")}));
+  const auto r = RunCommand(DebugRun(
+      {"--job.mode=eval", "--validation.steps=2", "--metrics.jsonl=" + (dir / "eval.jsonl")}));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto records = ReadJsonl(dir / "eval.jsonl");
   ASSERT_EQ(records.size(), 1u);
@@ -161,9 +158,9 @@ TEST(TrainerTest, TextDatasetTrainsOnBytes) {
   for (int i = 0; i < 200; ++i) text += "the quick brown fox jumps over the lazy dog. ";
   WriteFile(dir / "corpus/a.txt", text);
   WriteFile(dir / "corpus/sub/b.txt", "héllo wörld ");
-  const auto r = RunCommand(DebugRun({"--training.dataset=text", "--training.dataset_path=" + (dir / "corpus"),
-                               "--model.vocab_size=256", "--training.steps=3",
-                               "--training.seq_len=64"}));
+  const auto r = RunCommand(
+      DebugRun({"--training.dataset=text", "--training.dataset_path=" + (dir / "corpus"),
+                "--model.vocab_size=256", "--training.steps=3", "--training.seq_len=64"}));
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
@@ -192,9 +189,9 @@ TEST_P(TrainerBadInputTest, FailsWithAClearMessageAndNoCheckpoint) {
   }
   if (GetParam().name == "truncated_pt" || GetParam().name == "wrong_state_dict") {
     // A real state dict cut in half.
-    const auto ok = RunCommand({PythonPath(), "-c",
-                         "import torch; torch.save({'w': torch.randn(4096)}, '" + (dir / "w.pt") +
-                             "')"});
+    const auto ok = RunCommand(
+        {PythonPath(), "-c",
+         "import torch; torch.save({'w': torch.randn(4096)}, '" + (dir / "w.pt") + "')"});
     ASSERT_EQ(ok.exit_code, 0) << ok.output;
     const std::string bytes = ReadFile(dir / "w.pt");
     WriteFile(dir / "half.pt", bytes.substr(0, bytes.size() / 2));
@@ -211,7 +208,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadInput{"malformed_toml", {"$DIR/bad.toml"}, "malformed TOML at line"},
         BadInput{"unknown_key", {"CONFIG", "--training.seqlen=5"}, "training.seqlen"},
-        BadInput{"negative_size", {"CONFIG", "--training.local_batch_size=-1"},
+        BadInput{"negative_size",
+                 {"CONFIG", "--training.local_batch_size=-1"},
                  "training.local_batch_size = -1"},
         BadInput{"zero_layers", {"CONFIG", "--model.n_layers=0"}, "model.n_layers = 0"},
         BadInput{"kv_heads", {"CONFIG", "--model.n_kv_heads=3"}, "model.n_kv_heads = 3"},
@@ -219,9 +217,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"missing_dataset",
                  {"CONFIG", "--training.dataset=bin", "--training.dataset_path=$DIR/nope.bin"},
                  "nope.bin"},
-        BadInput{"truncated_pt", {"CONFIG", "--checkpoint.initial_load_path=$DIR/half.pt"},
-                 "half.pt"},
-        BadInput{"wrong_state_dict", {"CONFIG", "--checkpoint.initial_load_path=$DIR/w.pt"},
+        BadInput{
+            "truncated_pt", {"CONFIG", "--checkpoint.initial_load_path=$DIR/half.pt"}, "half.pt"},
+        BadInput{"wrong_state_dict",
+                 {"CONFIG", "--checkpoint.initial_load_path=$DIR/w.pt"},
                  "unexpected: w"},
         BadInput{"not_a_device", {"CONFIG", "--device=tpu"}, "'tpu' is not a device"},
         BadInput{"cuda_on_a_cpu_build", {"CONFIG", "--device=cuda:0"}, "-DRINGTRAIN_CUDA=ON"},

@@ -67,7 +67,8 @@ struct Batch {
 Batch MakeBatch(const ModelArgs& args, int64_t batch, int64_t length) {
   torch::manual_seed(11);
   Batch b{torch::randint(args.vocab_size, {batch, length}),
-          torch::randint(args.vocab_size, {batch, length}), {}};
+          torch::randint(args.vocab_size, {batch, length}),
+          {}};
   b.positions.positions.resize(length);
   std::iota(b.positions.positions.begin(), b.positions.positions.end(), 0);
   return b;

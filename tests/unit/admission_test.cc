@@ -54,7 +54,8 @@ TEST(AdmissionTest, WarnsOfKeysTheServiceManagesAndOfClampedLrPhases) {
 TEST(AdmissionTest, RefusesOversizedConfigBeforeParsing) {
   v1::SubmitJobRequest request;
   request.set_config_toml(std::string(3900000, '#'));  // a comment: would parse fine
-  EXPECT_THAT(Refusal(request), HasSubstr("the config is 3900000 bytes; at most 262144 bytes (256 KiB)"));
+  EXPECT_THAT(Refusal(request),
+              HasSubstr("the config is 3900000 bytes; at most 262144 bytes (256 KiB)"));
 }
 
 TEST(AdmissionTest, RefusesTooManyOrTooLongOverrides) {
@@ -69,7 +70,8 @@ TEST(AdmissionTest, RefusesTooManyOrTooLongOverrides) {
 TEST(AdmissionTest, RefusesNamesThatDoNotPrint) {
   v1::SubmitJobRequest request;
   request.set_name("job\x1b]0;pwned\x07");
-  EXPECT_THAT(Refusal(request), HasSubstr("byte 3 is the control character U+001B; job names must be printable"));
+  EXPECT_THAT(Refusal(request),
+              HasSubstr("byte 3 is the control character U+001B; job names must be printable"));
   request.set_name("tab\there");
   EXPECT_THAT(Refusal(request), HasSubstr("U+0009"));
   request.set_name("c1 \xc2\x9b control");  // U+009B, the C1 CSI
@@ -88,7 +90,8 @@ TEST(AdmissionTest, RefusesNamesWithBidirectionalControls) {
   v1::SubmitJobRequest request;
   request.set_name("safe\u202etxt.exe");  // U+202E, RIGHT-TO-LEFT OVERRIDE
   std::string message = Refusal(request);
-  EXPECT_THAT(message, HasSubstr("byte 4 is the bidirectional control U+202E; job names must be printable"));
+  EXPECT_THAT(message,
+              HasSubstr("byte 4 is the bidirectional control U+202E; job names must be printable"));
   EXPECT_EQ(message.find("\u202e"), std::string::npos) << "the name is echoed escaped";
   for (const char* name : {"a\u202ab", "a\u202db", "a\u2066b", "a\u2069b"}) {
     request.set_name(name);
@@ -104,8 +107,9 @@ TEST(AdmissionTest, RefusesPathsWithBidirectionalControls) {
   v1::SubmitJobRequest request;
   request.add_overrides("training.dataset=bin");
   request.add_overrides("training.dataset_path=data/\u202enib.txt");
-  EXPECT_THAT(Refusal(request), HasSubstr("training.dataset_path = \"data/\\xe2\\x80\\xaenib.txt\": a path must "
-                                          "not contain bidirectional controls (U+202E at byte 5)"));
+  EXPECT_THAT(Refusal(request),
+              HasSubstr("training.dataset_path = \"data/\\xe2\\x80\\xaenib.txt\": a path must "
+                        "not contain bidirectional controls (U+202E at byte 5)"));
 }
 
 TEST(AdmissionTest, EchoesNoRawBytesOfABadDeviceKind) {
@@ -123,14 +127,16 @@ TEST(AdmissionTest, EchoesOnlyAnExcerptOfAHugeValue) {
   const std::string huge(200 * 1024, 'v');
   std::string array = "1";
   for (int i = 0; i < 60000; ++i) array += ", 1";
-  const std::vector<std::pair<std::string, std::string>> configs = {  // {config, what the error shows}
-      {"[training]\ndataset = \"" + huge + "\"\n", "training.dataset = \"vvvv"},  // a choice
-      {"[training]\nsteps = \"" + huge + "\"\n", "training.steps = \"vvvv"},      // the wrong type
-      {"[training]\nsteps = [" + array + "]\n", "training.steps = ["},       // an array
+  const std::vector<std::pair<std::string, std::string>> configs = {
+      // {config, what the error shows}
+      {"[training]\ndataset = \"" + huge + "\"\n", "training.dataset = \"vvvv"},   // a choice
+      {"[training]\nsteps = \"" + huge + "\"\n", "training.steps = \"vvvv"},       // the wrong type
+      {"[training]\nsteps = [" + array + "]\n", "training.steps = ["},             // an array
       {"[model]\n" + std::string(200, 'k') + " = 1\n", "unknown key model.kkkk"},  // a long key
       {"[training]\ndataset = \"bin\"\ndataset_path = \"\\u0001" + huge + "\"\n",
        "training.dataset_path = \"\\x01vvvv"},  // a path with a control character
-      {"[activation_checkpoint]\nselective_ac_option = \"" + huge + "\"\n", "selective_ac_option = \"vvvv"},
+      {"[activation_checkpoint]\nselective_ac_option = \"" + huge + "\"\n",
+       "selective_ac_option = \"vvvv"},
   };
   for (const auto& [config, shown] : configs) {
     v1::SubmitJobRequest request;
@@ -145,7 +151,8 @@ TEST(AdmissionTest, EchoesOnlyAnExcerptOfAHugeValue) {
   // 25 overrides at the 4 KiB limit, each naming an unknown key: 20 problems listed, each cut.
   v1::SubmitJobRequest many;
   for (int i = 0; i < 25; ++i) {
-    many.add_overrides(absl::StrCat("training.x", i, "=", std::string(kMaxOverrideBytes - 20, 's')));
+    many.add_overrides(
+        absl::StrCat("training.x", i, "=", std::string(kMaxOverrideBytes - 20, 's')));
   }
   const std::string message = Refusal(many);
   EXPECT_THAT(message, HasSubstr("... and 5 more problems"));
@@ -154,11 +161,13 @@ TEST(AdmissionTest, EchoesOnlyAnExcerptOfAHugeValue) {
 
 // The coordinator refuses at submit what the trainer would: the same bounds, the same code.
 TEST(AdmissionTest, RefusesValuesOutsideTheirBounds) {
-  for (const char* override_text : {"comm.timeout_seconds=1e308", "comm.timeout_seconds=1e-9",
-                                    "model.vocab_size=4294967297", "job.restart_backoff_seconds=1e-9"}) {
+  for (const char* override_text :
+       {"comm.timeout_seconds=1e308", "comm.timeout_seconds=1e-9", "model.vocab_size=4294967297",
+        "job.restart_backoff_seconds=1e-9"}) {
     v1::SubmitJobRequest request;
     request.add_overrides(override_text);
-    const std::string key = std::string(override_text).substr(0, std::string(override_text).find('='));
+    const std::string key =
+        std::string(override_text).substr(0, std::string(override_text).find('='));
     EXPECT_THAT(Refusal(request), HasSubstr(key + " = ")) << override_text;
     EXPECT_THAT(Refusal(request), HasSubstr(": must be ")) << override_text;
   }
@@ -167,8 +176,9 @@ TEST(AdmissionTest, RefusesValuesOutsideTheirBounds) {
 TEST(AdmissionTest, RefusesDegreesThatWouldNarrow) {
   v1::SubmitJobRequest request;
   request.add_overrides("parallelism.data_parallel_replicate_degree=4294967297");
-  EXPECT_THAT(Refusal(request), HasSubstr("parallelism.data_parallel_replicate_degree = 4294967297: must be -1 "
-                                          "(fill the world) or in [1, 16384]"));
+  EXPECT_THAT(Refusal(request),
+              HasSubstr("parallelism.data_parallel_replicate_degree = 4294967297: must be -1 "
+                        "(fill the world) or in [1, 16384]"));
 }
 
 }  // namespace

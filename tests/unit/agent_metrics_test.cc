@@ -55,14 +55,14 @@ TEST(AgentMetricsTest, LinesThatAreNotWholeStepRecordsChangeNothing) {
   metrics.TrainerRecord(
       R"({"step": 1, "loss": 6.5, "ranks": [{"rank": 0, "peak_memory_bytes": 1048576}]})");
   for (const char* line : {
-           "",                                                    // not JSON
-           R"({"step": 2, "loss": 1.5)",                          // torn mid-write
-           R"([{"step": 2, "loss": 1.5}])",                       // not an object
-           R"({"loss": 1.5, "validation_loss": 1.5})",            // not a step (an eval's)
-           R"({"step": "2", "loss": 1.5})",                       // a step that is no integer
+           "",                                          // not JSON
+           R"({"step": 2, "loss": 1.5)",                // torn mid-write
+           R"([{"step": 2, "loss": 1.5}])",             // not an object
+           R"({"loss": 1.5, "validation_loss": 1.5})",  // not a step (an eval's)
+           R"({"step": "2", "loss": 1.5})",             // a step that is no integer
            R"({"step": 2.5, "loss": 1.5})",
-           R"({"step": 2, "loss": 1.5, "ranks": {"rank": 0}})",   // ranks not an array
-           R"({"step": 2, "loss": 1.5, "ranks": [0]})",           // a rank entry not an object
+           R"({"step": 2, "loss": 1.5, "ranks": {"rank": 0}})",  // ranks not an array
+           R"({"step": 2, "loss": 1.5, "ranks": [0]})",          // a rank entry not an object
        }) {
     metrics.TrainerRecord(line);
     EXPECT_EQ(Gauge(metrics, "ringtrain_trainer_step"), 1.0) << line;

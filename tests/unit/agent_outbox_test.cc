@@ -120,8 +120,7 @@ TEST(OutboxTest, WhenFullOnlyRankReportsAreDropped) {
   outbox.MarkWritten(5);  // everything queued (seqs 1, 2, 3 and the exit's 4) was written
   EXPECT_FALSE(outbox.Push(Report("x")));
   outbox.Rewind();
-  EXPECT_EQ(Drain(outbox),
-            (std::vector<std::string>{"started", "report 1", "report 2", "exit 1"}));
+  EXPECT_EQ(Drain(outbox), (std::vector<std::string>{"started", "report 1", "report 2", "exit 1"}));
   EXPECT_TRUE(outbox.Push(Report("5")));  // room again
   EXPECT_FALSE(outbox.HasRankExit());
 }
@@ -137,7 +136,7 @@ TEST(OutboxTest, DropAllStartsANewEpochThatRejectsTheOldOnesMessages) {
   EXPECT_FALSE(outbox.Push(first, Exit(0)));  // the abandoned rank ends later: dropped
   EXPECT_TRUE(outbox.empty());
   EXPECT_TRUE(outbox.Push(outbox.epoch(), Report("new")));
-  EXPECT_TRUE(outbox.Push(Exit(2)));  // the current epoch
+  EXPECT_TRUE(outbox.Push(Exit(2)));        // the current epoch
   EXPECT_EQ(outbox.dropped_reports(), 0u);  // epoch drops are not counted as "full"
   EXPECT_EQ(Drain(outbox), (std::vector<std::string>{"report new", "exit 2"}));
   EXPECT_EQ(outbox.DropAll(), 0u);

@@ -25,7 +25,8 @@ TEST(TokenCheckTest, MissingWrongAndRightTokens) {
   const TokenCheck check = TokenCheck::ForJobService({"alpha", "beta-token"});
   const absl::Status missing = check.Check(Metadata{});
   EXPECT_EQ(missing.code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_THAT(missing.message(), HasSubstr("JobService needs a client token: ringctl --token-file"));
+  EXPECT_THAT(missing.message(),
+              HasSubstr("JobService needs a client token: ringctl --token-file"));
 
   const std::string basic = "Basic YWxwaGE=", wrong = "Bearer alphx", prefix = "Bearer alph",
                     longer = "Bearer alpha2", right = "Bearer beta-token";
@@ -52,8 +53,8 @@ TEST(ConstantTimeEqualsTest, ComparesWholeStrings) {
 }
 
 TEST(ListenProtectionTest, LoopbackAddresses) {
-  for (const char* address : {"127.0.0.1:50051", "127.3.4.5:1", "localhost:50051",
-                              "LOCALHOST:1", "[::1]:50051", "unix:/tmp/sock"}) {
+  for (const char* address : {"127.0.0.1:50051", "127.3.4.5:1", "localhost:50051", "LOCALHOST:1",
+                              "[::1]:50051", "unix:/tmp/sock"}) {
     EXPECT_TRUE(IsLoopbackListenAddress(address)) << address;
   }
   for (const char* address : {"0.0.0.0:50051", "[::]:50051", "10.0.0.1:50051", "128.0.0.1:1",

@@ -15,7 +15,8 @@
 namespace ringtrain {
 namespace {
 
-// How many calls see each (query, key) pair under their own mask; must be 1 where p_k <= p_q, else 0.
+// How many calls see each (query, key) pair under their own mask; must be 1 where p_k <= p_q, else
+// 0.
 void ExpectExactCover(const std::vector<int64_t>& qp, const std::vector<int64_t>& kp,
                       const std::vector<FusedCall>& calls) {
   std::vector<std::vector<int>> seen(qp.size(), std::vector<int>(kp.size(), 0));
@@ -56,8 +57,8 @@ TEST(BlockPlanTest, HeadTailRingBlocksAreOneCallEach) {
         const auto plan = PlanFusedCalls(qp, kp, true);
         ASSERT_TRUE(plan.has_value());
         ExpectExactCover(qp, kp, *plan);
-        ASSERT_EQ(plan->size(), 1u) << "cp " << cp << " rank " << r << " block of " << src << ": "
-                                    << DescribePlan(*plan);
+        ASSERT_EQ(plan->size(), 1u)
+            << "cp " << cp << " rank " << r << " block of " << src << ": " << DescribePlan(*plan);
         const FusedCall& c = (*plan)[0];
         if (src == r) {
           EXPECT_EQ(c, (FusedCall{{0, 2 * chunk}, {0, 2 * chunk}, true}));

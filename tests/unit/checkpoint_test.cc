@@ -22,8 +22,7 @@ Checkpoint MakeCheckpoint(int64_t step) {
   torch::manual_seed(step);
   Checkpoint c;
   c.model = {{"tok_embeddings.weight", torch::randn({4, 3})}, {"norm.weight", torch::randn({3})}};
-  c.optimizer = {{"step", torch::tensor({step})},
-                 {"exp_avg.norm.weight", torch::randn({3})}};
+  c.optimizer = {{"step", torch::tensor({step})}, {"exp_avg.norm.weight", torch::randn({3})}};
   c.train_state.step = step;
   c.train_state.global_sample = step * 8;
   c.train_state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
@@ -101,8 +100,7 @@ TEST(CheckpointFolderTest, BadTrainStatesAreDataLossNamingTheFile) {
   } cases[] = {
       {"[1, 2]", "not a JSON object"},
       {"{\"step\": \"4\", \"global_sample\": 32, " + rng + "00\"}", "\"step\" is not a count"},
-      {"{\"step\": 4, \"global_sample\": -1, " + rng + "00\"}",
-       "\"global_sample\" is not a count"},
+      {"{\"step\": 4, \"global_sample\": -1, " + rng + "00\"}", "\"global_sample\" is not a count"},
       {"{\"step\": 4, \"global_sample\": 32, \"torch_rng_state\": 7}", "not a hex string"},
       {"{\"step\": 4, \"global_sample\": 32, " + rng + "0g\"}", "bad hex digit"},
       {"{\"step\": 4, \"global_sample\": 32, " + rng + "abc\"}", "odd-length hex"},
@@ -147,7 +145,8 @@ TEST(ModelWeightsTest, LoadsByNameAndListsEveryMismatch) {
   EXPECT_EQ(dict[0].first, "w");
   EXPECT_EQ(dict[1].first, "b");
 
-  const StateDict good = {{"b", torch::full({3}, 2.0)}, {"w", torch::full({2, 3}, 3.0, torch::kBFloat16)}};
+  const StateDict good = {{"b", torch::full({3}, 2.0)},
+                          {"w", torch::full({2, 3}, 3.0, torch::kBFloat16)}};
   ASSERT_TRUE(LoadModelWeights(model, good, "good.pt").ok());
   EXPECT_TRUE(torch::equal(model.w, torch::full({2, 3}, 3.0)));  // converted from bfloat16
   EXPECT_TRUE(torch::equal(model.b, torch::full({3}, 2.0)));

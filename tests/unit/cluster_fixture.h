@@ -117,8 +117,8 @@ class ClusterFixture : public ::testing::Test {
     m.mutable_rank_started()->set_attempt(attempt);
     return Agent(worker_id, m);
   }
-  std::string Report(const std::string& worker_id, const std::string& job_id, int step,
-                     double loss, int attempt = 0) {
+  std::string Report(const std::string& worker_id, const std::string& job_id, int step, double loss,
+                     int attempt = 0) {
     v1::AgentMessage m;
     m.mutable_rank_report()->set_job_id(job_id);
     m.mutable_rank_report()->set_attempt(attempt);
@@ -177,10 +177,9 @@ class ClusterFixture : public ::testing::Test {
     return idle;
   }
 
-  const std::string db_path_ =
-      (std::filesystem::temp_directory_path() /
-       ("cluster_test_" + std::to_string(::getpid()) + ".db"))
-          .string();
+  const std::string db_path_ = (std::filesystem::temp_directory_path() /
+                                ("cluster_test_" + std::to_string(::getpid()) + ".db"))
+                                   .string();
   absl::Duration worker_timeout_ = absl::Milliseconds(300);  // set before Reopen() to change
   ManualClock clock_;
   EventHub hub_;

@@ -18,8 +18,8 @@
 #include "coordinator/cluster.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_store.h"
-#include "tests/unit/cluster_test_util.h"
 #include "coordinator/worker_credential.h"
+#include "tests/unit/cluster_test_util.h"
 
 namespace ringtrain {
 namespace {
@@ -187,16 +187,16 @@ TEST_F(ClusterIdentityTest, RegisterGivesEachWorkerItsOwnCredentialAndStoresOnly
 TEST_F(ClusterIdentityTest, HelloWithAnotherWorkersIdIsRefusedAndLeavesItsSessionAlone) {
   const std::string real = AddWorker();
   FakeChannel impostor;
-  for (const std::string& credential : {std::string(), std::string(64, '0'),
-                                        credentials_[AddWorker()]}) {
+  for (const std::string& credential :
+       {std::string(), std::string(64, '0'), credentials_[AddWorker()]}) {
     const absl::Status s = cluster_->AttachSession(real, credential, &impostor);
     EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
     EXPECT_THAT(s.message(), HasSubstr(real));
     EXPECT_THAT(s.message(), HasSubstr("credential"));
   }
   EXPECT_EQ(Refused("bad_credential"), 3);
-  EXPECT_TRUE(impostor.sent.empty());                 // no Welcome, no assignment
-  EXPECT_FALSE(channels_[real].closed.has_value());   // the real session was not replaced
+  EXPECT_TRUE(impostor.sent.empty());                // no Welcome, no assignment
+  EXPECT_FALSE(channels_[real].closed.has_value());  // the real session was not replaced
   // The real session still gets the work.
   v1::SubmitJobRequest request;
   request.set_config_toml(kTinyJobConfig);
@@ -246,8 +246,8 @@ TEST_F(ClusterIdentityTest, RankMessagesFromAWorkerNotRunningTheRankAreRefused) 
 
 TEST_F(ClusterIdentityTest, StepRecordsOutsideTheJobOrUnparseableAreRefusedAndEachStepIsKeptOnce) {
   const std::string job = StartJobWithAFakeWorker();
-  Step(ranks_[0], job, 0, 0, 1.0);   // before the first step
-  Step(ranks_[0], job, 0, 4, 1.0);   // past training.steps = 3
+  Step(ranks_[0], job, 0, 0, 1.0);  // before the first step
+  Step(ranks_[0], job, 0, 4, 1.0);  // past training.steps = 3
   Step(ranks_[0], job, 0, -7, 1.0);
   Report(ranks_[0], job, 0, "{\"step\": \"2\", \"loss\": 1}");
   Report(ranks_[0], job, 0, "{\"step\": 1.5, \"loss\": 1}");

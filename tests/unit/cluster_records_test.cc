@@ -35,7 +35,7 @@ class ClusterRecordsTest : public ClusterFixture {
     m.mutable_step_records()->set_job_id(job_id);
     for (const int step : steps) {
       m.mutable_step_records()->add_record_json("{\"step\": " + std::to_string(step) +
-                                               ", \"loss\": 1.5}");
+                                                ", \"loss\": 1.5}");
     }
     return Agent(worker_id, m);
   }

@@ -244,10 +244,9 @@ TEST_F(ClusterRestartTest, AnElasticRestartRunsOnFewerDataParallelRanksWithTheSa
   EXPECT_EQ(shrunk.degrees.dp, 1);
   EXPECT_EQ(shrunk.degrees.cp, 1);
   // local_batch_size 2 × dp 2 = 4 samples a step, now as 2 micro-batches on one rank.
-  EXPECT_THAT(shrunk.mesh_overrides,
-              ElementsAre("parallelism.data_parallel_replicate_degree=1",
-                          "parallelism.data_parallel_shard_degree=1",
-                          "training.global_batch_size=4"));
+  EXPECT_THAT(shrunk.mesh_overrides, ElementsAre("parallelism.data_parallel_replicate_degree=1",
+                                                 "parallelism.data_parallel_shard_degree=1",
+                                                 "training.global_batch_size=4"));
   EXPECT_THAT(StateMessages(job.job_id, JobState::kAssigned).back(),
               HasSubstr("elastic: data parallel 2 -> 1 (world 2 -> 1, cp 1 kept); global batch 4 "
                         "kept as 2 micro-batches of 2 per rank"));

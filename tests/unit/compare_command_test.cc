@@ -44,8 +44,8 @@ TEST(CompareJobStepsTest, EqualFinishedJobsPass) {
 
 TEST(CompareJobStepsTest, OneUlpIsAMismatchUnderAssertEqualButWithinAtol) {
   const JobSteps a = Job("job-1", v1::JOB_STATE_SUCCEEDED, {6.5, 5.25, 4.125});
-  const JobSteps b = Job("job-2", v1::JOB_STATE_SUCCEEDED,
-                         {6.5, std::nextafter(5.25, 10.0), 4.125});
+  const JobSteps b =
+      Job("job-2", v1::JOB_STATE_SUCCEEDED, {6.5, std::nextafter(5.25, 10.0), 4.125});
   absl::StatusOr<JobComparison> c = CompareJobSteps(a, b, AssertEqual());
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(c->passed());

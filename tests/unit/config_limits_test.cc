@@ -48,24 +48,30 @@ TEST(ConfigLimitsTest, RealConfigsPass) {
     EXPECT_TRUE(ParseJobConfig(text, {}, path).ok()) << name;
   }
   // Strings and comments may hold any brackets and '=' without counting.
-  const std::string tricky =
-      "# [[[[[[[[[[[[[[[[[[[[ = = =\n[training]\ndataset_path = \"" + Repeat("[{=", 500) +
-      "\"\n[checkpoint]\nfolder = '''" + Repeat("{[=\n", 300) + "'''\n[metrics]\njsonl = \"\\\"[[[[\"\n";
-  EXPECT_TRUE(CheckConfigBounds(tricky, {}, "t.toml").ok()) << CheckConfigBounds(tricky, {}, "t.toml");
+  const std::string tricky = "# [[[[[[[[[[[[[[[[[[[[ = = =\n[training]\ndataset_path = \"" +
+                             Repeat("[{=", 500) + "\"\n[checkpoint]\nfolder = '''" +
+                             Repeat("{[=\n", 300) + "'''\n[metrics]\njsonl = \"\\\"[[[[\"\n";
+  EXPECT_TRUE(CheckConfigBounds(tricky, {}, "t.toml").ok())
+      << CheckConfigBounds(tricky, {}, "t.toml");
 }
 
 TEST(ConfigLimitsTest, TextSize) {
   const std::string text = "[training]\n" + std::string(kMaxConfigBytes, '#');
-  EXPECT_THAT(BoundsError(text), HasSubstr(absl::StrCat("the config is ", text.size(), " bytes; at most 262144 bytes (256 KiB)")));
+  EXPECT_THAT(BoundsError(text), HasSubstr(absl::StrCat("the config is ", text.size(),
+                                                        " bytes; at most 262144 bytes (256 KiB)")));
 }
 
 TEST(ConfigLimitsTest, Depth) {
   const std::string deep = "x = " + Repeat("[", 17) + Repeat("]", 17) + "\n";
-  EXPECT_THAT(BoundsError(deep), HasSubstr("brackets nest 17 levels deep (first past the limit at line 1); at most 16"));
+  EXPECT_THAT(
+      BoundsError(deep),
+      HasSubstr("brackets nest 17 levels deep (first past the limit at line 1); at most 16"));
   const std::string ok = "x = " + Repeat("[", 16) + Repeat("]", 16) + "\n";
   EXPECT_TRUE(CheckConfigBounds(ok, {}, "t").ok());
-  const std::string inline_tables = "[job]\nx = " + Repeat("{a = ", 20) + "1" + Repeat("}", 20) + "\n";
-  EXPECT_THAT(BoundsError(inline_tables), HasSubstr("brackets nest 20 levels deep (first past the limit at line 2)"));
+  const std::string inline_tables =
+      "[job]\nx = " + Repeat("{a = ", 20) + "1" + Repeat("}", 20) + "\n";
+  EXPECT_THAT(BoundsError(inline_tables),
+              HasSubstr("brackets nest 20 levels deep (first past the limit at line 2)"));
   // Through the parser too: never a crash, the limit named.
   EXPECT_THAT(ParseError(deep), HasSubstr("at most 16 levels are allowed"));
 }
@@ -73,7 +79,8 @@ TEST(ConfigLimitsTest, Depth) {
 TEST(ConfigLimitsTest, KeyCount) {
   std::string text = "[model]\n";
   for (int i = 0; i < 1100; ++i) absl::StrAppend(&text, "k", i, " = 1\n");
-  EXPECT_THAT(BoundsError(text), HasSubstr("the config has 1101 keys and table headers; at most 1024"));
+  EXPECT_THAT(BoundsError(text),
+              HasSubstr("the config has 1101 keys and table headers; at most 1024"));
   std::string headers;
   for (int i = 0; i < 1025; ++i) absl::StrAppend(&headers, "[t", i, "]\n");
   EXPECT_THAT(BoundsError(headers), HasSubstr("the config has 1025 keys"));
@@ -93,7 +100,10 @@ TEST(ConfigLimitsTest, Overrides) {
   const std::vector<std::string> many(257, "training.steps=1");
   EXPECT_THAT(BoundsError("", many), HasSubstr("257 overrides; at most 256"));
   const std::vector<std::string> long_one = {"training.dataset_path=" + std::string(5000, 'x')};
-  EXPECT_THAT(BoundsError("", long_one), HasSubstr("override 1 (training.dataset_path=xxxxxxxxxxxxxxxxxx...) is 5022 bytes; at most 4096"));
+  EXPECT_THAT(
+      BoundsError("", long_one),
+      HasSubstr(
+          "override 1 (training.dataset_path=xxxxxxxxxxxxxxxxxx...) is 5022 bytes; at most 4096"));
 }
 
 // Each committed input crashed toml++ 3.3 (SIGSEGV, stack exhausted by one nested table per
@@ -126,10 +136,13 @@ TEST(ConfigLimitsTest, ProblemListIsCapped) {
 
 TEST(ConfigLimitsTest, DegreesThatWouldNarrowAreRefused) {
   // 2^32 + 1 used to become 1 in the coordinator's 32-bit world size.
-  EXPECT_THAT(ParseError("", {"parallelism.data_parallel_replicate_degree=4294967297"}),
-              HasSubstr("parallelism.data_parallel_replicate_degree = 4294967297: must be -1 (fill the world) or "
-                        "in [1, 16384]"));
-  EXPECT_THAT(ParseError("", {"parallelism.context_parallel_degree=4294967296", "training.seq_len=4294967296"}),
+  EXPECT_THAT(
+      ParseError("", {"parallelism.data_parallel_replicate_degree=4294967297"}),
+      HasSubstr(
+          "parallelism.data_parallel_replicate_degree = 4294967297: must be -1 (fill the world) or "
+          "in [1, 16384]"));
+  EXPECT_THAT(ParseError("", {"parallelism.context_parallel_degree=4294967296",
+                              "training.seq_len=4294967296"}),
               HasSubstr("parallelism.context_parallel_degree = 4294967296: must be in [1, 16384]"));
   EXPECT_THAT(ParseError("", {"parallelism.data_parallel_replicate_degree=256",
                               "parallelism.context_parallel_degree=128"}),
@@ -138,22 +151,26 @@ TEST(ConfigLimitsTest, DegreesThatWouldNarrowAreRefused) {
               HasSubstr("must be -1 (fill the world) or in [1, 16384]"));
   absl::StatusOr<JobConfig> c = ParseJobConfig("", {}, "t");
   ASSERT_TRUE(c.ok());
-  EXPECT_THAT(std::string(ResolveMesh(*c, int64_t{1} << 32).status().message()), HasSubstr("at most 16384 ranks"));
+  EXPECT_THAT(std::string(ResolveMesh(*c, int64_t{1} << 32).status().message()),
+              HasSubstr("at most 16384 ranks"));
 }
 
 TEST(ConfigLimitsTest, TokenCountsThatOverflowAreRefused) {
   // steps × dp × batch × seq_len sizes the trainer's dataset in int64.
-  EXPECT_THAT(ParseError("", {"training.steps=4611686018427387904", "lr_scheduler.warmup_steps=0"}),
-              HasSubstr("training.steps (4611686018427387904) × training.local_batch_size (8) × the "
-                        "data-parallel degree (up to 16384) × training.seq_len (256) is more than 2^62"));
+  EXPECT_THAT(
+      ParseError("", {"training.steps=4611686018427387904", "lr_scheduler.warmup_steps=0"}),
+      HasSubstr("training.steps (4611686018427387904) × training.local_batch_size (8) × the "
+                "data-parallel degree (up to 16384) × training.seq_len (256) is more than 2^62"));
   EXPECT_THAT(ParseError("", {"training.steps=4611686018427387904", "lr_scheduler.warmup_steps=0",
                               "training.global_batch_size=16"}),
               HasSubstr("training.steps (4611686018427387904) × training.global_batch_size (16) × "
                         "training.seq_len (256) is more than 2^62"));
   EXPECT_THAT(ParseError("", {"validation.local_batch_size=9223372036854775807"}),
               HasSubstr("validation.steps (10) × validation.local_batch_size"));
-  EXPECT_TRUE(ParseJobConfig("", {"training.steps=1000000000", "parallelism.data_parallel_replicate_degree=4"},
-                             "t").ok());
+  EXPECT_TRUE(
+      ParseJobConfig(
+          "", {"training.steps=1000000000", "parallelism.data_parallel_replicate_degree=4"}, "t")
+          .ok());
 }
 
 }  // namespace

@@ -36,8 +36,7 @@ TEST(IsLoopbackTargetTest, EverythingElseIsNot) {
        {"10.0.0.5:50051", "128.0.0.1:1", "0.0.0.0:50051", "[::]:50051", "[::ffff:127.0.0.1]:1",
         "coordinator:50051", "coordinator.example.com:50051", "localhost.example.com:1",
         "127.0.0.1.nip.io:1", "dns:///example.com:1", "dns://127.0.0.1/example.com:1",
-        "ipv4:127.0.0.1:1,10.0.0.1:1", "ipv4:", "xds:///127.0.0.1:1", "[::1:50051", ":50051",
-        ""}) {
+        "ipv4:127.0.0.1:1,10.0.0.1:1", "ipv4:", "xds:///127.0.0.1:1", "[::1:50051", ":50051", ""}) {
     EXPECT_FALSE(IsLoopbackTarget(target)) << target;
   }
 }
@@ -66,8 +65,9 @@ TEST(CheckTokenTransportTest, RefusesACleartextTokenToAnyOtherAddress) {
 TEST(CheckTokenTransportTest, WarnsOnlyOfACleartextToken) {
   const std::string warning =
       CleartextTokenWarning("127.0.0.1:1", Security(false, "t"), "RINGTRAIN_TOKEN");
-  EXPECT_TRUE(absl::StrContains(warning, "warning: sending the token of RINGTRAIN_TOKEN in "
-                                         "cleartext to 127.0.0.1:1"))
+  EXPECT_TRUE(absl::StrContains(warning,
+                                "warning: sending the token of RINGTRAIN_TOKEN in "
+                                "cleartext to 127.0.0.1:1"))
       << warning;
   EXPECT_EQ(CleartextTokenWarning("127.0.0.1:1", Security(true, "t"), "x"), "");
   EXPECT_EQ(CleartextTokenWarning("127.0.0.1:1", Security(false, ""), "x"), "");
@@ -83,7 +83,8 @@ class RecordingJobService : public v1::JobService::CallbackService {
     const auto it = metadata.find(kAuthorizationKey);
     {
       absl::MutexLock lock(&mu_);
-      authorization_ = it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
+      authorization_ =
+          it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
     }
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(grpc::Status::OK);

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "tests/integration/test_util.h"
 #include "gtest/gtest.h"
+#include "tests/integration/test_util.h"
 
 namespace ringtrain {
 namespace {
@@ -174,7 +174,8 @@ TEST(SyntheticDatasetTest, PinnedTokens) {
   ASSERT_TRUE(d.ok()) << d.status();
   std::vector<int64_t> head(12);
   (*d)->Read(0, 12, head.data());
-  EXPECT_EQ(head, (std::vector<int64_t>{878, 326, 102, 340, 167, 120, 317, 137, 128, 682, 475, 397}));
+  EXPECT_EQ(head,
+            (std::vector<int64_t>{878, 326, 102, 340, 167, 120, 317, 137, 128, 682, 475, 397}));
 }
 
 TEST(SyntheticDatasetTest, RejectsBadVocab) {
@@ -298,8 +299,8 @@ TEST(BinDatasetTest, TokenOutsideVocab) {
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   // The first bad token: token offset 3 (byte offset 6), the vocab, and a hint — never its value
   // (errors carry no bytes of the file).
-  for (const char* part : {"token offset 3", "byte offset 6", "vocab_size 500", "HINT",
-                           "token_dtype"}) {
+  for (const char* part :
+       {"token offset 3", "byte offset 6", "vocab_size 500", "HINT", "token_dtype"}) {
     EXPECT_TRUE(MessageHas(d.status(), part));
   }
   EXPECT_TRUE(MessageHas(d.status(), path));

@@ -116,8 +116,7 @@ TEST(ElasticMeshTest, NoSmallerMeshIsAClearError) {
   absl::StatusOr<ElasticMesh> none = ElasticMeshFor(kConfig, ring, 3);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(none.status().message(), HasSubstr("no smaller mesh fits 3 workers: cp 4 is kept"));
-  EXPECT_EQ(ElasticMeshFor("[model\n", {}, 2).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ElasticMeshFor("[model\n", {}, 2).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ElasticMeshTest, ADegreeThatDoesNotDivideTheGlobalBatchIsSkipped) {

@@ -1,5 +1,5 @@
-// Fsdp on ranks as threads (Gloo): a three-unit network whose loss is summed over the ranks, sharded
-// over the FSDP group, against the same network replicated on one thread.
+// Fsdp on ranks as threads (Gloo): a three-unit network whose loss is summed over the ranks,
+// sharded over the FSDP group, against the same network replicated on one thread.
 #include "worker/engine/parallel/fsdp.h"
 
 #include <gtest/gtest.h>
@@ -64,7 +64,8 @@ Mesh Sharded(int64_t world, int64_t shard, int64_t cp) {
 }
 
 // Each rank's gradients of the sharded run, gathered to full tensors.
-std::vector<NamedTensors> ShardedGradients(const Mesh& mesh, FsdpOptions options, bool staged = false) {
+std::vector<NamedTensors> ShardedGradients(const Mesh& mesh, FsdpOptions options,
+                                           bool staged = false) {
   std::vector<NamedTensors> out(mesh.world);
   RunOnMesh(
       mesh,
@@ -88,13 +89,15 @@ void ExpectNear(const NamedTensors& got, const NamedTensors& want, double tolera
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].first, want[i].first);
     EXPECT_TRUE(torch::allclose(got[i].second, want[i].second, tolerance, tolerance))
-        << got[i].first << ": max diff " << (got[i].second - want[i].second).abs().max().item<double>();
+        << got[i].first << ": max diff "
+        << (got[i].second - want[i].second).abs().max().item<double>();
   }
 }
 
 TEST(FsdpTest, GradientsEqualTheReplicatedOnesOnEveryMesh) {
   const NamedTensors reference = ReferenceGradients(4);
-  for (const Mesh& mesh : {Sharded(4, 4, 1), Sharded(4, 2, 2), Sharded(4, 1, 4), Sharded(4, 2, 1)}) {
+  for (const Mesh& mesh :
+       {Sharded(4, 4, 1), Sharded(4, 2, 2), Sharded(4, 1, 4), Sharded(4, 2, 1)}) {
     SCOPED_TRACE(mesh.Describe());
     const std::vector<NamedTensors> grads = ShardedGradients(mesh, FsdpOptions{});
     for (const NamedTensors& rank_grads : grads) ExpectNear(rank_grads, reference, 1e-5);
@@ -132,7 +135,8 @@ TEST(FsdpTest, ForwardFreesGatheredUnitsByPolicy) {
       for (int64_t u = 0; u < 3; ++u) {
         const bool freed = reshard == ReshardAfterForward::kAlways ||
                            (reshard == ReshardAfterForward::kDefault && u < 2);
-        EXPECT_EQ(views[u][0].storage().nbytes() == 0, freed) << "unit " << u << " policy " << int(reshard);
+        EXPECT_EQ(views[u][0].storage().nbytes() == 0, freed)
+            << "unit " << u << " policy " << int(reshard);
       }
     });
   }

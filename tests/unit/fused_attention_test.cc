@@ -36,7 +36,7 @@ struct Grads {
 };
 
 Grads RunLocal(const std::shared_ptr<BlockKernel>& block, const at::Tensor& q, const at::Tensor& k,
-          const at::Tensor& v, const at::Tensor& dout, double scale) {
+               const at::Tensor& v, const at::Tensor& dout, double scale) {
   auto ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(),
        vl = v.detach().requires_grad_();
   auto kernel = std::make_shared<LocalAttentionPlan>(block);
@@ -55,12 +55,12 @@ TEST_P(FusedLocalTest, MatchesTiledAndPlainAttention) {
              v = torch::randn({2, kv_heads, len, dim}), dout = torch::randn({2, heads, len, dim});
   const double scale = 1.0 / std::sqrt(double(dim));
   const Grads fused = RunLocal(std::make_shared<FusedBlockKernel>(), q, k, v, dout, scale);
-  const Grads tiled = RunLocal(std::make_shared<TiledBlockKernel>(AttentionTiling{16, 16}), q, k, v,
-                          dout, scale);
+  const Grads tiled =
+      RunLocal(std::make_shared<TiledBlockKernel>(AttentionTiling{16, 16}), q, k, v, dout, scale);
   auto qr = q.clone().requires_grad_(), kr = k.clone().requires_grad_(),
        vr = v.clone().requires_grad_();
-  const auto plain = ReferenceAttention(qr, kr, vr, Iota(len).positions, Iota(len).positions, true,
-                                        scale);
+  const auto plain =
+      ReferenceAttention(qr, kr, vr, Iota(len).positions, Iota(len).positions, true, scale);
   const auto pg = torch::autograd::grad({plain}, {qr, kr, vr}, {dout});
   for (const Grads* other : {&tiled}) {
     EXPECT_LE(MaxDiff(fused.out, other->out), 1e-5);
@@ -90,7 +90,7 @@ TEST(FusedAttentionTest, Bfloat16IsCloseToFloat32) {
                             std::shared_ptr<BlockKernel>(std::make_shared<TiledBlockKernel>())}) {
     const Grads f32 = RunLocal(block, q, k, v, dout, scale);
     const Grads bf = RunLocal(block, q.to(torch::kBFloat16), k.to(torch::kBFloat16),
-                         v.to(torch::kBFloat16), dout, scale);
+                              v.to(torch::kBFloat16), dout, scale);
     EXPECT_EQ(bf.out.scalar_type(), torch::kBFloat16);
     EXPECT_EQ(bf.dk.scalar_type(), torch::kBFloat16);
     for (const auto& [a, b] : {std::make_pair(bf.out, f32.out), std::make_pair(bf.dq, f32.dq),
@@ -104,21 +104,26 @@ TEST(FusedAttentionTest, Bfloat16IsCloseToFloat32) {
 
 TEST(FusedAttentionTest, KernelChoice) {
   // auto is the fused CPU flash kernel (cpu_flash) on the CPU.
-  EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kAuto, c10::Device(c10::kCPU))->Describe().find(
-                "cpu_flash: fused CPU"),
+  EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kAuto, c10::Device(c10::kCPU))
+                ->Describe()
+                .find("cpu_flash: fused CPU"),
             std::string::npos);
-  EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kTiled, c10::Device(c10::kCPU))->Describe().find(
-                "tiled"),
+  EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kTiled, c10::Device(c10::kCPU))
+                ->Describe()
+                .find("tiled"),
             std::string::npos);
-  EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kTorchFlash, c10::Device(c10::kCPU))->Describe().find(
-                "fused"),
+  EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kTorchFlash, c10::Device(c10::kCPU))
+                ->Describe()
+                .find("fused"),
             std::string::npos);
-  EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kTiled, c10::Device(c10::kCUDA, 0))->Describe().find(
-                "tiled"),
+  EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kTiled, c10::Device(c10::kCUDA, 0))
+                ->Describe()
+                .find("tiled"),
             std::string::npos);
   // auto is fused on CUDA (the device is not touched to decide).
-  EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kAuto, c10::Device(c10::kCUDA, 0))->Describe().find(
-                "fused"),
+  EXPECT_NE(MakeBlockKernel(AttentionKernelKind::kAuto, c10::Device(c10::kCUDA, 0))
+                ->Describe()
+                .find("fused"),
             std::string::npos);
   const auto t = torch::zeros({1, 2, 4, 8});
   EXPECT_EQ(FusedBlockKernel().Resolve(t, t, true), FusedBackend::kCpuFlash);
@@ -152,15 +157,14 @@ struct RingCase {
 
 // Each rank's (out, dq, dk, dv) of ring attention with the fused kernel, ranks as threads.
 std::vector<Grads> RunRing(const RingCase& c, const at::Tensor& q, const at::Tensor& k,
-                           const at::Tensor& v, const at::Tensor& dout, double scale,
-                           bool staged) {
+                           const at::Tensor& v, const at::Tensor& dout, double scale, bool staged) {
   const int64_t seq_len = q.size(2);
   std::vector<Grads> results(c.cp);
   RunOnThreads(
       c.cp, 1,
       [&](int64_t r, Communicator& comm) {
         auto kernel = std::make_shared<RingAttentionPlan>(&comm, seq_len, c.balancer, c.rotate,
-                                                            AttentionKernelKind::kTorchFlash);
+                                                          AttentionKernelKind::kTorchFlash);
         const BlockPositions pos{ShardPositions(seq_len, c.cp, r, c.balancer)};
         const at::Tensor idx = pos.AsTensor();
         auto ql = q.index_select(2, idx).detach().requires_grad_();

@@ -59,9 +59,11 @@ Result RunReference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
   scores = scores.masked_fill(hidden, -std::numeric_limits<double>::infinity());
   const auto lse = torch::logsumexp(scores, -1);
   const auto seen = torch::isfinite(lse).unsqueeze(-1);
-  const auto probs = torch::where(seen, torch::exp(scores - torch::where(seen, lse.unsqueeze(-1),
-                                                                          torch::zeros_like(lse.unsqueeze(-1)))),
-                                  torch::zeros_like(scores));
+  const auto probs =
+      torch::where(seen,
+                   torch::exp(scores - torch::where(seen, lse.unsqueeze(-1),
+                                                    torch::zeros_like(lse.unsqueeze(-1)))),
+                   torch::zeros_like(scores));
   const auto out = torch::matmul(probs, v64.repeat_interleave(group, 1));
   const auto g = torch::autograd::grad({out}, {q64, k64, v64}, {dout.to(torch::kFloat64)});
   return {out.detach(), lse.detach(), g[0], g[1], g[2]};
@@ -116,15 +118,14 @@ TEST_P(FusedCpuAttentionTest, MatchesPlainAttentionInFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, FusedCpuAttentionTest,
-    ::testing::Values(
-        Case{"mha_auto_tiles", 2, 4, 4, 96, 96, 32, {}, Case::kSame},
-        Case{"gqa_ragged_tiles", 1, 6, 2, 100, 100, 16, {24, 40}, Case::kSame},
-        Case{"gqa_dim64_rectangular", 2, 4, 1, 40, 72, 64, {16, 32}, Case::kSame},
-        Case{"dim128_auto", 1, 2, 2, 150, 150, 128, {}, Case::kSame},
-        Case{"headtail_shards", 1, 4, 2, 64, 64, 32, {16, 16}, Case::kHeadTail},
-        Case{"shuffled_keys", 1, 4, 2, 50, 50, 8, {16, 16}, Case::kShuffledKeys},
-        Case{"rows_that_see_nothing", 1, 2, 1, 40, 30, 16, {8, 8}, Case::kLaterKeys},
-        Case{"odd_dim_and_lengths", 1, 3, 1, 33, 17, 7, {5, 3}, Case::kSame}),
+    ::testing::Values(Case{"mha_auto_tiles", 2, 4, 4, 96, 96, 32, {}, Case::kSame},
+                      Case{"gqa_ragged_tiles", 1, 6, 2, 100, 100, 16, {24, 40}, Case::kSame},
+                      Case{"gqa_dim64_rectangular", 2, 4, 1, 40, 72, 64, {16, 32}, Case::kSame},
+                      Case{"dim128_auto", 1, 2, 2, 150, 150, 128, {}, Case::kSame},
+                      Case{"headtail_shards", 1, 4, 2, 64, 64, 32, {16, 16}, Case::kHeadTail},
+                      Case{"shuffled_keys", 1, 4, 2, 50, 50, 8, {16, 16}, Case::kShuffledKeys},
+                      Case{"rows_that_see_nothing", 1, 2, 1, 40, 30, 16, {8, 8}, Case::kLaterKeys},
+                      Case{"odd_dim_and_lengths", 1, 3, 1, 33, 17, 7, {5, 3}, Case::kSame}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(FusedCpuAttention, SameResultTwiceAndOnOneOrTwoThreads) {
@@ -138,8 +139,8 @@ TEST(FusedCpuAttention, SameResultTwiceAndOnOneOrTwoThreads) {
   at::set_num_threads(1);
   const Result one = RunFused(q, k, v, dout, Iota(300), Iota(300), 0.2, {32, 64});
   at::set_num_threads(saved);
-  for (const auto& [x, y] : {std::pair{a.out, b.out}, {a.lse, b.lse}, {a.dq, b.dq}, {a.dk, b.dk},
-                             {a.dv, b.dv}}) {
+  for (const auto& [x, y] :
+       {std::pair{a.out, b.out}, {a.lse, b.lse}, {a.dq, b.dq}, {a.dk, b.dk}, {a.dv, b.dv}}) {
     EXPECT_TRUE(torch::equal(x, y));
   }
   // Rows never cross threads, so out, lse and dQ do not depend on the thread count; dK/dV are

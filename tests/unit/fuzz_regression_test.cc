@@ -26,9 +26,12 @@ struct Target {
 };
 
 const Target kTargets[] = {
-    {"config", FuzzConfig},          {"admission", FuzzAdmission},
-    {"admission_fields", FuzzAdmissionFields}, {"agent_record", FuzzAgentRecord},
-    {"pickle", FuzzPickle},          {"state_dict", FuzzStateDict},
+    {"config", FuzzConfig},
+    {"admission", FuzzAdmission},
+    {"admission_fields", FuzzAdmissionFields},
+    {"agent_record", FuzzAgentRecord},
+    {"pickle", FuzzPickle},
+    {"state_dict", FuzzStateDict},
     {"tokenizer", FuzzTokenizer},
 };
 
@@ -66,7 +69,8 @@ TEST(FuzzRegressionTest, EveryCorpusFolderIsATarget) {
     if (e.is_directory()) folders.insert(e.path().filename().string());
   }
   for (const Target& t : kTargets) names.insert(t.name);
-  EXPECT_EQ(folders, names) << "fuzz/corpus/<target>/ and the targets of fuzz/fuzz_targets.h differ";
+  EXPECT_EQ(folders, names)
+      << "fuzz/corpus/<target>/ and the targets of fuzz/fuzz_targets.h differ";
 }
 
 class FuzzCorpusTest : public ::testing::TestWithParam<Target> {};

@@ -42,8 +42,8 @@ TEST(GlobalFlagsTest, AFlagBeforeTheSubcommandMovesAfterIt) {
 }
 
 TEST(GlobalFlagsTest, EveryCredentialFlagMovesToo) {
-  EXPECT_THAT(Place({"--tls-ca", "ca.crt", "--tls-cert=c.crt", "--tls-key", "c.key",
-                     "--token-file", "t", "--coordinator", "h:1", "list", "--state", "running"}),
+  EXPECT_THAT(Place({"--tls-ca", "ca.crt", "--tls-cert=c.crt", "--tls-key", "c.key", "--token-file",
+                     "t", "--coordinator", "h:1", "list", "--state", "running"}),
               ElementsAre("list", "--tls-ca", "ca.crt", "--tls-cert=c.crt", "--tls-key", "c.key",
                           "--token-file", "t", "--coordinator", "h:1", "--state", "running"));
   // A name that merely starts like one is not moved.
@@ -62,9 +62,9 @@ TEST(GlobalFlagsTest, TheEnvironmentIsTheDefaultOnlyWhereNoFlagIsGiven) {
   EXPECT_THAT(Place({"up", "--workers", "2"}, {{"RINGTRAIN_COORDINATOR", "env:2"}}),
               ElementsAre("up", "--workers", "2"));
   // But any subcommand takes the flag in either place.
-  EXPECT_THAT(Place({"--coordinator", "h:1", "up", "--workers", "2"},
-                    {{"RINGTRAIN_COORDINATOR", "env:2"}}),
-              ElementsAre("up", "--coordinator", "h:1", "--workers", "2"));
+  EXPECT_THAT(
+      Place({"--coordinator", "h:1", "up", "--workers", "2"}, {{"RINGTRAIN_COORDINATOR", "env:2"}}),
+      ElementsAre("up", "--coordinator", "h:1", "--workers", "2"));
 }
 
 // The issue this was written for: $RINGTRAIN_TLS_CA beat --tls-ca.
@@ -72,8 +72,8 @@ TEST(GlobalFlagsTest, EveryFlagBeatsItsVariableWhereverItStands) {
   const std::map<std::string, std::string> env = {{"RINGTRAIN_TLS_CA", "env-ca"},
                                                   {"RINGTRAIN_TLS_CERT", "env-cert"},
                                                   {"RINGTRAIN_TLS_KEY", "env-key"}};
-  EXPECT_THAT(Place({"list"}, env), ElementsAre("list", "--tls-ca=env-ca",
-                                                "--tls-cert=env-cert", "--tls-key=env-key"));
+  EXPECT_THAT(Place({"list"}, env),
+              ElementsAre("list", "--tls-ca=env-ca", "--tls-cert=env-cert", "--tls-key=env-key"));
   EXPECT_THAT(Place({"list", "--tls-ca", "ca", "--tls-key=key"}, env),
               ElementsAre("list", "--tls-ca", "ca", "--tls-key=key", "--tls-cert=env-cert"));
   EXPECT_THAT(Place({"--tls-cert", "cert", "list"}, env),

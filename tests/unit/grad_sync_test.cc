@@ -1,5 +1,5 @@
-// Gradient and loss reduction over real Gloo groups (ranks as threads): every rank ends with the sum
-// of every rank's gradients, bitwise equal across ranks, whatever the bucketing; a parameter
+// Gradient and loss reduction over real Gloo groups (ranks as threads): every rank ends with the
+// sum of every rank's gradients, bitwise equal across ranks, whatever the bucketing; a parameter
 // without a gradient contributes zeros; a bfloat16 reduction rounds to bfloat16 and widens back;
 // failures come out as CommError naming the collective.
 #include "worker/engine/parallel/grad_sync.h"
@@ -37,8 +37,9 @@ std::vector<at::Tensor> ExpectedSums(int64_t world) {
   for (int64_t r = 0; r < world; ++r) {
     const auto params = RankParams(r);
     for (size_t i = 0; i < params.size(); ++i) {
-      const at::Tensor g = params[i].grad().defined() ? params[i].grad().to(torch::kFloat64)
-                                                      : torch::zeros(params[i].sizes(), torch::kFloat64);
+      const at::Tensor g = params[i].grad().defined()
+                               ? params[i].grad().to(torch::kFloat64)
+                               : torch::zeros(params[i].sizes(), torch::kFloat64);
       if (r == 0) {
         sums.push_back(g.clone());
       } else {
@@ -77,9 +78,9 @@ TEST_P(GradSyncTest, EveryRankGetsTheSumOfAllGradients) {
 INSTANTIATE_TEST_SUITE_P(Buckets, GradSyncTest, ::testing::Values(int64_t{1} << 20, 4, 25 << 20));
 
 // mixed_precision_reduce = bfloat16: the buckets are rounded to bfloat16 and summed in it, then
-// widened back, so every result is a bfloat16 value in a float32 .grad, half the bytes are sent, and
-// each element is within the rounding bound of grad_sync.h of the exact sum: three inputs rounded
-// once and two additions rounded once each, every rounding <= 2^-9 of what it rounds, so
+// widened back, so every result is a bfloat16 value in a float32 .grad, half the bytes are sent,
+// and each element is within the rounding bound of grad_sync.h of the exact sum: three inputs
+// rounded once and two additions rounded once each, every rounding <= 2^-9 of what it rounds, so
 // |error| <= 2^-9 · (3 · Σ_r |g_r|) < 2^-7 · Σ_r |g_r|.
 TEST(GradSyncTest, Bfloat16ReduceRoundsAndWidensBack) {
   const int64_t world = 3;
@@ -88,8 +89,9 @@ TEST(GradSyncTest, Bfloat16ReduceRoundsAndWidensBack) {
   for (int64_t r = 0; r < world; ++r) {
     const auto params = RankParams(r);
     for (size_t i = 0; i < params.size(); ++i) {
-      const at::Tensor a = params[i].grad().defined() ? params[i].grad().abs().to(torch::kFloat64)
-                                                      : torch::zeros(params[i].sizes(), torch::kFloat64);
+      const at::Tensor a = params[i].grad().defined()
+                               ? params[i].grad().abs().to(torch::kFloat64)
+                               : torch::zeros(params[i].sizes(), torch::kFloat64);
       if (r == 0) {
         abs_sums.push_back(a.clone());
       } else {

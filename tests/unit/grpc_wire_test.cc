@@ -73,7 +73,8 @@ std::string FromBuffer(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
   std::string out;
   if (!buffer.Dump(&slices).ok()) return out;
-  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const grpc::Slice& s : slices)
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
   return out;
 }
 
@@ -188,8 +189,10 @@ TEST_F(GrpcWireTest, HugeErrorMessageStillReachesTheClientAsTheError) {
     req.set_job_id(std::string(200 * 1024, fill));
     v1::Job job;
     const grpc::Status status = stub->GetJob(&ctx, req, &job);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message().substr(0, 200);
-    EXPECT_TRUE(absl::StartsWith(status.error_message(), "no job ")) << status.error_message().substr(0, 200);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND)
+        << status.error_message().substr(0, 200);
+    EXPECT_TRUE(absl::StartsWith(status.error_message(), "no job "))
+        << status.error_message().substr(0, 200);
     EXPECT_TRUE(absl::EndsWith(status.error_message(), "(cut: the message is 204807 bytes)"))
         << status.error_message().substr(0, 200);
     EXPECT_LE(WireSize(status.error_message()), kMaxStatusMessageWireBytes);
@@ -247,13 +250,14 @@ int UnusedPort() {
 
 TEST(GrpcClientTest, UnreachableServerFailsWithinDeadline) {
   const std::string target = "127.0.0.1:" + std::to_string(UnusedPort());
-  auto stub = v1::JobService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  auto stub =
+      v1::JobService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(300ms));
   v1::ListJobsResponse resp;
   const auto start = std::chrono::steady_clock::now();
-  absl::Status status =
-      FromGrpcStatus(stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp), "coordinator at " + target);
+  absl::Status status = FromGrpcStatus(stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp),
+                                       "coordinator at " + target);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms);
   EXPECT_TRUE(status.code() == absl::StatusCode::kUnavailable ||
               status.code() == absl::StatusCode::kDeadlineExceeded)

@@ -1,6 +1,6 @@
-// Tests for the job config: TOML parsing, overrides, whole-config validation, the mesh check and the
-// TOML round trip. Every validation rule is exercised at least once through an override on an empty
-// file, which also exercises the override path.
+// Tests for the job config: TOML parsing, overrides, whole-config validation, the mesh check and
+// the TOML round trip. Every validation rule is exercised at least once through an override on an
+// empty file, which also exercises the override path.
 #include "common/config/job_config.h"
 
 #include <algorithm>
@@ -29,14 +29,16 @@ using ::testing::StartsWith;
 
 constexpr char kSource[] = "test.toml";
 
-absl::StatusOr<JobConfig> Parse(const std::string& text, const std::vector<std::string>& overrides = {}) {
+absl::StatusOr<JobConfig> Parse(const std::string& text,
+                                const std::vector<std::string>& overrides = {}) {
   return ParseJobConfig(text, overrides, kSource);
 }
 
 // The INVALID_ARGUMENT message of a parse expected to fail ("" and a test failure if it passed).
 std::string ParseError(const std::string& text, const std::vector<std::string>& overrides = {}) {
   absl::StatusOr<JobConfig> result = Parse(text, overrides);
-  EXPECT_FALSE(result.ok()) << "expected an error for overrides " << ::testing::PrintToString(overrides);
+  EXPECT_FALSE(result.ok()) << "expected an error for overrides "
+                            << ::testing::PrintToString(overrides);
   if (result.ok()) return "";
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
   return std::string(result.status().message());
@@ -74,7 +76,8 @@ void ExpectConfigEq(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.parallelism.data_parallel_shard_degree, b.parallelism.data_parallel_shard_degree);
   EXPECT_EQ(a.parallelism.fsdp_reshard_after_forward, b.parallelism.fsdp_reshard_after_forward);
   EXPECT_EQ(a.activation_checkpoint.mode, b.activation_checkpoint.mode);
-  EXPECT_EQ(a.activation_checkpoint.selective_ac_option, b.activation_checkpoint.selective_ac_option);
+  EXPECT_EQ(a.activation_checkpoint.selective_ac_option,
+            b.activation_checkpoint.selective_ac_option);
   EXPECT_EQ(a.optimizer.name, b.optimizer.name);
   EXPECT_EQ(a.optimizer.lr, b.optimizer.lr);
   EXPECT_EQ(a.optimizer.beta1, b.optimizer.beta1);
@@ -85,10 +88,13 @@ void ExpectConfigEq(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.lr_scheduler.decay_ratio, b.lr_scheduler.decay_ratio);
   EXPECT_EQ(a.lr_scheduler.decay_type, b.lr_scheduler.decay_type);
   EXPECT_EQ(a.lr_scheduler.min_lr_factor, b.lr_scheduler.min_lr_factor);
-  EXPECT_EQ(a.parallelism.data_parallel_replicate_degree, b.parallelism.data_parallel_replicate_degree);
+  EXPECT_EQ(a.parallelism.data_parallel_replicate_degree,
+            b.parallelism.data_parallel_replicate_degree);
   EXPECT_EQ(a.parallelism.context_parallel_degree, b.parallelism.context_parallel_degree);
-  EXPECT_EQ(a.parallelism.context_parallel_load_balancer, b.parallelism.context_parallel_load_balancer);
-  EXPECT_EQ(a.parallelism.context_parallel_rotate_method, b.parallelism.context_parallel_rotate_method);
+  EXPECT_EQ(a.parallelism.context_parallel_load_balancer,
+            b.parallelism.context_parallel_load_balancer);
+  EXPECT_EQ(a.parallelism.context_parallel_rotate_method,
+            b.parallelism.context_parallel_rotate_method);
   EXPECT_EQ(a.checkpoint.enable, b.checkpoint.enable);
   EXPECT_EQ(a.checkpoint.folder, b.checkpoint.folder);
   EXPECT_EQ(a.checkpoint.interval, b.checkpoint.interval);
@@ -198,12 +204,24 @@ JobConfig FullFileConfig() {
   c.model.norm_eps = 1e-6;
   c.model.rope_theta = 10000.0;
   c.model.max_seq_len = 4096;
-  c.training = {1024, 4, 200, 7, 0.5, DatasetKind::kBin, "/data/tokens.bin", TokenDtype::kUint32,
-                SamplerKind::kRandom, MixedPrecision::kBFloat16, AttentionKernelKind::kTorchFlash,
-                MixedPrecision::kBFloat16, 16, "/data/tokenizer.json"};
+  c.training = {1024,
+                4,
+                200,
+                7,
+                0.5,
+                DatasetKind::kBin,
+                "/data/tokens.bin",
+                TokenDtype::kUint32,
+                SamplerKind::kRandom,
+                MixedPrecision::kBFloat16,
+                AttentionKernelKind::kTorchFlash,
+                MixedPrecision::kBFloat16,
+                16,
+                "/data/tokenizer.json"};
   c.optimizer = {OptimizerName::kAdamW, 3e-4, 0.8, 0.99, 1e-9, 0.0};
   c.lr_scheduler = {20, 0.5, DecayType::kCosine, 0.1};
-  c.parallelism = {2, 2, 4, ReshardAfterForward::kNever, LoadBalancer::kNone, RotateMethod::kAllGather};
+  c.parallelism = {
+      2, 2, 4, ReshardAfterForward::kNever, LoadBalancer::kNone, RotateMethod::kAllGather};
   c.activation_checkpoint = {AcMode::kSelective, "2"};
   c.checkpoint = {true, "/tmp/ckpt", 25, 2, "/tmp/init.pt"};
   c.metrics = {10, "/tmp/metrics.jsonl"};
@@ -213,7 +231,8 @@ JobConfig FullFileConfig() {
   return c;
 }
 
-// ---- Parsing ----------------------------------------------------------------------------------------
+// ---- Parsing
+// ----------------------------------------------------------------------------------------
 
 TEST(ParseJobConfigTest, EmptyFileGivesDefaults) {
   absl::StatusOr<JobConfig> config = Parse("");
@@ -243,7 +262,8 @@ TEST(ParseJobConfigTest, OmittedKeysKeepDefaults) {
 }
 
 TEST(ParseJobConfigTest, IntegerAcceptedForFloatKey) {
-  absl::StatusOr<JobConfig> config = Parse("[optimizer]\nlr = 1\n[model]\nffn_dim_multiplier = 2\n");
+  absl::StatusOr<JobConfig> config =
+      Parse("[optimizer]\nlr = 1\n[model]\nffn_dim_multiplier = 2\n");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->optimizer.lr, 1.0);
   EXPECT_EQ(config->model.ffn_dim_multiplier, 2.0);
@@ -258,34 +278,44 @@ TEST(ParseJobConfigTest, FloatForIntegerKeyIsAnError) {
 TEST(ParseJobConfigTest, WrongTypesNameKeyValueAndLine) {
   EXPECT_THAT(ParseError("[training]\nseq_len = \"abc\"\n"),
               HasSubstr("line 2: training.seq_len = \"abc\": expected an integer"));
-  EXPECT_THAT(ParseError("[optimizer]\nlr = \"fast\"\n"), HasSubstr("optimizer.lr = \"fast\": expected a number"));
-  EXPECT_THAT(ParseError("[checkpoint]\nenable = 1\n"), HasSubstr("checkpoint.enable = 1: expected true or false"));
+  EXPECT_THAT(ParseError("[optimizer]\nlr = \"fast\"\n"),
+              HasSubstr("optimizer.lr = \"fast\": expected a number"));
+  EXPECT_THAT(ParseError("[checkpoint]\nenable = 1\n"),
+              HasSubstr("checkpoint.enable = 1: expected true or false"));
   EXPECT_THAT(ParseError("[job]\nmode = 5\n"), HasSubstr("job.mode = 5: expected a string"));
   EXPECT_THAT(ParseError("[model]\nffn_dim_multiplier = true\n"),
               HasSubstr("model.ffn_dim_multiplier = true: expected a number"));
-  EXPECT_THAT(ParseError("[optimizer]\nlr = inf\n"), HasSubstr("optimizer.lr = inf: expected a finite number"));
-  EXPECT_THAT(ParseError("[training]\nsteps = [1, 2]\n"), HasSubstr("training.steps = [ 1, 2 ]: expected an integer"));
+  EXPECT_THAT(ParseError("[optimizer]\nlr = inf\n"),
+              HasSubstr("optimizer.lr = inf: expected a finite number"));
+  EXPECT_THAT(ParseError("[training]\nsteps = [1, 2]\n"),
+              HasSubstr("training.steps = [ 1, 2 ]: expected an integer"));
 }
 
 TEST(ParseJobConfigTest, UnknownKeyListsValidKeysAndSuggests) {
   const std::string message = ParseError("[training]\nstpes = 10\n");
   EXPECT_THAT(message, HasSubstr("line 2: unknown key training.stpes"));
-  EXPECT_THAT(message, HasSubstr("valid keys in [training]: seq_len, local_batch_size, steps, seed, max_norm, "
-                                 "dataset, dataset_path, token_dtype, sampler"));
+  EXPECT_THAT(
+      message,
+      HasSubstr("valid keys in [training]: seq_len, local_batch_size, steps, seed, max_norm, "
+                "dataset, dataset_path, token_dtype, sampler"));
   EXPECT_THAT(message, HasSubstr("did you mean 'steps'?"));
 }
 
 TEST(ParseJobConfigTest, UnknownKeyFarFromAnyKeyHasNoSuggestion) {
   const std::string message = ParseError("[comm]\nbandwidth = 10\n");
-  EXPECT_THAT(message, HasSubstr("unknown key comm.bandwidth (valid keys in [comm]: timeout_seconds, backend)"));
+  EXPECT_THAT(
+      message,
+      HasSubstr("unknown key comm.bandwidth (valid keys in [comm]: timeout_seconds, backend)"));
   EXPECT_THAT(message, Not(HasSubstr("did you mean")));
 }
 
 TEST(ParseJobConfigTest, UnknownSectionListsSectionsAndSuggests) {
   const std::string message = ParseError("[trainig]\nsteps = 10\n");
   EXPECT_THAT(message, HasSubstr("unknown section [trainig]"));
-  EXPECT_THAT(message, HasSubstr("valid sections: job, model, training, optimizer, lr_scheduler, parallelism, "
-                                 "checkpoint, metrics, validation, comm"));
+  EXPECT_THAT(
+      message,
+      HasSubstr("valid sections: job, model, training, optimizer, lr_scheduler, parallelism, "
+                "checkpoint, metrics, validation, comm"));
   EXPECT_THAT(message, HasSubstr("did you mean 'training'?"));
   EXPECT_THAT(ParseError("[zzzzzzzz]\n"),
               AllOf(HasSubstr("unknown section [zzzzzzzz]"), Not(HasSubstr("did you mean"))));
@@ -308,12 +338,13 @@ TEST(ParseJobConfigTest, MalformedTomlNamesSourceLineAndColumn) {
 }
 
 TEST(ParseJobConfigTest, DuplicateKeyIsMalformed) {
-  EXPECT_THAT(ParseError("[training]\nsteps = 1\nsteps = 2\n"), HasSubstr("malformed TOML at line 3"));
+  EXPECT_THAT(ParseError("[training]\nsteps = 1\nsteps = 2\n"),
+              HasSubstr("malformed TOML at line 3"));
 }
 
 TEST(ParseJobConfigTest, ParseProblemsAreAllReportedInFileOrder) {
-  const std::string message = ParseError("[training]\nzeta = 1\nalpha = 2\n[bogus]\n[model]\ndim = \"x\"\n",
-                                         {"--training.steps=abc"});
+  const std::string message = ParseError(
+      "[training]\nzeta = 1\nalpha = 2\n[bogus]\n[model]\ndim = \"x\"\n", {"--training.steps=abc"});
   const size_t zeta = message.find("line 2: unknown key training.zeta");
   const size_t alpha = message.find("line 3: unknown key training.alpha");
   const size_t bogus = message.find("line 4: unknown section [bogus]");
@@ -330,13 +361,15 @@ TEST(ParseJobConfigTest, ParseProblemsAreAllReportedInFileOrder) {
   EXPECT_LT(dim, steps);
 }
 
-// ---- Overrides --------------------------------------------------------------------------------------
+// ---- Overrides
+// --------------------------------------------------------------------------------------
 
 TEST(OverrideTest, EachTypeParses) {
   absl::StatusOr<JobConfig> config =
-      Parse("", {"--training.steps=10", "training.seed=-0", "--optimizer.lr=8e-4", "optimizer.beta1=0",
-                 "--model.ffn_dim_multiplier=1.5", "--checkpoint.enable=true", "--checkpoint.folder=/x/y",
-                 "--training.dataset=\"synthetic\"", "--metrics.jsonl=a=b", "--comm.timeout_seconds=+30"});
+      Parse("", {"--training.steps=10", "training.seed=-0", "--optimizer.lr=8e-4",
+                 "optimizer.beta1=0", "--model.ffn_dim_multiplier=1.5", "--checkpoint.enable=true",
+                 "--checkpoint.folder=/x/y", "--training.dataset=\"synthetic\"",
+                 "--metrics.jsonl=a=b", "--comm.timeout_seconds=+30"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->training.steps, 10);
   EXPECT_EQ(config->training.seed, 0);
@@ -358,12 +391,14 @@ TEST(OverrideTest, AChoiceOverrideReplacesAMisspeltFileValue) {
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->training.sampler, SamplerKind::kRandom);
   EXPECT_FALSE(config->validation.dataset.has_value());
-  const std::string message = ParseError("[training]\nsampler = \"random\"\n", {"--training.sampler=shuffle"});
+  const std::string message =
+      ParseError("[training]\nsampler = \"random\"\n", {"--training.sampler=shuffle"});
   EXPECT_THAT(message, HasSubstr("training.sampler = \"shuffle\": must be one of"));
 }
 
 TEST(OverrideTest, StringValueKeepsInnerTextAndSpaces) {
-  absl::StatusOr<JobConfig> config = Parse("", {"--metrics.jsonl=\"my run.jsonl\"", "--checkpoint.folder= a b "});
+  absl::StatusOr<JobConfig> config =
+      Parse("", {"--metrics.jsonl=\"my run.jsonl\"", "--checkpoint.folder= a b "});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->metrics.jsonl, "my run.jsonl");
   EXPECT_EQ(config->checkpoint.folder, " a b ");
@@ -392,8 +427,9 @@ TEST(OverrideTest, MissingEqualsNamesTheArgument) {
 }
 
 TEST(OverrideTest, IntegerErrors) {
-  EXPECT_THAT(ParseError("", {"--training.steps=1.5"}),
-              HasSubstr("training.steps = 1.5 (override '--training.steps=1.5'): expected an integer"));
+  EXPECT_THAT(
+      ParseError("", {"--training.steps=1.5"}),
+      HasSubstr("training.steps = 1.5 (override '--training.steps=1.5'): expected an integer"));
   EXPECT_THAT(ParseError("", {"--training.steps=abc"}), HasSubstr("training.steps = abc"));
   EXPECT_THAT(ParseError("", {"--training.steps="}), HasSubstr("expected an integer"));
   EXPECT_THAT(ParseError("", {"--training.steps=10abc"}), HasSubstr("expected an integer"));
@@ -407,12 +443,15 @@ TEST(OverrideTest, FloatErrors) {
   EXPECT_THAT(ParseError("", {"--optimizer.lr=1e999"}), HasSubstr("expected a finite number"));
   EXPECT_THAT(ParseError("", {"--optimizer.lr=nan"}), HasSubstr("expected a finite number"));
   EXPECT_THAT(ParseError("", {"--optimizer.lr=1e-3x"}), HasSubstr("expected a number"));
-  EXPECT_THAT(ParseError("", {"--model.ffn_dim_multiplier=x"}), HasSubstr("model.ffn_dim_multiplier = x"));
+  EXPECT_THAT(ParseError("", {"--model.ffn_dim_multiplier=x"}),
+              HasSubstr("model.ffn_dim_multiplier = x"));
 }
 
 TEST(OverrideTest, BoolErrors) {
-  EXPECT_THAT(ParseError("", {"--checkpoint.enable=yes"}),
-              HasSubstr("checkpoint.enable = yes (override '--checkpoint.enable=yes'): expected true or false"));
+  EXPECT_THAT(
+      ParseError("", {"--checkpoint.enable=yes"}),
+      HasSubstr(
+          "checkpoint.enable = yes (override '--checkpoint.enable=yes'): expected true or false"));
   EXPECT_THAT(ParseError("", {"--checkpoint.enable=1"}), HasSubstr("expected true or false"));
 }
 
@@ -420,10 +459,10 @@ TEST(OverrideTest, UnknownNamesAreErrorsWithSuggestions) {
   EXPECT_THAT(ParseError("", {"--training.stpes=5"}),
               AllOf(HasSubstr("override '--training.stpes=5': unknown key training.stpes"),
                     HasSubstr("did you mean 'steps'?")));
-  EXPECT_THAT(ParseError("", {"--optimiser.lr=1"}),
-              AllOf(HasSubstr("unknown section [optimiser]"), HasSubstr("did you mean 'optimizer'?")));
-  EXPECT_THAT(ParseError("", {"--lr=1"}),
-              AllOf(HasSubstr("key 'lr' is not in a section"), HasSubstr("did you mean optimizer.lr?")));
+  EXPECT_THAT(ParseError("", {"--optimiser.lr=1"}), AllOf(HasSubstr("unknown section [optimiser]"),
+                                                          HasSubstr("did you mean 'optimizer'?")));
+  EXPECT_THAT(ParseError("", {"--lr=1"}), AllOf(HasSubstr("key 'lr' is not in a section"),
+                                                HasSubstr("did you mean optimizer.lr?")));
 }
 
 TEST(OverrideTest, AllOverrideProblemsAreReported) {
@@ -433,7 +472,8 @@ TEST(OverrideTest, AllOverrideProblemsAreReported) {
   EXPECT_THAT(message, HasSubstr("optimizer.lr = y"));
 }
 
-// ---- Validation -------------------------------------------------------------------------------------
+// ---- Validation
+// -------------------------------------------------------------------------------------
 
 struct RuleCase {
   std::vector<std::string> overrides;
@@ -461,40 +501,51 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{{"model.n_layers=0"}, "model.n_layers = 0: must be in [1, 1024]"},
         RuleCase{{"model.n_heads=-8"}, "model.n_heads = -8: must be in [1, 65536]"},
         RuleCase{{"model.n_kv_heads=0"}, "model.n_kv_heads = 0: must be in [1, 65536]"},
-        RuleCase{{"model.vocab_size=0"}, "model.vocab_size = 0: must be in [1, 4294967296] (token ids are 32-bit)"},
+        RuleCase{{"model.vocab_size=0"},
+                 "model.vocab_size = 0: must be in [1, 4294967296] (token ids are 32-bit)"},
         RuleCase{{"model.multiple_of=0"}, "model.multiple_of = 0: must be in [1, 65536]"},
         RuleCase{{"model.max_seq_len=0"}, "model.max_seq_len = 0: must be in [1, 16777216]"},
-        RuleCase{{"model.n_kv_heads=3"}, "model.n_kv_heads = 3 must divide model.n_heads = 8 (valid: 1, 2, 4, 8)"},
+        RuleCase{{"model.n_kv_heads=3"},
+                 "model.n_kv_heads = 3 must divide model.n_heads = 8 (valid: 1, 2, 4, 8)"},
         RuleCase{{"model.dim=250"},
-                 "model.dim = 250 must be divisible by model.n_heads = 8 (try model.dim = 248 or 256, or "
+                 "model.dim = 250 must be divisible by model.n_heads = 8 (try model.dim = 248 or "
+                 "256, or "
                  "model.n_heads = 5 or 10)"},
         RuleCase{{"model.dim=200"},
-                 "model.dim / model.n_heads = 200 / 8 = 25 (head_dim) must be even for RoPE (try model.dim = 192 or "
+                 "model.dim / model.n_heads = 200 / 8 = 25 (head_dim) must be even for RoPE (try "
+                 "model.dim = 192 or "
                  "208)"},
-        RuleCase{{"model.ffn_dim_multiplier=0"}, "model.ffn_dim_multiplier = 0.0: must be in (0, 64]"},
+        RuleCase{{"model.ffn_dim_multiplier=0"},
+                 "model.ffn_dim_multiplier = 0.0: must be in (0, 64]"},
         RuleCase{{"model.norm_eps=0"}, "model.norm_eps = 0.0: must be in (0, 1]"},
         RuleCase{{"model.rope_theta=-1"}, "model.rope_theta = -1.0: must be in (0, 1e+12]"},
-        RuleCase{{"model.max_seq_len=128"}, "model.max_seq_len = 128 must be >= training.seq_len = 256"},
+        RuleCase{{"model.max_seq_len=128"},
+                 "model.max_seq_len = 128 must be >= training.seq_len = 256"},
         // training
         RuleCase{{"training.seq_len=0"}, "training.seq_len = 0: must be in [1, 16777216]"},
-        RuleCase{{"training.local_batch_size=0"}, "training.local_batch_size = 0: must be in [1, 1048576]"},
+        RuleCase{{"training.local_batch_size=0"},
+                 "training.local_batch_size = 0: must be in [1, 1048576]"},
         RuleCase{{"training.steps=0"}, "training.steps = 0: must be > 0"},
         RuleCase{{"training.seed=-1"}, "training.seed = -1: must be >= 0"},
         RuleCase{{"training.max_norm=0"}, "training.max_norm = 0.0: must be > 0"},
         RuleCase{{"training.dataset=txt"},
-                 "training.dataset = \"txt\": must be one of \"synthetic\", \"text\", \"bin\"; did you mean 'text'?"},
+                 "training.dataset = \"txt\": must be one of \"synthetic\", \"text\", \"bin\"; did "
+                 "you mean 'text'?"},
         RuleCase{{"training.dataset=text", "model.vocab_size=1024"},
                  "training.dataset_path = \"\": required when training.dataset = \"text\""},
-        RuleCase{{"training.dataset=bin"}, "training.dataset_path = \"\": required when training.dataset = \"bin\""},
+        RuleCase{{"training.dataset=bin"},
+                 "training.dataset_path = \"\": required when training.dataset = \"bin\""},
         RuleCase{{"training.token_dtype=int8"},
                  "training.token_dtype = \"int8\": must be one of \"uint16\", \"uint32\""},
         RuleCase{{"training.sampler=shuffle"},
                  "training.sampler = \"shuffle\": must be one of \"sequential\", \"random\""},
-        RuleCase{{"training.dataset=text", "training.dataset_path=a.txt", "model.vocab_size=128"},
-                 "model.vocab_size = 128: must be >= 256 when training.dataset = \"text\" without a "
-                 "training.tokenizer_path"},
+        RuleCase{
+            {"training.dataset=text", "training.dataset_path=a.txt", "model.vocab_size=128"},
+            "model.vocab_size = 128: must be >= 256 when training.dataset = \"text\" without a "
+            "training.tokenizer_path"},
         // optimizer
-        RuleCase{{"optimizer.name=Adam"}, "optimizer.name = \"Adam\": must be one of \"AdamW\"; did you mean 'AdamW'?"},
+        RuleCase{{"optimizer.name=Adam"},
+                 "optimizer.name = \"Adam\": must be one of \"AdamW\"; did you mean 'AdamW'?"},
         RuleCase{{"optimizer.lr=0"}, "optimizer.lr = 0.0: must be > 0"},
         RuleCase{{"optimizer.beta1=1"}, "optimizer.beta1 = 1.0: must be in [0, 1)"},
         RuleCase{{"optimizer.beta2=-0.5"}, "optimizer.beta2 = -0.5: must be in [0, 1)"},
@@ -502,74 +553,102 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{{"optimizer.weight_decay=-0.1"}, "optimizer.weight_decay = -0.1: must be >= 0"},
         // lr_scheduler
         RuleCase{{"lr_scheduler.warmup_steps=-1"}, "lr_scheduler.warmup_steps = -1: must be >= 0"},
-        RuleCase{{"lr_scheduler.decay_ratio=1.5"}, "lr_scheduler.decay_ratio = 1.5: must be in [0, 1]"},
+        RuleCase{{"lr_scheduler.decay_ratio=1.5"},
+                 "lr_scheduler.decay_ratio = 1.5: must be in [0, 1]"},
         RuleCase{{"lr_scheduler.decay_type=cosin"},
-                 "lr_scheduler.decay_type = \"cosin\": must be one of \"linear\", \"cosine\"; did you mean 'cosine'?"},
-        RuleCase{{"lr_scheduler.min_lr_factor=2"}, "lr_scheduler.min_lr_factor = 2.0: must be in [0, 1]"},
-        RuleCase{{"training.mixed_precision_param=fp16"},
-                 "training.mixed_precision_param = \"fp16\": must be one of \"float32\", \"bfloat16\""},
+                 "lr_scheduler.decay_type = \"cosin\": must be one of \"linear\", \"cosine\"; did "
+                 "you mean 'cosine'?"},
+        RuleCase{{"lr_scheduler.min_lr_factor=2"},
+                 "lr_scheduler.min_lr_factor = 2.0: must be in [0, 1]"},
+        RuleCase{
+            {"training.mixed_precision_param=fp16"},
+            "training.mixed_precision_param = \"fp16\": must be one of \"float32\", \"bfloat16\""},
         RuleCase{{"training.attention_kernel=flash"},
-                 "training.attention_kernel = \"flash\": must be one of \"auto\", \"cpu_flash\", \"torch_flash\", \"tiled\""},
+                 "training.attention_kernel = \"flash\": must be one of \"auto\", \"cpu_flash\", "
+                 "\"torch_flash\", \"tiled\""},
         RuleCase{{"training.mixed_precision_reduce=bfloat16"},
-                 "training.mixed_precision_reduce = \"bfloat16\" needs training.mixed_precision_param = \"bfloat16\""},
-        RuleCase{{"training.mixed_precision_reduce=fp16"},
-                 "training.mixed_precision_reduce = \"fp16\": must be one of \"float32\", \"bfloat16\""},
+                 "training.mixed_precision_reduce = \"bfloat16\" needs "
+                 "training.mixed_precision_param = \"bfloat16\""},
+        RuleCase{
+            {"training.mixed_precision_reduce=fp16"},
+            "training.mixed_precision_reduce = \"fp16\": must be one of \"float32\", \"bfloat16\""},
         RuleCase{{"training.global_batch_size=0"},
-                 "training.global_batch_size = 0: must be -1 (data-parallel degree × local_batch_size) or in [1, "
+                 "training.global_batch_size = 0: must be -1 (data-parallel degree × "
+                 "local_batch_size) or in [1, "
                  "17179869184]"},
-        RuleCase{{"training.global_batch_size=12"},
-                 "training.global_batch_size = 12 must be a multiple of training.local_batch_size = 8"},
+        RuleCase{
+            {"training.global_batch_size=12"},
+            "training.global_batch_size = 12 must be a multiple of training.local_batch_size = 8"},
         RuleCase{{"activation_checkpoint.mode=partial"},
-                 "activation_checkpoint.mode = \"partial\": must be one of \"none\", \"full\", \"selective\""},
-        RuleCase{{"activation_checkpoint.mode=selective", "activation_checkpoint.selective_ac_option=0"},
-                 "activation_checkpoint.selective_ac_option = \"0\": must be \"op\" (keep attention outputs) or an "
-                 "integer N in [1, model.n_layers = 4]"},
+                 "activation_checkpoint.mode = \"partial\": must be one of \"none\", \"full\", "
+                 "\"selective\""},
+        RuleCase{
+            {"activation_checkpoint.mode=selective", "activation_checkpoint.selective_ac_option=0"},
+            "activation_checkpoint.selective_ac_option = \"0\": must be \"op\" (keep attention "
+            "outputs) or an "
+            "integer N in [1, model.n_layers = 4]"},
         RuleCase{{"activation_checkpoint.selective_ac_option=5"},
                  "activation_checkpoint.selective_ac_option = \"5\": must be \"op\""},
         RuleCase{{"activation_checkpoint.selective_ac_option=2x"},
                  "activation_checkpoint.selective_ac_option = \"2x\": must be \"op\""},
-        RuleCase{{"comm.backend=mpi"}, "comm.backend = \"mpi\": must be one of \"auto\", \"nccl\", \"gloo\""},
+        RuleCase{{"comm.backend=mpi"},
+                 "comm.backend = \"mpi\": must be one of \"auto\", \"nccl\", \"gloo\""},
         // parallelism
         RuleCase{{"parallelism.data_parallel_replicate_degree=0"},
-                 "parallelism.data_parallel_replicate_degree = 0: must be -1 (fill the world) or in [1, 16384] (the "
+                 "parallelism.data_parallel_replicate_degree = 0: must be -1 (fill the world) or "
+                 "in [1, 16384] (the "
                  "largest world size)"},
         RuleCase{{"parallelism.data_parallel_replicate_degree=-2"},
                  "parallelism.data_parallel_replicate_degree = -2: must be -1"},
         RuleCase{{"parallelism.context_parallel_degree=0"},
                  "parallelism.context_parallel_degree = 0: must be in [1, 16384]"},
         RuleCase{{"parallelism.data_parallel_shard_degree=0"},
-                 "parallelism.data_parallel_shard_degree = 0: must be -1 (fill the world) or in [1, 16384]"},
+                 "parallelism.data_parallel_shard_degree = 0: must be -1 (fill the world) or in "
+                 "[1, 16384]"},
         RuleCase{{"parallelism.fsdp_reshard_after_forward=sometimes"},
-                 "parallelism.fsdp_reshard_after_forward = \"sometimes\": must be one of \"default\", \"always\", "
+                 "parallelism.fsdp_reshard_after_forward = \"sometimes\": must be one of "
+                 "\"default\", \"always\", "
                  "\"never\""},
         RuleCase{{"parallelism.context_parallel_load_balancer=zigzag"},
-                 "parallelism.context_parallel_load_balancer = \"zigzag\": must be one of \"headtail\", \"none\""},
+                 "parallelism.context_parallel_load_balancer = \"zigzag\": must be one of "
+                 "\"headtail\", \"none\""},
         RuleCase{{"parallelism.context_parallel_rotate_method=ring"},
-                 "parallelism.context_parallel_rotate_method = \"ring\": must be one of \"alltoall\", \"allgather\""},
+                 "parallelism.context_parallel_rotate_method = \"ring\": must be one of "
+                 "\"alltoall\", \"allgather\""},
         RuleCase{{"parallelism.context_parallel_degree=3"},
-                 "training.seq_len = 256 must be divisible by 2 × parallelism.context_parallel_degree = 2 × 3 = 6 "
-                 "(context_parallel_load_balancer = \"headtail\" splits each sequence into 6 chunks); try "
+                 "training.seq_len = 256 must be divisible by 2 × "
+                 "parallelism.context_parallel_degree = 2 × 3 = 6 "
+                 "(context_parallel_load_balancer = \"headtail\" splits each sequence into 6 "
+                 "chunks); try "
                  "training.seq_len = 252 or 258"},
-        RuleCase{{"parallelism.context_parallel_degree=3", "parallelism.context_parallel_load_balancer=none"},
-                 "training.seq_len = 256 must be divisible by parallelism.context_parallel_degree = 3 "
-                 "(context_parallel_load_balancer = \"none\" splits each sequence into 3 chunks); try "
-                 "training.seq_len = 255 or 258"},
+        RuleCase{
+            {"parallelism.context_parallel_degree=3",
+             "parallelism.context_parallel_load_balancer=none"},
+            "training.seq_len = 256 must be divisible by parallelism.context_parallel_degree = 3 "
+            "(context_parallel_load_balancer = \"none\" splits each sequence into 3 chunks); try "
+            "training.seq_len = 255 or 258"},
         RuleCase{{"parallelism.context_parallel_degree=4", "training.seq_len=4"},
-                 "training.seq_len = 4 must be divisible by 2 × parallelism.context_parallel_degree = 2 × 4 = 8 "
-                 "(context_parallel_load_balancer = \"headtail\" splits each sequence into 8 chunks); try "
+                 "training.seq_len = 4 must be divisible by 2 × "
+                 "parallelism.context_parallel_degree = 2 × 4 = 8 "
+                 "(context_parallel_load_balancer = \"headtail\" splits each sequence into 8 "
+                 "chunks); try "
                  "training.seq_len = 8"},
         // checkpoint, metrics, validation, comm
         RuleCase{{"checkpoint.interval=0"}, "checkpoint.interval = 0: must be > 0"},
-        RuleCase{{"checkpoint.keep_latest_k=-1"}, "checkpoint.keep_latest_k = -1: must be >= 0 (0 keeps all)"},
+        RuleCase{{"checkpoint.keep_latest_k=-1"},
+                 "checkpoint.keep_latest_k = -1: must be >= 0 (0 keeps all)"},
         RuleCase{{"checkpoint.enable=true", "checkpoint.folder="},
                  "checkpoint.folder = \"\": required when checkpoint.enable = true"},
         RuleCase{{"metrics.log_freq=0"}, "metrics.log_freq = 0: must be > 0"},
         RuleCase{{"validation.dataset=parquet"},
-                 "validation.dataset = \"parquet\": must be empty (use the training dataset) or one of \"synthetic\", "
+                 "validation.dataset = \"parquet\": must be empty (use the training dataset) or "
+                 "one of \"synthetic\", "
                  "\"text\", \"bin\""},
         RuleCase{{"validation.steps=0"}, "validation.steps = 0: must be > 0"},
-        RuleCase{{"validation.local_batch_size=-3"}, "validation.local_batch_size = -3: must be in [1, 1048576]"},
-        RuleCase{{"comm.timeout_seconds=0"}, "comm.timeout_seconds = 0.0: must be in [0.001, 86400] seconds"}));
+        RuleCase{{"validation.local_batch_size=-3"},
+                 "validation.local_batch_size = -3: must be in [1, 1048576]"},
+        RuleCase{{"comm.timeout_seconds=0"},
+                 "comm.timeout_seconds = 0.0: must be in [0.001, 86400] seconds"}));
 
 // Values the trainer would refuse, or turn into nonsense, are refused by the validation the
 // coordinator runs at submit: a timeout of 1e308 s became -2^63 ms, 1e-9 s became 0 ms, and a vocab
@@ -577,19 +656,23 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(ValidationTest, ValuesOutsideTheirBoundsAreRefused) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"comm.timeout_seconds=1e308",
-       "comm.timeout_seconds = 1e+308: must be in [0.001, 86400] seconds (it is counted in whole milliseconds)"},
-      {"comm.timeout_seconds=1e-9", "comm.timeout_seconds = 1e-09: must be in [0.001, 86400] seconds"},
+       "comm.timeout_seconds = 1e+308: must be in [0.001, 86400] seconds (it is counted in whole "
+       "milliseconds)"},
+      {"comm.timeout_seconds=1e-9",
+       "comm.timeout_seconds = 1e-09: must be in [0.001, 86400] seconds"},
       {"comm.timeout_seconds=-1", "comm.timeout_seconds = -1.0: must be in [0.001, 86400] seconds"},
       {"job.restart_backoff_seconds=1e-9",
        "job.restart_backoff_seconds = 1e-09: must be 0 or in [0.001, 3600] seconds"},
-      {"job.restart_backoff_seconds=3601", "job.restart_backoff_seconds = 3601.0: must be 0 or in [0.001, 3600]"},
+      {"job.restart_backoff_seconds=3601",
+       "job.restart_backoff_seconds = 3601.0: must be 0 or in [0.001, 3600]"},
       {"job.max_restarts=1001", "job.max_restarts = 1001: must be in [0, 1000]"},
       {"model.vocab_size=4294967297",
        "model.vocab_size = 4294967297: must be in [1, 4294967296] (token ids are 32-bit)"},
       {"model.dim=9223372036854775807", "model.dim = 9223372036854775807: must be in [1, 65536]"},
       {"model.n_layers=1000000000", "model.n_layers = 1000000000: must be in [1, 1024]"},
       {"model.ffn_dim_multiplier=1e300", "model.ffn_dim_multiplier = 1e+300: must be in (0, 64]"},
-      {"training.seq_len=1099511627776", "training.seq_len = 1099511627776: must be in [1, 16777216]"},
+      {"training.seq_len=1099511627776",
+       "training.seq_len = 1099511627776: must be in [1, 16777216]"},
       {"training.local_batch_size=1099511627776",
        "training.local_batch_size = 1099511627776: must be in [1, 1048576]"},
       {"training.global_batch_size=-2", "training.global_batch_size = -2: must be -1"},
@@ -625,7 +708,8 @@ TEST(ValidationTest, EveryNumericKeyHasBounds) {
       const std::string key = absl::StrCat(section.name, ".", f.key);
       if (std::holds_alternative<int64_t*>(f.ptr)) {
         EXPECT_TRUE(std::holds_alternative<config_internal::IntBounds>(f.bounds)) << key;
-      } else if (std::holds_alternative<double*>(f.ptr) || std::holds_alternative<std::optional<double>*>(f.ptr)) {
+      } else if (std::holds_alternative<double*>(f.ptr) ||
+                 std::holds_alternative<std::optional<double>*>(f.ptr)) {
         EXPECT_TRUE(std::holds_alternative<config_internal::RealBounds>(f.bounds)) << key;
       } else {
         EXPECT_TRUE(std::holds_alternative<std::monostate>(f.bounds)) << key;
@@ -637,15 +721,18 @@ TEST(ValidationTest, EveryNumericKeyHasBounds) {
 TEST(ValidationTest, BoundaryValuesAreAccepted) {
   absl::StatusOr<JobConfig> config =
       Parse("", {"optimizer.beta1=0", "optimizer.beta2=0.999999", "optimizer.weight_decay=0",
-                 "lr_scheduler.decay_ratio=1", "lr_scheduler.min_lr_factor=1", "lr_scheduler.warmup_steps=0",
-                 "training.seed=0", "checkpoint.keep_latest_k=0", "model.max_seq_len=256", "model.n_kv_heads=8",
-                 "parallelism.data_parallel_replicate_degree=1", "parallelism.context_parallel_degree=128",
-                 "job.max_restarts=0", "validation.dataset=bin", "checkpoint.enable=true"});
+                 "lr_scheduler.decay_ratio=1", "lr_scheduler.min_lr_factor=1",
+                 "lr_scheduler.warmup_steps=0", "training.seed=0", "checkpoint.keep_latest_k=0",
+                 "model.max_seq_len=256", "model.n_kv_heads=8",
+                 "parallelism.data_parallel_replicate_degree=1",
+                 "parallelism.context_parallel_degree=128", "job.max_restarts=0",
+                 "validation.dataset=bin", "checkpoint.enable=true"});
   ASSERT_TRUE(config.ok()) << config.status();
 }
 
 TEST(ValidationTest, WarmupPlusDecayMayFillTheRunExactly) {
-  absl::StatusOr<JobConfig> config = Parse("", {"lr_scheduler.warmup_steps=70", "lr_scheduler.decay_ratio=0.3"});
+  absl::StatusOr<JobConfig> config =
+      Parse("", {"lr_scheduler.warmup_steps=70", "lr_scheduler.decay_ratio=0.3"});
   EXPECT_TRUE(config.ok()) << config.status();
 }
 
@@ -654,7 +741,8 @@ TEST(ValidationTest, DisabledCheckpointMayHaveEmptyFolder) {
 }
 
 TEST(ValidationTest, TextDatasetWithBigVocabIsValid) {
-  absl::StatusOr<JobConfig> config = Parse("[training]\ndataset = \"text\"\ndataset_path = \"corpus.txt\"\n");
+  absl::StatusOr<JobConfig> config =
+      Parse("[training]\ndataset = \"text\"\ndataset_path = \"corpus.txt\"\n");
   EXPECT_TRUE(config.ok()) << config.status();
 }
 
@@ -665,17 +753,19 @@ TEST(ValidationTest, TextDatasetWithTokenizerTakesAnyVocab) {
                  "training.tokenizer_path=tokenizer.json", "model.vocab_size=128"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->training.tokenizer_path, "tokenizer.json");
-  EXPECT_NE(JobConfigToToml(*config).find("tokenizer_path = \"tokenizer.json\""), std::string::npos);
+  EXPECT_NE(JobConfigToToml(*config).find("tokenizer_path = \"tokenizer.json\""),
+            std::string::npos);
 }
 
 TEST(ValidationTest, SeveralProblemsAreReportedInOneMessage) {
-  const std::string message =
-      ParseError("[model]\ndim = 0\n[optimizer]\nlr = -1.0\n", {"--job.mode=serve", "--comm.timeout_seconds=0"});
+  const std::string message = ParseError("[model]\ndim = 0\n[optimizer]\nlr = -1.0\n",
+                                         {"--job.mode=serve", "--comm.timeout_seconds=0"});
   EXPECT_THAT(message, StartsWith("invalid config test.toml:\n"));
   EXPECT_THAT(message, HasSubstr("\n  job.mode = \"serve\""));
   EXPECT_THAT(message, HasSubstr("\n  model.dim = 0: must be in [1, 65536]"));
   EXPECT_THAT(message, HasSubstr("\n  optimizer.lr = -1.0: must be > 0"));
-  EXPECT_THAT(message, HasSubstr("\n  comm.timeout_seconds = 0.0: must be in [0.001, 86400] seconds"));
+  EXPECT_THAT(message,
+              HasSubstr("\n  comm.timeout_seconds = 0.0: must be in [0.001, 86400] seconds"));
   // One problem per line: the header plus four.
   EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 4) << message;
 }
@@ -701,8 +791,9 @@ TEST(JobConfigTest, ContextParallelMethodIsRing) {
   absl::StatusOr<JobConfig> config = Parse("[parallelism]\ncontext_parallel_method = \"ring\"\n");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->parallelism.context_parallel_method, ContextParallelMethod::kRing);
-  EXPECT_THAT(ParseError("[parallelism]\ncontext_parallel_method = \"rings\"\n"),
-              HasSubstr("parallelism.context_parallel_method = \"rings\": must be one of \"ring\""));
+  EXPECT_THAT(
+      ParseError("[parallelism]\ncontext_parallel_method = \"rings\"\n"),
+      HasSubstr("parallelism.context_parallel_method = \"rings\": must be one of \"ring\""));
 }
 
 TEST(JobConfigTest, ActivationCheckpointIntervals) {
@@ -716,7 +807,8 @@ TEST(JobConfigTest, ActivationCheckpointIntervals) {
   EXPECT_EQ(ActivationCheckpointEvery(config), 2);
 }
 
-// ---- TOML round trip --------------------------------------------------------------------------------
+// ---- TOML round trip
+// --------------------------------------------------------------------------------
 
 void ExpectRoundTrip(const JobConfig& config) {
   const std::string text = JobConfigToToml(config);
@@ -732,28 +824,30 @@ TEST(JobConfigToTomlTest, FullConfigRoundTrips) { ExpectRoundTrip(FullFileConfig
 
 TEST(JobConfigToTomlTest, AwkwardValuesRoundTripExactly) {
   JobConfig config = FullFileConfig();
-  config.optimizer.lr = 0.1 + 0.2;               // not the double nearest 0.3
+  config.optimizer.lr = 0.1 + 0.2;  // not the double nearest 0.3
   config.optimizer.beta1 = 1.0 / 3.0;
   config.optimizer.eps = 4.9406564584124654e-324;  // the smallest subnormal
-  config.model.rope_theta = 999999999999.99988;  // just below the bound, 1e12
-  config.model.norm_eps = 1.0;                   // integral: must still print as a float
+  config.model.rope_theta = 999999999999.99988;    // just below the bound, 1e12
+  config.model.norm_eps = 1.0;                     // integral: must still print as a float
   config.model.ffn_dim_multiplier = 2.0 / 3.0;
   config.comm.timeout_seconds = 86399.123456789;
   config.training.seed = 9223372036854775807;
-  config.training.dataset_path = "dir with \"quotes\"\\back\tslash\nnewline\x01 \xc3\xa9t\xc3\xa9.bin";
+  config.training.dataset_path =
+      "dir with \"quotes\"\\back\tslash\nnewline\x01 \xc3\xa9t\xc3\xa9.bin";
   config.metrics.jsonl = "";
   ExpectRoundTrip(config);
 }
 
 TEST(JobConfigToTomlTest, ListsEveryKeyWithItsValue) {
   const std::string text = JobConfigToToml(JobConfig{});
-  for (const char* line :
-       {"[job]\nmode = \"train\"\nmax_restarts = 0\n", "[model]\ndim = 256\n",
-        "norm_eps = 1e-05\nrope_theta = 500000.0\n",
-        "# ffn_dim_multiplier is not set\n", "[training]\nseq_len = 256\n", "dataset_path = \"\"\n",
-        "[optimizer]\nname = \"AdamW\"\nlr = 0.0008\n", "[lr_scheduler]\nwarmup_steps = 0\ndecay_ratio = 0.0\n",
-        "data_parallel_replicate_degree = -1\n", "[checkpoint]\nenable = false\n", "[metrics]\nlog_freq = 1\n",
-        "[validation]\ndataset = \"\"\n", "[comm]\ntimeout_seconds = 60.0\n"}) {
+  for (const char* line : {"[job]\nmode = \"train\"\nmax_restarts = 0\n", "[model]\ndim = 256\n",
+                           "norm_eps = 1e-05\nrope_theta = 500000.0\n",
+                           "# ffn_dim_multiplier is not set\n", "[training]\nseq_len = 256\n",
+                           "dataset_path = \"\"\n", "[optimizer]\nname = \"AdamW\"\nlr = 0.0008\n",
+                           "[lr_scheduler]\nwarmup_steps = 0\ndecay_ratio = 0.0\n",
+                           "data_parallel_replicate_degree = -1\n",
+                           "[checkpoint]\nenable = false\n", "[metrics]\nlog_freq = 1\n",
+                           "[validation]\ndataset = \"\"\n", "[comm]\ntimeout_seconds = 60.0\n"}) {
     EXPECT_THAT(text, HasSubstr(line));
   }
   JobConfig with_ffn;
@@ -761,7 +855,8 @@ TEST(JobConfigToTomlTest, ListsEveryKeyWithItsValue) {
   EXPECT_THAT(JobConfigToToml(with_ffn), HasSubstr("ffn_dim_multiplier = 1.5\n"));
 }
 
-// ---- Files ------------------------------------------------------------------------------------------
+// ---- Files
+// ------------------------------------------------------------------------------------------
 
 TEST(LoadJobConfigTest, MissingFileIsNotFound) {
   const absl::StatusOr<JobConfig> config = LoadJobConfig("/nonexistent/ringtrain.toml", {});
@@ -789,7 +884,8 @@ TEST(LoadJobConfigTest, ReadsFileAppliesOverridesAndNamesPathInErrors) {
   ExpectConfigEq(*config, expected);
 
   const absl::StatusOr<JobConfig> bad = LoadJobConfig(path, {"--training.steps=0"});
-  EXPECT_THAT(std::string(bad.status().message()), StartsWith(absl::StrCat("invalid config ", path, ":\n")));
+  EXPECT_THAT(std::string(bad.status().message()),
+              StartsWith(absl::StrCat("invalid config ", path, ":\n")));
   std::remove(path.c_str());
 }
 

@@ -125,9 +125,8 @@ TEST(JobFormatTest, DevicePeakShownOnlyWhenTheRecordHasOne) {
   v1::StepEvent cuda;
   cuda.set_job_id("job-000001");
   cuda.set_step(3);
-  cuda.set_record_json(
-      R"({"step":3,"loss":2.5,"device_memory_peak_bytes":65712324608,)"
-      R"("ranks":[{"rank":0,"device_memory_peak_bytes":65712324608}]})");
+  cuda.set_record_json(R"({"step":3,"loss":2.5,"device_memory_peak_bytes":65712324608,)"
+                       R"("ranks":[{"rank":0,"device_memory_peak_bytes":65712324608}]})");
   EXPECT_EQ(DeviceMemoryPeakBytes(cuda), 65712324608u);
   EXPECT_THAT(StepEventJson(cuda),
               HasSubstr(",\"device_memory_peak_bytes\":65712324608,\"record\":"));
@@ -155,7 +154,8 @@ TEST(JobFormatTest, DevicePeakShownOnlyWhenTheRecordHasOne) {
 }
 
 TEST(JobFormatTest, ErrorsAndStateChangesEscape) {
-  const std::string line = CommandErrorLine("submit", absl::InvalidArgumentError(std::string("bad:\n  ") + kEvil));
+  const std::string line =
+      CommandErrorLine("submit", absl::InvalidArgumentError(std::string("bad:\n  ") + kEvil));
   ExpectNoControl(line);
   EXPECT_EQ(line, std::string("ringctl submit: bad:\n  ") + kEscaped);
   v1::StateChange change;

@@ -28,18 +28,18 @@ JobConfig Config(const std::vector<std::string>& overrides) {
 
 TEST(ConfigPathsTest, ListsOnlyThePathsTheJobUses) {
   EXPECT_TRUE(ConfigPaths(Config({"training.dataset_path=unused.txt"})).empty());  // synthetic
-  const auto paths = ConfigPaths(Config({"training.dataset=text", "training.dataset_path=a.txt",
-                                         "checkpoint.enable=true", "checkpoint.folder=ck",
-                                         "checkpoint.initial_load_path=w.pt",
-                                         "validation.dataset_path=v.txt"}));
+  const auto paths =
+      ConfigPaths(Config({"training.dataset=text", "training.dataset_path=a.txt",
+                          "checkpoint.enable=true", "checkpoint.folder=ck",
+                          "checkpoint.initial_load_path=w.pt", "validation.dataset_path=v.txt"}));
   ASSERT_EQ(paths.size(), 3u);
   EXPECT_EQ(paths[0].key, "training.dataset_path");
   EXPECT_EQ(paths[1].key, "checkpoint.initial_load_path");
   EXPECT_EQ(paths[2].key, "checkpoint.folder");
   EXPECT_EQ(paths[2].root, PathRoot::kCheckpoint);
-  const auto eval = ConfigPaths(Config({"job.mode=eval", "training.dataset=text",
-                                        "training.dataset_path=a.txt", "validation.dataset_path=v.txt",
-                                        "checkpoint.enable=true"}));
+  const auto eval =
+      ConfigPaths(Config({"job.mode=eval", "training.dataset=text", "training.dataset_path=a.txt",
+                          "validation.dataset_path=v.txt", "checkpoint.enable=true"}));
   ASSERT_EQ(eval.size(), 1u);
   EXPECT_EQ(eval[0].key, "validation.dataset_path");
 }
@@ -52,16 +52,23 @@ TEST(ConfigPathsTest, TokenizerOnlyWhenATextDatasetIsRead) {
   EXPECT_EQ(text[1].value, "tok/tokenizer.json");
   EXPECT_EQ(text[1].root, PathRoot::kData);
   EXPECT_EQ(ConfigPaths(Config({"training.dataset=bin", "training.dataset_path=a.bin",
-                                "training.tokenizer_path=t.json"})).size(), 1u);
+                                "training.tokenizer_path=t.json"}))
+                .size(),
+            1u);
   // eval reads the validation data: text there needs the tokenizer, bin there does not.
-  EXPECT_EQ(ConfigPaths(Config({"job.mode=eval", "training.dataset=bin", "training.dataset_path=a.bin",
-                                "validation.dataset=text", "validation.dataset_path=v.txt",
-                                "training.tokenizer_path=t.json"})).size(), 2u);
-  EXPECT_EQ(ConfigPaths(Config({"job.mode=eval", "training.dataset=text", "training.dataset_path=a.txt",
-                                "validation.dataset=bin", "validation.dataset_path=v.bin",
-                                "training.tokenizer_path=t.json"})).size(), 1u);
-  const absl::Status climbs = CheckConfigPaths(Config({"training.dataset=text", "training.dataset_path=a.txt",
-                                                       "training.tokenizer_path=../t.json"}));
+  EXPECT_EQ(ConfigPaths(Config({"job.mode=eval", "training.dataset=bin",
+                                "training.dataset_path=a.bin", "validation.dataset=text",
+                                "validation.dataset_path=v.txt", "training.tokenizer_path=t.json"}))
+                .size(),
+            2u);
+  EXPECT_EQ(ConfigPaths(Config({"job.mode=eval", "training.dataset=text",
+                                "training.dataset_path=a.txt", "validation.dataset=bin",
+                                "validation.dataset_path=v.bin", "training.tokenizer_path=t.json"}))
+                .size(),
+            1u);
+  const absl::Status climbs =
+      CheckConfigPaths(Config({"training.dataset=text", "training.dataset_path=a.txt",
+                               "training.tokenizer_path=../t.json"}));
   EXPECT_TRUE(absl::StrContains(climbs.message(), "training.tokenizer_path")) << climbs;
 }
 
@@ -91,9 +98,9 @@ TEST(ConfigPathsTest, RefusesWhatCanBeToldWithoutRoots) {
   EXPECT_TRUE(absl::StrContains(control.message(), "control characters")) << control;
   EXPECT_FALSE(absl::StrContains(control.message(), "\x1b")) << "the value is shown escaped";
 
-  const absl::Status all = CheckConfigPaths(Config({"training.dataset=bin", "training.dataset_path=../a",
-                                                    "checkpoint.enable=true",
-                                                    "checkpoint.folder=x/../../y"}));
+  const absl::Status all =
+      CheckConfigPaths(Config({"training.dataset=bin", "training.dataset_path=../a",
+                               "checkpoint.enable=true", "checkpoint.folder=x/../../y"}));
   EXPECT_TRUE(absl::StrContains(all.message(), "training.dataset_path")) << all;
   EXPECT_TRUE(absl::StrContains(all.message(), "checkpoint.folder")) << all;
 }
@@ -133,9 +140,9 @@ TEST_F(JobPathsTest, RelativeAndAbsoluteInsideTheRootResolve) {
 
 TEST_F(JobPathsTest, EscapesAreRefusedNamingKeyValueAndRoot) {
   for (const std::string& bad : {outside_ + "/secret.txt", std::string("../outside/secret.txt"),
-                                data_ + "/../outside/secret.txt", std::string("leak.txt"),
-                                std::string("leakdir/secret.txt"), std::string("leakdir/new/file"),
-                                std::string("dangling"), std::string("/")}) {
+                                 data_ + "/../outside/secret.txt", std::string("leak.txt"),
+                                 std::string("leakdir/secret.txt"), std::string("leakdir/new/file"),
+                                 std::string("dangling"), std::string("/")}) {
     const absl::StatusOr<std::string> r = Data(bad);
     ASSERT_FALSE(r.ok()) << bad << " resolved to " << *r;
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -150,7 +157,8 @@ TEST_F(JobPathsTest, NoDataRootRefusesEveryFileNamingTheFlag) {
   const absl::StatusOr<std::string> r =
       ResolveUnderRoot("checkpoint.initial_load_path", "w.pt", "", "--data-root");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(r.status().message(), "checkpoint.initial_load_path")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "checkpoint.initial_load_path"))
+      << r.status();
   EXPECT_TRUE(absl::StrContains(r.status().message(), "start ringtrain-worker with --data-root"))
       << r.status();
 }
@@ -163,16 +171,17 @@ TEST_F(JobPathsTest, CheckpointFoldersArePerJob) {
   const auto a = ResolveJobPaths(config, roots, "job-000001");
   const auto b = ResolveJobPaths(config, roots, "job-000002");
   ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
-  EXPECT_EQ(*a, (std::vector<std::string>{"--training.dataset_path=" + data_ + "/sub/a.txt",
-                                          "--checkpoint.folder=" + ckpt + "/job-000001/outputs/ck"}));
+  EXPECT_EQ(*a,
+            (std::vector<std::string>{"--training.dataset_path=" + data_ + "/sub/a.txt",
+                                      "--checkpoint.folder=" + ckpt + "/job-000001/outputs/ck"}));
   EXPECT_EQ((*b)[1], "--checkpoint.folder=" + ckpt + "/job-000002/outputs/ck");
   EXPECT_TRUE(fs::is_directory(ckpt + "/job-000001"));
   EXPECT_FALSE(fs::exists(ckpt + "/job-000001/outputs")) << "the trainer creates the folder";
 
   // Another job's folder, or the data root, is not this job's.
   for (const std::string& bad : {ckpt + "/job-000002/outputs/ck", data_ + "/ck"}) {
-    const auto r = ResolveJobPaths(
-        Config({"checkpoint.enable=true", "checkpoint.folder=" + bad}), roots, "job-000001");
+    const auto r = ResolveJobPaths(Config({"checkpoint.enable=true", "checkpoint.folder=" + bad}),
+                                   roots, "job-000001");
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_TRUE(absl::StrContains(r.status().message(), "checkpoint.folder")) << r.status();
     EXPECT_TRUE(absl::StrContains(r.status().message(), ckpt + "/job-000001")) << r.status();

@@ -147,10 +147,12 @@ TEST_F(JobStoreOpenTest, AMissingStoreIsRefusedAndNotCreated) {
   EXPECT_TRUE(Contains(message, "job store '" + db_ + "' is missing")) << message;
   EXPECT_TRUE(Contains(message, "its stamp '" + stamp_ + "' says it held 2 jobs")) << message;
   EXPECT_TRUE(Contains(message, "the last job-000002")) << message;
-  EXPECT_TRUE(Contains(message, "Restore it from a backup, or start with --new-store to begin a "
-                                "new, empty store.")) << message;
+  EXPECT_TRUE(Contains(message,
+                       "Restore it from a backup, or start with --new-store to begin a "
+                       "new, empty store."))
+      << message;
   EXPECT_FALSE(fs::exists(db_));  // refused before SQLite could create an empty file
-  EXPECT_EQ(StampedNext(), 3);   // and the stamp still says what was lost
+  EXPECT_EQ(StampedNext(), 3);    // and the stamp still says what was lost
 }
 
 TEST_F(JobStoreOpenTest, AnEmptiedStoreIsRefused) {
@@ -160,8 +162,10 @@ TEST_F(JobStoreOpenTest, AnEmptiedStoreIsRefused) {
   WriteFile(db_, "");
   auto store = JobStore::Open(db_);
   ASSERT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
-  EXPECT_TRUE(Contains(store.status().message(), "job store '" + db_ + "' holds no jobs, but its "
-                                                 "stamp '" + stamp_ + "' says it held 2 jobs"))
+  EXPECT_TRUE(Contains(store.status().message(), "job store '" + db_ +
+                                                     "' holds no jobs, but its "
+                                                     "stamp '" +
+                                                     stamp_ + "' says it held 2 jobs"))
       << store.status();
   EXPECT_TRUE(Contains(store.status().message(), "--new-store to take it as it is"));
 
@@ -189,9 +193,13 @@ TEST_F(JobStoreOpenTest, AnOlderCopyWithFewerJobsIsRefused) {
   auto store = JobStore::Open(db_);
   ASSERT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
   const absl::string_view message = store.status().message();
-  EXPECT_TRUE(Contains(message, "job store '" + db_ + "' holds 1 job (the last job-000001), but "
-                                "its stamp '" + stamp_ + "' says it held 3 jobs (the last "
-                                "job-000003")) << message;
+  EXPECT_TRUE(Contains(message, "job store '" + db_ +
+                                    "' holds 1 job (the last job-000001), but "
+                                    "its stamp '" +
+                                    stamp_ +
+                                    "' says it held 3 jobs (the last "
+                                    "job-000003"))
+      << message;
   EXPECT_TRUE(Contains(message, "job ids from job-000002 again")) << message;
 
   // --new-store takes it as it is, and the stamp follows it.
@@ -223,8 +231,9 @@ TEST_F(JobStoreOpenTest, AnInvalidStampIsRefusedUnlessNewStore) {
   WriteFile(stamp_, "{\"next_job_number\": \"many\"}");
   auto store = JobStore::Open(db_);
   ASSERT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
-  EXPECT_TRUE(Contains(store.status().message(), "store stamp '" + stamp_ + "' is not valid: "
-                                                 "next_job_number is missing"))
+  EXPECT_TRUE(Contains(store.status().message(), "store stamp '" + stamp_ +
+                                                     "' is not valid: "
+                                                     "next_job_number is missing"))
       << store.status();
   EXPECT_TRUE(Contains(store.status().message(), db_)) << store.status();
   EXPECT_TRUE(Contains(store.status().message(), "--new-store")) << store.status();
@@ -244,11 +253,12 @@ TEST_F(JobStoreOpenTest, ADamagedStoreIsRefusedNamingTheFile) {
     auto store = JobStore::Open(db_, Clock::Real(), options);
     ASSERT_EQ(store.status().code(), absl::StatusCode::kDataLoss) << store.status();
     const absl::string_view message = store.status().message();
-    EXPECT_TRUE(Contains(message, "job store '" + db_ + "' is damaged: SQLite says \""))
-        << message;
+    EXPECT_TRUE(Contains(message, "job store '" + db_ + "' is damaged: SQLite says \"")) << message;
     EXPECT_TRUE(Contains(message, "PRAGMA quick_check found: Page ")) << message;
-    EXPECT_TRUE(Contains(message, "Restore it from a backup, or move it away (with its -wal and "
-                                  "-shm files) and start with --new-store")) << message;
+    EXPECT_TRUE(Contains(message,
+                         "Restore it from a backup, or move it away (with its -wal and "
+                         "-shm files) and start with --new-store"))
+        << message;
     EXPECT_FALSE(Contains(message, "\n")) << message;
     EXPECT_LT(message.size(), 1200u) << message;
   }
@@ -345,8 +355,8 @@ void RunJob(JobStore& store, int steps) {
     ASSERT_TRUE(store.TransitionJob(job->job_id, to, "").ok());
   }
   for (int step = 1; step <= steps; ++step) {
-    StepEvent e{job->job_id, step, 1.0, 0.1, 3e-4, 100, 0.5,
-                "{\"step\":" + std::to_string(step) + "}"};
+    StepEvent e{job->job_id, step, 1.0, 0.1,
+                3e-4,        100,  0.5, "{\"step\":" + std::to_string(step) + "}"};
     ASSERT_TRUE(*store.AppendStepEvent(e));
   }
   ASSERT_TRUE(store.TransitionJob(job->job_id, JobState::kSucceeded, "").ok());

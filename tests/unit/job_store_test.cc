@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <stdlib.h>
+#include <cmath>
 
 #include <filesystem>
 #include <string>

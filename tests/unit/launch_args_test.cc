@@ -11,10 +11,10 @@ namespace ringtrain {
 namespace {
 
 TEST(ParseLaunchArgsTest, FlagsBeforeConfigAndEverythingAfterItVerbatim) {
-  const auto o = ParseLaunchArgs({"--nproc", "4", "--master-addr=10.0.0.2", "--master-port",
-                                  "29500", "--threads-per-rank=2", "--trainer", "/opt/t",
-                                  "--grace-seconds", "0.5", "job.toml", "--training.steps=10",
-                                  "--nproc=9", "loose"});
+  const auto o =
+      ParseLaunchArgs({"--nproc", "4", "--master-addr=10.0.0.2", "--master-port", "29500",
+                       "--threads-per-rank=2", "--trainer", "/opt/t", "--grace-seconds", "0.5",
+                       "job.toml", "--training.steps=10", "--nproc=9", "loose"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_FALSE(o->help);
   EXPECT_EQ(o->nproc, 4);

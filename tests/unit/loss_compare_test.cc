@@ -18,8 +18,8 @@
 #include "client/jsonl.h"
 #include "client/loss_compare_command.h"
 #include "gmock/gmock.h"
-#include "tests/integration/test_util.h"
 #include "gtest/gtest.h"
+#include "tests/integration/test_util.h"
 
 namespace ringtrain {
 namespace {
@@ -189,8 +189,7 @@ TEST(CompareLossesTest, DifferentStepsAreAnErrorNamingTheSide) {
 
 TEST(FormatReportTest, PrintsTableStatisticsAndVerdict) {
   const double a = 6.7041950225830078;
-  const absl::StatusOr<Report> report =
-      CompareLosses(Series({a, 2.0}), Series({a, 2.5}), Equal());
+  const absl::StatusOr<Report> report = CompareLosses(Series({a, 2.0}), Series({a, 2.5}), Equal());
   ASSERT_TRUE(report.ok());
   const std::string text = FormatReport(*report);
   EXPECT_THAT(text, HasSubstr("Step |"));
@@ -275,8 +274,10 @@ LossCompareFlags Parse(std::vector<std::string> args, std::string* error = nullp
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    if (error) *error = e.what();
-    else ADD_FAILURE() << e.what();
+    if (error)
+      *error = e.what();
+    else
+      ADD_FAILURE() << e.what();
   }
   return flags;
 }
@@ -297,11 +298,11 @@ TEST(FlagsTest, Defaults) {
 }
 
 TEST(FlagsTest, ParsesEveryFlag) {
-  const LossCompareFlags flags =
-      Parse({"--baseline-config=a.toml", "--test-config", "b.toml",
-             "--baseline-options=--x.y=1 --z.w=2", "--test-options=--parallelism.context_parallel_degree=4",
-             "--baseline-nproc=2", "--test-nproc", "4", "--steps=5", "--seed=3", "--rtol=1e-5",
-             "--output-folder=out", "--run=/x/ringtrain-run"});
+  const LossCompareFlags flags = Parse(
+      {"--baseline-config=a.toml", "--test-config", "b.toml", "--baseline-options=--x.y=1 --z.w=2",
+       "--test-options=--parallelism.context_parallel_degree=4", "--baseline-nproc=2",
+       "--test-nproc", "4", "--steps=5", "--seed=3", "--rtol=1e-5", "--output-folder=out",
+       "--run=/x/ringtrain-run"});
   EXPECT_EQ(flags.baseline_config, "a.toml");
   EXPECT_EQ(flags.test_config, "b.toml");
   EXPECT_EQ(flags.baseline_options, "--x.y=1 --z.w=2");

@@ -36,8 +36,7 @@ TEST(MemoryPlanTest, DebugModelParameterCount) {
   // dim 128, 4 layers, 8 heads (4 kv), vocab 512, ffn 384: embedding and output 2·512·128, per
   // block wq/wo 2·128·128 + wk/wv 2·64·128 + FFN 3·384·128 + two norms 2·128, final norm 128.
   const int64_t block = 2 * 128 * 128 + 2 * 64 * 128 + 3 * 384 * 128 + 2 * 128;
-  EXPECT_EQ(PlannedParameterCount(Load("debug_model.toml").model),
-            2 * 512 * 128 + 4 * block + 128);
+  EXPECT_EQ(PlannedParameterCount(Load("debug_model.toml").model), 2 * 512 * 128 + 4 * block + 128);
 }
 
 TEST(MemoryPlanTest, ReplicatedFloat32HoldsSixteenBytesPerParameter) {
@@ -67,7 +66,7 @@ TEST(MemoryPlanTest, FsdpShardsWeightsGradientsAndOptimizerState) {
     EXPECT_LE((plan.parameters - rope) * F, 4 * (one.parameter_count + 6 * F));
     EXPECT_EQ(plan.gradients, plan.parameters - rope);
     EXPECT_EQ(plan.optimizer_state, 2 * plan.gradients);
-    EXPECT_GT(plan.gathered_parameters, 0);  // float32 units, two at a time
+    EXPECT_GT(plan.gathered_parameters, 0);        // float32 units, two at a time
     EXPECT_EQ(plan.activations, one.activations);  // same batch and length per rank
   }
 }
@@ -106,8 +105,8 @@ TEST(MemoryPlanTest, ActivationCheckpointingKeepsLess) {
   };
   const MemoryPlan none = plan({});
   const MemoryPlan full = plan({"activation_checkpoint.mode=full"});
-  const MemoryPlan every2 = plan({"activation_checkpoint.mode=selective",
-                                  "activation_checkpoint.selective_ac_option=2"});
+  const MemoryPlan every2 =
+      plan({"activation_checkpoint.mode=selective", "activation_checkpoint.selective_ac_option=2"});
   const MemoryPlan op = plan({"activation_checkpoint.mode=selective"});
   EXPECT_EQ(full.ac_every, 1);
   EXPECT_EQ(every2.ac_every, 2);
@@ -137,11 +136,11 @@ TEST(MemoryPlanTest, ContextParallelSplitsTheSequence) {
 }
 
 TEST(MemoryPlanTest, ShardDegreeMinusOneShardsOverCp) {
-  const MemoryPlan plan = Plan(
-      Load("debug_model.toml", {"parallelism.data_parallel_shard_degree=-1",
-                                "parallelism.data_parallel_replicate_degree=1",
-                                "parallelism.context_parallel_degree=2"}),
-      2);
+  const MemoryPlan plan =
+      Plan(Load("debug_model.toml", {"parallelism.data_parallel_shard_degree=-1",
+                                     "parallelism.data_parallel_replicate_degree=1",
+                                     "parallelism.context_parallel_degree=2"}),
+           2);
   EXPECT_EQ(plan.mesh.shard, 1);
   EXPECT_EQ(plan.fsdp, 2);
   EXPECT_LT(plan.optimizer_state, 8 * plan.parameter_count);

@@ -33,9 +33,11 @@ TEST(ResolveMeshTest, ExplicitDegreesMustMultiplyToTheWorld) {
   EXPECT_EQ(ResolveMesh(config, 4)->dp(), 2);
   const absl::Status status = ResolveMesh(config, 3).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()),
-              HasSubstr("parallelism: data_parallel_replicate_degree (2) × data_parallel_shard_degree (1) × "
-                        "context_parallel_degree (2) = 4 but the world size is 3"));
+  EXPECT_THAT(
+      std::string(status.message()),
+      HasSubstr(
+          "parallelism: data_parallel_replicate_degree (2) × data_parallel_shard_degree (1) × "
+          "context_parallel_degree (2) = 4 but the world size is 3"));
 }
 
 TEST(ResolveMeshTest, ShardDegreeSplitsTheDataParallelRanks) {
@@ -61,7 +63,8 @@ TEST(ResolveMeshTest, ShardDegreeThatDoesNotDivideTheWorldIsNamed) {
   JobConfig config;
   config.parallelism.data_parallel_shard_degree = 3;
   EXPECT_THAT(std::string(ResolveMesh(config, 4).status().message()),
-              HasSubstr("data_parallel_replicate_degree = -1 cannot fill the world size 4: it is not divisible by "
+              HasSubstr("data_parallel_replicate_degree = -1 cannot fill the world size 4: it is "
+                        "not divisible by "
                         "data_parallel_shard_degree (3) × context_parallel_degree (1) = 3"));
   config.parallelism.data_parallel_replicate_degree = 1;
   EXPECT_THAT(std::string(ResolveMesh(config, 4).status().message()),
@@ -76,9 +79,11 @@ TEST(ResolveMeshTest, GlobalBatchMustBeWholeMicroBatchesOfTheMesh) {
   ASSERT_TRUE(ResolveMesh(config, 2).ok());
   EXPECT_EQ(ResolveMesh(config, 2)->accumulation, 2);
   EXPECT_EQ(ResolveMesh(config, 1)->accumulation, 4);
-  EXPECT_THAT(std::string(ResolveMesh(config, 3).status().message()),
-              HasSubstr("training.global_batch_size = 8 must be a multiple of the data-parallel degree (3) × "
-                        "training.local_batch_size (2) = 6"));
+  EXPECT_THAT(
+      std::string(ResolveMesh(config, 3).status().message()),
+      HasSubstr(
+          "training.global_batch_size = 8 must be a multiple of the data-parallel degree (3) × "
+          "training.local_batch_size (2) = 6"));
   config.training.global_batch_size = -1;
   EXPECT_EQ(ResolveMesh(config, 3)->accumulation, 1);  // unset: one micro-batch per step
 }
@@ -88,14 +93,17 @@ TEST(ResolveMeshTest, MinusOneNeedsCpToDivideTheWorld) {
   config.parallelism.context_parallel_degree = 4;
   const absl::Status status = ResolveMesh(config, 6).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()),
-              AllOf(HasSubstr("data_parallel_replicate_degree = -1 cannot fill the world size 6: it is not "
-                              "divisible by data_parallel_shard_degree (1) × context_parallel_degree (4) = 4"),
-                    HasSubstr("divisors of 6: 1, 2, 3, 6")));
+  EXPECT_THAT(
+      std::string(status.message()),
+      AllOf(HasSubstr(
+                "data_parallel_replicate_degree = -1 cannot fill the world size 6: it is not "
+                "divisible by data_parallel_shard_degree (1) × context_parallel_degree (4) = 4"),
+            HasSubstr("divisors of 6: 1, 2, 3, 6")));
 }
 
 TEST(ResolveMeshTest, WorldSizeMustBePositive) {
-  EXPECT_THAT(std::string(ResolveMesh(JobConfig{}, 0).status().message()), HasSubstr("world size = 0: must be > 0"));
+  EXPECT_THAT(std::string(ResolveMesh(JobConfig{}, 0).status().message()),
+              HasSubstr("world size = 0: must be > 0"));
 }
 
 TEST(ResolveMeshTest, SeqLenMustSplitIntoCpChunks) {
@@ -106,7 +114,8 @@ TEST(ResolveMeshTest, SeqLenMustSplitIntoCpChunks) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status.message()),
               AllOf(StartsWith("invalid mesh for world size 2:\n  "),
-                    HasSubstr("training.seq_len = 250 must be divisible by 2 × parallelism.context_parallel_degree = "
+                    HasSubstr("training.seq_len = 250 must be divisible by 2 × "
+                              "parallelism.context_parallel_degree = "
                               "2 × 2 = 4"),
                     HasSubstr("try training.seq_len = 248 or 252")));
   config.parallelism.context_parallel_load_balancer = LoadBalancer::kNone;

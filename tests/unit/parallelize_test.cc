@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "tests/unit/tiny_job_config.h"
 #include "worker/engine/optim/adamw.h"
 #include "worker/engine/optim/clip.h"
-#include "tests/unit/tiny_job_config.h"
 
 namespace ringtrain {
 namespace {
@@ -58,7 +58,8 @@ TEST(ParallelizeTest, OneRankIsLocalAttentionAndTheReplicatedStep) {
   // The same step by hand on an identical model.
   Loss(reference, batch).backward();
   std::vector<std::pair<std::string, at::Tensor>> named;
-  for (const auto& item : reference->named_parameters()) named.emplace_back(item.key(), item.value());
+  for (const auto& item : reference->named_parameters())
+    named.emplace_back(item.key(), item.value());
   const OptimizerSection& o = config.optimizer;
   AdamW adam(named, AdamWOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay});
   EXPECT_EQ(norm, ClipGradNorm(reference->parameters(), config.training.max_norm));

@@ -1,5 +1,5 @@
-// Tests for `ringctl plan`'s size parsing (the plan itself: memory_plan_test, the command end to end:
-// tests/integration/memory_plan_test.cc).
+// Tests for `ringctl plan`'s size parsing (the plan itself: memory_plan_test, the command end to
+// end: tests/integration/memory_plan_test.cc).
 #include "client/plan_command.h"
 
 #include "gmock/gmock.h"

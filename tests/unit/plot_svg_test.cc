@@ -108,7 +108,8 @@ TEST(RenderOverlaySvgTest, EachJobIsASeriesWithItsLegendEntry) {
   PlotSeries a{"job-000001 (cp1)", "SUCCEEDED, steps 1–4", {}};
   PlotSeries b{"job-000002 (cp4)", "RUNNING, steps 1–3", {}};
   for (int step = 1; step <= 4; ++step) a.points.push_back({step, 5.0 - step, 1e-3});
-  for (int step = 1; step <= 3; ++step) b.points.push_back({step, step == 2 ? kNaN : 5.5 - step, 1e-3});
+  for (int step = 1; step <= 3; ++step)
+    b.points.push_back({step, step == 2 ? kNaN : 5.5 - step, 1e-3});
   const std::string svg = RenderOverlaySvg("cp1 vs cp4 <&>", {a, b});
   WriteFile(dir / "overlay.svg", svg);
   ExpectFiniteCoordinates(svg);

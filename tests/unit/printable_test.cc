@@ -17,7 +17,8 @@ TEST(PrintableTest, EscapesControlCharactersAndBrokenUtf8) {
   EXPECT_EQ(EscapeForTerminal("raw \x9b byte"), "raw \\x9b byte");
   EXPECT_EQ(EscapeForTerminal(std::string("nul\0x", 5)), "nul\\x00x");
   EXPECT_EQ(EscapeForTerminal("two\nlines\r"), "two\\x0alines\\x0d");
-  EXPECT_EQ(EscapeForTerminal("two\nlines\tkept\r", /*keep_newlines=*/true), "two\nlines\tkept\\x0d");
+  EXPECT_EQ(EscapeForTerminal("two\nlines\tkept\r", /*keep_newlines=*/true),
+            "two\nlines\tkept\\x0d");
   EXPECT_EQ(EscapeForTerminal("cut \xe6\x97"), "cut \\xe6\\x97");
 }
 
@@ -37,8 +38,8 @@ TEST(PrintableTest, EscapesBidirectionalControls) {
 TEST(PrintableTest, DecodesUtf8) {
   EXPECT_EQ(DecodeUtf8("é", 0), std::make_pair(uint32_t{0xe9}, size_t{2}));
   EXPECT_EQ(DecodeUtf8("\xf0\x9f\x98\x80", 0), std::make_pair(uint32_t{0x1f600}, size_t{4}));
-  EXPECT_EQ(DecodeUtf8("\xed\xa0\x80", 0).second, 0u);  // a surrogate
-  EXPECT_EQ(DecodeUtf8("\xe0\x80\xaf", 0).second, 0u);  // overlong
+  EXPECT_EQ(DecodeUtf8("\xed\xa0\x80", 0).second, 0u);      // a surrogate
+  EXPECT_EQ(DecodeUtf8("\xe0\x80\xaf", 0).second, 0u);      // overlong
   EXPECT_EQ(DecodeUtf8("\xf4\x90\x80\x80", 0).second, 0u);  // past U+10FFFF
 }
 

@@ -59,8 +59,8 @@ JobRecord FailedJob() {
   job.overrides = {"training.steps=5", "parallelism.context_parallel_degree=2"};
   job.degrees = {4, 2, 2};  // world, dp, cp
   job.device_kind = "cuda";
-  job.mesh = {{0, "worker-1", 0, 0}, {1, "worker-2", 0, 0}, {2, "worker-3", 1, 1},
-              {3, "worker-4", 1, 1}};
+  job.mesh = {
+      {0, "worker-1", 0, 0}, {1, "worker-2", 0, 0}, {2, "worker-3", 1, 1}, {3, "worker-4", 1, 1}};
   job.wait_reason = "";
   job.error = JobError{3, "worker-4", 137, "E killed\n", "rank 3 on worker-4 was killed"};
   job.submitted_unix_ms = 1700000000000;

@@ -158,11 +158,11 @@ TEST(RankDirsTest, KeepsTheNewestRankFoldersAndNothingElse) {
   testing::WriteFile(work / "agent.lock", "1\n");
   fs::create_directories(work / "job-000001/notes");
 
-  const std::vector<std::string> removed = PruneRankDirs(
-      work.path(), 2, work / "job-000004/rank-0", work / "checkpoints");
+  const std::vector<std::string> removed =
+      PruneRankDirs(work.path(), 2, work / "job-000004/rank-0", work / "checkpoints");
   EXPECT_EQ(removed.size(), 2u);
   EXPECT_FALSE(fs::exists(work / "job-000001/rank-0"));
-  EXPECT_FALSE(fs::exists(work / "job-000002"));  // emptied: removed with its only rank
+  EXPECT_FALSE(fs::exists(work / "job-000002"));       // emptied: removed with its only rank
   EXPECT_TRUE(fs::exists(work / "job-000001/notes"));  // its job folder is not empty
   EXPECT_TRUE(fs::exists(work / "job-000003/rank-0"));
   EXPECT_TRUE(fs::exists(work / "job-000003/rank-2"));

@@ -1,6 +1,7 @@
 // RankSlot (worker/agent/rank_slot.h) with a real RankSupervisor running a fake trainer (a shell
 // script): what it queues on the Outbox and in which order (with the run's attempt), when it counts
-// as ended, cancel, epochs, the exit queued again for a cancel of an ended rank, and start failures.
+// as ended, cancel, epochs, the exit queued again for a cancel of an ended rank, and start
+// failures.
 #include "worker/agent/rank_slot.h"
 
 #include <gtest/gtest.h>
@@ -49,8 +50,8 @@ std::vector<std::string> Drain(Outbox& outbox) {
       out.push_back(
           absl::StrCat("started ", m->rank_started().job_id(), "/", m->rank_started().rank()));
     } else if (m->has_rank_report()) {
-      out.push_back(absl::StrCat("report ", m->rank_report().job_id(), "/",
-                                 m->rank_report().rank(), " ", m->rank_report().record_json()));
+      out.push_back(absl::StrCat("report ", m->rank_report().job_id(), "/", m->rank_report().rank(),
+                                 " ", m->rank_report().record_json()));
     } else if (m->has_rank_hung()) {
       out.push_back(absl::StrCat("hung ", m->rank_hung().job_id(), "/", m->rank_hung().rank()));
     } else if (m->has_rank_exit()) {
@@ -130,10 +131,10 @@ TEST_F(RankSlotTest, QueuesStartedThenRankZerosRecordsThenExit) {
   EXPECT_FALSE(info.active);
   EXPECT_EQ(info.job_id, "job-1");
   EXPECT_EQ(info.rank, 0);
-  EXPECT_EQ(Drain(outbox_), (std::vector<std::string>{
-                                "started job-1/0", "report job-1/0 {\"step\":1}",
-                                "report job-1/0 {\"step\":2}", "report job-1/0 {\"step\":3}",
-                                "exit job-1/0 status 4 signal 0"}));
+  EXPECT_EQ(Drain(outbox_),
+            (std::vector<std::string>{"started job-1/0", "report job-1/0 {\"step\":1}",
+                                      "report job-1/0 {\"step\":2}", "report job-1/0 {\"step\":3}",
+                                      "exit job-1/0 status 4 signal 0"}));
   slot_.Release();
   EXPECT_EQ(changes(), 4);
   EXPECT_TRUE(exit_queued_when_ended());
@@ -142,8 +143,8 @@ TEST_F(RankSlotTest, QueuesStartedThenRankZerosRecordsThenExit) {
 TEST_F(RankSlotTest, OtherRanksKeepTheirRecordsButReportTheirExit) {
   ASSERT_TRUE(slot_.Start(Launch("job-1", 1, "steps = 2\n"), "job-1", 0).ok());
   ASSERT_TRUE(slot_.AwaitEnd(kWait));
-  EXPECT_EQ(Drain(outbox_), (std::vector<std::string>{"started job-1/1",
-                                                      "exit job-1/1 status 0 signal 0"}));
+  EXPECT_EQ(Drain(outbox_),
+            (std::vector<std::string>{"started job-1/1", "exit job-1/1 status 0 signal 0"}));
 }
 
 TEST_F(RankSlotTest, OneRankAtATimeAndCancelByJob) {
@@ -159,11 +160,11 @@ TEST_F(RankSlotTest, OneRankAtATimeAndCancelByJob) {
   EXPECT_FALSE(slot_.info().stopping);
   EXPECT_TRUE(slot_.Cancel(std::chrono::milliseconds(2000), "job-1"));
   ASSERT_TRUE(slot_.AwaitEnd(kWait));
-  EXPECT_FALSE(slot_.info().stopping);  // ended: its log is complete
+  EXPECT_FALSE(slot_.info().stopping);                          // ended: its log is complete
   EXPECT_FALSE(slot_.Cancel(std::chrono::milliseconds(2000)));  // nothing runs
-  EXPECT_EQ(Drain(outbox_), (std::vector<std::string>{
-                                "started job-1/0", absl::StrCat("exit job-1/0 status 0 signal ",
-                                                                SIGTERM)}));
+  EXPECT_EQ(Drain(outbox_),
+            (std::vector<std::string>{"started job-1/0",
+                                      absl::StrCat("exit job-1/0 status 0 signal ", SIGTERM)}));
   // The next rank may start once the last has ended.
   ASSERT_TRUE(slot_.Start(Launch("job-2", 0, ""), "job-2", 0).ok());
   ASSERT_TRUE(slot_.AwaitEnd(kWait));
@@ -205,9 +206,9 @@ TEST_F(RankSlotTest, AHungRankIsReportedBetweenItsStartAndItsExit) {
   EXPECT_NE(hung->rank_hung().reason().find("no heartbeat from the trainer"), std::string::npos)
       << hung->rank_hung().reason();
   outbox_.Rewind();
-  EXPECT_EQ(Drain(outbox_), (std::vector<std::string>{"started job-1/1", "hung job-1/1",
-                                                      absl::StrCat("exit job-1/1 status 0 signal ",
-                                                                   SIGTERM)}));
+  EXPECT_EQ(Drain(outbox_),
+            (std::vector<std::string>{"started job-1/1", "hung job-1/1",
+                                      absl::StrCat("exit job-1/1 status 0 signal ", SIGTERM)}));
 }
 
 TEST_F(RankSlotTest, MessagesCarryTheRunsAttempt) {
@@ -250,8 +251,8 @@ TEST_F(RankSlotTest, AStartThatFailsKeepsTheLastRank) {
   EXPECT_NE(started.message().find("no-such-trainer"), absl::string_view::npos) << started;
   EXPECT_FALSE(slot_.info().active);
   EXPECT_EQ(slot_.info().job_id, "job-1");
-  EXPECT_EQ(Drain(outbox_), (std::vector<std::string>{"started job-1/0",
-                                                      "exit job-1/0 status 0 signal 0"}));
+  EXPECT_EQ(Drain(outbox_),
+            (std::vector<std::string>{"started job-1/0", "exit job-1/0 status 0 signal 0"}));
 }
 
 }  // namespace

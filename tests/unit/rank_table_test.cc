@@ -61,7 +61,8 @@ TEST(RankTableTest, ZeroAttentionHasNoImbalanceFigure) {
 }
 
 TEST(RankTableTest, RecordsWithoutRanksAreRefused) {
-  EXPECT_TRUE(absl::IsInvalidArgument(RankTableFromRecord(R"({"step": 1, "loss": 2})", 1).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(RankTableFromRecord(R"({"step": 1, "loss": 2})", 1).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(RankTableFromRecord("not json", 1).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(RankTableFromRecord(R"({"ranks": []})", 1).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(RankTableFromRecord(kRecord, 0).status()));

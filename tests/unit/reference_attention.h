@@ -1,5 +1,5 @@
-// Plain softmax attention (the full L × L score matrix, PyTorch autograd): the independent reference
-// the tiled and the ring kernels are checked against. Header-only, for the unit tests.
+// Plain softmax attention (the full L × L score matrix, PyTorch autograd): the independent
+// reference the tiled and the ring kernels are checked against. Header-only, for the unit tests.
 #ifndef RINGTRAIN_TESTS_UNIT_REFERENCE_ATTENTION_H_
 #define RINGTRAIN_TESTS_UNIT_REFERENCE_ATTENTION_H_
 

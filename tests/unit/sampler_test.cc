@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "tests/integration/test_util.h"
 #include "gtest/gtest.h"
+#include "tests/integration/test_util.h"
 
 namespace ringtrain {
 namespace {
@@ -53,8 +53,7 @@ class CountingBin {
   std::unique_ptr<TokenDataset> dataset_;
 };
 
-SamplerSpec Spec(SamplerKind kind, int64_t seq_len, int64_t batch, int64_t dp,
-                 uint64_t seed = 0) {
+SamplerSpec Spec(SamplerKind kind, int64_t seq_len, int64_t batch, int64_t dp, uint64_t seed = 0) {
   SamplerSpec spec;
   spec.kind = kind;
   spec.seq_len = seq_len;
@@ -80,7 +79,8 @@ TEST(WindowSamplerTest, NumWindows) {
   for (const auto& [n, l, windows] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
            {101, 10, 10}, {100, 10, 9}, {11, 10, 1}, {2, 1, 1}, {7, 2, 3}}) {
     CountingBin bin(n);
-    EXPECT_EQ(MustCreate(bin.dataset(), Spec(SamplerKind::kSequential, l, 1, 1)).num_windows(), windows)
+    EXPECT_EQ(MustCreate(bin.dataset(), Spec(SamplerKind::kSequential, l, 1, 1)).num_windows(),
+              windows)
         << "N " << n << " L " << l;
   }
 }
@@ -149,9 +149,12 @@ TEST(WindowSamplerTest, BatchHoldsWindowTokensAndShiftedLabels) {
 
 TEST(WindowSamplerTest, RandomIsAReproduciblePermutationPerEpoch) {
   CountingBin bin(501);  // L = 10: 50 windows
-  const WindowSampler a = MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 4, 1, /*seed=*/5));
-  const WindowSampler b = MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 4, 1, /*seed=*/5));
-  const WindowSampler c = MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 4, 1, /*seed=*/6));
+  const WindowSampler a =
+      MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 4, 1, /*seed=*/5));
+  const WindowSampler b =
+      MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 4, 1, /*seed=*/5));
+  const WindowSampler c =
+      MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 4, 1, /*seed=*/6));
   const int64_t n = a.num_windows();
   ASSERT_EQ(n, 50);
   const auto epoch = [n](const WindowSampler& s, int64_t e) {
@@ -181,7 +184,8 @@ TEST(WindowSamplerTest, RandomIsAReproduciblePermutationPerEpoch) {
 TEST(WindowSamplerTest, RandomOrderIsPinned) {
   // Portable generator and shuffle: the same order on every platform (see dataset_test's pins).
   CountingBin bin(101);
-  const WindowSampler s = MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 1, 1, /*seed=*/5));
+  const WindowSampler s =
+      MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 1, 1, /*seed=*/5));
   std::vector<int64_t> order;
   for (int64_t g = 0; g < 20; ++g) order.push_back(s.WindowOfSample(g));
   EXPECT_EQ(order, (std::vector<int64_t>{2, 3, 6, 0, 9, 8, 4, 5, 1, 7,  // epoch 0
@@ -190,7 +194,8 @@ TEST(WindowSamplerTest, RandomOrderIsPinned) {
 
 TEST(WindowSamplerTest, RandomFirstPositionIsRoughlyUniform) {
   CountingBin bin(101);  // 10 windows
-  const WindowSampler s = MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 1, 1, /*seed=*/9));
+  const WindowSampler s =
+      MustCreate(bin.dataset(), Spec(SamplerKind::kRandom, 10, 1, 1, /*seed=*/9));
   constexpr int64_t kEpochs = 4000;
   std::vector<int64_t> count(10, 0);
   for (int64_t e = 0; e < kEpochs; ++e) ++count[s.WindowOfSample(e * 10)];
@@ -214,7 +219,8 @@ TEST(WindowSamplerTest, MeshIndependence) {
           const std::vector<int64_t> w = many.WindowsForStep(step, r, 0);
           joined.insert(joined.end(), w.begin(), w.end());
         }
-        EXPECT_EQ(joined, one.WindowsForStep(step, 0, 0)) << ChoiceName(kind) << " dp " << dp << " step " << step;
+        EXPECT_EQ(joined, one.WindowsForStep(step, 0, 0))
+            << ChoiceName(kind) << " dp " << dp << " step " << step;
       }
     }
   }
@@ -232,7 +238,7 @@ TEST(WindowSamplerTest, MicroBatchesSplitEachRanksSliceInOrder) {
   EXPECT_EQ(s.WindowsForStep(0, 1, 1), (std::vector<int64_t>{6, 7}));
   EXPECT_EQ(s.WindowsForStep(1, 0, 0), (std::vector<int64_t>{8, 9}));
   EXPECT_EQ(s.WindowsForStep(2, 1, 1), (std::vector<int64_t>{2, 3}));  // samples 22, 23: wraps
-  const TokenBatch batch = s.BatchForStep(0, 1, 1);  // windows 6, 7
+  const TokenBatch batch = s.BatchForStep(0, 1, 1);                    // windows 6, 7
   ASSERT_EQ(batch.batch, 2);
   EXPECT_EQ(batch.inputs[0], 60);
   EXPECT_EQ(batch.labels[19], 80);

@@ -142,8 +142,7 @@ TEST(ScheduleTest, SecondJobWaitsThenStartsOnceWorkersFree) {
 TEST(ScheduleTest, TwoJobsRunSideBySideOnDisjointWorkers) {
   std::vector<WorkerInfo> workers = {Worker("w1", "a"), Worker("w2", "a"), Worker("w3", "b"),
                                      Worker("w4", "b")};
-  ScheduleDecision decision =
-      Schedule({Job("job-000001", 1, 2), Job("job-000002", 2, 1)}, workers);
+  ScheduleDecision decision = Schedule({Job("job-000001", 1, 2), Job("job-000002", 2, 1)}, workers);
   ASSERT_EQ(decision.start.size(), 2u);
   EXPECT_TRUE(decision.waiting.empty());
   std::set<std::string> used;
@@ -158,10 +157,12 @@ TEST(ScheduleTest, HeadOfLineBlocksSameKindOnly) {
   // 3 idle cpu workers, 2 cuda. job-000001 (4 cpu) cannot start, so the small cpu job behind it
   // waits too instead of overtaking; the cuda job is not held up.
   std::vector<WorkerInfo> workers = {
-      Worker("c1", "a"),         Worker("c2", "a"),         Worker("c3", "b"),
-      Worker("g1", "g", "cuda"), Worker("g2", "g", "cuda"), Worker("c4", "b", "cpu", /*idle=*/false)};
+      Worker("c1", "a"),         Worker("c2", "a"),
+      Worker("c3", "b"),         Worker("g1", "g", "cuda"),
+      Worker("g2", "g", "cuda"), Worker("c4", "b", "cpu", /*idle=*/false)};
   std::vector<PendingJob> queue = {Job("job-000001", 2, 2), Job("job-000002", 1, 1),
-                                   Job("job-000003", 1, 2, "cuda"), Job("job-000004", 1, 1, "cuda")};
+                                   Job("job-000003", 1, 2, "cuda"),
+                                   Job("job-000004", 1, 1, "cuda")};
   ScheduleDecision decision = Schedule(queue, workers);
   ASSERT_EQ(decision.start.size(), 1u);
   EXPECT_EQ(decision.start[0].first, "job-000003");
@@ -182,9 +183,10 @@ TEST(ScheduleTest, InvalidMeshWaitsWithoutBlocking) {
 }
 
 TEST(CheckCanEverRunTest, Messages) {
-  std::vector<WorkerInfo> workers = {Worker("c1", "a"), Worker("c2", "a"), Worker("c3", "a"),
-                                     Worker("c4", "a", "cpu", /*idle=*/false),
-                                     Worker("g1", "g", "cuda"), Worker("g2", "g", "cuda", false)};
+  std::vector<WorkerInfo> workers = {
+      Worker("c1", "a"),         Worker("c2", "a"),
+      Worker("c3", "a"),         Worker("c4", "a", "cpu", /*idle=*/false),
+      Worker("g1", "g", "cuda"), Worker("g2", "g", "cuda", false)};
   EXPECT_TRUE(CheckCanEverRun(Job("job-000001", 2, 2), workers).ok());  // busy workers count
   EXPECT_TRUE(CheckCanEverRun(Job("job-000001", 1, 2, "cuda"), workers).ok());
 

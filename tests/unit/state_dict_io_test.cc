@@ -20,8 +20,8 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <gtest/gtest.h>
 #include <caffe2/serialize/inline_container.h>
+#include <gtest/gtest.h>
 #include <torch/serialize.h>
 
 #include "tests/integration/test_util.h"
@@ -138,7 +138,8 @@ const std::string& PythonTorchProblem() {
     const std::string python = RINGTRAIN_DEFAULT_PYTHON;
     if (std::system((python + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0)
       return std::string();
-    return python + " cannot `import torch`; these tests compare against the PyTorch whose "
+    return python +
+           " cannot `import torch`; these tests compare against the PyTorch whose "
            "LibTorch the build links. HINT: run scripts/setup.sh (it installs it into .venv)";
   }();
   return problem;
@@ -202,9 +203,7 @@ class StateDictIoTest : public ::testing::Test {
     delete dir_;
     delete scratch_;
   }
-  void SetUp() override {
-    ASSERT_TRUE(PythonTorchProblem().empty()) << PythonTorchProblem();
-  }
+  void SetUp() override { ASSERT_TRUE(PythonTorchProblem().empty()) << PythonTorchProblem(); }
 
   // The torch.save fixtures, written once for the whole suite.
   static const PythonRun& Fixtures() {
@@ -334,7 +333,8 @@ std::set<std::string> PickleGlobals(const std::string& pickle) {
 // data.pkl that imports only what torch.load(weights_only=True) allows — LibTorch's pickle_save
 // wraps the dict in torch.jit._pickle.restore_type_tag, which PyTorch 2.x refuses to load.
 TEST_F(StateDictIoTest, WritesPickleSaveFormatWithoutTheTypeTag) {
-  StateDict dict = {{"w", at::randn({3, 2})}, {"b", at::arange(4, at::kLong)},
+  StateDict dict = {{"w", at::randn({3, 2})},
+                    {"b", at::arange(4, at::kLong)},
                     {"h", at::randn({5}).to(at::kBFloat16)}};
   c10::Dict<std::string, at::Tensor> entries;
   // The Pickler memoizes values referenced more than once, so hand it sole references, as

@@ -42,8 +42,8 @@ TEST(StepRecordsTest, AnswersEachStepInTheRangeOnceFromTheRanksFile) {
   std::filesystem::create_directories(dir / "job-000007/rank-0");
   // A resumed run wrote steps 3-4 again; an eval line has no step; the last record is torn.
   WriteFile(dir / "job-000007/rank-0/metrics.jsonl",
-            Record(1, 5) + "\n" + Record(2, 4) + "\n" + Record(3, 3) + "\n" + Record(4, 2) +
-                "\n" + Record(3, 3) + "\n" + Record(4, 2) + "\n{\"validation_loss\":1.0}\n" +
+            Record(1, 5) + "\n" + Record(2, 4) + "\n" + Record(3, 3) + "\n" + Record(4, 2) + "\n" +
+                Record(3, 3) + "\n" + Record(4, 2) + "\n{\"validation_loss\":1.0}\n" +
                 Record(5, 1) + "\n{\"step\":6,\"lo");
   const std::vector<v1::AgentMessage> answer =
       AnswerStepRecords(dir.path(), Request("job-000007", 2, 6));
@@ -92,8 +92,7 @@ TEST(StepRecordsTest, ManyRecordsComeInChunksAllButTheLastSayingMore) {
 TEST(StepRecordsTest, NoFileOrAJobIdOutsideTheWorkDirIsOneEmptyAnswer) {
   TempDir dir;
   for (const std::string& job : {"job-2", "..", "../etc", ""}) {
-    const std::vector<v1::AgentMessage> answer =
-        AnswerStepRecords(dir.path(), Request(job, 1, 9));
+    const std::vector<v1::AgentMessage> answer = AnswerStepRecords(dir.path(), Request(job, 1, 9));
     ASSERT_EQ(answer.size(), 1u) << job;
     EXPECT_EQ(answer[0].step_records().record_json_size(), 0) << job;
     EXPECT_FALSE(answer[0].step_records().more()) << job;

@@ -64,9 +64,10 @@ TEST(StepReportTest, JsonHasTheContractFieldsInOrder) {
   // nlohmann sorts keys; the order on the wire is checked through find() positions instead.
   EXPECT_EQ(j.size(), 10u);
   size_t last = 0;
-  for (const char* key : {"\"step\"", "\"loss\"", "\"grad_norm\"", "\"lr\"", "\"tokens_per_second\"",
-                          "\"step_seconds\"", "\"tokens\"", "\"peak_memory_bytes\"",
-                          "\"device_memory_peak_bytes\"", "\"elapsed_seconds\""}) {
+  for (const char* key :
+       {"\"step\"", "\"loss\"", "\"grad_norm\"", "\"lr\"", "\"tokens_per_second\"",
+        "\"step_seconds\"", "\"tokens\"", "\"peak_memory_bytes\"", "\"device_memory_peak_bytes\"",
+        "\"elapsed_seconds\""}) {
     const size_t at = text.find(key);
     ASSERT_NE(at, std::string::npos) << key;
     EXPECT_GE(at, last) << key;
@@ -88,8 +89,7 @@ TEST(StepReportTest, RankFiguresRoundTripThroughDoublesAndJson) {
   EXPECT_EQ(b.ring_wait_seconds, a.ring_wait_seconds);
   EXPECT_EQ(b.device_memory_peak_bytes, a.device_memory_peak_bytes);
 
-  const nlohmann::json j =
-      nlohmann::json::parse(StepReportJson(SampleReport(), {a, b}));
+  const nlohmann::json j = nlohmann::json::parse(StepReportJson(SampleReport(), {a, b}));
   ASSERT_EQ(j["ranks"].size(), 2u);
   EXPECT_EQ(j["ranks"][1]["rank"], 1);
   EXPECT_EQ(j["ranks"][0]["bytes_sent"], 1 << 20);

@@ -119,12 +119,14 @@ TEST(StoreStampTest, AMissingEmptiedOrOlderStoreIsAMismatchNamingBothFiles) {
             "(the last job-000003, stamped 2023-11-14 22:13:20 UTC): starting without it would "
             "hand out job ids from job-000001 again and lose those jobs' history");
   const std::string emptied = StoreStampMismatch("/d/r.db", "/d/r.db.stamp", stamp, 1);
-  EXPECT_TRUE(Contains(emptied, "job store '/d/r.db' holds no jobs, but its stamp "
-                                "'/d/r.db.stamp' says it held 3 jobs (the last job-000003"))
+  EXPECT_TRUE(Contains(emptied,
+                       "job store '/d/r.db' holds no jobs, but its stamp "
+                       "'/d/r.db.stamp' says it held 3 jobs (the last job-000003"))
       << emptied;
   const std::string older = StoreStampMismatch("/d/r.db", "/d/r.db.stamp", stamp, 2);
-  EXPECT_TRUE(Contains(older, "job store '/d/r.db' holds 1 job (the last job-000001), but its "
-                              "stamp '/d/r.db.stamp' says it held 3 jobs"))
+  EXPECT_TRUE(Contains(older,
+                       "job store '/d/r.db' holds 1 job (the last job-000001), but its "
+                       "stamp '/d/r.db.stamp' says it held 3 jobs"))
       << older;
   EXPECT_TRUE(Contains(older, "hand out job ids from job-000002 again")) << older;
 }

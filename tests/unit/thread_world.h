@@ -1,11 +1,11 @@
-// Ranks as threads of one test process: each thread gets its own Communicator (Gloo groups) over one
-// shared HashStore, so collectives run for real without processes or ports. For the unit tests.
+// Ranks as threads of one test process: each thread gets its own Communicator (Gloo groups) over
+// one shared HashStore, so collectives run for real without processes or ports. For the unit tests.
 #ifndef RINGTRAIN_TESTS_UNIT_THREAD_WORLD_H_
 #define RINGTRAIN_TESTS_UNIT_THREAD_WORLD_H_
 
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <chrono>
 #include <cstdlib>

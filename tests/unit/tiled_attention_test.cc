@@ -79,9 +79,9 @@ TEST(TiledAttentionBlocks, MergedBlocksEqualFullAttention) {
   for (int b = 0; b < 2; ++b) {
     const auto kb = k_full.detach().narrow(2, b * 2 * chunk, 2 * chunk).contiguous();
     const auto vb = v_full.detach().narrow(2, b * 2 * chunk, 2 * chunk).contiguous();
-    MergeBlockInto(out, lse,
-                   AttentionBlockForward(q, kb, vb, qp, {key_blocks[b]}, MaskKind::kCausal, scale,
-                                         {5, 3}));
+    MergeBlockInto(
+        out, lse,
+        AttentionBlockForward(q, kb, vb, qp, {key_blocks[b]}, MaskKind::kCausal, scale, {5, 3}));
   }
   EXPECT_TRUE(torch::allclose(out, expected, 0, 1e-12));
 
@@ -102,8 +102,8 @@ TEST(TiledAttentionBlocks, MergedBlocksEqualFullAttention) {
 TEST(TiledAttentionBlocks, FullyHiddenBlockContributesNothing) {
   const auto q = torch::randn({1, 2, 4, 4});
   const auto k = torch::randn({1, 2, 4, 4});
-  const BlockOutput r = AttentionBlockForward(q, k, k, {Iota(4, 0)}, {Iota(4, 10)},
-                                              MaskKind::kCausal, 0.5, {2, 2});
+  const BlockOutput r =
+      AttentionBlockForward(q, k, k, {Iota(4, 0)}, {Iota(4, 10)}, MaskKind::kCausal, 0.5, {2, 2});
   EXPECT_TRUE(torch::all(r.out == 0).item<bool>());
   EXPECT_TRUE(torch::all(torch::isinf(r.lse)).item<bool>());
   auto out = torch::zeros_like(q);

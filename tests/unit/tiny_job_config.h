@@ -23,7 +23,6 @@ steps = 3
 warmup_steps = 0
 )";
 
-
 }  // namespace ringtrain
 
 #endif  // RINGTRAIN_TESTS_UNIT_TINY_JOB_CONFIG_H_

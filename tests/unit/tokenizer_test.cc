@@ -42,24 +42,37 @@ Json HandMadeJson(const Json& pre_tokenizer) {
   return {
       {"version", "1.0"},
       {"added_tokens",
-       {{{"id", 262}, {"content", "<|eot|>"}, {"single_word", false}, {"lstrip", false},
-         {"rstrip", false}, {"normalized", false}, {"special", true}}}},
+       {{{"id", 262},
+         {"content", "<|eot|>"},
+         {"single_word", false},
+         {"lstrip", false},
+         {"rstrip", false},
+         {"normalized", false},
+         {"special", true}}}},
       {"normalizer", nullptr},
       {"pre_tokenizer", pre_tokenizer},
       {"post_processor", nullptr},
       {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
-        {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
-        {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"ignore_merges", false},
         {"vocab", vocab},
         // Both spellings Hugging Face has written: "a b" (older) and ["a", "b"].
-        {"merges", {"h e", Json::array({"l", "l"}), "he ll", Json::array({"hell", "o"}),
-                    Json::array({space, "w"})}}}},
+        {"merges",
+         {"h e", Json::array({"l", "l"}), "he ll", Json::array({"hell", "o"}),
+          Json::array({space, "w"})}}}},
   };
 }
 
 Json ByteLevelPreTokenizer() {
-  return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+  return {{"type", "ByteLevel"},
+          {"add_prefix_space", false},
+          {"trim_offsets", true},
           {"use_regex", true}};
 }
 
@@ -114,13 +127,16 @@ TEST_F(TokenizerFileTest, JsonIgnoreMergesTakesWholeWords) {
 
 TEST_F(TokenizerFileTest, JsonSplitSequenceAsLlama3Ships) {
   // A Split that isolates every character: no merge can cross a piece, so "hello" stays bytes.
-  const Json pre = {
-      {"type", "Sequence"},
-      {"pretokenizers",
-       {{{"type", "Split"}, {"pattern", {{"Regex", "."}}}, {"behavior", "Isolated"},
-         {"invert", false}},
-        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
-         {"use_regex", false}}}}};
+  const Json pre = {{"type", "Sequence"},
+                    {"pretokenizers",
+                     {{{"type", "Split"},
+                       {"pattern", {{"Regex", "."}}},
+                       {"behavior", "Isolated"},
+                       {"invert", false}},
+                      {{"type", "ByteLevel"},
+                       {"add_prefix_space", false},
+                       {"trim_offsets", false},
+                       {"use_regex", false}}}}};
   absl::StatusOr<std::unique_ptr<Tokenizer>> t = LoadJson(HandMadeJson(pre));
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_THAT(Encode(**t, "hello"), ElementsAre('h', 'e', 'l', 'l', 'o'));
@@ -228,7 +244,8 @@ TEST_F(TokenizerFileTest, TiktokenErrorsNameLine) {
     EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
     return std::string(t.status().message());
   };
-  EXPECT_THAT(error("YQ== 0\nYg== 1\n!!!! 2\n"), HasSubstr("line 3: bad base64 in the first field"));
+  EXPECT_THAT(error("YQ== 0\nYg== 1\n!!!! 2\n"),
+              HasSubstr("line 3: bad base64 in the first field"));
   EXPECT_THAT(error("YQ== 0\n\nYg== x\n"), HasSubstr("line 3: the rank (second field) is not"));
   EXPECT_THAT(error("YQ== 0\nYg== 0\n"), HasSubstr("line 2: rank 0 again"));
   EXPECT_THAT(error("YQ==\n"), HasSubstr("line 1: not two fields"));
@@ -241,7 +258,8 @@ TEST(ByteLevelTest, AlphabetRoundTrips) {
   EXPECT_EQ(ByteLevelChar(' '), "\xC4\xA0");  // U+0120 "Ġ"
   EXPECT_EQ(ByteLevelChar('a'), "a");
   for (int b = 0; b < 256; ++b) {
-    const std::optional<std::string> back = ByteLevelDecode(ByteLevelChar(static_cast<unsigned char>(b)));
+    const std::optional<std::string> back =
+        ByteLevelDecode(ByteLevelChar(static_cast<unsigned char>(b)));
     ASSERT_TRUE(back.has_value()) << b;
     EXPECT_EQ(*back, std::string(1, static_cast<char>(b)));
   }
@@ -255,8 +273,8 @@ TEST(RegexSplitterTest, PiecesCoverTheText) {
   std::vector<std::string> pieces;
   const std::string text = "Hello  world\t\n\n12345 東京\xff!";
   (*split)->Split(text, [&](absl::string_view p) { pieces.emplace_back(p); });
-  EXPECT_THAT(pieces, ElementsAre("Hello", " ", " world", "\t\n\n", "123", "45", " 東京", "\xff",
-                                  "!"));
+  EXPECT_THAT(pieces,
+              ElementsAre("Hello", " ", " world", "\t\n\n", "123", "45", " 東京", "\xff", "!"));
   const absl::StatusOr<std::unique_ptr<RegexSplitter>> bad = RegexSplitter::Create("(unclosed");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("does not compile"));

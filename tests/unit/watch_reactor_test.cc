@@ -134,13 +134,13 @@ class WatchReactorTest : public ::testing::Test {
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    stub_ = v1::JobService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                                        grpc::InsecureChannelCredentials()));
+    stub_ = v1::JobService::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   }
 
   void TearDown() override {
     if (server_) server_->Shutdown(DeadlineIn(2000ms));
-    held_.RunAll();  // a reactor whose read is held lives until the read ends
+    held_.RunAll();   // a reactor whose read is held lives until the read ends
     serial_.reset();  // runs what is scheduled, while the store lives
   }
 
@@ -167,7 +167,8 @@ class WatchReactorTest : public ::testing::Test {
   }
 
   void Succeed(const std::string& job_id) {
-    absl::StatusOr<StateChange> change = store_->TransitionJob(job_id, JobState::kSucceeded, "done");
+    absl::StatusOr<StateChange> change =
+        store_->TransitionJob(job_id, JobState::kSucceeded, "done");
     ASSERT_TRUE(change.ok()) << change.status();
     hub_.Publish(job_id, ToProtoEvent(*change));
   }
@@ -235,7 +236,8 @@ TEST_F(WatchReactorTest, FollowsLiveEventsAfterTheReplay) {
   EXPECT_EQ(Read(reader.get(), 5), Join(kStatesToRunning, StepsFrom(1, 2)));
   AddStep(id, 3, /*publish=*/true);
   Succeed(id);
-  EXPECT_EQ(Read(reader.get(), 10), (std::vector<std::string>{"step 3", "state JOB_STATE_SUCCEEDED"}));
+  EXPECT_EQ(Read(reader.get(), 10),
+            (std::vector<std::string>{"step 3", "state JOB_STATE_SUCCEEDED"}));
   EXPECT_TRUE(reader->Finish().ok());
 }
 

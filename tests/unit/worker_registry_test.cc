@@ -98,8 +98,7 @@ TEST(WorkerRegistryTest, WorkersExpectedBackArePurgedUnlessTheyRegister) {
   registry.ExpectBack("worker-1", kT0 + absl::Minutes(10));
   registry.ExpectBack("worker-2", kT0 + absl::Minutes(10));
   Add(registry, "worker-2", "cpu", nullptr);  // came back
-  EXPECT_THAT(registry.Purge(kT0 + absl::Minutes(10), absl::Minutes(10)),
-              ElementsAre("worker-1"));
+  EXPECT_THAT(registry.Purge(kT0 + absl::Minutes(10), absl::Minutes(10)), ElementsAre("worker-1"));
   EXPECT_NE(registry.Find("worker-2"), nullptr);
 }
 

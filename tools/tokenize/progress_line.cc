@@ -24,8 +24,8 @@ std::string ProgressLine::Format(int64_t bytes_done, int64_t total_bytes, int64_
   constexpr double kMiB = 1024.0 * 1024.0;
   return absl::StrFormat("[%s%s] %5.1f%%  %.1f/%.1f MiB  file %d/%d  %.2f M tokens/s",
                          std::string(filled, '#'), std::string(kWidth - filled, '.'),
-                         100.0 * fraction, bytes_done / kMiB, total_bytes / kMiB, file,
-                         total_files, tokens_per_second / 1e6);
+                         100.0 * fraction, bytes_done / kMiB, total_bytes / kMiB, file, total_files,
+                         tokens_per_second / 1e6);
 }
 
 void ProgressLine::Update(int64_t bytes_done, int64_t tokens_done, int64_t file) {

@@ -71,23 +71,25 @@ absl::StatusOr<TokenizeSummary> TokenizeFiles(const TokenizeOptions& options,
     RT_ASSIGN_OR_RETURN(const int64_t size, InputSize(input));
     total_bytes += size;
   }
-  RT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(options.tokenizer_path));
+  RT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                      Tokenizer::Load(options.tokenizer_path));
   TokenizeSummary summary;
   summary.tokenizer = tokenizer->Describe();
   const int64_t vocab = tokenizer->vocab_size();
-  summary.dtype = options.dtype == "auto" ? (vocab <= kUint16Ids ? "uint16" : "uint32") : options.dtype;
+  summary.dtype =
+      options.dtype == "auto" ? (vocab <= kUint16Ids ? "uint16" : "uint32") : options.dtype;
   if (summary.dtype != "uint16" && summary.dtype != "uint32") {
-    return absl::InvalidArgumentError(absl::StrCat("--dtype ", options.dtype,
-                                                   ": must be uint16, uint32 or auto"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype ", options.dtype, ": must be uint16, uint32 or auto"));
   }
   if (summary.dtype == "uint16" && vocab > kUint16Ids) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--dtype uint16 holds ids below 65536, and the tokenizer has ", vocab,
-        " ids; use --dtype uint32 (and training.token_dtype = \"uint32\")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype uint16 holds ids below 65536, and the tokenizer has ", vocab,
+                     " ids; use --dtype uint32 (and training.token_dtype = \"uint32\")"));
   }
   if (options.eos_id >= vocab) {
-    return absl::InvalidArgumentError(absl::StrCat("--eos-id ", options.eos_id,
-                                                   " is not below the tokenizer's ", vocab, " ids"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--eos-id ", options.eos_id, " is not below the tokenizer's ", vocab, " ids"));
   }
   const int width = summary.dtype == "uint16" ? 2 : 4;
 

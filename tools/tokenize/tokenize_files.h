@@ -25,9 +25,9 @@ struct TokenizeSummary {
   std::string tokenizer;  // Tokenizer::Describe()
   std::string dtype;      // "uint16" or "uint32"
   int64_t files = 0;
-  int64_t bytes = 0;      // of input
-  int64_t tokens = 0;     // written (the separators included)
-  double seconds = 0;     // tokenizing and writing, the tokenizer's load not counted
+  int64_t bytes = 0;   // of input
+  int64_t tokens = 0;  // written (the separators included)
+  double seconds = 0;  // tokenizing and writing, the tokenizer's load not counted
 };
 
 // Called with (input bytes done, tokens done, 1-based input file) as the work goes on.

@@ -83,8 +83,7 @@ Agent::Agent(AgentOptions options, std::string device_kind, DeviceInfo device_in
             if (!info.active || info.job_id != job_id || info.rank != rank) {
               return LogServer::RankState::kNotRunning;
             }
-            return info.stopping ? LogServer::RankState::kStopping
-                                 : LogServer::RankState::kRunning;
+            return info.stopping ? LogServer::RankState::kStopping : LogServer::RankState::kRunning;
           },
           [this](v1::AgentMessage message) {
             absl::MutexLock lock(&mu_);
@@ -266,8 +265,7 @@ absl::Status Agent::Register() {
     // the coordinator took the rank back (they are written again on the next session: the
     // coordinator takes each step and the exit once); otherwise nobody would collect them.
     orphan_pending_ = !response.rank_adopted();
-    RT_LOG(Info) << "registered again as " << worker_id_ << " (was " << previous_worker_id_
-                 << ")"
+    RT_LOG(Info) << "registered again as " << worker_id_ << " (was " << previous_worker_id_ << ")"
                  << (request.running_job_id().empty() ? ""
                      : response.rank_adopted()
                          ? absl::StrCat("; job ", request.running_job_id(), " rank ",
@@ -281,8 +279,8 @@ absl::Status Agent::Register() {
                             : kDefaultHeartbeat;
   RT_LOG(Info) << "registered with " << where << " as worker " << worker_id_ << " (device "
                << options_.device << " " << device_info_.name << ", "
-               << absl::StrFormat("%.1f GiB", device_info_.memory_bytes / 1073741824.0)
-               << ", host " << options_.host_label << ", address " << options_.advertise_address
+               << absl::StrFormat("%.1f GiB", device_info_.memory_bytes / 1073741824.0) << ", host "
+               << options_.host_label << ", address " << options_.advertise_address
                << "; heartbeat every " << heartbeat_interval_.count() << " ms)";
   return absl::OkStatus();
 }

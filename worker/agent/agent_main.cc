@@ -71,8 +71,9 @@ int main(int argc, char** argv) {
   app.add_option("--data-root", options.data_root,
                  "Folder of datasets and initial weights jobs may read (none: jobs may not name "
                  "files)");
-  app.add_option("--checkpoint-root", options.checkpoint_root,
-                 "Folder of the jobs' checkpoints, one <job_id>/ each (default <work-dir>/checkpoints)");
+  app.add_option(
+      "--checkpoint-root", options.checkpoint_root,
+      "Folder of the jobs' checkpoints, one <job_id>/ each (default <work-dir>/checkpoints)");
   app.add_option("--threads", options.threads, "OMP threads per trainer")->capture_default_str();
   app.add_option("--keep-rank-dirs", options.keep_rank_dirs,
                  "Rank folders (with their logs, for ringctl logs) kept; older ones are removed "

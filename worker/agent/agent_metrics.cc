@@ -101,9 +101,9 @@ std::vector<prometheus::MetricFamily> AgentMetrics::Collect() const {
   AddCounter(exits, {{"outcome", "ok"}}, static_cast<double>(exits_ok_));
   AddCounter(exits, {{"outcome", "failed"}}, static_cast<double>(exits_failed_));
   families.push_back(std::move(exits));
-  const double age =
-      heartbeat_sent_ ? std::chrono::duration<double>(Clock::now() - last_heartbeat_).count()
-                      : std::numeric_limits<double>::quiet_NaN();
+  const double age = heartbeat_sent_
+                         ? std::chrono::duration<double>(Clock::now() - last_heartbeat_).count()
+                         : std::numeric_limits<double>::quiet_NaN();
   single(GaugeFamily("ringtrain_worker_heartbeat_age_seconds",
                      "Seconds since the agent last sent a heartbeat to the coordinator."),
          false, age);
@@ -132,8 +132,8 @@ std::vector<prometheus::MetricFamily> AgentMetrics::Collect() const {
          static_cast<double>(step_));
   series(GaugeFamily("ringtrain_trainer_loss", "Training loss of the last step, nats per token."),
          false, loss_);
-  series(GaugeFamily("ringtrain_trainer_grad_norm", "Global gradient norm before clipping."),
-         false, grad_norm_);
+  series(GaugeFamily("ringtrain_trainer_grad_norm", "Global gradient norm before clipping."), false,
+         grad_norm_);
   series(GaugeFamily("ringtrain_trainer_learning_rate", "Learning rate of the last step."), false,
          lr_);
   series(GaugeFamily("ringtrain_trainer_peak_memory_bytes", "Peak resident memory of this rank."),

@@ -1,9 +1,10 @@
 // The agent's Prometheus metrics: its own state and its trainer's figures, labelled {job_id, rank}.
 // The trainer writes one JSON record per step on every rank (RINGTRAIN_JSONL_EVERY_RANK); each
-// record (a StepRecord, common/record/step_record.h) holds the global figures and a `ranks` array with every rank's own, so this agent
-// exports the global ones and its rank's entry. Only the current (or last) job's series exist:
-// a new assignment replaces them, so the job_id label stays bounded. (Not `job`: Prometheus sets
-// `job` on every series to the scrape job's name and would rename ours to exported_job.)
+// record (a StepRecord, common/record/step_record.h) holds the global figures and a `ranks` array
+// with every rank's own, so this agent exports the global ones and its rank's entry. Only the
+// current (or last) job's series exist: a new assignment replaces them, so the job_id label stays
+// bounded. (Not `job`: Prometheus sets `job` on every series to the scrape job's name and would
+// rename ours to exported_job.)
 //   ringtrain_trainer_step_duration_seconds{job_id,rank}          histogram
 //   ringtrain_trainer_tokens_total{job_id,rank}                   counter  this rank's tokens
 //   ringtrain_trainer_step / _loss / _grad_norm / _learning_rate / _peak_memory_bytes  gauges

@@ -21,14 +21,14 @@ struct AgentOptions {
   std::string advertise_address = "127.0.0.1";  // rendezvous host other ranks reach us at
   std::string work_dir = "ringtrain-worker";    // created; <job_id>/rank-<rank>/ below it
   // Where jobs' paths may lead (job_paths.h). CheckAgentOptions makes both absolute and canonical.
-  std::string data_root;        // datasets, initial weights (read-only); empty = jobs may not name files
+  std::string data_root;  // datasets, initial weights (read-only); empty = jobs may not name files
   std::string checkpoint_root;  // created; <job_id>/ per job; empty = <work_dir>/checkpoints
-  int threads = 1;                              // OMP threads per trainer
+  int threads = 1;              // OMP threads per trainer
   // Rank folders (<work_dir>/<job_id>/rank-<r>/, with the rank's log) kept: before a rank starts,
   // the oldest beyond this many are removed (rank_dirs.h). At least 1.
   int keep_rank_dirs = 50;
-  std::string trainer_path;                     // an executable file
-  ChannelSecurity security;                     // TLS and join token (default: plaintext, none)
+  std::string trainer_path;  // an executable file
+  ChannelSecurity security;  // TLS and join token (default: plaintext, none)
 
   // The deadline of each Register call.
   std::chrono::milliseconds register_timeout{5000};

@@ -15,8 +15,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
 #include "common/config/job_config.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "common/trainer_exit.h"
 #include "worker/agent/job_paths.h"
@@ -102,8 +102,8 @@ void Agent::HandleAssignment(const v1::Assignment& a) {
     if (rank.job_id == a.job_id() && rank.rank == a.rank() && rank.attempt == a.attempt()) {
       // Sent again by a coordinator that has not yet read its RankStarted: its messages are on
       // their way (the outbox keeps them until acknowledged).
-      RT_LOG(Warning) << "job " << a.job_id() << " rank " << a.rank() << " run "
-                      << a.attempt() + 1 << (rank.active ? " is already running" : " already ran")
+      RT_LOG(Warning) << "job " << a.job_id() << " rank " << a.rank() << " run " << a.attempt() + 1
+                      << (rank.active ? " is already running" : " already ran")
                       << " here; ignoring the repeated assignment";
       return;
     }
@@ -156,11 +156,12 @@ void Agent::HandleCancel(const v1::Cancel& cancel) {
       RT_LOG(Info) << "cancel for job " << cancel.job_id() << " rank " << cancel.rank()
                    << ": it never ran here; telling the coordinator so";
       absl::MutexLock lock(&mu_);
-      QueueLocked(RankExitMessage(
-          cancel.job_id(), cancel.rank(), cancel.attempt(), kAgentExitStartFailed, 0,
-          absl::StrCat("job ", cancel.job_id(), " rank ", cancel.rank(), " run ",
-                       cancel.attempt() + 1, " never started on this agent (its assignment "
-                       "did not arrive)")));
+      QueueLocked(RankExitMessage(cancel.job_id(), cancel.rank(), cancel.attempt(),
+                                  kAgentExitStartFailed, 0,
+                                  absl::StrCat("job ", cancel.job_id(), " rank ", cancel.rank(),
+                                               " run ", cancel.attempt() + 1,
+                                               " never started on this agent (its assignment "
+                                               "did not arrive)")));
     }
     WakeWriter();
     return;

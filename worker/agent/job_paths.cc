@@ -41,15 +41,16 @@ fs::path WithoutTrailingSeparator(fs::path path) {
 // that prefix's canonical form, and the rest appended as written. `root` exists, so the prefix is
 // never empty. An error (a dangling symlink, a folder that cannot be searched) names `shown`.
 absl::StatusOr<fs::path> ResolveExistingPrefix(const fs::path& path, const fs::path& root,
-                                               const std::string& shown, const std::string& inside) {
+                                               const std::string& shown,
+                                               const std::string& inside) {
   fs::path existing = path;
   fs::path rest;
   while (existing != root && existing.has_relative_path()) {
     struct stat st {};
     if (lstat(existing.c_str(), &st) == 0) break;
     if (errno != ENOENT && errno != ENOTDIR) {
-      return absl::InvalidArgumentError(absl::StrCat(shown, ": cannot inspect it inside ", inside,
-                                                     ": ", std::strerror(errno)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(shown, ": cannot inspect it inside ", inside, ": ", std::strerror(errno)));
     }
     rest = rest.empty() ? existing.filename() : existing.filename() / rest;
     existing = existing.parent_path();
@@ -57,9 +58,9 @@ absl::StatusOr<fs::path> ResolveExistingPrefix(const fs::path& path, const fs::p
   std::error_code ec;
   const fs::path real = fs::canonical(existing, ec);
   if (ec) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        shown, ": goes through a symlink that cannot be resolved (", ec.message(), ") inside ",
-        inside));
+    return absl::InvalidArgumentError(
+        absl::StrCat(shown, ": goes through a symlink that cannot be resolved (", ec.message(),
+                     ") inside ", inside));
   }
   return rest.empty() ? real : (real / rest).lexically_normal();
 }
@@ -77,15 +78,16 @@ absl::Status CheckJobId(absl::string_view job_id) {
       "job id '", job_id, "' cannot name a folder; expected letters, digits, '-', '_' or '.'"));
 }
 
-absl::StatusOr<std::string> CanonicalRoot(absl::string_view flag, const std::string& dir, bool create) {
+absl::StatusOr<std::string> CanonicalRoot(absl::string_view flag, const std::string& dir,
+                                          bool create) {
   std::error_code ec;
   fs::path path = fs::absolute(dir, ec);
   if (!ec && create) fs::create_directories(path, ec);
   if (!ec) path = fs::canonical(path, ec);
   if (ec) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        flag, " '", dir, "' ", create ? "cannot be created: " : "is not an existing folder: ",
-        ec.message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat(flag, " '", dir, "' ",
+                     create ? "cannot be created: " : "is not an existing folder: ", ec.message()));
   }
   if (!fs::is_directory(path, ec)) {
     return absl::FailedPreconditionError(absl::StrCat(flag, " '", dir, "' is not a folder"));
@@ -97,21 +99,25 @@ absl::StatusOr<std::string> ResolveUnderRoot(absl::string_view key, const std::s
                                              const std::string& root, absl::string_view root_name) {
   const std::string shown = absl::StrCat(key, " = \"", absl::CHexEscape(value), "\"");
   if (root.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        shown, ": this worker has no ", root_name, ", so a job may not name files on it; start "
-        "ringtrain-worker with ", root_name, " DIR and give the path relative to DIR"));
+    return absl::FailedPreconditionError(absl::StrCat(shown, ": this worker has no ", root_name,
+                                                      ", so a job may not name files on it; start "
+                                                      "ringtrain-worker with ",
+                                                      root_name,
+                                                      " DIR and give the path relative to DIR"));
   }
   const std::string inside = absl::StrCat(root_name, " ", root);
   if (absl::Status text = CheckPathText(key, value); !text.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(text.message(), " (allowed: inside ", inside, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(text.message(), " (allowed: inside ", inside, ")"));
   }
   const fs::path root_path(root);
   const fs::path given(value);
-  const fs::path full =
-      WithoutTrailingSeparator((given.is_absolute() ? given : root_path / given).lexically_normal());
+  const fs::path full = WithoutTrailingSeparator(
+      (given.is_absolute() ? given : root_path / given).lexically_normal());
   if (!Within(full, root_path)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        shown, ": is outside ", inside, "; give a path relative to it, or an absolute path inside it"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(shown, ": is outside ", inside,
+                     "; give a path relative to it, or an absolute path inside it"));
   }
   RT_ASSIGN_OR_RETURN(fs::path resolved, ResolveExistingPrefix(full, root_path, shown, inside));
   if (!Within(resolved, root_path)) {
@@ -122,26 +128,30 @@ absl::StatusOr<std::string> ResolveUnderRoot(absl::string_view key, const std::s
   return resolved.string();
 }
 
-absl::StatusOr<std::vector<std::string>> ResolveJobPaths(const JobConfig& config, const JobRoots& roots,
+absl::StatusOr<std::vector<std::string>> ResolveJobPaths(const JobConfig& config,
+                                                         const JobRoots& roots,
                                                          const std::string& job_id) {
   std::vector<std::string> overrides;
   std::string job_folder;
   for (const ConfigPath& path : ConfigPaths(config)) {
     std::string resolved;
     if (path.root == PathRoot::kData) {
-      RT_ASSIGN_OR_RETURN(resolved, ResolveUnderRoot(path.key, path.value, roots.data_root, "--data-root"));
+      RT_ASSIGN_OR_RETURN(resolved,
+                          ResolveUnderRoot(path.key, path.value, roots.data_root, "--data-root"));
     } else {
       if (job_folder.empty()) {
-        absl::StatusOr<std::string> folder =
-            CanonicalRoot("--checkpoint-root", absl::StrCat(roots.checkpoint_root, "/", job_id), true);
+        absl::StatusOr<std::string> folder = CanonicalRoot(
+            "--checkpoint-root", absl::StrCat(roots.checkpoint_root, "/", job_id), true);
         if (!folder.ok()) return absl::InternalError(folder.status().message());
         if (!Within(fs::path(*folder), fs::path(roots.checkpoint_root))) {
-          return absl::InternalError(absl::StrCat("the job's checkpoint folder ", roots.checkpoint_root,
-                                                  "/", job_id, " leads out of --checkpoint-root"));
+          return absl::InternalError(absl::StrCat("the job's checkpoint folder ",
+                                                  roots.checkpoint_root, "/", job_id,
+                                                  " leads out of --checkpoint-root"));
         }
         job_folder = *folder;
       }
-      RT_ASSIGN_OR_RETURN(resolved, ResolveUnderRoot(path.key, path.value, job_folder, kJobFolderName));
+      RT_ASSIGN_OR_RETURN(resolved,
+                          ResolveUnderRoot(path.key, path.value, job_folder, kJobFolderName));
     }
     overrides.push_back(absl::StrCat("--", path.key, "=", resolved));
   }

@@ -1,11 +1,12 @@
 // Where a job's files may be on this worker: every path a job names (common/config/config_paths.h)
-// is resolved under one of the agent's roots before the trainer starts, and the trainer is given the
-// resolved absolute paths as overrides. A path is refused — the rank fails at once, nothing read or
-// created — when it leaves its root: an absolute path outside it, a ".." that climbs out, or a
-// symlink (anywhere along the path) whose target is outside it. Torch- and gRPC-free.
+// is resolved under one of the agent's roots before the trainer starts, and the trainer is given
+// the resolved absolute paths as overrides. A path is refused — the rank fails at once, nothing
+// read or created — when it leaves its root: an absolute path outside it, a ".." that climbs out,
+// or a symlink (anywhere along the path) whose target is outside it. Torch- and gRPC-free.
 //
-//   data:       datasets and initial weights, read-only, under --data-root (none: such jobs refused)
-//   checkpoint: checkpoint.folder, under the job's own folder <checkpoint-root>/<job_id>/, so two
+//   data:       datasets and initial weights, read-only, under --data-root (none: such jobs
+//   refused) checkpoint: checkpoint.folder, under the job's own folder <checkpoint-root>/<job_id>/,
+//   so two
 //               jobs with the same checkpoint.folder never share files
 //
 // The check is made once, by the agent; a symlink swapped into a root between the check and the
@@ -37,13 +38,15 @@ struct JobRoots {
 // The flag's folder made absolute and canonical (symlinks resolved). `create` makes it first
 // (--checkpoint-root); otherwise it must exist and be a folder (--data-root). FAILED_PRECONDITION
 // naming the flag and the folder otherwise.
-absl::StatusOr<std::string> CanonicalRoot(absl::string_view flag, const std::string& dir, bool create);
+absl::StatusOr<std::string> CanonicalRoot(absl::string_view flag, const std::string& dir,
+                                          bool create);
 
 // `value` of `key` resolved under `root` (absolute, canonical): relative values below it, absolute
 // ones only if they lie inside it; the existing part of the path is resolved through its symlinks
 // (the rest, not there yet, taken as written) and must still be inside `root`. Returns the resolved
-// absolute path. INVALID_ARGUMENT naming the key, the value and `root_name` ("--data-root /srv/data")
-// otherwise; FAILED_PRECONDITION when `root` is empty (naming `root_name`'s flag to start with).
+// absolute path. INVALID_ARGUMENT naming the key, the value and `root_name` ("--data-root
+// /srv/data") otherwise; FAILED_PRECONDITION when `root` is empty (naming `root_name`'s flag to
+// start with).
 absl::StatusOr<std::string> ResolveUnderRoot(absl::string_view key, const std::string& value,
                                              const std::string& root, absl::string_view root_name);
 
@@ -51,7 +54,8 @@ absl::StatusOr<std::string> ResolveUnderRoot(absl::string_view key, const std::s
 // the job's own. For checkpoint.folder it first creates <checkpoint_root>/<job_id>/ (job_id must
 // already have passed CheckJobId). Errors as ResolveUnderRoot's, one for the first refused path;
 // INTERNAL when the job's checkpoint folder cannot be created. Never reads a file of the job.
-absl::StatusOr<std::vector<std::string>> ResolveJobPaths(const JobConfig& config, const JobRoots& roots,
+absl::StatusOr<std::vector<std::string>> ResolveJobPaths(const JobConfig& config,
+                                                         const JobRoots& roots,
                                                          const std::string& job_id);
 
 }  // namespace ringtrain

@@ -45,8 +45,8 @@ bool LogServer::Answer(v1::LogRequest& request, bool keepalive_due, v1::LogChunk
     SetError(absl::InvalidArgumentError(absl::StrCat("no such rank log: ", what)), chunk);
     return true;
   }
-  const std::string path = absl::StrCat(work_dir_, "/", request.job_id(), "/rank-",
-                                        request.rank(), "/", kRankLogFileName);
+  const std::string path = absl::StrCat(work_dir_, "/", request.job_id(), "/rank-", request.rank(),
+                                        "/", kRankLogFileName);
   // Asked before the read: a rank that has ended has written everything the read below sees.
   const RankState state = running_(request.job_id(), request.rank());
   // The job is over but this trainer is still being stopped: its last lines and the agent's note
@@ -66,9 +66,10 @@ bool LogServer::Answer(v1::LogRequest& request, bool keepalive_due, v1::LogChunk
   if (!read.ok()) {
     absl::Status status = read.status();
     if (absl::IsNotFound(status)) {
-      status = absl::NotFoundError(absl::StrCat(
-          "no log of ", what, " here (it never ran here, or its folder was pruned: agents keep "
-          "the folders of their last --keep-rank-dirs ranks)"));
+      status = absl::NotFoundError(
+          absl::StrCat("no log of ", what,
+                       " here (it never ran here, or its folder was pruned: agents keep "
+                       "the folders of their last --keep-rank-dirs ranks)"));
     }
     SetError(status, chunk);
     return true;

@@ -53,9 +53,9 @@ size_t Outbox::DropAll() {
 std::optional<v1::AgentMessage> Outbox::NextToWrite() const {
   absl::MutexLock lock(&mu_);
   // Sorted by seq: the first past written_seq_, however many are in flight unacknowledged.
-  auto next = std::upper_bound(
-      messages_.begin(), messages_.end(), written_seq_,
-      [](uint64_t seq, const v1::AgentMessage& m) { return seq < m.seq(); });
+  auto next =
+      std::upper_bound(messages_.begin(), messages_.end(), written_seq_,
+                       [](uint64_t seq, const v1::AgentMessage& m) { return seq < m.seq(); });
   if (next == messages_.end()) return std::nullopt;
   return *next;
 }

@@ -56,7 +56,8 @@ std::vector<std::string> PruneRankDirs(const std::string& work_dir, int keep,
     }
   }
   if (static_cast<int>(dirs.size()) <= keep) return removed;
-  std::sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(dirs.begin(), dirs.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   for (size_t i = static_cast<size_t>(std::max(keep, 0)); i < dirs.size(); ++i) {
     const fs::path& dir = dirs[i].second;
     if (fs::exists(dir / kTrainerPidFileName, ec)) continue;  // a trainer may still run there

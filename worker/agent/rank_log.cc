@@ -81,8 +81,7 @@ RankLogLine ParseRankLogLine(absl::string_view line) {
   return parsed;
 }
 
-absl::StatusOr<RankLogRead> ReadRankLog(const std::string& path, int64_t offset,
-                                        size_t max_bytes) {
+absl::StatusOr<RankLogRead> ReadRankLog(const std::string& path, int64_t offset, size_t max_bytes) {
   absl::StatusOr<int> opened = OpenForReading(path);
   if (!opened.ok()) return opened.status();
   const Fd fd(*opened);
@@ -92,8 +91,8 @@ absl::StatusOr<RankLogRead> ReadRankLog(const std::string& path, int64_t offset,
   }
   const int64_t size = st.st_size;
   if (offset < 0 || offset > size) {
-    return absl::InvalidArgumentError(absl::StrCat("offset ", offset, " is outside the log '",
-                                                   path, "' (", size, " bytes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("offset ", offset, " is outside the log '", path, "' (", size, " bytes)"));
   }
   RankLogRead read;
   read.next_offset = offset;

@@ -50,17 +50,17 @@ class RankSlot {
     bool active = false;  // started, and its exit not yet reported
     std::string job_id;   // the current or last rank's job; "" before the first
     int rank = 0;
-    int attempt = 0;      // its run (Assignment.attempt)
+    int attempt = 0;        // its run (Assignment.attempt)
     bool stopping = false;  // active, and Cancel() has asked it to stop
   };
   Info info() const;
   bool active() const;
 
   // Starts `launch` for run `attempt` of `job_id` (RankSupervisor::Start) in the outbox's current
-  // epoch and queues its RankStarted; the rank's records and exit are queued in that epoch too (dropped once
-  // Outbox::DropAll() has moved on). The previous rank's supervisor, unless Release()d, is
-  // destroyed on the way out. FAILED_PRECONDITION while a rank is active; RankSupervisor::Start's
-  // errors (the slot then keeps its last rank's info).
+  // epoch and queues its RankStarted; the rank's records and exit are queued in that epoch too
+  // (dropped once Outbox::DropAll() has moved on). The previous rank's supervisor, unless
+  // Release()d, is destroyed on the way out. FAILED_PRECONDITION while a rank is active;
+  // RankSupervisor::Start's errors (the slot then keeps its last rank's info).
   absl::Status Start(const RankLaunch& launch, const std::string& job_id, int attempt);
 
   // Cancels the active rank (RankSupervisor::Cancel: SIGTERM now, SIGKILL after `grace`) if there
@@ -91,7 +91,7 @@ class RankSlot {
   mutable absl::Mutex mu_;
   // Destroyed only outside mu_ and outside its own callbacks (Release).
   std::unique_ptr<RankSupervisor> supervisor_ ABSL_GUARDED_BY(mu_);
-  bool active_ ABSL_GUARDED_BY(mu_) = false;  // started, on_exit not yet called
+  bool active_ ABSL_GUARDED_BY(mu_) = false;    // started, on_exit not yet called
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // Cancel() signalled the active rank
   std::string job_id_ ABSL_GUARDED_BY(mu_);
   int rank_ ABSL_GUARDED_BY(mu_) = 0;

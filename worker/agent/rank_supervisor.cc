@@ -176,9 +176,8 @@ absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const Rank
         absl::StrCat("cannot start '", launch.trainer_path, "': ", process.status().message()));
   }
 
-  std::unique_ptr<RankSupervisor> supervisor(new RankSupervisor(std::move(callbacks), launch, log_fd,
-                                                                out_fds[0], pipe_fds[0],
-                                                                *std::move(process), started));
+  std::unique_ptr<RankSupervisor> supervisor(new RankSupervisor(
+      std::move(callbacks), launch, log_fd, out_fds[0], pipe_fds[0], *std::move(process), started));
   supervisor->log_.Write("agent", absl::StrCat("trainer started: rank ", launch.rank, " of ",
                                                launch.world_size, ", pid ", supervisor->pid_));
   // Right after fork: its start time is fixed at fork, so the record is right even if it has not
@@ -270,8 +269,8 @@ void RankSupervisor::MonitorLoop() {
   if (wait_status && WIFSIGNALED(*wait_status)) exit.signal = WTERMSIG(*wait_status);
   exit.stderr_tail = StderrTail();
   // The log's last line for this run, before anyone hears that the rank ended.
-  log_.Write("agent", exit.signal != 0 ? absl::StrCat("trainer killed by signal ", exit.signal, " (",
-                                                      strsignal(exit.signal), ")")
+  log_.Write("agent", exit.signal != 0 ? absl::StrCat("trainer killed by signal ", exit.signal,
+                                                      " (", strsignal(exit.signal), ")")
                       : exit.exit_status >= 0
                           ? absl::StrCat("trainer exited with status ", exit.exit_status)
                           : std::string("trainer ended (reaped elsewhere: no exit status)"));

@@ -35,10 +35,10 @@ struct RankLaunch {
   std::string master_addr;
   int master_port = 0;
   std::string host_address;  // RINGTRAIN_HOST_ADDRESS: where other ranks reach this one (Gloo)
-  std::string device;    // "cpu" or "cuda:N"
-  std::string work_dir;  // created if missing; holds rank.log, metrics.jsonl, progress.json and
-                         // trainer.pid
-  int threads = 1;       // OMP_NUM_THREADS and MKL_NUM_THREADS
+  std::string device;        // "cpu" or "cuda:N"
+  std::string work_dir;      // created if missing; holds rank.log, metrics.jsonl, progress.json and
+                             // trainer.pid
+  int threads = 1;           // OMP_NUM_THREADS and MKL_NUM_THREADS
   // When the trainer counts as hung (hang_detector.h): (a) no new beat in progress.json for
   // hang.silence_limit (hang.startup_grace more before the first beat), (b) a beat saying
   // `compute` for hang.stall_limit. Each 0 = off, the default. Turn (a) on only for trainers known
@@ -140,11 +140,11 @@ class RankSupervisor {
   const std::string progress_path_;
   const std::string pid_file_path_;  // trainer.pid
   const bool watch_progress_;        // launch.hang.enabled()
-  const int log_fd_;     // rank.log, O_APPEND; closed by the destructor
-  RankLogWriter log_;    // over log_fd_
-  const int stdout_fd_;  // read end of the child's stdout pipe; closed by OutputLoop
-  const int stderr_fd_;  // read end of the child's stderr pipe; closed by OutputLoop
-  const pid_t pid_;  // process_.pid(), readable without the lock
+  const int log_fd_;                 // rank.log, O_APPEND; closed by the destructor
+  RankLogWriter log_;                // over log_fd_
+  const int stdout_fd_;              // read end of the child's stdout pipe; closed by OutputLoop
+  const int stderr_fd_;              // read end of the child's stderr pipe; closed by OutputLoop
+  const pid_t pid_;                  // process_.pid(), readable without the lock
 
   // Monitor thread only.
   int metrics_fd_ = -1;

@@ -26,8 +26,8 @@ std::vector<v1::AgentMessage> AnswerStepRecords(const std::string& work_dir,
                                                 const v1::StepRecordsRequest& request) {
   std::vector<v1::AgentMessage> out = {Empty(request)};
   if (!CheckJobId(request.job_id()).ok() || request.rank() < 0) return out;
-  const std::string path = absl::StrCat(work_dir, "/", request.job_id(), "/rank-",
-                                        request.rank(), "/metrics.jsonl");
+  const std::string path =
+      absl::StrCat(work_dir, "/", request.job_id(), "/rank-", request.rank(), "/metrics.jsonl");
   std::set<int64_t> seen;
   size_t bytes = 0;
   // The current run's file, then the earlier runs' (rank_supervisor.cc keeps them as .1, .2, …).

@@ -21,9 +21,10 @@ inline constexpr size_t kStepRecordsChunkBytes = 1 << 20;
 // The StepRecords messages (AgentMessages, seq 0) that answer `request` from `work_dir`: every
 // whole line that ParseStepRecord (common/record/step_record.h) takes as a step record and whose
 // step lies in [first_step, last_step], sent as written; the first line of each step (a resumed
-// run writes the steps it recomputed again, with the same figures), the current run's file first, each in file order, in messages of about kStepRecordsChunkBytes, all but the
-// last with `more` set. One message with no records when no such file exists or can be read, or
-// none holds them; also for a job id that could not name a folder of the work dir.
+// run writes the steps it recomputed again, with the same figures), the current run's file first,
+// each in file order, in messages of about kStepRecordsChunkBytes, all but the last with `more`
+// set. One message with no records when no such file exists or can be read, or none holds them;
+// also for a job id that could not name a folder of the work dir.
 std::vector<v1::AgentMessage> AnswerStepRecords(const std::string& work_dir,
                                                 const v1::StepRecordsRequest& request);
 

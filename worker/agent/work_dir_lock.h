@@ -55,11 +55,12 @@ struct LeftoverTrainer {
 // Scans <work_dir>/*/rank-*/trainer.pid (trainer_pid_file.h). A record whose process still runs
 // (same pid, boot and start time) is a trainer a previous agent left: it gets SIGKILL, with its
 // process group while it leads it (never a group it does not lead), and the call waits up to
-// `wait` for it to go, logging one line each (job, rank, pid). A record of a process that is gone (or of a pid now used by another process), or a
-// file that holds no record, is stale. Files are removed, except that of a trainer that did not
-// end within `wait` (stuck in the kernel: the next agent tries again). Call it holding the
-// WorkDirLock, before any trainer of this agent starts. Returns the leftovers, stale ones not
-// included; problems reading the folder are logged and skipped, never fatal.
+// `wait` for it to go, logging one line each (job, rank, pid). A record of a process that is gone
+// (or of a pid now used by another process), or a file that holds no record, is stale. Files are
+// removed, except that of a trainer that did not end within `wait` (stuck in the kernel: the next
+// agent tries again). Call it holding the WorkDirLock, before any trainer of this agent starts.
+// Returns the leftovers, stale ones not included; problems reading the folder are logged and
+// skipped, never fatal.
 std::vector<LeftoverTrainer> StopLeftoverTrainers(
     const std::string& work_dir, std::chrono::milliseconds wait = std::chrono::milliseconds(10000));
 

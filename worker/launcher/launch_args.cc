@@ -13,12 +13,10 @@ namespace {
 constexpr const char* kFlags[] = {"--nproc",   "--master-addr",      "--master-port",
                                   "--trainer", "--threads-per-rank", "--grace-seconds"};
 
-absl::Status ParseInt(const std::string& flag, const std::string& value, int lo, int hi,
-                      int* out) {
+absl::Status ParseInt(const std::string& flag, const std::string& value, int lo, int hi, int* out) {
   if (!absl::SimpleAtoi(value, out) || *out < lo || *out > hi) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": '", value,
-                                                   "' is not valid; expected a whole number in ",
-                                                   lo, "..", hi));
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": '", value, "' is not valid; expected a whole number in ", lo, "..", hi));
   }
   return absl::OkStatus();
 }

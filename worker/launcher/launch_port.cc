@@ -73,16 +73,15 @@ absl::StatusOr<int> PickFreePort(const std::string& addr) {
   std::mt19937 random(std::random_device{}());
   for (addrinfo* a = found; a != nullptr && port < 0; a = a->ai_next) {
     for (int attempt = 0; attempt < 64 && port < 0 && end > kLowest; ++attempt) {
-      port = BindAndRelease(*a, std::uniform_int_distribution<int>(kLowest, end - 1)(random),
-                            &error);
+      port =
+          BindAndRelease(*a, std::uniform_int_distribution<int>(kLowest, end - 1)(random), &error);
     }
     if (port < 0) port = BindAndRelease(*a, 0, &error);
   }
   freeaddrinfo(found);
   if (port < 0) {
     return absl::UnavailableError(absl::StrCat("cannot bind a TCP port on --master-addr '", addr,
-                                               "': ", error,
-                                               "; use an address of this machine"));
+                                               "': ", error, "; use an address of this machine"));
   }
   return port;
 }

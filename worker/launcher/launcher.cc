@@ -85,9 +85,9 @@ void WriteAll(int fd, const std::string& data) {
 absl::StatusOr<std::string> DefaultTrainerPath() {
   std::string path = BesideThisExecutable("ringtrain-trainer");
   if (path.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot read /proc/self/exe to find ringtrain-trainer (", std::strerror(errno),
-        "); pass --trainer PATH"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read /proc/self/exe to find ringtrain-trainer (", std::strerror(errno),
+                     "); pass --trainer PATH"));
   }
   return path;
 }
@@ -95,9 +95,12 @@ absl::StatusOr<std::string> DefaultTrainerPath() {
 // The rendezvous variables of `rank`: they replace inherited ones of the same names.
 std::vector<std::string> RankVariables(int rank, const LaunchOptions& o, int port) {
   const std::string threads = std::to_string(o.threads_per_rank);
-  return {"RANK=" + std::to_string(rank),        "LOCAL_RANK=" + std::to_string(rank),
-          "WORLD_SIZE=" + std::to_string(o.nproc), "MASTER_ADDR=" + o.master_addr,
-          "MASTER_PORT=" + std::to_string(port),  "OMP_NUM_THREADS=" + threads,
+  return {"RANK=" + std::to_string(rank),
+          "LOCAL_RANK=" + std::to_string(rank),
+          "WORLD_SIZE=" + std::to_string(o.nproc),
+          "MASTER_ADDR=" + o.master_addr,
+          "MASTER_PORT=" + std::to_string(port),
+          "OMP_NUM_THREADS=" + threads,
           "MKL_NUM_THREADS=" + threads};
 }
 
@@ -214,8 +217,8 @@ void Launcher::Supervise() {
     int timeout_ms = -1;
     if (stopping_ && !killed_) {
       const auto left = kill_deadline_ - Clock::now();
-      timeout_ms = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::ceil<std::chrono::milliseconds>(left).count()));
+      timeout_ms = static_cast<int>(
+          std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(left).count()));
     }
     if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
       Say(absl::StrCat("poll: ", std::strerror(errno), "; killing all ranks"));

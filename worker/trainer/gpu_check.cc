@@ -51,7 +51,10 @@ Result Attend(const std::shared_ptr<BlockKernel>& block, const at::Tensor& q, co
 }
 
 double Diff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kCPU).to(at::kDouble) - b.to(at::kCPU).to(at::kDouble)).abs().max().item<double>();
+  return (a.to(at::kCPU).to(at::kDouble) - b.to(at::kCPU).to(at::kDouble))
+      .abs()
+      .max()
+      .item<double>();
 }
 
 std::string Escape(const std::string& s) {
@@ -88,20 +91,27 @@ int RunAttention(const c10::Device& device) {
       std::vector<std::pair<std::string, std::shared_ptr<BlockKernel>>> kernels;
       if (device.is_cuda()) {
         kernels.push_back({"auto", std::make_shared<FusedBlockKernel>(FusedBackend::kAuto)});
-        if (bf16) kernels.push_back({"flash", std::make_shared<FusedBlockKernel>(FusedBackend::kFlash)});
-        kernels.push_back({"efficient", std::make_shared<FusedBlockKernel>(FusedBackend::kEfficient)});
-        if (bf16) kernels.push_back({"cudnn", std::make_shared<FusedBlockKernel>(FusedBackend::kCudnn)});
+        if (bf16)
+          kernels.push_back({"flash", std::make_shared<FusedBlockKernel>(FusedBackend::kFlash)});
+        kernels.push_back(
+            {"efficient", std::make_shared<FusedBlockKernel>(FusedBackend::kEfficient)});
+        if (bf16)
+          kernels.push_back({"cudnn", std::make_shared<FusedBlockKernel>(FusedBackend::kCudnn)});
         kernels.push_back({"tiled", std::make_shared<TiledBlockKernel>()});
       } else {
-        kernels.push_back({"cpu-flash", std::make_shared<FusedBlockKernel>(FusedBackend::kCpuFlash)});
+        kernels.push_back(
+            {"cpu-flash", std::make_shared<FusedBlockKernel>(FusedBackend::kCpuFlash)});
         kernels.push_back({"tiled", std::make_shared<TiledBlockKernel>()});
       }
       for (const auto& [name, kernel] : kernels) {
         std::string label = name;
         if (name == "auto") {
-          const at::Tensor probe = torch::zeros({batch, heads, len, dim}, at::TensorOptions(device).dtype(dtype));
+          const at::Tensor probe =
+              torch::zeros({batch, heads, len, dim}, at::TensorOptions(device).dtype(dtype));
           try {
-            label = absl::StrCat("auto→", FusedBackendName(static_cast<FusedBlockKernel&>(*kernel).Resolve(probe, probe, true)));
+            label = absl::StrCat(
+                "auto→", FusedBackendName(
+                             static_cast<FusedBlockKernel&>(*kernel).Resolve(probe, probe, true)));
           } catch (const std::exception&) {
           }
         }
@@ -121,7 +131,11 @@ int RunAttention(const c10::Device& device) {
           const double worst = std::max({d_out, d_q, d_k, d_v});
           const bool ok = !tolerance || worst <= *tolerance;
           all_ok = all_ok && ok;
-          row.Add("out", d_out).Add("dq", d_q).Add("dk", d_k).Add("dv", d_v).Add("max_abs_diff", worst);
+          row.Add("out", d_out)
+              .Add("dq", d_q)
+              .Add("dk", d_k)
+              .Add("dv", d_v)
+              .Add("max_abs_diff", worst);
           row.AddRaw("tolerance", tolerance ? FormatDouble17(*tolerance) : "null");
           row.AddRaw("ok", ok ? "true" : "false");
         } catch (const std::exception& e) {
@@ -174,9 +188,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const c10::Device device(spec->type == DeviceType::kCuda ? c10::kCUDA : c10::kCPU,
-                           static_cast<c10::DeviceIndex>(spec->type == DeviceType::kCuda
-                                                             ? std::max(spec->index, 0)
-                                                             : -1));
+                           static_cast<c10::DeviceIndex>(
+                               spec->type == DeviceType::kCuda ? std::max(spec->index, 0) : -1));
   if (const absl::Status s = Communicator::CheckDeviceSupported(device); !s.ok()) {
     std::cerr << "ringtrain-gpu-check: " << s.message() << "\n";
     return 1;

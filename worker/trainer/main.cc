@@ -63,8 +63,8 @@ bool ReadRendezvousInt(const std::string& flag_value, const char* env, int64_t* 
 }
 
 // Keep freed tensor memory in the heap instead of returning it to the kernel: LibTorch allocates
-// activations with malloc, and glibc serves large blocks with fresh mmaps whose page faults (and the
-// zeroing BLAS then does on them) cost ~3.5x the step time of the debug model.
+// activations with malloc, and glibc serves large blocks with fresh mmaps whose page faults (and
+// the zeroing BLAS then does on them) cost ~3.5x the step time of the debug model.
 void KeepFreedMemoryInHeap() {
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);  // the largest value glibc accepts
@@ -136,7 +136,8 @@ int main(int argc, char** argv) {
   if (!rendezvous_flags["device"].empty()) {
     const auto device = ringtrain::ParseDevice(rendezvous_flags["device"]);
     if (!device.ok()) {
-      std::fprintf(stderr, "ringtrain-trainer: %s\n", std::string(device.status().message()).c_str());
+      std::fprintf(stderr, "ringtrain-trainer: %s\n",
+                   std::string(device.status().message()).c_str());
       return 2;
     }
     rank.device = *device;
@@ -156,7 +157,8 @@ int main(int argc, char** argv) {
                  static_cast<long long>(rank.world_size));
     return 2;
   }
-  const absl::StatusOr<ringtrain::MeshDegrees> mesh = ringtrain::ResolveMesh(*config, rank.world_size);
+  const absl::StatusOr<ringtrain::MeshDegrees> mesh =
+      ringtrain::ResolveMesh(*config, rank.world_size);
   if (!mesh.ok()) {
     std::fprintf(stderr, "ringtrain-trainer: %s\n", std::string(mesh.status().message()).c_str());
     return 2;

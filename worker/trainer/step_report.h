@@ -1,5 +1,5 @@
-// Step reports: one human line per logged step, and one StepRecord (common/record/step_record.h) per
-// line per step in the JSONL file, the contract with the agent, the coordinator and ringctl.
+// Step reports: one human line per logged step, and one StepRecord (common/record/step_record.h)
+// per line per step in the JSONL file, the contract with the agent, the coordinator and ringctl.
 #ifndef RINGTRAIN_WORKER_TRAINER_STEP_REPORT_H_
 #define RINGTRAIN_WORKER_TRAINER_STEP_REPORT_H_
 

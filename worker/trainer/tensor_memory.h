@@ -11,8 +11,9 @@
 
 namespace ringtrain {
 
-// Makes the counting allocator LibTorch's CPU allocator. Call once, before the first tensor: storages
-// allocated earlier are not counted (they free through their own allocator). Later calls do nothing.
+// Makes the counting allocator LibTorch's CPU allocator. Call once, before the first tensor:
+// storages allocated earlier are not counted (they free through their own allocator). Later calls
+// do nothing.
 void InstallCpuTensorCounter();
 
 // Whether InstallCpuTensorCounter has run (the figures below are 0 until then).

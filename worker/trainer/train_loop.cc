@@ -212,8 +212,8 @@ absl::Status Trainer::Train() {
     if (s.comm) s.comm->stats().Reset();
     ResetDevicePeak(s.device);
 
-    RT_RETURN_IF_ERROR(Guarded(s, absl::StrCat("step ", step),
-                               [&] { return RunStep(s, step, &report); }));
+    RT_RETURN_IF_ERROR(
+        Guarded(s, absl::StrCat("step ", step), [&] { return RunStep(s, step, &report); }));
     s.train_state.step = step;
     s.train_state.global_sample = step * s.sampler->global_batch();
     progress::StepDone(step);
@@ -238,8 +238,8 @@ absl::Status Trainer::Evaluate() {
     torch::NoGradGuard no_grad;
     for (int64_t batch_index = 0; batch_index < c.validation.steps; ++batch_index) {
       const ShardedBatch shard = Shard(s, NextBatch(s, batch_index, /*micro_batch=*/0));
-      loss_sum += LossSum(s.model->forward(shard.inputs, shard.positions), shard.labels)
-                      .item<double>();
+      loss_sum +=
+          LossSum(s.model->forward(shard.inputs, shard.positions), shard.labels).item<double>();
       tokens += s.sampler->global_batch() * c.training.seq_len;
     }
     if (s.comm) loss_sum = AllReduceSum(*s.comm, loss_sum);

@@ -15,8 +15,8 @@
 #include "common/config/lr_phases.h"
 #include "common/log.h"
 #include "common/progress.h"
-#include "common/trainer_exit.h"
 #include "common/status_macros.h"
+#include "common/trainer_exit.h"
 #include "worker/engine/kernels/denormals.h"
 #include "worker/trainer/trainer_state.h"
 #ifdef RINGTRAIN_WITH_CUDA
@@ -40,7 +40,8 @@ absl::Status Guarded(Trainer::State& s, const std::string& what,
     return absl::ResourceExhaustedError(
         absl::StrCat(what, " failed", where, ": out of memory: ", e.what_without_backtrace()));
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(what, " failed", where, ": ", e.what_without_backtrace()));
+    return absl::InternalError(
+        absl::StrCat(what, " failed", where, ": ", e.what_without_backtrace()));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat(what, " failed", where, ": ", e.what()));
   }
@@ -77,7 +78,8 @@ DatasetSpec ValidationDataSpec(const JobConfig& c, int64_t dp) {
   if (!c.validation.dataset_path.empty()) spec.path = c.validation.dataset_path;
   // Synthetic validation data: held-out walks on the training source.
   spec.sample_stream = 1;
-  spec.min_tokens = c.validation.steps * dp * c.validation.local_batch_size * c.training.seq_len + 1;
+  spec.min_tokens =
+      c.validation.steps * dp * c.validation.local_batch_size * c.training.seq_len + 1;
   return spec;
 }
 
@@ -98,10 +100,11 @@ absl::Status CheckSameCheckpoint(Trainer::State& s, std::optional<int64_t> lates
                                 found[r][0] < 0 ? "none" : absl::StrCat("step ", found[r][0])));
   }
   if (same) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "the ranks see different checkpoints in checkpoint.folder = \"", s.config.checkpoint.folder,
-      "\" (", absl::StrJoin(seen, ", "), "): every rank must read the same folder, so on several "
-      "hosts it must be shared storage (the agents' --checkpoint-root)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("the ranks see different checkpoints in checkpoint.folder = \"",
+                   s.config.checkpoint.folder, "\" (", absl::StrJoin(seen, ", "),
+                   "): every rank must read the same folder, so on several "
+                   "hosts it must be shared storage (the agents' --checkpoint-root)"));
 }
 
 // The device (the CPU, or cuda:N made the process's current device) and whether the collectives'
@@ -110,8 +113,9 @@ absl::Status ChooseDevice(Trainer::State& s) {
   // "cuda" is the process's current device at start, cuda:0; an index makes the device explicit
   // for everything keyed by it (allocator statistics, NCCL's communicators).
   const bool cuda = s.rank.device.type == DeviceType::kCuda;
-  s.device = c10::Device(cuda ? c10::kCUDA : c10::kCPU,
-                         static_cast<c10::DeviceIndex>(cuda ? std::max(s.rank.device.index, 0) : -1));
+  s.device =
+      c10::Device(cuda ? c10::kCUDA : c10::kCPU,
+                  static_cast<c10::DeviceIndex>(cuda ? std::max(s.rank.device.index, 0) : -1));
   RT_RETURN_IF_ERROR(Communicator::CheckDeviceSupported(s.device));
 #ifdef RINGTRAIN_WITH_CUDA
   // The current device for this process: cuBLAS handles, NCCL communicators and streams bind to it.
@@ -146,7 +150,8 @@ absl::Status OpenData(Trainer::State& s, int64_t micro_batches) {
   RT_LOG(Info) << "data: " << s.dataset->Describe();
   if (s.dataset->entropy_rate_nats() >= 0) {
     RT_LOG(Info) << absl::StrFormat(
-        "entropy floor of the synthetic source: %.4f nats/token (the best loss any model can reach)",
+        "entropy floor of the synthetic source: %.4f nats/token (the best loss any model can "
+        "reach)",
         s.dataset->entropy_rate_nats());
   }
   SamplerSpec spec;
@@ -222,11 +227,10 @@ void MakeSchedule(Trainer::State& s) {
   // Phases longer than the run are clamped (by LrSchedule too); say so where the user looks.
   const LrPhases phases = ResolveLrPhases(config);
   for (const std::string& warning : phases.warnings) RT_LOG(Warning) << warning;
-  s.schedule.emplace(LrScheduleOptions{config.optimizer.lr, config.training.steps,
-                                       config.lr_scheduler.warmup_steps,
-                                       config.lr_scheduler.decay_ratio,
-                                       config.lr_scheduler.decay_type,
-                                       config.lr_scheduler.min_lr_factor});
+  s.schedule.emplace(
+      LrScheduleOptions{config.optimizer.lr, config.training.steps,
+                        config.lr_scheduler.warmup_steps, config.lr_scheduler.decay_ratio,
+                        config.lr_scheduler.decay_type, config.lr_scheduler.min_lr_factor});
 }
 
 // The optimizer's state, the step and data position, and the RNG state from the checkpoint
@@ -264,8 +268,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   auto s = std::make_unique<State>();
   s->config = config;
   s->rank = rank;
-  s->mesh = Mesh{rank.rank, rank.world_size, degrees.dp(), degrees.cp, degrees.shard,
-                 degrees.sharded};
+  s->mesh =
+      Mesh{rank.rank, rank.world_size, degrees.dp(), degrees.cp, degrees.shard, degrees.sharded};
   const bool eval = config.job.mode == JobMode::kEval;
   RT_RETURN_IF_ERROR(ChooseDevice(*s));
   RT_RETURN_IF_ERROR(JoinWorld(*s));

@@ -31,7 +31,7 @@ struct Trainer::State {
   RankInfo rank;
   Mesh mesh;
   c10::Device device = c10::Device(c10::kCPU);  // the one place the device is chosen
-  std::unique_ptr<Communicator> comm;  // null when world = 1
+  std::unique_ptr<Communicator> comm;           // null when world = 1
   std::unique_ptr<TokenDataset> dataset;
   std::optional<WindowSampler> sampler;
   Transformer model{nullptr};

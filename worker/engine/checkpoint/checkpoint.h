@@ -4,8 +4,8 @@
 //   train_state.json step, data position as a global sample index, the torch CPU RNG state
 //   config.toml      the effective job config, for the record
 // Mesh-independent: parameters and optimizer state are replicated, so one copy is written, and the
-// data position is a global sample index. A checkpoint is written into a hidden temporary folder and
-// renamed into place only when complete, so a crash never leaves a partial `step-N`.
+// data position is a global sample index. A checkpoint is written into a hidden temporary folder
+// and renamed into place only when complete, so a crash never leaves a partial `step-N`.
 #ifndef RINGTRAIN_WORKER_ENGINE_CHECKPOINT_CHECKPOINT_H_
 #define RINGTRAIN_WORKER_ENGINE_CHECKPOINT_CHECKPOINT_H_
 

@@ -162,10 +162,10 @@ absl::StatusOr<std::unique_ptr<TokenDataset>> OpenTextDataset(const DatasetSpec&
   if (!spec.tokenizer_path.empty()) {
     RT_ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(spec.tokenizer_path));
     if (spec.vocab_size < tokenizer->vocab_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "text ", spec.path, ": model.vocab_size = ", spec.vocab_size, " is smaller than the ",
-          tokenizer->vocab_size(), " ids of the tokenizer ", spec.tokenizer_path,
-          "; set model.vocab_size >= ", tokenizer->vocab_size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("text ", spec.path, ": model.vocab_size = ", spec.vocab_size,
+                       " is smaller than the ", tokenizer->vocab_size(), " ids of the tokenizer ",
+                       spec.tokenizer_path, "; set model.vocab_size >= ", tokenizer->vocab_size()));
     }
   } else if (spec.vocab_size < kByteVocab) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -191,9 +191,10 @@ absl::StatusOr<std::unique_ptr<TokenDataset>> OpenTextDataset(const DatasetSpec&
   }
   if (tokenizer != nullptr) {
     if (tokens.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "text ", spec.path, ": no data (", files.size(),
-          " non-hidden regular files, all empty); point dataset.path at a non-empty file or folder"));
+      return absl::InvalidArgumentError(absl::StrCat("text ", spec.path, ": no data (",
+                                                     files.size(),
+                                                     " non-hidden regular files, all empty); point "
+                                                     "dataset.path at a non-empty file or folder"));
     }
     return std::make_unique<TokenizedTextDataset>(spec.path, static_cast<int64_t>(files.size()),
                                                   tokenizer->Describe(), std::move(tokens));
@@ -258,19 +259,19 @@ absl::StatusOr<std::unique_ptr<TokenDataset>> OpenBinDataset(const DatasetSpec& 
     return absl::InvalidArgumentError(absl::StrCat("bin ", spec.path, ": file is empty"));
   }
   if (size % token_bytes != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bin ", spec.path, ": size ", size, " bytes is not a multiple of ", token_bytes,
-        " (token_dtype ", ChoiceName(spec.token_dtype),
-        ")\nHINT: the file may be truncated, or token_dtype may be wrong"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bin ", spec.path, ": size ", size, " bytes is not a multiple of ",
+                     token_bytes, " (token_dtype ", ChoiceName(spec.token_dtype),
+                     ")\nHINT: the file may be truncated, or token_dtype may be wrong"));
   }
   void* map = mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd->get(), 0);
   if (map == MAP_FAILED) {
     return absl::ErrnoToStatus(errno, absl::StrCat("bin ", spec.path, ": mmap"));
   }
   // The mapping keeps the file alive; the descriptor closes when `fd` goes out of scope.
-  auto dataset = std::make_unique<BinDataset>(spec.path, ChoiceName(spec.token_dtype),
-                                              static_cast<const unsigned char*>(map), size,
-                                              token_bytes);
+  auto dataset =
+      std::make_unique<BinDataset>(spec.path, ChoiceName(spec.token_dtype),
+                                   static_cast<const unsigned char*>(map), size, token_bytes);
 
   // Check every token once here, so a wrong dtype or vocabulary fails at startup rather than as an
   // out-of-range embedding lookup mid-run.
@@ -279,11 +280,11 @@ absl::StatusOr<std::unique_ptr<TokenDataset>> OpenBinDataset(const DatasetSpec& 
     const int64_t token = dataset->TokenAt(i);
     if (token >= spec.vocab_size) {
       // Where, not what: an error never carries bytes of the file (it may not be the user's).
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bin ", spec.path, ": the token at token offset ", i, " (byte offset ", i * token_bytes,
-          ") is >= vocab_size ", spec.vocab_size,
-          "\nHINT: maybe token_dtype is wrong (it is \"", ChoiceName(spec.token_dtype),
-          "\"), or the file was tokenised for a different vocabulary"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bin ", spec.path, ": the token at token offset ", i, " (byte offset ",
+                       i * token_bytes, ") is >= vocab_size ", spec.vocab_size,
+                       "\nHINT: maybe token_dtype is wrong (it is \"", ChoiceName(spec.token_dtype),
+                       "\"), or the file was tokenised for a different vocabulary"));
     }
   }
   return dataset;
@@ -293,13 +294,13 @@ absl::StatusOr<std::unique_ptr<TokenDataset>> OpenBinDataset(const DatasetSpec& 
 
 absl::StatusOr<std::unique_ptr<TokenDataset>> OpenDataset(const DatasetSpec& spec) {
   if (spec.vocab_size <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dataset: vocab_size = ", spec.vocab_size, " must be positive (the model's vocab_size)"));
+    return absl::InvalidArgumentError(absl::StrCat("dataset: vocab_size = ", spec.vocab_size,
+                                                   " must be positive (the model's vocab_size)"));
   }
   if (spec.kind == DatasetKind::kSynthetic) return data_internal::OpenSyntheticDataset(spec);
   if (spec.path.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dataset: kind \"", ChoiceName(spec.kind), "\" needs a path, and path is empty"));
+    return absl::InvalidArgumentError(absl::StrCat("dataset: kind \"", ChoiceName(spec.kind),
+                                                   "\" needs a path, and path is empty"));
   }
   return spec.kind == DatasetKind::kText ? OpenTextDataset(spec) : OpenBinDataset(spec);
 }

@@ -19,20 +19,21 @@ namespace ringtrain {
 
 struct DatasetSpec {
   DatasetKind kind = DatasetKind::kSynthetic;
-  std::string path;                    // file or folder (text), file (bin); unused for synthetic
+  std::string path;  // file or folder (text), file (bin); unused for synthetic
   TokenDtype token_dtype = TokenDtype::kUint16;  // bin only
-  std::string tokenizer_path;          // text only: empty = one token per byte
-  int64_t vocab_size = 0;              // every token must be < vocab_size
-  uint64_t seed = 0;                   // synthetic only: the source (transitions and samples)
-  uint64_t sample_stream = 0;          // synthetic only: 0 = training walk, others = held-out walks
-  int64_t min_tokens = 0;              // synthetic only: generate at least this many tokens
+  std::string tokenizer_path;                    // text only: empty = one token per byte
+  int64_t vocab_size = 0;                        // every token must be < vocab_size
+  uint64_t seed = 0;           // synthetic only: the source (transitions and samples)
+  uint64_t sample_stream = 0;  // synthetic only: 0 = training walk, others = held-out walks
+  int64_t min_tokens = 0;      // synthetic only: generate at least this many tokens
 };
 
 class TokenDataset {
  public:
   virtual ~TokenDataset() = default;
   virtual int64_t num_tokens() const = 0;
-  // Copies tokens [begin, begin + count) to `out`. Requires 0 <= begin, begin + count <= num_tokens().
+  // Copies tokens [begin, begin + count) to `out`. Requires 0 <= begin, begin + count <=
+  // num_tokens().
   virtual void Read(int64_t begin, int64_t count, int64_t* out) const = 0;
   // Entropy rate of the source in nats/token when known (synthetic), else a negative number.
   virtual double entropy_rate_nats() const { return -1.0; }

@@ -69,8 +69,7 @@ int64_t WindowSampler::WindowOfSample(int64_t global_sample) const {
 std::vector<int64_t> WindowSampler::WindowsForStep(int64_t step, int64_t dp_rank,
                                                    int64_t micro_batch) const {
   const int64_t b = spec_.local_batch_size;
-  const int64_t first =
-      step * global_batch() + dp_rank * spec_.micro_batches * b + micro_batch * b;
+  const int64_t first = step * global_batch() + dp_rank * spec_.micro_batches * b + micro_batch * b;
   std::vector<int64_t> windows(static_cast<size_t>(b));
   for (int64_t i = 0; i < b; ++i) windows[i] = WindowOfSample(first + i);
   return windows;

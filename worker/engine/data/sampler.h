@@ -25,11 +25,11 @@ namespace ringtrain {
 
 struct SamplerSpec {
   SamplerKind kind = SamplerKind::kSequential;
-  int64_t seq_len = 0;              // L
-  int64_t local_batch_size = 0;     // B
-  int64_t micro_batches = 1;        // A
+  int64_t seq_len = 0;           // L
+  int64_t local_batch_size = 0;  // B
+  int64_t micro_batches = 1;     // A
   int64_t dp_degree = 1;
-  uint64_t seed = 0;                // random only
+  uint64_t seed = 0;  // random only
 };
 
 // One rank's batch: row-major (B, L) token ids.

@@ -130,16 +130,17 @@ absl::StatusOr<std::unique_ptr<TokenDataset>> OpenSyntheticDataset(const Dataset
         kMaxVocab, "] (normally the model's vocab_size)"));
   }
   if (spec.min_tokens > kMaxGeneratedTokens) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "synthetic dataset: min_tokens = ", spec.min_tokens, " exceeds ", kMaxGeneratedTokens,
-        "; use a bin dataset for more tokens"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("synthetic dataset: min_tokens = ", spec.min_tokens, " exceeds ",
+                     kMaxGeneratedTokens, "; use a bin dataset for more tokens"));
   }
   const int64_t n = std::max(spec.min_tokens, kMinGeneratedTokens);
   const MarkovChain chain(spec.seed, static_cast<uint64_t>(spec.vocab_size));
 
   // Stream 0 is the training data; other streams (validation) are held-out walks on the same chain.
   const uint64_t sample_seed = MixSeed(spec.seed, kSampleStream);
-  PortableRng sampler(spec.sample_stream == 0 ? sample_seed : MixSeed(sample_seed, spec.sample_stream));
+  PortableRng sampler(spec.sample_stream == 0 ? sample_seed
+                                              : MixSeed(sample_seed, spec.sample_stream));
   std::vector<uint32_t> tokens(static_cast<size_t>(n));
   uint32_t state = static_cast<uint32_t>(sampler.UniformBelow(spec.vocab_size));
   tokens[0] = state;

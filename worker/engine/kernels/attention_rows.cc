@@ -33,7 +33,9 @@ RT_INLINE F8 LoadPartial(const float* p, int64_t n, float fill) {
   std::memcpy(&v, p, size_t(n) * sizeof(float));
   return v;
 }
-RT_INLINE void StorePartial(float* p, F8 v, int64_t n) { std::memcpy(p, &v, size_t(n) * sizeof(float)); }
+RT_INLINE void StorePartial(float* p, F8 v, int64_t n) {
+  std::memcpy(p, &v, size_t(n) * sizeof(float));
+}
 RT_INLINE F8 Select(I8 mask, F8 a, F8 b) {
   return reinterpret_cast<F8>((reinterpret_cast<I8>(a) & mask) | (reinterpret_cast<I8>(b) & ~mask));
 }
@@ -49,7 +51,7 @@ RT_INLINE float HorizontalSum(F8 v) {
 }
 
 RT_INLINE F8 Exp(F8 x) {
-  const I8 underflow = x < Splat(-87.0f);  // also −inf (and NaN compares false: stays NaN)
+  const I8 underflow = x < Splat(-87.0f);         // also −inf (and NaN compares false: stays NaN)
   x = Select(x > Splat(88.0f), Splat(88.0f), x);  // exp(88) < FLT_MAX
   x = Select(underflow, Splat(0.0f), x);
   // n = round(x / ln2) by the 1.5·2^23 trick, exact for |x / ln2| < 2^22.
@@ -149,7 +151,7 @@ struct RowFunctions {
   const char* isa;
 };
 
-#define RT_ROW_FUNCTIONS(SUFFIX, ATTR)                                                            \
+#define RT_ROW_FUNCTIONS(SUFFIX, ATTR)                                                           \
   ATTR void SoftmaxRowStep##SUFFIX(float* s, int64_t n, int64_t visible, float* max, float* sum, \
                                    float* acc, int64_t dim) {                                    \
     SoftmaxRowStepBody(s, n, visible, max, sum, acc, dim);                                       \
@@ -172,12 +174,12 @@ RowFunctions Choose() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    return {SoftmaxRowStepAvx2, ProbabilityRowAvx2, ScoreGradRowAvx2, ScaleRowAvx2, VecExpAvx2,
-            "avx2+fma"};
+    return {SoftmaxRowStepAvx2, ProbabilityRowAvx2, ScoreGradRowAvx2,
+            ScaleRowAvx2,       VecExpAvx2,         "avx2+fma"};
   }
 #endif
-  return {SoftmaxRowStepBaseline, ProbabilityRowBaseline, ScoreGradRowBaseline, ScaleRowBaseline,
-          VecExpBaseline, "sse2"};
+  return {SoftmaxRowStepBaseline, ProbabilityRowBaseline, ScoreGradRowBaseline,
+          ScaleRowBaseline,       VecExpBaseline,         "sse2"};
 }
 
 const RowFunctions& Rows() {

@@ -86,14 +86,14 @@ BlockOutput TiledBlockKernel::Forward(const at::Tensor& q, const at::Tensor& k, 
                                       const BlockPositions& q_pos, const BlockPositions& k_pos,
                                       double scale) {
   // bf16 is widened exactly; scores, softmax and the weighted sum are then float32.
-  return AttentionBlockForward(Widen(q), Widen(k), Widen(v), q_pos, k_pos, MaskKind::kCausal,
-                               scale, tiling_);
+  return AttentionBlockForward(Widen(q), Widen(k), Widen(v), q_pos, k_pos, MaskKind::kCausal, scale,
+                               tiling_);
 }
 
-BlockGrads TiledBlockKernel::Backward(const at::Tensor& q, const at::Tensor& k,
-                                      const at::Tensor& v, const at::Tensor& dout,
-                                      const FinalStats& final, const BlockPositions& q_pos,
-                                      const BlockPositions& k_pos, double scale) {
+BlockGrads TiledBlockKernel::Backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& dout, const FinalStats& final,
+                                      const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                      double scale) {
   return AttentionBlockBackward(Widen(q), Widen(k), Widen(v), Widen(dout), final.delta(), final.lse,
                                 q_pos, k_pos, MaskKind::kCausal, scale, tiling_);
 }
@@ -118,7 +118,7 @@ FusedBackend FusedBlockKernel::Resolve(const at::Tensor& q, const at::Tensor& k,
       // Flash ahead of cuDNN where flash takes the shapes (16-bit, head dim a multiple of 8 up
       // to 256): the kernel PyTorch's own ring attention runs most.
       return reduced && head_dim % 8 == 0 && head_dim <= 256 ? FusedBackend::kFlash
-                                                               : FusedBackend::kCudnn;
+                                                             : FusedBackend::kCudnn;
     default: break;
   }
   TORCH_CHECK(false, "no fused attention kernel applies to ", q.scalar_type(), " q ", q.sizes(),
@@ -150,7 +150,8 @@ CallResult CallForward(FusedBackend backend, const at::Tensor& q, const at::Tens
       return {std::get<0>(r), NormalizeLse(std::get<1>(r), q.size(2))};
     }
     case FusedBackend::kCudnn: {
-      auto r = at::_scaled_dot_product_cudnn_attention(q, k, v, {}, true, 0.0, causal, false, scale);
+      auto r =
+          at::_scaled_dot_product_cudnn_attention(q, k, v, {}, true, 0.0, causal, false, scale);
       return {std::get<0>(r), NormalizeLse(std::get<1>(r), q.size(2))};
     }
     case FusedBackend::kAuto: break;
@@ -168,9 +169,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> CallBackward(
       return at::_scaled_dot_product_flash_attention_for_cpu_backward(dout, q, k, v, out, lse, 0.0,
                                                                       causal, {}, scale);
     case FusedBackend::kFlash:
-      return at::_scaled_dot_product_flash_attention_backward(
-          dout, q, k, v, out, lse, at::Tensor(), at::Tensor(), lq, lk, 0.0, causal, NoRngState(),
-          NoRngState(), scale);
+      return at::_scaled_dot_product_flash_attention_backward(dout, q, k, v, out, lse, at::Tensor(),
+                                                              at::Tensor(), lq, lk, 0.0, causal,
+                                                              NoRngState(), NoRngState(), scale);
     case FusedBackend::kEfficient: {
       // The kernel's log-sum-exp rows are padded to a multiple of 32, as its forward returns them.
       at::Tensor padded = at::zeros({lse.size(0), lse.size(1), RoundUp(lq, 32)}, lse.options());
@@ -230,10 +231,10 @@ BlockOutput FusedBlockKernel::Forward(const at::Tensor& q, const at::Tensor& k, 
   return result;
 }
 
-BlockGrads FusedBlockKernel::Backward(const at::Tensor& q, const at::Tensor& k,
-                                      const at::Tensor& v, const at::Tensor& dout,
-                                      const FinalStats& final, const BlockPositions& q_pos,
-                                      const BlockPositions& k_pos, double scale) {
+BlockGrads FusedBlockKernel::Backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& dout, const FinalStats& final,
+                                      const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                      double scale) {
   const auto plan = PlanFusedCalls(q_pos.positions, k_pos.positions, /*causal_mask=*/true);
   if (!plan) return fallback_.Backward(q, k, v, dout, final, q_pos, k_pos, scale);
   const int64_t group = q.size(1) / k.size(1);
@@ -246,10 +247,9 @@ BlockGrads FusedBlockKernel::Backward(const at::Tensor& q, const at::Tensor& k,
     const at::Tensor out = final.out.to(q.scalar_type());
     for (const FusedCall& call : *plan) {
       const at::Tensor qc = Rows(q, call.q), kc = Rows(ke, call.k), vc = Rows(ve, call.k);
-      auto [dqc, dkc, dvc] =
-          CallBackward(Resolve(qc, kc, call.causal), Rows(dout, call.q), qc, kc, vc,
-                       Rows(out, call.q), Rows(final.lse, call.q).to(AccumulateType(q.scalar_type())), call.causal,
-                       scale);
+      auto [dqc, dkc, dvc] = CallBackward(
+          Resolve(qc, kc, call.causal), Rows(dout, call.q), qc, kc, vc, Rows(out, call.q),
+          Rows(final.lse, call.q).to(AccumulateType(q.scalar_type())), call.causal, scale);
       dq.narrow(2, call.q.begin, call.q.size()).add_(Widen(dqc));
       dke.narrow(2, call.k.begin, call.k.size()).add_(Widen(dkc));
       dve.narrow(2, call.k.begin, call.k.size()).add_(Widen(dvc));

@@ -45,9 +45,10 @@ c10::ScalarType AccumulateType(c10::ScalarType compute);
 at::Tensor Widen(const at::Tensor& x);  // x in AccumulateType(x.scalar_type())
 
 // What a block's backward needs of the final (merged) attention output and its gradient: `out`
-// (B, H, Lq, D) in the compute dtype, `lse` (B, H, Lq) in the accumulate type, `dout` (B, H, Lq, D).
-// delta() = rowsum(dout · out) in the accumulate type, computed on first use: only the tiled kernel
-// reads it (the fused kernels compute their own), and a ring pass computes it once for all blocks.
+// (B, H, Lq, D) in the compute dtype, `lse` (B, H, Lq) in the accumulate type, `dout` (B, H, Lq,
+// D). delta() = rowsum(dout · out) in the accumulate type, computed on first use: only the tiled
+// kernel reads it (the fused kernels compute their own), and a ring pass computes it once for all
+// blocks.
 struct FinalStats {
   at::Tensor out, lse, dout;
   const at::Tensor& delta() const;
@@ -81,9 +82,8 @@ class TiledBlockKernel : public BlockKernel {
                       const BlockPositions& q_pos, const BlockPositions& k_pos,
                       double scale) override;
   BlockGrads Backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                      const at::Tensor& dout, const FinalStats& final,
-                      const BlockPositions& q_pos, const BlockPositions& k_pos,
-                      double scale) override;
+                      const at::Tensor& dout, const FinalStats& final, const BlockPositions& q_pos,
+                      const BlockPositions& k_pos, double scale) override;
   std::string Describe() const override;
 
  private:
@@ -100,9 +100,8 @@ class FusedBlockKernel : public BlockKernel {
                       const BlockPositions& q_pos, const BlockPositions& k_pos,
                       double scale) override;
   BlockGrads Backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                      const at::Tensor& dout, const FinalStats& final,
-                      const BlockPositions& q_pos, const BlockPositions& k_pos,
-                      double scale) override;
+                      const at::Tensor& dout, const FinalStats& final, const BlockPositions& q_pos,
+                      const BlockPositions& k_pos, double scale) override;
   std::string Describe() const override;
   // The kernel a call on these tensors runs: `backend_` unless kAuto, then PyTorch's choice on
   // CUDA (flash, efficient or cuDNN; INVALID_ARGUMENT-style c10::Error when none applies) and

@@ -4,10 +4,11 @@
 // aligned causal triangle (the two ranges hold the same positions, in increasing order). Pairs the
 // mask hides entirely are left out; rows no call covers see no key (output 0, log-sum-exp −inf).
 //
-// Fused kernels (flash, memory-efficient, cuDNN) take only those two masks, while a rank's shard under
-// head-tail load balancing is two chunks, so most ring blocks are a few such pieces: the own block is
-// one causal call; a block from an earlier rank is one full call over its first chunk; from a later
-// rank, one full call of the tail queries. Torch-free: the plan is made from positions alone.
+// Fused kernels (flash, memory-efficient, cuDNN) take only those two masks, while a rank's shard
+// under head-tail load balancing is two chunks, so most ring blocks are a few such pieces: the own
+// block is one causal call; a block from an earlier rank is one full call over its first chunk;
+// from a later rank, one full call of the tail queries. Torch-free: the plan is made from positions
+// alone.
 #ifndef RINGTRAIN_WORKER_ENGINE_KERNELS_BLOCK_PLAN_H_
 #define RINGTRAIN_WORKER_ENGINE_KERNELS_BLOCK_PLAN_H_
 
@@ -26,12 +27,10 @@ struct IndexRange {
 };
 
 struct FusedCall {
-  IndexRange q;        // rows of the block
-  IndexRange k;        // columns of the block
-  bool causal = false; // aligned causal triangle (q and k hold the same positions); else no mask
-  bool operator==(const FusedCall& o) const {
-    return q == o.q && k == o.k && causal == o.causal;
-  }
+  IndexRange q;         // rows of the block
+  IndexRange k;         // columns of the block
+  bool causal = false;  // aligned causal triangle (q and k hold the same positions); else no mask
+  bool operator==(const FusedCall& o) const { return q == o.q && k == o.k && causal == o.causal; }
 };
 
 // A plan never has more calls than this; positions that would need more (no runs of consecutive

@@ -48,8 +48,8 @@ Shape ShapeOf(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
 
 // Copies the G heads' rows of query tile `qt` for (b, kv head) into `rows` ((G·Tq) × cols),
 // multiplied by `mul`. `x` is (B, H, Lq, cols).
-void GatherRows(const float* x, const Shape& s, int64_t b, int64_t hk, const Tile& qt,
-                int64_t cols, float mul, float* rows) {
+void GatherRows(const float* x, const Shape& s, int64_t b, int64_t hk, const Tile& qt, int64_t cols,
+                float mul, float* rows) {
   const int64_t tq = qt.size();
   for (int64_t g = 0; g < s.group; ++g) {
     const float* src = x + ((b * s.heads + hk * s.group + g) * s.lq + qt.begin) * cols;
@@ -85,8 +85,8 @@ BlockOutput FusedCpuAttentionForward(const at::Tensor& q, const at::Tensor& k, c
   at::Tensor out = at::zeros({s.batch, s.heads, s.lq, s.dim}, q.options());
   at::Tensor lse = at::full({s.batch, s.heads, s.lq}, kNegInf, q.options());
   if (s.lq == 0 || s.lk == 0) return {out, lse, 0};
-  const Plan plan = MakePlan(q_pos.positions, k_pos.positions, s.group, tiling.q_tile,
-                             tiling.kv_tile);
+  const Plan plan =
+      MakePlan(q_pos.positions, k_pos.positions, s.group, tiling.q_tile, tiling.kv_tile);
   const int64_t items = s.batch * s.kv_heads * plan.q_tile_count();
   const int64_t parts = PartsFor(items);
   const std::vector<int64_t> bounds = SplitByCost(plan, items, parts);
@@ -163,8 +163,8 @@ BlockGrads FusedCpuAttentionBackward(const at::Tensor& q, const at::Tensor& k, c
   const at::Tensor deltac = delta.to(at::kFloat).contiguous();
   at::Tensor dq = at::zeros_like(qc), dk = at::zeros_like(kc), dv = at::zeros_like(vc);
   if (s.lq == 0 || s.lk == 0) return {dq, dk, dv};
-  const Plan plan = MakePlan(q_pos.positions, k_pos.positions, s.group, tiling.q_tile,
-                             tiling.kv_tile);
+  const Plan plan =
+      MakePlan(q_pos.positions, k_pos.positions, s.group, tiling.q_tile, tiling.kv_tile);
   const int64_t items = s.batch * s.kv_heads * plan.q_tile_count();
   const int64_t parts = PartsFor(items);
   const std::vector<int64_t> bounds = SplitByCost(plan, items, parts);
@@ -244,8 +244,10 @@ BlockOutput FusedCpuBlockKernel::Forward(const at::Tensor& q, const at::Tensor& 
                                          const at::Tensor& v, const BlockPositions& q_pos,
                                          const BlockPositions& k_pos, double scale) {
   if (q.scalar_type() == at::kDouble) return float64_.Forward(q, k, v, q_pos, k_pos, scale);
-  TORCH_CHECK(q.device().is_cpu(), "training.attention_kernel = \"cpu_flash\" runs on the CPU, "
-              "not on ", q.device(), "; HINT: \"torch_flash\" or \"auto\" on CUDA");
+  TORCH_CHECK(q.device().is_cpu(),
+              "training.attention_kernel = \"cpu_flash\" runs on the CPU, "
+              "not on ",
+              q.device(), "; HINT: \"torch_flash\" or \"auto\" on CUDA");
   return FusedCpuAttentionForward(Widen(q), Widen(k), Widen(v), q_pos, k_pos, scale, tiling_);
 }
 

@@ -74,9 +74,8 @@ class FusedCpuBlockKernel : public BlockKernel {
                       const BlockPositions& q_pos, const BlockPositions& k_pos,
                       double scale) override;
   BlockGrads Backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                      const at::Tensor& dout, const FinalStats& final,
-                      const BlockPositions& q_pos, const BlockPositions& k_pos,
-                      double scale) override;
+                      const at::Tensor& dout, const FinalStats& final, const BlockPositions& q_pos,
+                      const BlockPositions& k_pos, double scale) override;
   std::string Describe() const override;  // "cpu_flash: fused CPU (<isa>; tiles <q>×<kv>)"
 
  private:

@@ -54,9 +54,15 @@ class DenormalsAreZero {
 // Per-thread scratch, sized for the largest tiles: `rows` = G·Tq, `cols` = Tk, `dim` = D.
 struct Scratch {
   Scratch(int64_t rows, int64_t cols, int64_t dim)
-      : q(size_t(rows * dim)), s(size_t(rows * cols)), p2(size_t(rows * cols)),
-        a(size_t(rows * dim)), b(size_t(rows * dim)), row_max(size_t(rows)), row_sum(size_t(rows)),
-        lse(size_t(rows)), delta(size_t(rows)) {}
+      : q(size_t(rows * dim)),
+        s(size_t(rows * cols)),
+        p2(size_t(rows * cols)),
+        a(size_t(rows * dim)),
+        b(size_t(rows * dim)),
+        row_max(size_t(rows)),
+        row_sum(size_t(rows)),
+        lse(size_t(rows)),
+        delta(size_t(rows)) {}
   std::vector<float> q, s, p2, a, b;
   std::vector<float> row_max, row_sum;  // forward: the online softmax's running max and sum
   std::vector<float> lse, delta;        // backward: the final statistics of the rows

@@ -36,8 +36,7 @@ struct MinMax {
 };
 
 MinMax PositionRange(const std::vector<int64_t>& positions, Range r) {
-  const auto [lo, hi] =
-      std::minmax_element(positions.begin() + r.begin, positions.begin() + r.end);
+  const auto [lo, hi] = std::minmax_element(positions.begin() + r.begin, positions.begin() + r.end);
   return {*lo, *hi};
 }
 
@@ -117,9 +116,7 @@ AttentionComputeTimer::~AttentionComputeTimer() {
   stats_->compute_cpu_seconds += ThreadCpuSeconds() - cpu_start_;
 }
 
-at::Tensor BlockPositions::AsTensor() const {
-  return torch::tensor(positions, torch::kInt64);
-}
+at::Tensor BlockPositions::AsTensor() const { return torch::tensor(positions, torch::kInt64); }
 
 BlockOutput AttentionBlockForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   const BlockPositions& q_pos, const BlockPositions& k_pos,
@@ -151,7 +148,8 @@ BlockOutput AttentionBlockForward(const at::Tensor& q, const at::Tensor& k, cons
       const at::Tensor k_tile = k.narrow(2, kr.begin, kr.size());
       const at::Tensor v_tile = v.narrow(2, kr.begin, kr.size());
       scores_computed += s.batch * s.heads * qr.size() * kr.size();
-      at::Tensor scores = TileScores(q_rows, k_tile, scale, cover, q_pos_t, k_pos_t, qr, kr, s.group);
+      at::Tensor scores =
+          TileScores(q_rows, k_tile, scale, cover, q_pos_t, k_pos_t, qr, kr, s.group);
       const at::Tensor new_max = at::maximum(row_max, std::get<0>(scores.max(-1, true)));
       // A row with nothing visible yet keeps max −inf; shift by 0 there so exp gives 0, not NaN.
       const at::Tensor shift = at::where(at::isinf(new_max), at::zeros_like(new_max), new_max);
@@ -163,9 +161,8 @@ BlockOutput AttentionBlockForward(const at::Tensor& q, const at::Tensor& k, cons
     }
     if (!q_rows.defined()) continue;
     const at::Tensor visible = row_sum > 0;
-    const at::Tensor out_rows =
-        at::where(visible, acc / at::where(visible, row_sum, at::ones_like(row_sum)),
-                  at::zeros_like(acc));
+    const at::Tensor out_rows = at::where(
+        visible, acc / at::where(visible, row_sum, at::ones_like(row_sum)), at::zeros_like(acc));
     const at::Tensor lse_rows = at::where(visible, row_max + row_sum.log(), row_max);
     ScatterQueryRows(out, s, qr, out_rows);
     ScatterQueryRows(lse, s, qr, lse_rows);
@@ -204,11 +201,12 @@ BlockGrads AttentionBlockBackward(const at::Tensor& q, const at::Tensor& k, cons
       }
       const at::Tensor k_tile = k.narrow(2, kr.begin, kr.size());
       const at::Tensor v_tile = v.narrow(2, kr.begin, kr.size());
-      at::Tensor scores = TileScores(q_rows, k_tile, scale, cover, q_pos_t, k_pos_t, qr, kr, s.group);
-      const at::Tensor probs = scores.sub_(lse_rows).exp_();              // (B, Hk, G·Tq, Tk)
+      at::Tensor scores =
+          TileScores(q_rows, k_tile, scale, cover, q_pos_t, k_pos_t, qr, kr, s.group);
+      const at::Tensor probs = scores.sub_(lse_rows).exp_();  // (B, Hk, G·Tq, Tk)
       dv.narrow(2, kr.begin, kr.size()).add_(at::matmul(probs.transpose(-1, -2), dout_rows));
       at::Tensor dscores = at::matmul(dout_rows, v_tile.transpose(-1, -2));  // dP
-      dscores.sub_(delta_rows).mul_(probs).mul_(scale);                       // dS · scale
+      dscores.sub_(delta_rows).mul_(probs).mul_(scale);                      // dS · scale
       dq_rows.add_(at::matmul(dscores, k_tile));
       dk.narrow(2, kr.begin, kr.size()).add_(at::matmul(dscores.transpose(-1, -2), q_rows));
     }

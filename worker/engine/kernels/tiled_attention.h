@@ -3,10 +3,10 @@
 // kept. One (query block, key block) pair is the unit the ring attention of context parallelism
 // reuses for each ring step; local attention (cp = 1) is the single-block case.
 //
-// Dimension letters: B batch, H query heads, Hk key/value heads, G = H / Hk query heads per kv head,
-// Lq query length, Lk key length, D head dim, Tq / Tk tile lengths.
-// GQA is handled without expanding K/V: kv head j serves query heads j·G … j·G + G − 1 (torchtitan's
-// repeat_kv order), and the G query heads of a group are stacked as rows of one matrix.
+// Dimension letters: B batch, H query heads, Hk key/value heads, G = H / Hk query heads per kv
+// head, Lq query length, Lk key length, D head dim, Tq / Tk tile lengths. GQA is handled without
+// expanding K/V: kv head j serves query heads j·G … j·G + G − 1 (torchtitan's repeat_kv order), and
+// the G query heads of a group are stacked as rows of one matrix.
 #ifndef RINGTRAIN_WORKER_ENGINE_KERNELS_TILED_ATTENTION_H_
 #define RINGTRAIN_WORKER_ENGINE_KERNELS_TILED_ATTENTION_H_
 
@@ -17,7 +17,8 @@
 
 namespace ringtrain {
 
-// Which keys a query sees. kCausal: key at position p_k is visible to a query at p_q iff p_k <= p_q.
+// Which keys a query sees. kCausal: key at position p_k is visible to a query at p_q iff p_k <=
+// p_q.
 enum class MaskKind { kNone, kCausal };
 
 struct AttentionTiling {
@@ -33,8 +34,8 @@ struct BlockPositions {
 };
 
 struct BlockOutput {
-  at::Tensor out;  // (B, H, Lq, D) float32; zero rows where no key is visible
-  at::Tensor lse;  // (B, H, Lq) float32; -inf where no key is visible
+  at::Tensor out;               // (B, H, Lq, D) float32; zero rows where no key is visible
+  at::Tensor lse;               // (B, H, Lq) float32; -inf where no key is visible
   int64_t scores_computed = 0;  // q·k score elements computed (B·H·Tq·Tk summed over tiles)
 };
 

@@ -44,9 +44,9 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     const auto call =
         c10::static_intrusive_pointer_cast<AttentionCall>(ctx->saved_data["call"].toCapsule());
     const auto saved = ctx->get_saved_variables();
-    auto [dq, dkv] = call->plan->Backward(saved[0], saved[1], saved[2], saved[3],
-                                            grad_outputs[0].contiguous(), call->positions,
-                                            call->scale);
+    auto [dq, dkv] =
+        call->plan->Backward(saved[0], saved[1], saved[2], saved[3], grad_outputs[0].contiguous(),
+                             call->positions, call->scale);
     return {dq.to(saved[0].scalar_type()), dkv[0].to(saved[1].scalar_type()),
             dkv[1].to(saved[1].scalar_type()), at::Tensor(), at::Tensor()};
   }
@@ -55,14 +55,14 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
 }  // namespace
 
 at::Tensor AttentionPlan::Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const BlockPositions& positions, double scale,
-                                   AttentionMemo* memo) {
+                                 const BlockPositions& positions, double scale,
+                                 AttentionMemo* memo) {
   return AttentionFunction::apply(
       q, k, v, c10::make_intrusive<AttentionCall>(shared_from_this(), positions, scale), memo);
 }
 
 BlockOutput LocalAttentionPlan::Forward(const at::Tensor& q, const at::Tensor& kv,
-                                          const BlockPositions& positions, double scale) {
+                                        const BlockPositions& positions, double scale) {
   AttentionComputeTimer timer(stats_);
   BlockOutput result = block_->Forward(q, kv[0], kv[1], positions, positions, scale);
   stats_.scores_computed += result.scores_computed;

@@ -75,10 +75,10 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const AttentionWeights& w
   xq = ctx.rope->Apply(xq, ctx.positions);
   xk = ctx.rope->Apply(xk, ctx.positions);
   // (B, L, heads, D) → (B, heads, L, D) for the kernel.
-  const at::Tensor out = ctx.attention->Attend(
-      xq.transpose(1, 2).contiguous(), xk.transpose(1, 2).contiguous(),
-      xv.transpose(1, 2).contiguous(), ctx.host_positions, 1.0 / std::sqrt(double(head_dim_)),
-      ctx.attention_memo);
+  const at::Tensor out =
+      ctx.attention->Attend(xq.transpose(1, 2).contiguous(), xk.transpose(1, 2).contiguous(),
+                            xv.transpose(1, 2).contiguous(), ctx.host_positions,
+                            1.0 / std::sqrt(double(head_dim_)), ctx.attention_memo);
   return Project(w.wo, out.transpose(1, 2).reshape({batch, length, n_heads_ * head_dim_}));
 }
 
@@ -124,8 +124,8 @@ TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& ar
 
 at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, const BlockWeights& w,
                                          const ForwardContext& ctx) {
-  const at::Tensor h = x + attention->forward(attention_norm->forward(x, w.attention_norm),
-                                              w.attention, ctx);
+  const at::Tensor h =
+      x + attention->forward(attention_norm->forward(x, w.attention_norm), w.attention, ctx);
   return h + feed_forward->forward(ffn_norm->forward(h, w.ffn_norm), w.feed_forward);
 }
 
@@ -197,15 +197,14 @@ std::vector<at::Tensor> TransformerImpl::Gather(int64_t unit, bool recompute) {
   return {norm->weight(), output->weight};
 }
 
-at::Tensor TransformerImpl::AfterForward(int64_t unit, const at::Tensor& output,
-                                         bool recompute) {
+at::Tensor TransformerImpl::AfterForward(int64_t unit, const at::Tensor& output, bool recompute) {
   return source_ ? source_->AfterForward(unit, output, recompute) : output;
 }
 
 at::Tensor TransformerImpl::CheckpointBlock(int64_t layer_id, const at::Tensor& x,
                                             const ForwardContext& ctx) {
-  // The checkpoint holds the model (hence its attention plan, source and RoPE tables), the context and,
-  // for "op", the memo the first forward fills and the recompute empties. With ring attention
+  // The checkpoint holds the model (hence its attention plan, source and RoPE tables), the context
+  // and, for "op", the memo the first forward fills and the recompute empties. With ring attention
   // (cp > 1) the recompute exchanges K/V again: every rank recomputes the same blocks in the same
   // order (the reverse of the forward's), so the exchanges pair up as in the forward; "op" skips
   // the exchange on every rank alike.

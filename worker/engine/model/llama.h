@@ -43,10 +43,10 @@ TORCH_MODULE(RMSNorm);
 
 // Everything one forward needs besides the activations: shared by all layers of a call.
 struct ForwardContext {
-  const RotaryTables* rope;         // must outlive the call
-  at::Tensor positions;             // (L,) int64, the tokens' global positions
-  BlockPositions host_positions;    // the same, on the host
-  AttentionPlan* attention;         // must outlive the call
+  const RotaryTables* rope;                 // must outlive the call
+  at::Tensor positions;                     // (L,) int64, the tokens' global positions
+  BlockPositions host_positions;            // the same, on the host
+  AttentionPlan* attention;                 // must outlive the call
   AttentionMemo* attention_memo = nullptr;  // selective "op" checkpointing only (AttentionMemo)
 };
 

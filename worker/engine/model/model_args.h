@@ -33,8 +33,8 @@ struct ModelArgs {
 
 using ParameterShape = std::pair<std::string, std::vector<int64_t>>;
 
-// Every parameter in torchtitan's registration order: tok_embeddings, then per layer attention.{wq,wk,
-// wv,wo}, feed_forward.{w1,w2,w3}, attention_norm, ffn_norm; then norm, output.
+// Every parameter in torchtitan's registration order: tok_embeddings, then per layer
+// attention.{wq,wk, wv,wo}, feed_forward.{w1,w2,w3}, attention_norm, ffn_norm; then norm, output.
 std::vector<ParameterShape> ParameterShapes(const ModelArgs& args);
 int64_t ParameterCount(const ModelArgs& args);
 

@@ -7,8 +7,8 @@ namespace ringtrain {
 RotaryTables::RotaryTables(int64_t head_dim, int64_t max_seq_len, double theta) {
   // Same float32 arithmetic as torchtitan's precompute_freqs_cis, so the tables agree bitwise.
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
-  const at::Tensor exponents = torch::arange(0, head_dim, 2, f32).slice(0, 0, head_dim / 2) /
-                               static_cast<double>(head_dim);
+  const at::Tensor exponents =
+      torch::arange(0, head_dim, 2, f32).slice(0, 0, head_dim / 2) / static_cast<double>(head_dim);
   const at::Tensor freqs = 1.0 / torch::pow(theta, exponents);
   const at::Tensor t = torch::arange(max_seq_len, f32);
   const at::Tensor angles = torch::outer(t, freqs);  // (max_seq_len, D/2)

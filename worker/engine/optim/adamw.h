@@ -31,7 +31,8 @@ class AdamW {
   void Step(double lr);
   int64_t step_count() const { return step_; }
 
-  // Optimizer state as name → tensor: "step" (0-dim int64), "exp_avg.<param>", "exp_avg_sq.<param>".
+  // Optimizer state as name → tensor: "step" (0-dim int64), "exp_avg.<param>",
+  // "exp_avg_sq.<param>".
   std::vector<std::pair<std::string, at::Tensor>> StateDict() const;
   // Restores StateDict()'s output; INVALID_ARGUMENT listing missing, extra or mis-shaped entries.
   absl::Status LoadStateDict(const std::vector<std::pair<std::string, at::Tensor>>& state);

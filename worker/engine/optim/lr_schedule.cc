@@ -6,8 +6,7 @@
 
 namespace ringtrain {
 
-LrSchedule::LrSchedule(const LrScheduleOptions& options)
-    : options_(options) {
+LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
   const LrPhases phases =
       ResolveLrPhases(options.total_steps, options.warmup_steps, options.decay_ratio);
   options_.warmup_steps = phases.warmup_steps;
@@ -20,8 +19,9 @@ double LrSchedule::FactorAt(int64_t step) const {
   if (step <= warmup) return double(step) / double(warmup);
   if (step <= decay_start || decay_steps_ == 0) return 1.0;
   const double progress = double(step - decay_start) / double(decay_steps_);
-  const double f = options_.decay_type == DecayType::kCosine ? 0.5 * (1.0 + std::cos(M_PI * progress))
-                                                   : 1.0 - progress;
+  const double f = options_.decay_type == DecayType::kCosine
+                       ? 0.5 * (1.0 + std::cos(M_PI * progress))
+                       : 1.0 - progress;
   return options_.min_lr_factor + (1.0 - options_.min_lr_factor) * f;
 }
 

@@ -1,9 +1,9 @@
 #include "worker/engine/parallel/comm.h"
 
+#include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/torch.h>
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -48,9 +48,10 @@ std::string GlooHostAddress() {
 
 std::string HeartbeatKey(int64_t rank) { return absl::StrCat("heartbeat/", rank); }
 
-// A socket listening on host:port for rank 0's store to take over (TCPStoreOptions::masterListenFd):
-// left to itself the store would listen on every interface, and the rendezvous should be reachable
-// only where the other ranks are told to find it. Throws std::runtime_error naming the address.
+// A socket listening on host:port for rank 0's store to take over
+// (TCPStoreOptions::masterListenFd): left to itself the store would listen on every interface, and
+// the rendezvous should be reachable only where the other ranks are told to find it. Throws
+// std::runtime_error naming the address.
 int ListenOnMasterAddress(const std::string& host, int port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -110,8 +111,8 @@ absl::Status Communicator::CheckBackend(CommBackend backend, const c10::Device& 
   if (device.is_cuda()) return absl::OkStatus();
 #endif
   return absl::FailedPreconditionError(absl::StrCat(
-      "comm.backend = \"nccl\" needs CUDA ranks in a CUDA build; this rank runs on '",
-      device.str(), "'. HINT: comm.backend = \"auto\" (Gloo on the CPU) or --device=cuda:N"));
+      "comm.backend = \"nccl\" needs CUDA ranks in a CUDA build; this rank runs on '", device.str(),
+      "'. HINT: comm.backend = \"auto\" (Gloo on the CPU) or --device=cuda:N"));
 }
 
 std::string Communicator::DescribeBackend() const {
@@ -126,20 +127,22 @@ absl::Status Communicator::CheckDeviceSupported(const c10::Device& device) {
     // Up front, so a rank without a usable GPU says so instead of failing deep in model building.
     const int64_t count = torch::cuda::is_available() ? int64_t(torch::cuda::device_count()) : 0;
     if (count == 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "device '", device.str(), "': no CUDA device is usable here (no NVIDIA GPU or driver "
-          "visible to this process). HINT: run on a GPU worker, or use --device=cpu"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("device '", device.str(),
+                       "': no CUDA device is usable here (no NVIDIA GPU or driver "
+                       "visible to this process). HINT: run on a GPU worker, or use --device=cpu"));
     }
     if (device.has_index() && device.index() >= count) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "device '", device.str(), "' does not exist: this machine has ", count,
-          " CUDA device(s) (valid: cuda:0 … cuda:", count - 1, ")"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("device '", device.str(), "' does not exist: this machine has ", count,
+                       " CUDA device(s) (valid: cuda:0 … cuda:", count - 1, ")"));
     }
     return absl::OkStatus();
   }
 #endif
   return absl::FailedPreconditionError(absl::StrCat(
-      "device '", device.str(), "' is not supported by this build: CUDA devices need a build "
+      "device '", device.str(),
+      "' is not supported by this build: CUDA devices need a build "
       "configured with -DRINGTRAIN_CUDA=ON against a CUDA LibTorch (collectives then use NCCL)"));
 }
 
@@ -174,7 +177,8 @@ void Communicator::BuildGroups() {
   cp_ = make(absl::StrCat("cp", mesh_.dp_rank()), mesh_.cp_rank(), mesh_.cp);
   dp_ = make(absl::StrCat("dp", mesh_.cp_rank()), mesh_.dp_rank(), mesh_.dp);
   if (mesh_.sharded) {
-    fsdp_ = make(absl::StrCat("fsdp", mesh_.replicate_rank()), mesh_.fsdp_rank(), mesh_.fsdp_size());
+    fsdp_ =
+        make(absl::StrCat("fsdp", mesh_.replicate_rank()), mesh_.fsdp_rank(), mesh_.fsdp_size());
     replicate_ = make(absl::StrCat("replicate", mesh_.fsdp_rank()), mesh_.replicate_rank(),
                       mesh_.replicate());
   }
@@ -209,7 +213,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     store_options.timeout = options.timeout;
     // The store takes the socket over (and closes it) whether it is the libuv backend or not.
     if (mesh.rank == 0) {
-      store_options.masterListenFd = ListenOnMasterAddress(options.master_addr, options.master_port);
+      store_options.masterListenFd =
+          ListenOnMasterAddress(options.master_addr, options.master_port);
     }
     auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
     auto comm = std::unique_ptr<Communicator>(
@@ -227,9 +232,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     comm->StartHeartbeat();
     return comm;
   } catch (const std::exception& e) {
-    return MarkPeerLost(absl::UnavailableError(absl::StrFormat(
-        "rendezvous at %s:%d failed for %s: %s", options.master_addr, options.master_port,
-        mesh.Describe(), e.what())));
+    return MarkPeerLost(absl::UnavailableError(
+        absl::StrFormat("rendezvous at %s:%d failed for %s: %s", options.master_addr,
+                        options.master_port, mesh.Describe(), e.what())));
   }
 }
 

@@ -1,8 +1,8 @@
 // Process groups for one rank: rendezvous through a c10d TCPStore served by rank 0, then groups for
-// the world, this rank's CP group and its DP group — Gloo when the rank computes on the CPU, NCCL on
-// a CUDA device (only in builds with RINGTRAIN_CUDA: nccl_group.h), or Gloo for CUDA ranks too when
-// comm.backend = "gloo" (several ranks on one GPU, which NCCL refuses): tensors then go through host
-// memory. Every collective is bounded by comm.timeout_seconds.
+// the world, this rank's CP group and its DP group — Gloo when the rank computes on the CPU, NCCL
+// on a CUDA device (only in builds with RINGTRAIN_CUDA: nccl_group.h), or Gloo for CUDA ranks too
+// when comm.backend = "gloo" (several ranks on one GPU, which NCCL refuses): tensors then go
+// through host memory. Every collective is bounded by comm.timeout_seconds.
 //
 // The engine moves tensors only through this class's AllReduce / AllGather / AllToAll / SendRecv,
 // which hide those differences: host staging for Gloo on a device, and a send/recv pair issued as
@@ -64,7 +64,7 @@ struct RendezvousOptions {
   int master_port = 0;
   std::chrono::milliseconds timeout{60000};
   c10::Device device = c10::Device(c10::kCPU);  // where this rank's tensors live
-  CommBackend backend = CommBackend::kAuto;      // comm.backend
+  CommBackend backend = CommBackend::kAuto;     // comm.backend
 };
 
 // A transfer or collective in flight, from one of Communicator's methods; finish it with

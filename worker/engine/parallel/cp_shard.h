@@ -12,9 +12,9 @@
 namespace ringtrain {
 
 struct ShardedBatch {
-  at::Tensor inputs;          // (B, L / cp) int64
-  at::Tensor labels;          // (B, L / cp) int64
-  BlockPositions positions;   // (L / cp,) global positions of the local tokens
+  at::Tensor inputs;         // (B, L / cp) int64
+  at::Tensor labels;         // (B, L / cp) int64
+  BlockPositions positions;  // (L / cp,) global positions of the local tokens
 };
 
 // inputs, labels (B, L) → this CP rank's shard (ShardPositions order). cp = 1 is the identity.

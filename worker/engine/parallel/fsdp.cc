@@ -48,7 +48,9 @@ void AdoptStorage(const at::Tensor& target, at::Tensor& source) {
 }
 
 const char* DtypeName(c10::ScalarType dtype) {
-  return dtype == at::kBFloat16 ? "bfloat16" : dtype == at::kFloat ? "float32" : c10::toString(dtype);
+  return dtype == at::kBFloat16 ? "bfloat16"
+         : dtype == at::kFloat  ? "float32"
+                                : c10::toString(dtype);
 }
 
 // The unit's parameters as views of its gathered buffer.
@@ -89,7 +91,8 @@ class UnshardFunction : public torch::autograd::Function<UnshardFunction> {
     const auto options = unit.shard.options().dtype(fsdp.options_.reduce_dtype);
     at::Tensor flat = at::zeros({fsdp.group_size_ * unit.shard_numel}, options);
     for (size_t i = 0; i < unit.names.size(); ++i) {
-      if (grads[i].defined()) flat.narrow(0, unit.offsets[i], unit.numels[i]).copy_(grads[i].reshape(-1));
+      if (grads[i].defined())
+        flat.narrow(0, unit.offsets[i], unit.numels[i]).copy_(grads[i].reshape(-1));
     }
     at::Tensor mine = at::empty({unit.shard_numel}, options);
     PendingWork work = fsdp.comm_.ReduceScatter(fsdp.comm_.fsdp_group(), mine, flat);
@@ -154,7 +157,8 @@ std::shared_ptr<Fsdp> Fsdp::Create(const std::vector<NamedTensors>& units, Commu
     fsdp->shards_.emplace_back(absl::StrCat("fsdp.unit", u), unit->shard);
     fsdp->units_.push_back(std::move(unit));
     // The module keeps an empty tensor in place of the parameter: its memory is the shards now.
-    for (const auto& named : units[u]) named.second.set_data(at::empty({0}, named.second.options()));
+    for (const auto& named : units[u])
+      named.second.set_data(at::empty({0}, named.second.options()));
   }
   return fsdp;
 }
@@ -224,7 +228,8 @@ at::Tensor Fsdp::AfterForward(int64_t u, const at::Tensor& output, bool recomput
   }
   if (recompute) return output;  // the unit's backward runs next and frees it
   if (ReshardsAfterForward(u)) Free(u);
-  return PreBackwardFunction::apply(output, c10::make_intrusive<FsdpUnitCall>(shared_from_this(), u));
+  return PreBackwardFunction::apply(output,
+                                    c10::make_intrusive<FsdpUnitCall>(shared_from_this(), u));
 }
 
 void Fsdp::FinishGradients() {
@@ -235,7 +240,8 @@ void Fsdp::FinishGradients() {
   for (const auto& unit : units_) {
     if (!unit->shard.grad().defined()) unit->shard.mutable_grad() = at::zeros_like(unit->shard);
     if (!replicated) continue;
-    reduced.push_back(unit->shard.grad().to(options_.reduce_dtype, /*non_blocking=*/false, /*copy=*/true));
+    reduced.push_back(
+        unit->shard.grad().to(options_.reduce_dtype, /*non_blocking=*/false, /*copy=*/true));
     works.push_back(comm_.AllReduce(comm_.replicate_group(), reduced.back()));
     comm_.stats().bytes_sent += reduced.back().nbytes();
   }
@@ -246,7 +252,8 @@ void Fsdp::FinishGradients() {
 }
 
 double Fsdp::SumOverGroup(double value) {
-  at::Tensor t = at::full({1}, value, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
+  at::Tensor t =
+      at::full({1}, value, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
   PendingWork work = comm_.AllReduce(comm_.fsdp_group(), t);
   comm_.Wait(work);
   return t.item<double>();
@@ -262,8 +269,9 @@ NamedTensors Fsdp::GatherFull(const std::vector<at::Tensor>& per_unit) {
     PendingWork work = comm_.AllGatherInto(comm_.fsdp_group(), flat, mine);
     comm_.Wait(work);
     for (size_t i = 0; i < unit.names.size(); ++i) {
-      full.emplace_back(unit.names[i],
-                        flat.narrow(0, unit.offsets[i], unit.numels[i]).view(unit.shapes[i]).to(at::kCPU, true, true));
+      full.emplace_back(unit.names[i], flat.narrow(0, unit.offsets[i], unit.numels[i])
+                                           .view(unit.shapes[i])
+                                           .to(at::kCPU, true, true));
     }
   }
   return full;
@@ -281,8 +289,9 @@ absl::StatusOr<std::vector<at::Tensor>> Fsdp::ShardFull(const NamedTensors& full
       const auto it = by_name.find(name);
       if (it == by_name.end()) return absl::InvalidArgumentError(absl::StrCat("missing ", name));
       if (it->second.sizes().vec() != unit->shapes[i]) {
-        return absl::InvalidArgumentError(absl::StrCat(name, " has shape ", c10::str(it->second.sizes()),
-                                                       ", the model's is ", c10::str(c10::IntArrayRef(unit->shapes[i]))));
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, " has shape ", c10::str(it->second.sizes()), ", the model's is ",
+                         c10::str(c10::IntArrayRef(unit->shapes[i]))));
       }
       flat.narrow(0, unit->offsets[i], unit->numels[i]).copy_(it->second.reshape(-1));
     }

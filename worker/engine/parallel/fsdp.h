@@ -73,7 +73,8 @@ class Fsdp : public ParamSource, public std::enable_shared_from_this<Fsdp> {
   // A collective over the group: every rank calls it and gets the whole dict.
   NamedTensors GatherFull(const std::vector<at::Tensor>& per_unit);
   // The inverse: this rank's flat shard of every unit from full tensors by name (a checkpoint, a
-  // replicated run's state: any shard degree). INVALID_ARGUMENT naming a missing or mis-shaped entry.
+  // replicated run's state: any shard degree). INVALID_ARGUMENT naming a missing or mis-shaped
+  // entry.
   absl::StatusOr<std::vector<at::Tensor>> ShardFull(const NamedTensors& full,
                                                     const std::string& prefix) const;
 

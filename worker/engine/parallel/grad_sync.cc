@@ -25,11 +25,14 @@ void AllReduceGradients(Communicator& comm, const std::vector<at::Tensor>& param
     for (const auto& g : bucket) views.push_back(g.reshape({-1}));
     flats.push_back(torch::cat(views).to(reduce_dtype));  // a no-op cast when already that dtype
     comm.stats().bytes_sent += flats.back().nbytes();
-    works.push_back(
-        CommCall("all-reduce of gradients", [&] { return comm.AllReduce(comm.world(), flats.back()); }));
+    works.push_back(CommCall("all-reduce of gradients",
+                             [&] { return comm.AllReduce(comm.world(), flats.back()); }));
   }
   for (size_t b = 0; b < buckets.size(); ++b) {
-    CommCall("all-reduce of gradients", [&] { comm.Wait(works[b]); return 0; });
+    CommCall("all-reduce of gradients", [&] {
+      comm.Wait(works[b]);
+      return 0;
+    });
     int64_t offset = 0;
     for (auto& g : buckets[b]) {
       g.copy_(flats[b].narrow(0, offset, g.numel()).view_as(g));  // widens a bfloat16 bucket
@@ -40,8 +43,12 @@ void AllReduceGradients(Communicator& comm, const std::vector<at::Tensor>& param
 
 double AllReduceSum(Communicator& comm, double value) {
   at::Tensor t = torch::tensor({value}, torch::kFloat64).to(comm.device());
-  PendingWork work = CommCall("all-reduce of the loss", [&] { return comm.AllReduce(comm.world(), t); });
-  CommCall("all-reduce of the loss", [&] { comm.Wait(work); return 0; });
+  PendingWork work =
+      CommCall("all-reduce of the loss", [&] { return comm.AllReduce(comm.world(), t); });
+  CommCall("all-reduce of the loss", [&] {
+    comm.Wait(work);
+    return 0;
+  });
   return t.item<double>();
 }
 

@@ -1,8 +1,8 @@
-// Gradient and loss reduction over the whole dp × cp world. Parameters are replicated on every rank;
-// each rank's loss was divided by the GLOBAL token count before backward, so summing gradients over
-// the world gives exactly the gradient of the global token-mean loss. With gradient accumulation
-// the A micro-batches' backward passes add into the same float32 .grad first, and the reduction
-// runs once per step.
+// Gradient and loss reduction over the whole dp × cp world. Parameters are replicated on every
+// rank; each rank's loss was divided by the GLOBAL token count before backward, so summing
+// gradients over the world gives exactly the gradient of the global token-mean loss. With gradient
+// accumulation the A micro-batches' backward passes add into the same float32 .grad first, and the
+// reduction runs once per step.
 //
 // Reduce dtype (training.mixed_precision_reduce). float32: the buckets are reduced as they are.
 // bfloat16: each bucket is rounded to bfloat16 before the all-reduce and widened back to float32
@@ -24,8 +24,8 @@
 
 namespace ringtrain {
 
-// Sums every parameter's .grad() over the world, in flat buckets of about `bucket_bytes` (counted in
-// the gradients' own dtype); all buckets' all-reduces are issued before the first is waited on.
+// Sums every parameter's .grad() over the world, in flat buckets of about `bucket_bytes` (counted
+// in the gradients' own dtype); all buckets' all-reduces are issued before the first is waited on.
 // The buckets travel in `reduce_dtype` (at::kFloat or at::kBFloat16, see above; the bytes sent,
 // comm.stats().bytes_sent, are those of that dtype). Parameters without a gradient get a zero one
 // first (every rank must contribute the same layout).

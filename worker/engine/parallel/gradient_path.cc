@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "worker/engine/optim/clip.h"
-#include "worker/engine/parallel/gradient_paths.h"
 #include "worker/engine/parallel/grad_sync.h"
+#include "worker/engine/parallel/gradient_paths.h"
 
 namespace ringtrain {
 
@@ -43,7 +43,9 @@ class ReplicatedGradients : public GradientPath {
       AllReduceGradients(*comm_, params_, /*bucket_bytes=*/25 << 20, reduce_dtype_);
     }
   }
-  double ClipGradNorm(double max_norm) override { return ringtrain::ClipGradNorm(params_, max_norm); }
+  double ClipGradNorm(double max_norm) override {
+    return ringtrain::ClipGradNorm(params_, max_norm);
+  }
   bool gather_is_collective() const override { return false; }
   FullState GatherFullState() override {
     StateDict model;
@@ -83,8 +85,9 @@ class ShardedGradients : public GradientPath {
     for (const char* moment : {"exp_avg.", "exp_avg_sq."}) {
       absl::StatusOr<std::vector<at::Tensor>> shards = fsdp_->ShardFull(full, moment);
       if (!shards.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "optimizer state in ", source, " does not match the model: ", shards.status().message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("optimizer state in ", source,
+                         " does not match the model: ", shards.status().message()));
       }
       for (size_t u = 0; u < shards->size(); ++u) {
         sharded.emplace_back(moment + fsdp_->shards()[u].first, std::move((*shards)[u]));
@@ -102,7 +105,8 @@ class ShardedGradients : public GradientPath {
     StateDict full = {{"step", by_name.at("step")}};
     for (const char* moment : {"exp_avg.", "exp_avg_sq."}) {
       std::vector<at::Tensor> per_unit;
-      for (const auto& [name, shard] : fsdp_->shards()) per_unit.push_back(by_name.at(moment + name));
+      for (const auto& [name, shard] : fsdp_->shards())
+        per_unit.push_back(by_name.at(moment + name));
       for (auto& [name, t] : fsdp_->GatherFull(per_unit)) {
         full.emplace_back(moment + name, std::move(t));
       }

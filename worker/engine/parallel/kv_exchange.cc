@@ -67,7 +67,10 @@ class AllToAllExchange : public KvExchange, RingGroup {
 
   void Advance(int64_t step) override {
     if (transfer_.pending()) {
-      CommCall(Exchange("K/V"), [&] { WaitOverlapped(*comm_, transfer_); return 0; });
+      CommCall(Exchange("K/V"), [&] {
+        WaitOverlapped(*comm_, transfer_);
+        return 0;
+      });
       current_ = next_block_;
     }
     if (step + 1 == cp_) {
@@ -80,7 +83,10 @@ class AllToAllExchange : public KvExchange, RingGroup {
   void AddBlockGrad(int64_t step, const at::Tensor& dkv) override {
     at::Tensor acc = dkv;
     if (step > 0) {
-      CommCall(Exchange("dK/dV"), [&] { WaitOverlapped(*comm_, acc_transfer_); return 0; });
+      CommCall(Exchange("dK/dV"), [&] {
+        WaitOverlapped(*comm_, acc_transfer_);
+        return 0;
+      });
       acc = acc_in_.add_(acc);  // the owner's contribution first, then ring order
     }
     // The accumulator goes on to the next rank, which holds this block at the next step (or,
@@ -93,7 +99,10 @@ class AllToAllExchange : public KvExchange, RingGroup {
   }
 
   at::Tensor FinishGrads() override {
-    CommCall(Exchange("dK/dV"), [&] { comm_->Wait(acc_transfer_); return 0; });
+    CommCall(Exchange("dK/dV"), [&] {
+      comm_->Wait(acc_transfer_);
+      return 0;
+    });
     return acc_in_;
   }
 

@@ -37,12 +37,11 @@ std::shared_ptr<AttentionPlan> ApplyAttentionPlan(const JobConfig& config, const
                                                   TransformerImpl& model) {
   const ParallelismSection& p = config.parallelism;
   std::shared_ptr<AttentionPlan> plan =
-      mesh.cp > 1 ? MakeContextParallelPlan(
-                        p.context_parallel_method,
-                        ContextParallelArgs{comm, config.training.seq_len,
-                                            p.context_parallel_load_balancer,
-                                            p.context_parallel_rotate_method,
-                                            config.training.attention_kernel})
+      mesh.cp > 1 ? MakeContextParallelPlan(p.context_parallel_method,
+                                            ContextParallelArgs{comm, config.training.seq_len,
+                                                                p.context_parallel_load_balancer,
+                                                                p.context_parallel_rotate_method,
+                                                                config.training.attention_kernel})
                   : std::make_shared<LocalAttentionPlan>(
                         MakeBlockKernel(config.training.attention_kernel, device));
   RT_LOG(Info) << "attention: " << plan->Describe();
@@ -87,8 +86,7 @@ std::unique_ptr<GradientPath> MakeGradientPath(const JobConfig& config, const Me
 
 Parallelized Parallelize(const JobConfig& config, const Mesh& mesh, Communicator* comm,
                          c10::Device device, TransformerImpl& model) {
-  std::shared_ptr<AttentionPlan> attention =
-      ApplyAttentionPlan(config, mesh, comm, device, model);
+  std::shared_ptr<AttentionPlan> attention = ApplyAttentionPlan(config, mesh, comm, device, model);
   ApplyPrecision(config, comm, model);
   ApplyActivationCheckpoint(config, model);
   model.to(device);  // initialised (or loaded) on the CPU: the same weights whatever the device

@@ -21,8 +21,8 @@ int64_t TileFor(int64_t chunk) {
 }  // namespace
 
 RingAttentionPlan::RingAttentionPlan(Communicator* comm, int64_t seq_len,
-                                         LoadBalancer load_balancer, RotateMethod rotate_method,
-                                         AttentionKernelKind kind)
+                                     LoadBalancer load_balancer, RotateMethod rotate_method,
+                                     AttentionKernelKind kind)
     : cp_(comm->mesh().cp),
       cp_rank_(comm->mesh().cp_rank()),
       exchange_(MakeKvExchange(rotate_method, comm)) {
@@ -34,7 +34,7 @@ RingAttentionPlan::RingAttentionPlan(Communicator* comm, int64_t seq_len,
 }
 
 BlockOutput RingAttentionPlan::Forward(const at::Tensor& q, const at::Tensor& kv,
-                                         const BlockPositions& positions, double scale) {
+                                       const BlockPositions& positions, double scale) {
   TORCH_CHECK(positions.positions == shard_positions_[cp_rank_].positions,
               "ring attention: the batch was not sharded with this kernel's layout");
   const auto acc = q.options().dtype(AccumulateType(q.scalar_type()));

@@ -1,10 +1,11 @@
 // Ring attention for context parallelism: each CP rank holds its shard of the sequence (q, k, v of
 // its positions); K/V blocks visit every rank of the CP group (kv_exchange.h: alltoall or
 // allgather), each block is computed with one block kernel (kernels/block_kernel.h: tiled, or the
-// fused SDPA kernels), and the partial results are merged by log-sum-exp in float32. Backward: the blocks visit again, dQ accumulates locally, and
-// each block's dK/dV is summed back to its owner by the same exchange.
-// Blocks the causal mask hides entirely are never computed; with head-tail sharding every step after
-// the first computes exactly half a block on every rank. K/V move with n_kv_heads heads.
+// fused SDPA kernels), and the partial results are merged by log-sum-exp in float32. Backward: the
+// blocks visit again, dQ accumulates locally, and each block's dK/dV is summed back to its owner by
+// the same exchange. Blocks the causal mask hides entirely are never computed; with head-tail
+// sharding every step after the first computes exactly half a block on every rank. K/V move with
+// n_kv_heads heads.
 //
 // Dimension letters as in kernels/tiled_attention.h; Lc = L / cp is the local length.
 #ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_RING_ATTENTION_H_
@@ -16,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "worker/engine/model/attention_plan.h"
 #include "common/config/choices.h"
+#include "worker/engine/model/attention_plan.h"
 #include "worker/engine/parallel/comm.h"
 #include "worker/engine/parallel/kv_exchange.h"
 
@@ -30,8 +31,8 @@ class RingAttentionPlan : public AttentionPlan {
   // `kind` picks the block kernel for comm->device() (MakeBlockKernel); the tiled kernel's tiles
   // divide the shard's chunks.
   RingAttentionPlan(Communicator* comm, int64_t seq_len, LoadBalancer load_balancer,
-                      RotateMethod rotate_method,
-                      AttentionKernelKind kind = AttentionKernelKind::kAuto);
+                    RotateMethod rotate_method,
+                    AttentionKernelKind kind = AttentionKernelKind::kAuto);
 
   // q (B, H, Lc, D), kv (2, B, Hk, Lc, D): this rank's shard; `positions` must equal its shard.
   BlockOutput Forward(const at::Tensor& q, const at::Tensor& kv, const BlockPositions& positions,

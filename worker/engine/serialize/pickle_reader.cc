@@ -32,13 +32,42 @@ namespace {
 // Opcode values from CPython's Lib/pickle.py: protocol 2 (torch.save's default) plus the protocol-4
 // framing opcodes, so pickle_protocol=4 files read too.
 enum Op : uint8_t {
-  kMark = '(', kStop = '.', kBinFloat = 'G', kBinInt = 'J', kBinInt1 = 'K', kBinInt2 = 'M',
-  kNone = 'N', kBinPersId = 'Q', kReduce = 'R', kBinUnicode = 'X', kEmptyList = ']',
-  kAppend = 'a', kBuild = 'b', kGlobal = 'c', kAppends = 'e', kBinGet = 'h', kLongBinGet = 'j',
-  kBinPut = 'q', kLongBinPut = 'r', kSetItem = 's', kTuple = 't', kSetItems = 'u',
-  kEmptyDict = '}', kEmptyTuple = ')', kProto = 0x80, kTuple1 = 0x85, kTuple2 = 0x86,
-  kTuple3 = 0x87, kNewTrue = 0x88, kNewFalse = 0x89, kLong1 = 0x8a, kShortBinUnicode = 0x8c,
-  kBinUnicode8 = 0x8d, kStackGlobal = 0x93, kMemoize = 0x94, kFrame = 0x95,
+  kMark = '(',
+  kStop = '.',
+  kBinFloat = 'G',
+  kBinInt = 'J',
+  kBinInt1 = 'K',
+  kBinInt2 = 'M',
+  kNone = 'N',
+  kBinPersId = 'Q',
+  kReduce = 'R',
+  kBinUnicode = 'X',
+  kEmptyList = ']',
+  kAppend = 'a',
+  kBuild = 'b',
+  kGlobal = 'c',
+  kAppends = 'e',
+  kBinGet = 'h',
+  kLongBinGet = 'j',
+  kBinPut = 'q',
+  kLongBinPut = 'r',
+  kSetItem = 's',
+  kTuple = 't',
+  kSetItems = 'u',
+  kEmptyDict = '}',
+  kEmptyTuple = ')',
+  kProto = 0x80,
+  kTuple1 = 0x85,
+  kTuple2 = 0x86,
+  kTuple3 = 0x87,
+  kNewTrue = 0x88,
+  kNewFalse = 0x89,
+  kLong1 = 0x8a,
+  kShortBinUnicode = 0x8c,
+  kBinUnicode8 = 0x8d,
+  kStackGlobal = 0x93,
+  kMemoize = 0x94,
+  kFrame = 0x95,
 };
 
 class Unpickler {
@@ -230,11 +259,10 @@ absl::Status Unpickler::Reduce() {
       }
       Push(a[0]);
       return absl::OkStatus();
-    case Callable::kStorageType:
-      break;
+    case Callable::kStorageType: break;
   }
-  return Unsupported(absl::StrCat("calling ", callable->text,
-                                  " (storages are accepted only as persistent ids)"));
+  return Unsupported(
+      absl::StrCat("calling ", callable->text, " (storages are accepted only as persistent ids)"));
 }
 
 absl::Status Unpickler::PersistentLoad() {
@@ -297,7 +325,9 @@ absl::Status Unpickler::Step(uint8_t op) {
       }
       return PushGlobal(module->text, name->text);
     }
-    case kBinPut: case kLongBinPut: case kMemoize: {
+    case kBinPut:
+    case kLongBinPut:
+    case kMemoize: {
       uint64_t index = memo_.size();
       if (op != kMemoize) {
         RT_ASSIGN_OR_RETURN(index, ReadUint(op == kBinPut ? 1 : 4));
@@ -305,7 +335,8 @@ absl::Status Unpickler::Step(uint8_t op) {
       RT_ASSIGN_OR_RETURN(memo_[index], Top());
       return absl::OkStatus();
     }
-    case kBinGet: case kLongBinGet: {
+    case kBinGet:
+    case kLongBinGet: {
       RT_ASSIGN_OR_RETURN(uint64_t index, ReadUint(op == kBinGet ? 1 : 4));
       auto it = memo_.find(index);
       if (it == memo_.end()) return Corrupt(absl::StrCat("memo index ", index, " was never set"));
@@ -326,12 +357,18 @@ absl::Status Unpickler::Step(uint8_t op) {
     case kTuple1: return PushTuple(1);
     case kTuple2: return PushTuple(2);
     case kTuple3: return PushTuple(3);
-    case kShortBinUnicode: case kBinUnicode: case kBinUnicode8: {
-      RT_ASSIGN_OR_RETURN(uint64_t length,
-                          ReadUint(op == kShortBinUnicode ? 1 : op == kBinUnicode ? 4 : 8));
+    case kShortBinUnicode:
+    case kBinUnicode:
+    case kBinUnicode8: {
+      RT_ASSIGN_OR_RETURN(uint64_t length, ReadUint(op == kShortBinUnicode ? 1
+                                                    : op == kBinUnicode    ? 4
+                                                                           : 8));
       return PushString(length);
     }
-    case kBinInt: case kBinInt1: case kBinInt2: case kLong1: {
+    case kBinInt:
+    case kBinInt1:
+    case kBinInt2:
+    case kLong1: {
       ValuePtr v = Make(Kind::kInt);
       // LONG1 is n-byte little-endian two's complement; BININT is signed 32-bit; BININT1/2
       // are unsigned.
@@ -349,7 +386,8 @@ absl::Status Unpickler::Step(uint8_t op) {
       Push(std::move(v));
       return absl::OkStatus();
     }
-    case kNewTrue: case kNewFalse: {
+    case kNewTrue:
+    case kNewFalse: {
       ValuePtr v = Make(Kind::kBool);
       v->number = op == kNewTrue;
       Push(std::move(v));
@@ -378,7 +416,8 @@ absl::Status Unpickler::Step(uint8_t op) {
       RT_ASSIGN_OR_RETURN(ValuePtr dict, Top());
       return SetItems(*dict, key_values);
     }
-    case kAppend: case kAppends: {
+    case kAppend:
+    case kAppends: {
       std::vector<ValuePtr> values;
       if (op == kAppend) {
         RT_ASSIGN_OR_RETURN(ValuePtr value, Pop());

@@ -62,8 +62,7 @@ absl::Status LoadStorage(const std::string& key, const StorageLoader& load, cons
 
 // Geometry is checked against the storage before any view is made: a view must never reach past
 // the bytes that were read.
-absl::StatusOr<at::Tensor> RebuildTensorV2(const std::vector<ValuePtr>& a,
-                                           const OpErrors& errors) {
+absl::StatusOr<at::Tensor> RebuildTensorV2(const std::vector<ValuePtr>& a, const OpErrors& errors) {
   if (a.size() != 6 && a.size() != 7) {
     return errors.Unsupported(absl::StrCat("_rebuild_tensor_v2 with ", a.size(), " arguments"));
   }
@@ -115,12 +114,12 @@ absl::StatusOr<StateDict> MaterializeStateDict(const Value& top) {
     const Value& key = *top.items[i];
     const Value& value = *top.items[i + 1];
     if (key.kind != Kind::kString) {
-      return absl::InvalidArgumentError(absl::StrCat("dict key #", i / 2, " is a ",
-                                                     Describe(key), ", not a str"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("dict key #", i / 2, " is a ", Describe(key), ", not a str"));
     }
     if (value.kind != Kind::kTensor) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "entry '", absl::CHexEscape(key.text), "' is a ", Describe(value), ", not a tensor"));
+      return absl::InvalidArgumentError(absl::StrCat("entry '", absl::CHexEscape(key.text),
+                                                     "' is a ", Describe(value), ", not a tensor"));
     }
     out.emplace_back(key.text, value.tensor);
     ++uses[value.tensor.storage().unsafeGetStorageImpl()];
@@ -129,10 +128,10 @@ absl::StatusOr<StateDict> MaterializeStateDict(const Value& top) {
   // otherwise in-place updates to one entry would show through another.
   uint64_t growth = 0;
   for (auto& [name, tensor] : out) {
-    const bool owns = uses[tensor.storage().unsafeGetStorageImpl()] == 1 &&
-                      tensor.is_contiguous() && tensor.storage_offset() == 0 &&
-                      tensor.storage().nbytes() ==
-                          static_cast<size_t>(tensor.numel()) * tensor.element_size();
+    const bool owns =
+        uses[tensor.storage().unsafeGetStorageImpl()] == 1 && tensor.is_contiguous() &&
+        tensor.storage_offset() == 0 &&
+        tensor.storage().nbytes() == static_cast<size_t>(tensor.numel()) * tensor.element_size();
     if (owns) continue;
     const uint64_t copy_bytes = static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
     const uint64_t stored_bytes = tensor.storage().nbytes();
@@ -148,10 +147,9 @@ absl::StatusOr<StateDict> MaterializeStateDict(const Value& top) {
     } catch (const c10::Error& e) {
       // A stride-0 view (an expand()) can be far larger than its storage: a legitimate file may
       // still not fit, and a hostile one can claim 2^62 elements.
-      return absl::ResourceExhaustedError(absl::StrCat("cannot materialize '",
-                                                       absl::CHexEscape(name), "' (",
-                                                       tensor.numel(), " elements): ",
-                                                       e.what_without_backtrace()));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot materialize '", absl::CHexEscape(name), "' (", tensor.numel(),
+                       " elements): ", e.what_without_backtrace()));
     }
   }
   return out;

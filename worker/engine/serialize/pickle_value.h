@@ -20,12 +20,28 @@
 namespace ringtrain {
 namespace serialize_internal {
 
-enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage,
-                  kTensor };
+enum class Kind {
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kString,
+  kTuple,
+  kList,
+  kDict,
+  kGlobal,
+  kStorage,
+  kTensor
+};
 
 // What a REDUCE may call. Anything else is refused when its GLOBAL is read.
-enum class Callable { kOrderedDict, kRebuildTensorV2, kRebuildParameter, kRestoreTypeTag,
-                      kStorageType };
+enum class Callable {
+  kOrderedDict,
+  kRebuildTensorV2,
+  kRebuildParameter,
+  kRestoreTypeTag,
+  kStorageType
+};
 
 // A GLOBAL a state dict may name, and what calling it (REDUCE) means.
 struct KnownGlobal {
