@@ -1,6 +1,7 @@
 #include "common/tokenizer/byte_level.h"
 
 #include <array>
+#include <utility>
 
 namespace ringtrain {
 namespace {
@@ -66,6 +67,11 @@ std::optional<std::string> ByteLevelDecode(absl::string_view shown) {
     bytes.push_back(static_cast<char>(codepoint_to_byte[cp]));
   }
   return bytes;
+}
+
+std::string ByteLevelDecoderBytes(absl::string_view token) {
+  std::optional<std::string> bytes = ByteLevelDecode(token);
+  return bytes.has_value() ? *std::move(bytes) : std::string(token);
 }
 
 }  // namespace ringtrain

@@ -9,6 +9,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/tokenizer/byte_level.h"
+#include "common/tokenizer/utf8_lossy.h"
 
 namespace ringtrain {
 namespace {
@@ -53,16 +55,25 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromParts(TokenizerParts p
           absl::StrCat("added token ", token.id, " is empty; every added token needs content"));
     }
   }
+  // Hugging Face looks an id up among the added tokens first, so they come last (and win).
+  std::vector<std::pair<int32_t, std::string>> tokens;
+  tokens.reserve(parts.vocab.ids.size() + parts.added.size());
+  for (const auto& [bytes, id] : parts.vocab.ids) tokens.emplace_back(id, bytes);
+  for (const AddedToken& token : parts.added) {
+    tokens.emplace_back(token.id, ByteLevelDecoderBytes(token.content));
+  }
+  TokenDecoder decoder(tokens);
   BpeVocab vocab = std::move(parts.vocab);
   RT_ASSIGN_OR_RETURN(BytePairEncoder bpe, BytePairEncoder::Create(std::move(vocab)));
   return std::unique_ptr<Tokenizer>(
-      new Tokenizer(std::move(parts), std::move(bpe), std::move(splitters)));
+      new Tokenizer(std::move(parts), std::move(bpe), std::move(decoder), std::move(splitters)));
 }
 
-Tokenizer::Tokenizer(TokenizerParts parts, BytePairEncoder bpe,
+Tokenizer::Tokenizer(TokenizerParts parts, BytePairEncoder bpe, TokenDecoder decoder,
                      std::vector<std::unique_ptr<RegexSplitter>> splitters)
     : parts_(std::move(parts)),
       bpe_(std::move(bpe)),
+      decoder_(std::move(decoder)),
       splitters_(std::move(splitters)),
       added_by_first_byte_(256) {
   vocab_size_ = bpe_.vocab_size();
@@ -135,6 +146,20 @@ void Tokenizer::Encode(absl::string_view text, std::vector<int32_t>* ids,
   }
   encode_segment(text.substr(segment_begin), segment_begin);
   if (progress) progress(static_cast<int64_t>(text.size()));
+}
+
+absl::StatusOr<std::string> Tokenizer::DecodeBytes(const std::vector<int32_t>& ids) const {
+  if (!parts_.unsupported_decoder.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot decode: the tokenizer.json's decoder is ", parts_.unsupported_decoder,
+                     "; only the ByteLevel decoder (as GPT-2 and Llama 3 ship) is supported"));
+  }
+  return decoder_.Decode(ids);
+}
+
+absl::StatusOr<std::string> Tokenizer::Decode(const std::vector<int32_t>& ids) const {
+  RT_ASSIGN_OR_RETURN(const std::string bytes, DecodeBytes(ids));
+  return Utf8Lossy(bytes);
 }
 
 std::string Tokenizer::Describe() const {

@@ -11,7 +11,9 @@
 //                   has no special tokens, so none are matched.
 //
 // Encode gives what Hugging Face's encode(text, add_special_tokens=False) or tiktoken's
-// encode(text, allowed_special="all") gives: no BOS/EOS or other post-processing. Torch-free.
+// encode(text, allowed_special="all") gives: no BOS/EOS or other post-processing. Decode gives what
+// Hugging Face's decode(ids, skip_special_tokens=False) gives with the ByteLevel decoder (the only
+// decoder supported), or tiktoken's decode(ids). Torch-free.
 #ifndef RINGTRAIN_COMMON_TOKENIZER_TOKENIZER_H_
 #define RINGTRAIN_COMMON_TOKENIZER_TOKENIZER_H_
 
@@ -25,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "common/tokenizer/bpe.h"
 #include "common/tokenizer/regex_splitter.h"
+#include "common/tokenizer/token_decoder.h"
 
 namespace ringtrain {
 
@@ -40,9 +43,13 @@ struct TokenizerParts {
   bool add_prefix_space = false;      // ByteLevel: a space before a segment not starting with one
   BpeVocab vocab;
   std::vector<AddedToken> added;
+  // Empty when Decode can give what the file's own decoder gives (ByteLevel; tiktoken's raw
+  // bytes); else what the decoder is ("null", "\"Sequence\"", ...), for Decode's error.
+  std::string unsupported_decoder;
 };
 
-// Not thread-safe (the BPE word cache, the regex match blocks): one per thread.
+// Encode is not thread-safe (the BPE word cache, the regex match blocks): one per thread that
+// encodes. Decode is (below).
 class Tokenizer {
  public:
   // Reads `path`: a file whose first non-blank byte is '{' is a tokenizer.json, anything else a
@@ -56,13 +63,27 @@ class Tokenizer {
   void Encode(absl::string_view text, std::vector<int32_t>* ids,
               const std::function<void(int64_t)>& progress = nullptr);
 
+  // The text of `ids`: each id's bytes joined (a vocabulary token's bytes; an added token's
+  // content, special or not, through the ByteLevel decoder's rule, byte_level.h), then every
+  // maximal invalid UTF-8 subsequence replaced by one U+FFFD (utf8_lossy.h), as Hugging Face and
+  // tiktoken do to the whole output. So a token that is half a character decodes to U+FFFD on its
+  // own, and to the character next to the token holding its other half. INVALID_ARGUMENT naming
+  // the first id that has no token (Hugging Face skips such ids silently, tiktoken raises);
+  // FAILED_PRECONDITION for a tokenizer.json whose decoder is not ByteLevel. Reads only tables
+  // fixed at load (never Encode's caches), so any number of threads may decode at once, even while
+  // one encodes.
+  absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const;
+  // The same bytes before the replacement, for a caller that prints ids as they come (a generator):
+  // a character split across two tokens comes out whole once both are written.
+  absl::StatusOr<std::string> DecodeBytes(const std::vector<int32_t>& ids) const;
+
   // Largest id + 1 over the vocabulary and the added tokens: the least model.vocab_size.
   int64_t vocab_size() const { return vocab_size_; }
   // One line for logs: "tokenizer.json: byte-level BPE, 1000 ids (744 merges, 2 added tokens)".
   std::string Describe() const;
 
  private:
-  Tokenizer(TokenizerParts parts, BytePairEncoder bpe,
+  Tokenizer(TokenizerParts parts, BytePairEncoder bpe, TokenDecoder decoder,
             std::vector<std::unique_ptr<RegexSplitter>> splitters);
   // Pre-tokenizes `text` (no added tokens in it) with splitters_[level..] and encodes each piece.
   void EncodeSegment(absl::string_view text, size_t level, std::vector<int32_t>* ids);
@@ -71,6 +92,7 @@ class Tokenizer {
 
   TokenizerParts parts_;
   BytePairEncoder bpe_;
+  TokenDecoder decoder_;
   std::vector<std::unique_ptr<RegexSplitter>> splitters_;
   std::vector<std::vector<const AddedToken*>> added_by_first_byte_;  // 256 lists, longest first
   int64_t vocab_size_ = 0;

@@ -264,6 +264,15 @@ absl::Status ReadAddedTokens(const JsonReader& r, const Json& root, TokenizerPar
   return absl::OkStatus();
 }
 
+// Decode supports the ByteLevel decoder only; any other is noted for Decode to refuse, not refused
+// here, since encoding does not depend on it. (Hugging Face without a decoder joins the tokens
+// with spaces, their byte-level characters unchanged.) ByteLevel's options do not change decoding.
+std::string UnsupportedDecoder(const Json& root) {
+  if (!root.contains("decoder") || root["decoder"].is_null()) return "null";
+  const std::string type = TypeName(root["decoder"]);
+  return type == "\"ByteLevel\"" ? "" : type;
+}
+
 }  // namespace
 
 absl::StatusOr<TokenizerParts> ParseTokenizerJson(const std::string& name,
@@ -290,6 +299,7 @@ absl::StatusOr<TokenizerParts> ParseTokenizerJson(const std::string& name,
   for (const AddedToken& token : parts.added) added_ids.insert(token.id);
   RT_RETURN_IF_ERROR(ReadPreTokenizer(r, root, &parts));
   RT_RETURN_IF_ERROR(ReadModel(r, root, added_ids, &parts));
+  parts.unsupported_decoder = UnsupportedDecoder(root);
   return parts;
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/tokenizer/byte_level.h"
 #include "common/tokenizer/regex_splitter.h"
+#include "common/tokenizer/utf8_lossy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/test_util.h"
@@ -52,6 +53,11 @@ Json HandMadeJson(const Json& pre_tokenizer) {
       {"normalizer", nullptr},
       {"pre_tokenizer", pre_tokenizer},
       {"post_processor", nullptr},
+      {"decoder",
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", true},
+        {"trim_offsets", true},
+        {"use_regex", true}}},
       {"model",
        {{"type", "BPE"},
         {"dropout", nullptr},
@@ -90,6 +96,13 @@ class TokenizerFileTest : public ::testing::Test {
     std::vector<int32_t> ids;
     t.Encode(text, &ids);
     return ids;
+  }
+  // Decode's (or DecodeBytes') text, or its error as text, so a failure shows rather than aborts.
+  static std::string Decoded(const Tokenizer& t, const std::vector<int32_t>& ids,
+                             bool bytes = false) {
+    const absl::StatusOr<std::string> text = bytes ? t.DecodeBytes(ids) : t.Decode(ids);
+    EXPECT_TRUE(text.ok()) << text.status();
+    return text.ok() ? *text : text.status().ToString();
   }
   absl::Status LoadError(const Json& json) {
     absl::StatusOr<std::unique_ptr<Tokenizer>> t = LoadJson(json);
@@ -207,6 +220,87 @@ TEST_F(TokenizerFileTest, JsonErrorsNameFieldAndFile) {
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr(dir_ / "absent.json"));
 }
 
+// Decode gives back what Encode was given, added tokens included, for any bytes.
+TEST_F(TokenizerFileTest, JsonDecodeRoundTripsEncode) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = LoadJson(HandMadeJson(ByteLevelPreTokenizer()));
+  ASSERT_TRUE(t.ok()) << t.status();
+  for (const std::string text : {"hello world<|eot|>hello", "llhe abc\t\n\n  x", "",
+                                 "\xE6\x9D\xB1\xE4\xBA\xAC \xF0\x9F\x98\x80<|eot|>"}) {
+    const std::vector<int32_t> ids = Encode(**t, text);
+    absl::StatusOr<std::string> back = (*t)->Decode(ids);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, text);
+  }
+  EXPECT_EQ(Decoded(**t, {259, 260, 'o', 'r', 'l', 'd', 262, 259}), "hello world<|eot|>hello");
+}
+
+// Added tokens, special or not, go through the ByteLevel decoder's rule (Hugging Face's): "Ġx"
+// is all alphabet and decodes to " x"; "a b" holds a raw space and stays as written.
+TEST_F(TokenizerFileTest, JsonDecodeAddedTokens) {
+  Json json = HandMadeJson(ByteLevelPreTokenizer());
+  json["added_tokens"].push_back({{"id", 263}, {"content", ByteLevelChar(' ') + "x"}});
+  json["added_tokens"].push_back({{"id", 264}, {"content", "a b"}, {"special", false}});
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = LoadJson(json);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(Decoded(**t, {262, 263, 'y', 264, 262}), "<|eot|> xya b<|eot|>");
+}
+
+// A token that is part of a character: U+FFFD alone, the character beside its other half; the
+// bytes themselves from DecodeBytes, so a caller printing token by token shows the character.
+TEST_F(TokenizerFileTest, JsonDecodeHalfCharacter) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = LoadJson(HandMadeJson(ByteLevelPreTokenizer()));
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::vector<int32_t> tokyo = Encode(**t, "\xE6\x9D\xB1");  // one id per byte
+  ASSERT_THAT(tokyo, ElementsAre(0xE6, 0x9D, 0xB1));
+  EXPECT_EQ(Decoded(**t, {0xE6, 0x9D}), "\xEF\xBF\xBD");
+  EXPECT_EQ(Decoded(**t, {0xE6, 0x9D, 'a'}),
+            "\xEF\xBF\xBD"
+            "a");
+  EXPECT_EQ(Decoded(**t, tokyo), "\xE6\x9D\xB1");
+  EXPECT_EQ(Decoded(**t, {0xE6, 0x9D}, /*bytes=*/true), "\xE6\x9D");
+  EXPECT_EQ(Decoded(**t, {0xE6}, /*bytes=*/true) + Decoded(**t, {0x9D, 0xB1}, /*bytes=*/true),
+            "\xE6\x9D\xB1");
+}
+
+TEST_F(TokenizerFileTest, JsonDecodeErrors) {
+  Json json = HandMadeJson(ByteLevelPreTokenizer());
+  json["added_tokens"].push_back({{"id", 270}, {"content", "<|gap|>"}});  // 263..269 unused
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = LoadJson(json);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(Decoded(**t, {270}), "<|gap|>");
+  const auto error = [&](const std::vector<int32_t>& ids) {
+    const absl::StatusOr<std::string> text = (*t)->Decode(ids);
+    EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument) << text.status();
+    return std::string(text.status().message());
+  };
+  EXPECT_THAT(error({'a', 271}), HasSubstr("ids[1] = 271 is not a token id: this tokenizer's ids "
+                                           "are 0..270"));
+  EXPECT_THAT(error({-1}), HasSubstr("ids[0] = -1 is not a token id"));
+  EXPECT_THAT(error({'a', 'b', 265}),
+              HasSubstr("ids[2] = 265 is not a token id: neither the vocabulary nor the added "
+                        "tokens have it"));
+  EXPECT_THAT(error({INT32_MAX}), HasSubstr("ids[0] = 2147483647"));
+
+  // Another decoder would give other text (none joins tokens with spaces): encoding still works,
+  // decoding is refused naming it.
+  for (const Json& decoder : {Json(nullptr), Json({{"type", "Sequence"}, {"decoders", {}}})}) {
+    json = HandMadeJson(ByteLevelPreTokenizer());
+    json["decoder"] = decoder;
+    t = LoadJson(json);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_THAT(Encode(**t, "hello"), ElementsAre(259));
+    const absl::StatusOr<std::string> text = (*t)->Decode({259});
+    EXPECT_EQ(text.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(text.status().message()),
+                HasSubstr(decoder.is_null() ? "decoder is null" : "decoder is \"Sequence\""));
+  }
+  json = HandMadeJson(ByteLevelPreTokenizer());
+  json.erase("decoder");
+  t = LoadJson(json);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->Decode({259}).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 // A tiktoken file: the 256 bytes at ranks 0..255, then 256 "34", 257 "12", 258 "45", 259 "he",
 // 260 "ll", 261 "hell".
 std::string HandMadeTiktoken() {
@@ -237,6 +331,23 @@ TEST_F(TokenizerFileTest, TiktokenKnownIds) {
   EXPECT_THAT((*t)->Describe(), HasSubstr("tiktoken: byte-level BPE, 262 ids (merges by rank"));
 }
 
+// tiktoken decodes to the tokens' bytes; no added tokens, so "<|eot|>" is text both ways.
+TEST_F(TokenizerFileTest, TiktokenDecodeRoundTripsEncode) {
+  std::string file = HandMadeTiktoken();
+  absl::StrAppend(&file, absl::Base64Escape("gap"), " 300\n");  // 262..299 unused
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::Load(Write("tokenizer.model", file));
+  ASSERT_TRUE(t.ok()) << t.status();
+  for (const std::string text : {"12345 hells <|eot|>", "\xE6\x9D\xB1 \xFF\xFE", ""}) {
+    EXPECT_EQ(Decoded(**t, Encode(**t, text), /*bytes=*/true), text);
+  }
+  EXPECT_EQ(Decoded(**t, {261, 257, 300}), "hell12gap");
+  EXPECT_EQ(Decoded(**t, {0xFF, 'a'}),
+            "\xEF\xBF\xBD"
+            "a");
+  EXPECT_THAT(std::string((*t)->Decode({'a', 262}).status().message()),
+              HasSubstr("ids[1] = 262 is not a token id: neither the vocabulary"));
+}
+
 TEST_F(TokenizerFileTest, TiktokenErrorsNameLine) {
   const auto error = [&](const std::string& text) {
     const absl::StatusOr<std::unique_ptr<Tokenizer>> t =
@@ -254,6 +365,24 @@ TEST_F(TokenizerFileTest, TiktokenErrorsNameLine) {
   EXPECT_THAT(error("YQ== 0\n"), HasSubstr("no single-byte token for 255 of the 256"));
 }
 
+// A truncated character is one U+FFFD, a byte that cannot start or continue one is one each
+// (Unicode's maximal subparts, what Rust's from_utf8_lossy and Python's errors="replace" do);
+// tokenizer_parity_test compares whole decodes with Hugging Face's.
+TEST(Utf8LossyTest, MaximalSubpartsBecomeOneReplacement) {
+  const std::string r = "\xEF\xBF\xBD";  // U+FFFD
+  EXPECT_EQ(Utf8Lossy("plain \xE6\x9D\xB1 \xF0\x9F\x98\x80"),
+            "plain \xE6\x9D\xB1 \xF0\x9F\x98\x80");
+  EXPECT_EQ(Utf8Lossy("\xE6\x9D"), r);  // the first two bytes of U+6771
+  EXPECT_EQ(Utf8Lossy("\xE6\x9Da"), r + "a");
+  EXPECT_EQ(Utf8Lossy("\xE6\x9D\xE6\x9D\xB1"), r + "\xE6\x9D\xB1");
+  EXPECT_EQ(Utf8Lossy("\xF0\x9F\x98"), r);
+  EXPECT_EQ(Utf8Lossy("\xE0\x80"), r + r);                  // E0 needs A0..BF next (overlong)
+  EXPECT_EQ(Utf8Lossy("\xED\xA0\x80"), r + r + r);          // a surrogate
+  EXPECT_EQ(Utf8Lossy("\xF4\x90\x80\x80"), r + r + r + r);  // past U+10FFFF
+  EXPECT_EQ(Utf8Lossy("\xC0\xAF\xFF\x80"), r + r + r + r);
+  EXPECT_EQ(Utf8Lossy(std::string("a\0b", 3)), std::string("a\0b", 3));
+}
+
 TEST(ByteLevelTest, AlphabetRoundTrips) {
   EXPECT_EQ(ByteLevelChar(' '), "\xC4\xA0");  // U+0120 "Ġ"
   EXPECT_EQ(ByteLevelChar('a'), "a");
@@ -265,6 +394,10 @@ TEST(ByteLevelTest, AlphabetRoundTrips) {
   }
   EXPECT_FALSE(ByteLevelDecode("\xE6\x9D\xB1").has_value());  // "東": not in the alphabet
   EXPECT_FALSE(ByteLevelDecode(" ").has_value());             // a raw space is shown as "Ġ"
+  // The decoder's rule for a whole token: all in the alphabet, or kept as written.
+  EXPECT_EQ(ByteLevelDecoderBytes(ByteLevelChar(' ') + "x"), " x");
+  EXPECT_EQ(ByteLevelDecoderBytes("a b"), "a b");
+  EXPECT_EQ(ByteLevelDecoderBytes("\xE6\x9D\xB1"), "\xE6\x9D\xB1");
 }
 
 TEST(RegexSplitterTest, PiecesCoverTheText) {
