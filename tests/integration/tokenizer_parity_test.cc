@@ -4,14 +4,18 @@
 // ringtrain-tokenize, bit for bit, for a Llama 3-style tokenizer.json, a GPT-2-style one and the
 // same vocabulary as a tiktoken file. Then the .bin round trip: the `bin` dataset reads back
 // exactly those ids, the `text` dataset with the tokenizer gives the same, and the trainer trains
-// on it.
+// on it. Decoding: Tokenizer::Decode of those ids, and of random ids that cut characters anywhere,
+// gives exactly Hugging Face's decode(ids, skip_special_tokens=False).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "common/tokenizer/tokenizer.h"
 #include "tests/integration/test_util.h"
 #include "worker/engine/data/dataset.h"
 
@@ -42,6 +46,17 @@ std::vector<int64_t> ReadLittleEndian(const std::string& path, int width) {
     return ::testing::AssertionFailure() << ours.size() << " ids, reference " << reference.size();
   }
   return ::testing::AssertionSuccess();
+}
+
+// Equal bytes, or where they first differ (a whole corpus is too long to print).
+::testing::AssertionResult SameText(const std::string& ours, const std::string& reference) {
+  if (ours == reference) return ::testing::AssertionSuccess();
+  size_t i = 0;
+  while (i < ours.size() && i < reference.size() && ours[i] == reference[i]) ++i;
+  return ::testing::AssertionFailure()
+         << "first difference at byte " << i << " (ours " << ours.size() << " bytes, reference "
+         << reference.size() << "): ours \"" << ours.substr(i, 16) << "\", reference \""
+         << reference.substr(i, 16) << "\"";
 }
 
 class TokenizerParityTest : public ::testing::Test {
@@ -85,6 +100,52 @@ class TokenizerParityTest : public ::testing::Test {
     return ReadLittleEndian(out, 4);
   }
 
+  // Hugging Face's decode(ids, skip_special_tokens=False) with the tokenizer.json `tokenizer`.
+  static std::string ReferenceText(const std::string& tokenizer, const std::vector<int64_t>& ids) {
+    const std::string in = *dir_ / ("ids-" + std::to_string(counter_++) + ".bin");
+    const std::string out = *dir_ / ("text-" + std::to_string(counter_++) + ".txt");
+    std::string bytes;
+    for (int64_t id : ids) {
+      for (int b = 0; b < 4; ++b) bytes.push_back(static_cast<char>((id >> (8 * b)) & 0xFF));
+    }
+    WriteFile(in, bytes);
+    const CommandResult ran = RunCommand({PythonPath(), Script(), "decode", "--tokenizer",
+                                          Fixture(tokenizer), "--ids", in, "--out", out});
+    EXPECT_EQ(ran.exit_code, 0) << ran.output;
+    return ReadFile(out);
+  }
+
+  static std::unique_ptr<Tokenizer> LoadOurs(const std::string& tokenizer) {
+    absl::StatusOr<std::unique_ptr<Tokenizer>> loaded = Tokenizer::Load(Fixture(tokenizer));
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    return loaded.ok() ? *std::move(loaded) : nullptr;
+  }
+
+  // Tokenizer::Decode's text of `ids`, or its error as text.
+  static std::string OursText(const std::string& tokenizer, const std::vector<int64_t>& ids) {
+    const std::unique_ptr<Tokenizer> ours = LoadOurs(tokenizer);
+    if (ours == nullptr) return "<no tokenizer>";
+    const absl::StatusOr<std::string> text =
+        ours->Decode(std::vector<int32_t>(ids.begin(), ids.end()));
+    EXPECT_TRUE(text.ok()) << text.status();
+    return text.ok() ? *text : text.status().ToString();
+  }
+
+  // `count` ids drawn uniformly from the tokenizer's, leaving out `excluded`.
+  static std::vector<int64_t> RandomIds(const std::string& tokenizer, int count, uint32_t seed,
+                                        int64_t excluded = -1) {
+    const std::unique_ptr<Tokenizer> ours = LoadOurs(tokenizer);
+    if (ours == nullptr) return {};
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int64_t> pick(0, ours->vocab_size() - 1);
+    std::vector<int64_t> ids;
+    while (static_cast<int>(ids.size()) < count) {
+      const int64_t id = pick(rng);
+      if (id != excluded) ids.push_back(id);
+    }
+    return ids;
+  }
+
   static TempDir* dir_;
   static int counter_;
 };
@@ -114,6 +175,56 @@ TEST_F(TokenizerParityTest, TiktokenFileMatchesHuggingFace) {
                         Reference("llama3.json", text, /*special_as_text=*/true)))
         << text;
   }
+}
+
+// Byte-level BPE loses nothing: Hugging Face decodes the corpus's ids to the corpus itself, and
+// so do we.
+TEST_F(TokenizerParityTest, DecodeMatchesHuggingFace) {
+  for (const char* tokenizer : {"llama3.json", "gpt2.json"}) {
+    for (const char* text : {"corpus.txt", "train.txt"}) {
+      const std::vector<int64_t> ids = Reference(tokenizer, text);
+      const std::string reference = ReferenceText(tokenizer, ids);
+      EXPECT_TRUE(SameText(reference, ReadFile(Fixture(text)))) << tokenizer << " " << text;
+      EXPECT_TRUE(SameText(OursText(tokenizer, ids), reference)) << tokenizer << " " << text;
+    }
+  }
+}
+
+// Ids no text would give: drawn at random, so tokens cut characters anywhere and the special token
+// sits mid-word; both must replace the same bytes with U+FFFD (one per maximal invalid run).
+TEST_F(TokenizerParityTest, DecodeOfRandomIdsMatchesHuggingFace) {
+  for (const char* tokenizer : {"llama3.json", "gpt2.json"}) {
+    const std::vector<int64_t> ids = RandomIds(tokenizer, 4000, 29);
+    const std::string reference = ReferenceText(tokenizer, ids);
+    EXPECT_NE(reference.find("\xEF\xBF\xBD"), std::string::npos) << "no U+FFFD to compare";
+    EXPECT_NE(reference.find("<|endoftext|>"), std::string::npos) << "no special token";
+    EXPECT_TRUE(SameText(OursText(tokenizer, ids), reference)) << tokenizer;
+  }
+}
+
+// The tiktoken file decodes its ids to the bytes Hugging Face decodes the same vocabulary's to. It
+// has no special token: that id is refused, naming it (Hugging Face would skip an unknown id).
+TEST_F(TokenizerParityTest, TiktokenDecodeMatchesHuggingFace) {
+  const std::vector<int64_t> corpus =
+      Reference("llama3.json", "corpus.txt", /*special_as_text=*/true);
+  EXPECT_TRUE(SameText(OursText("llama3.tiktoken", corpus), ReadFile(Fixture("corpus.txt"))));
+
+  const std::unique_ptr<Tokenizer> json = LoadOurs("llama3.json");
+  ASSERT_NE(json, nullptr);
+  std::vector<int32_t> special;
+  json->Encode("<|endoftext|>", &special);
+  ASSERT_EQ(special.size(), 1u);
+  const std::vector<int64_t> ids = RandomIds("llama3.json", 4000, 31, special[0]);
+  EXPECT_TRUE(SameText(OursText("llama3.tiktoken", ids), ReferenceText("llama3.json", ids)));
+
+  const std::unique_ptr<Tokenizer> tiktoken = LoadOurs("llama3.tiktoken");
+  ASSERT_NE(tiktoken, nullptr);
+  const absl::StatusOr<std::string> refused = tiktoken->Decode({'a', special[0]});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(refused.status().message())
+                .find("ids[1] = " + std::to_string(special[0]) + " is not a token id"),
+            std::string::npos)
+      << refused.status();
 }
 
 TEST_F(TokenizerParityTest, BinRoundTripAndTextDataset) {

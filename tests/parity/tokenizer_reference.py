@@ -13,6 +13,9 @@ Hugging Face's `tokenizers` (tests/parity/requirements.txt). Run on the project'
   encode --tokenizer F --text T --out ids.bin [--special-as-text]
       encode(T, add_special_tokens=False) -> little-endian uint32 ids; --special-as-text encodes
       added tokens in T as plain text (a tiktoken file has none to match)
+  decode --tokenizer F --ids ids.bin --out text.bin
+      decode(ids, skip_special_tokens=False) of little-endian uint32 ids -> the text's UTF-8 bytes
+      (invalid UTF-8 in the tokens' bytes already replaced by U+FFFD, as the library does)
   bench --tokenizer F --text T
       prints tokens/s of `tokenizers` on one thread (for the README's comparison)
 """
@@ -136,6 +139,15 @@ def encode(tokenizer_path, text_path, out_path, special_as_text):
         f.write(struct.pack(f"<{len(ids)}I", *ids))
 
 
+def decode(tokenizer_path, ids_path, out_path):
+    tok = Tokenizer.from_file(tokenizer_path)
+    with open(ids_path, "rb") as f:
+        raw = f.read()
+    ids = list(struct.unpack(f"<{len(raw) // 4}I", raw))
+    with open(out_path, "wb") as f:
+        f.write(tok.decode(ids, skip_special_tokens=False).encode("utf-8"))
+
+
 def bench(tokenizer_path, text_path):
     os.environ["RAYON_NUM_THREADS"] = "1"
     tok = Tokenizer.from_file(tokenizer_path)
@@ -157,6 +169,10 @@ def main():
     p.add_argument("--text", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--special-as-text", action="store_true")
+    p = sub.add_parser("decode")
+    p.add_argument("--tokenizer", required=True)
+    p.add_argument("--ids", required=True)
+    p.add_argument("--out", required=True)
     p = sub.add_parser("bench")
     p.add_argument("--tokenizer", required=True)
     p.add_argument("--text", required=True)
@@ -165,6 +181,8 @@ def main():
         make_fixture(args.out_dir)
     elif args.command == "encode":
         encode(args.tokenizer, args.text, args.out, args.special_as_text)
+    elif args.command == "decode":
+        decode(args.tokenizer, args.ids, args.out)
     else:
         bench(args.tokenizer, args.text)
 
