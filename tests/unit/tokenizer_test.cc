@@ -373,9 +373,7 @@ TEST(Utf8LossyTest, MaximalSubpartsBecomeOneReplacement) {
   EXPECT_EQ(Utf8Lossy("plain \xE6\x9D\xB1 \xF0\x9F\x98\x80"),
             "plain \xE6\x9D\xB1 \xF0\x9F\x98\x80");
   EXPECT_EQ(Utf8Lossy("\xE6\x9D"), r);  // the first two bytes of U+6771
-  EXPECT_EQ(Utf8Lossy("\xE6\x9D"
-                      "a"),
-            r + "a");
+  EXPECT_EQ(Utf8Lossy(std::string("\xE6\x9D") + "a"), r + "a");
   EXPECT_EQ(Utf8Lossy("\xE6\x9D\xE6\x9D\xB1"), r + "\xE6\x9D\xB1");
   EXPECT_EQ(Utf8Lossy("\xF0\x9F\x98"), r);
   EXPECT_EQ(Utf8Lossy("\xE0\x80"), r + r);                  // E0 needs A0..BF next (overlong)
