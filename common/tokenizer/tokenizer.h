@@ -8,7 +8,8 @@
 //   tiktoken        one "base64-bytes rank" line per token (Llama 3's tokenizer.model): ids are
 //                   the ranks, merges are implied by them (tiktoken's rule, bpe.h), and the text
 //                   is pre-tokenized with Llama 3's pattern (= tiktoken's cl100k_base). The file
-//                   has no special tokens, so none are matched.
+//                   has no special tokens, so none are matched, and Decode refuses their ids
+//                   (Llama 3's 128000.. are defined by the code that loads the file, not in it).
 //
 // Encode gives what Hugging Face's encode(text, add_special_tokens=False) or tiktoken's
 // encode(text, allowed_special="all") gives: no BOS/EOS or other post-processing. Decode gives what
