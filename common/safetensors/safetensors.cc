@@ -183,8 +183,9 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::string_view bytes
                                         "-byte header were read"));
   }
   const absl::string_view text = bytes.substr(8, length);
+  // As the Rust crate: '{' first, so that valid JSON is also an object.
   if (text.empty() || text[0] != '{') {
-    return Corrupt(source, "the header does not start with '{' (a JSON object)");
+    return Corrupt(source, "the header is not a JSON object (it does not start with '{')");
   }
   // nlohmann keeps the last of duplicate keys; the callback sees each top-level key first.
   std::string duplicate;
@@ -203,7 +204,6 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::string_view bytes
   } catch (const json::exception& e) {
     return Corrupt(source, absl::StrCat("the header is not JSON: ", e.what()));
   }
-  if (!header.is_object()) return Corrupt(source, "the header is not a JSON object");
   if (!duplicate.empty()) {
     return Corrupt(source, absl::StrCat("the header names '", duplicate, "' twice"));
   }
