@@ -239,10 +239,10 @@ absl::StatusOr<std::string> SerializeSafetensorsHeader(
   if (!metadata.empty()) header[std::string(kMetadataKey)] = metadata;
   uint64_t offset = 0;
   for (const TensorOut& t : tensors) {
-    if (t.name.empty() || t.name == kMetadataKey || header.contains(t.name)) {
+    if (t.name == kMetadataKey || header.contains(t.name)) {
       return absl::InvalidArgumentError(
           absl::StrCat("cannot write tensor '", t.name,
-                       "': tensor names must be non-empty, unique and not \"__metadata__\""));
+                       "': tensor names must be unique and not \"__metadata__\""));
     }
     uint64_t numel = 1;
     for (int64_t d : t.shape) {

@@ -93,7 +93,7 @@ struct TensorOut {
 
 // The header WriteSafetensors writes, length prefix included: "__metadata__" (when not empty) then
 // the tensors in the given order, compact JSON padded with spaces to a multiple of 8 bytes (as the
-// Rust crate pads). INVALID_ARGUMENT for a duplicate or empty name, "__metadata__" as a tensor
+// Rust crate pads). INVALID_ARGUMENT for a duplicate name, "__metadata__" as a tensor
 // name, a negative dimension, or bytes that do not match the shape.
 absl::StatusOr<std::string> SerializeSafetensorsHeader(
     const std::vector<TensorOut>& tensors, const std::map<std::string, std::string>& metadata);

@@ -261,7 +261,6 @@ TEST_F(SafetensorsFileTest, RefusesToWriteBadTensors) {
   const std::vector<std::vector<TensorOut>> bad = {
       {{"a", TensorDtype::kF32, {2}, x, 8}, {"a", TensorDtype::kF32, {2}, x, 8}},
       {{"__metadata__", TensorDtype::kF32, {2}, x, 8}},
-      {{"", TensorDtype::kF32, {2}, x, 8}},
       {{"a", TensorDtype::kF32, {3}, x, 8}},
       {{"a", TensorDtype::kF32, {-2}, x, 8}},
       {{"a\xff", TensorDtype::kF32, {2}, x, 8}},
