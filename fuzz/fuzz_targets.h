@@ -41,6 +41,17 @@ std::string FuzzAgentRecord(const uint8_t* data, size_t size);
 // text to ids below vocab_size (none only for empty text), the same ids twice.
 std::string FuzzTokenizer(const uint8_t* data, size_t size);
 
+// ParseSafetensorsHeader on the bytes as a whole safetensors file, and SafetensorsFile::Open and
+// Read on the same bytes through a memfd: both give the same verdict and header. An accepted header
+// has its tensors tiling the data exactly, each with the bytes its shape needs; written again by
+// SerializeSafetensorsHeader (with the same data) it parses to the same header.
+std::string FuzzSafetensors(const uint8_t* data, size_t size);
+
+// SafetensorsIndex::Parse on the bytes as model.safetensors.index.json, and ParseByteSize on them
+// as a max_shard_size. An accepted index names only plain shard file names, and its ToJson text
+// parses to the same index; an accepted size is not 0.
+std::string FuzzSafetensorsIndex(const uint8_t* data, size_t size);
+
 // serialize_internal::UnpickleStateDict on the bytes as data.pkl, every storage record a fixed
 // 256-byte buffer. A dict that loads holds contiguous, CPU, self-owned tensors, every byte of
 // which can be read.

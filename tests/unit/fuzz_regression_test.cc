@@ -33,6 +33,8 @@ const Target kTargets[] = {
     {"pickle", FuzzPickle},
     {"state_dict", FuzzStateDict},
     {"tokenizer", FuzzTokenizer},
+    {"safetensors", FuzzSafetensors},
+    {"safetensors_index", FuzzSafetensorsIndex},
 };
 
 // Names the target in gtest's messages instead of dumping its bytes.
