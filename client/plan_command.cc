@@ -14,6 +14,8 @@
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
 #include "client/job_format.h"
+#include "common/byte_size.h"
+#include "common/config/hf_config.h"
 #include "common/config/job_config.h"
 #include "common/config/mesh.h"
 #include "common/plan/memory_plan.h"
@@ -109,44 +111,6 @@ std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t w
 
 }  // namespace
 
-absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
-  const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
-  size_t unit_at = 0;
-  while (unit_at < lower.size() &&
-         (std::isdigit(static_cast<unsigned char>(lower[unit_at])) || lower[unit_at] == '.')) {
-    ++unit_at;
-  }
-  const std::string number = lower.substr(0, unit_at);
-  const std::string unit(absl::StripAsciiWhitespace(absl::string_view(lower).substr(unit_at)));
-  struct Unit {
-    const char* name;
-    double bytes;
-  };
-  constexpr Unit kUnits[] = {{"", 1},
-                             {"b", 1},
-                             {"kb", 1e3},
-                             {"mb", 1e6},
-                             {"gb", 1e9},
-                             {"tb", 1e12},
-                             {"kib", 1 << 10},
-                             {"mib", 1 << 20},
-                             {"gib", double(1 << 30)},
-                             {"tib", double(int64_t{1} << 40)}};
-  double value = 0;
-  const Unit* found = nullptr;
-  for (const Unit& u : kUnits) {
-    if (unit == u.name) found = &u;
-  }
-  if (number.empty() || found == nullptr || !absl::SimpleAtod(number, &value) || value <= 0 ||
-      value * found->bytes >= 9.2e18) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--device-memory '", text,
-        "' is not a size: give a positive number of bytes or one with a unit, e.g. 80GiB, 80GB, "
-        "85899345920 (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"));
-  }
-  return static_cast<int64_t>(std::llround(value * found->bytes));
-}
-
 CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* flags) {
   CLI::App* cmd = app.add_subcommand(
       "plan",
@@ -172,12 +136,16 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* flags) {
 int RunPlan(const PlanFlags& flags) {
   const absl::StatusOr<int64_t> device = ParseByteSize(flags.device_memory);
   if (!device.ok()) {
-    std::cerr << "ringctl plan: " << device.status().message() << std::endl;
+    std::cerr << "ringctl plan: --device-memory " << device.status().message() << std::endl;
     return kExitUsage;
   }
   const std::vector<std::string> overrides =
       flags.plan != nullptr ? flags.plan->remaining() : std::vector<std::string>{};
-  const absl::StatusOr<JobConfig> config = LoadJobConfig(flags.config, overrides);
+  absl::StatusOr<JobConfig> config = LoadJobConfig(flags.config, overrides);
+  // model.hf_assets_path: the architecture from its config.json, read here.
+  if (config.ok()) {
+    if (absl::Status hf = ResolveHfAssets(&*config); !hf.ok()) config = hf;
+  }
   if (!config.ok()) {
     std::cerr << "ringctl plan: " << config.status().message() << std::endl;
     return kExitUsage;

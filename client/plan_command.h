@@ -26,13 +26,9 @@ namespace ringtrain {
 struct PlanFlags : CommonFlags {
   std::string config;
   int64_t world = 0;                    // not given: RequestedWorldSize(config)
-  std::string device_memory = "80GiB";  // ParseByteSize
+  std::string device_memory = "80GiB";  // ParseByteSize (common/byte_size.h)
   CLI::App* plan = nullptr;             // for its extra `--section.key=value` args
 };
-
-// "80GiB", "80 GB", "1.5TiB", "85899345920" (bytes): binary units KiB … TiB, decimal KB … TB, B;
-// case-insensitive. INVALID_ARGUMENT naming the text and the forms that would work.
-absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
 
 // Adds the `plan` subcommand to `app`; parsing fills `*flags`, which must outlive `app`.
 CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* flags);

@@ -125,8 +125,8 @@ std::string FuzzSafetensors(const uint8_t* data, size_t size) {
 std::string FuzzSafetensorsIndex(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);
   // The same text as a max_shard_size spelling.
-  const absl::StatusOr<uint64_t> shard_size = ParseByteSize(text);
-  if (shard_size.ok() && *shard_size == 0) return "ParseByteSize accepted 0";
+  const absl::StatusOr<uint64_t> shard_size = ParseShardSize(text);
+  if (shard_size.ok() && *shard_size == 0) return "ParseShardSize accepted 0";
 
   const absl::StatusOr<SafetensorsIndex> index = SafetensorsIndex::Parse(text, "fuzz");
   if (!index.ok()) {

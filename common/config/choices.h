@@ -38,6 +38,7 @@ enum class ReshardAfterForward {
 };                                               // parallelism.fsdp_reshard_after_forward
 enum class AcMode { kNone, kFull, kSelective };  // activation_checkpoint.mode
 enum class ContextParallelMethod { kRing };      // parallelism.context_parallel_method
+enum class RopeType { kDefault, kLlama3 };       // model.rope_type
 
 // The config-file spellings of a choice, in enum order.
 template <class E>
@@ -90,6 +91,11 @@ struct ChoiceSpelling<AttentionKernelKind> {
 template <>
 struct ChoiceSpelling<ContextParallelMethod> {
   static constexpr std::array<const char*, 1> kNames = {"ring"};
+};
+
+template <>
+struct ChoiceSpelling<RopeType> {
+  static constexpr std::array<const char*, 2> kNames = {"default", "llama3"};
 };
 
 // Spellings an earlier release used, still read (with a warning) as the value they name.

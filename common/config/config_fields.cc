@@ -18,6 +18,7 @@ namespace {
 // counts (vocab × dim, layers × dim × ffn) and memory plans in int64, token ids in 32 bits, the
 // coordinator's 32-bit world sizes, durations in int64 milliseconds.
 constexpr int64_t kMaxWidth = int64_t{1} << 16;  // dim, heads, multiple_of
+constexpr int64_t kMaxFfn = int64_t{1} << 20;    // intermediate_size (Llama 3 405B: 53,248)
 constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxVocab = int64_t{1}
                               << 32;  // ids are uint32 (token files, the synthetic source)
@@ -52,15 +53,26 @@ std::vector<Section> Sections(JobConfig& c) {
          Seconds(0, kMaxRestartBackoffSeconds)},
         {"elastic", &c.job.elastic}}},
       {"model",
-       {{"dim", &c.model.dim, Count(1, kMaxWidth)},
+       {{"hf_assets_path", &c.model.hf_assets_path},
+        {"dim", &c.model.dim, Count(1, kMaxWidth)},
         {"n_layers", &c.model.n_layers, Count(1, kMaxLayers)},
         {"n_heads", &c.model.n_heads, Count(1, kMaxWidth)},
         {"n_kv_heads", &c.model.n_kv_heads, Count(1, kMaxWidth)},
         {"vocab_size", &c.model.vocab_size, Count(1, kMaxVocab, " (token ids are 32-bit)")},
+        {"head_dim", &c.model.head_dim, Count(0, kMaxWidth, " (0 = dim / n_heads)")},
+        {"intermediate_size", &c.model.intermediate_size,
+         Count(0, kMaxFfn, " (0 = from multiple_of)")},
         {"multiple_of", &c.model.multiple_of, Count(1, kMaxWidth)},
         {"ffn_dim_multiplier", &c.model.ffn_dim_multiplier, Positive(64)},
         {"norm_eps", &c.model.norm_eps, Positive(1)},
         {"rope_theta", &c.model.rope_theta, Positive(1e12)},
+        {"rope_type", Choice(&c.model.rope_type)},
+        {"rope_factor", &c.model.rope_factor, Real(1, 1e6, false, false)},
+        {"rope_low_freq_factor", &c.model.rope_low_freq_factor, Positive(1e6)},
+        {"rope_high_freq_factor", &c.model.rope_high_freq_factor, Positive(1e6)},
+        {"rope_original_max_position_embeddings", &c.model.rope_original_max_position_embeddings,
+         Count(1, kMaxSeqLen)},
+        {"tie_word_embeddings", &c.model.tie_word_embeddings},
         {"max_seq_len", &c.model.max_seq_len, Count(1, kMaxSeqLen)}}},
       {"training",
        {{"seq_len", &c.training.seq_len, Count(1, kMaxSeqLen)},
@@ -108,7 +120,11 @@ std::vector<Section> Sections(JobConfig& c) {
         {"folder", &c.checkpoint.folder},
         {"interval", &c.checkpoint.interval, Count(1)},
         {"keep_latest_k", &c.checkpoint.keep_latest_k, Count(0, kUnbounded, " (0 keeps all)")},
-        {"initial_load_path", &c.checkpoint.initial_load_path}}},
+        {"initial_load_path", &c.checkpoint.initial_load_path},
+        {"initial_load_in_hf", &c.checkpoint.initial_load_in_hf},
+        {"last_save_in_hf", &c.checkpoint.last_save_in_hf},
+        {"hf_max_shard_size", &c.checkpoint.hf_max_shard_size},
+        {"export_dtype", Choice(&c.checkpoint.export_dtype)}}},
       {"metrics", {{"log_freq", &c.metrics.log_freq, Count(1)}, {"jsonl", &c.metrics.jsonl}}},
       {"validation",
        {{"dataset", Choice(&c.validation.dataset)},

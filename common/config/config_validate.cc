@@ -15,6 +15,7 @@
 #include "common/config/config_fields.h"
 #include "common/config/config_limits.h"
 #include "common/printable.h"
+#include "common/safetensors/index.h"
 
 namespace ringtrain {
 namespace config_internal {
@@ -194,7 +195,13 @@ void CheckModel(const JobConfig& config, Checker& c) {
     c.Add(absl::StrCat("model.n_kv_heads = ", m.n_kv_heads, " must divide model.n_heads = ",
                        m.n_heads, " (valid: ", absl::StrJoin(Divisors(m.n_heads), ", "), ")"));
   }
-  if (m.dim > 0 && m.n_heads > 0) {
+  if (m.head_dim > 0) {
+    // An explicit head_dim (Llama 3 and Hugging Face files): any even size, whatever dim is.
+    if (m.head_dim % 2 != 0) {
+      c.Add(absl::StrCat("model.head_dim = ", m.head_dim, " must be even for RoPE (try ",
+                         NearestMultiples(m.head_dim, 2), ")"));
+    }
+  } else if (m.dim > 0 && m.n_heads > 0) {
     if (m.dim % m.n_heads != 0) {
       std::string problem =
           absl::StrCat("model.dim = ", m.dim, " must be divisible by model.n_heads = ", m.n_heads,
@@ -214,7 +221,15 @@ void CheckModel(const JobConfig& config, Checker& c) {
                          NearestMultiples(m.dim, 2 * m.n_heads), ")"));
     }
   }
-  if (m.max_seq_len > 0 && m.max_seq_len < config.training.seq_len) {
+  if (c.Choice<RopeType>("model.rope_type") && m.rope_type == RopeType::kLlama3 &&
+      m.rope_low_freq_factor >= m.rope_high_freq_factor) {
+    // The smoothing between the two wavelengths divides by their difference.
+    c.Add(absl::StrCat("model.rope_low_freq_factor = ", FormatDouble(m.rope_low_freq_factor),
+                       " must be below model.rope_high_freq_factor = ",
+                       FormatDouble(m.rope_high_freq_factor), " (Llama 3.1: 1 and 4)"));
+  }
+  const bool max_seq_len_known = !config.hf_pending || config.given_keys.count("model.max_seq_len");
+  if (max_seq_len_known && m.max_seq_len > 0 && m.max_seq_len < config.training.seq_len) {
     c.Add(absl::StrCat("model.max_seq_len = ", m.max_seq_len,
                        " must be >= training.seq_len = ", config.training.seq_len));
   }
@@ -337,6 +352,21 @@ void CheckRest(const JobConfig& config, Checker& c) {
   const CheckpointSection& ck = config.checkpoint;
   if (ck.enable && ck.folder.empty())
     c.Add("checkpoint.folder = \"\": required when checkpoint.enable = true");
+  if (ck.initial_load_in_hf && ck.initial_load_path.empty()) {
+    c.Add(
+        "checkpoint.initial_load_in_hf = true needs checkpoint.initial_load_path (a Hugging Face "
+        "folder with model.safetensors or model.safetensors.index.json)");
+  }
+  if (ck.last_save_in_hf && !ck.enable) {
+    c.Add(
+        "checkpoint.last_save_in_hf = true needs checkpoint.enable = true (the Hugging Face "
+        "folder is written beside the last checkpoint)");
+  }
+  c.Choice<MixedPrecision>("checkpoint.export_dtype");
+  if (absl::StatusOr<int64_t> size = ParseShardSize(ck.hf_max_shard_size); !size.ok()) {
+    c.Add(absl::StrCat("checkpoint.hf_max_shard_size = ", Quote(ck.hf_max_shard_size), ": ",
+                       size.status().message()));
+  }
 
   const ValidationSection& v = config.validation;
   c.Choice<DatasetKind>("validation.dataset",

@@ -8,7 +8,9 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <set>
 #include <sstream>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
@@ -114,7 +116,7 @@ struct Located {
 
 void ApplyToml(const toml::table& root, const std::vector<Section>& sections,
                std::vector<Located>* problems, InvalidChoices* invalid,
-               std::vector<std::string>* warnings) {
+               std::vector<std::string>* warnings, std::set<std::string>* given) {
   for (const auto& [toml_name, node] : root) {
     const std::string name(toml_name.str());
     const int64_t line = node.source().begin.line;
@@ -135,8 +137,11 @@ void ApplyToml(const toml::table& root, const std::vector<Section>& sections,
       const Field* field = FindField(*section, key);
       if (field == nullptr) {
         problems->push_back({key_line, UnknownKey(*section, key)});
-      } else if (const char* expected = AssignToml(
-                     value, field->ptr, absl::StrCat(section->name, ".", key), invalid, warnings)) {
+        continue;
+      }
+      given->insert(absl::StrCat(section->name, ".", key));
+      if (const char* expected = AssignToml(
+              value, field->ptr, absl::StrCat(section->name, ".", key), invalid, warnings)) {
         problems->push_back({key_line, absl::StrCat(section->name, ".", key, " = ",
                                                     RenderToml(value), ": ", expected)});
       }
@@ -239,7 +244,7 @@ const char* AssignText(absl::string_view text, const FieldPtr& ptr, const std::s
 
 void ApplyOverride(const std::string& arg, const std::vector<Section>& sections,
                    std::vector<std::string>* problems, InvalidChoices* invalid,
-                   std::vector<std::string>* warnings) {
+                   std::vector<std::string>* warnings, std::set<std::string>* given) {
   absl::string_view text = arg;
   if (absl::StartsWith(text, "--")) text.remove_prefix(2);
   const size_t eq = text.find('=');
@@ -268,6 +273,7 @@ void ApplyOverride(const std::string& arg, const std::vector<Section>& sections,
                                      "': ", UnknownKey(*section, path.substr(dot + 1))));
     return;
   }
+  given->insert(absl::StrCat(section->name, ".", field->key));
   if (const char* expected = AssignText(value, field->ptr, std::string(path), invalid, warnings)) {
     problems->push_back(absl::StrCat(Excerpt(path), " = ", Excerpt(value), " (override '",
                                      Excerpt(arg), "'): ", expected));
@@ -303,7 +309,8 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text,
   std::vector<Located> located;
   InvalidChoices invalid;
   std::vector<std::string> warnings;
-  ApplyToml(root, sections, &located, &invalid, &warnings);
+  std::set<std::string> given;
+  ApplyToml(root, sections, &located, &invalid, &warnings, &given);
   // toml++ iterates keys in sorted order; report in file order instead.
   std::stable_sort(located.begin(), located.end(),
                    [](const Located& a, const Located& b) { return a.line < b.line; });
@@ -311,10 +318,12 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text,
   for (const Located& l : located)
     problems.push_back(absl::StrCat("line ", l.line, ": ", l.problem));
   for (const std::string& arg : overrides)
-    ApplyOverride(arg, sections, &problems, &invalid, &warnings);
+    ApplyOverride(arg, sections, &problems, &invalid, &warnings, &given);
   // Values that failed to parse kept their defaults, so range checks now would only mislead.
   if (!problems.empty()) return ProblemsError(what, problems);
 
+  config.given_keys = std::move(given);
+  config.hf_pending = !config.model.hf_assets_path.empty();
   config_internal::ValidateJobConfig(config, invalid, &problems);
   if (!problems.empty()) return ProblemsError(what, problems);
   config.warnings = std::move(warnings);
@@ -353,10 +362,11 @@ int64_t ActivationCheckpointEvery(const JobConfig& config) {
   return std::max<int64_t>(1, std::strtoll(ac.selective_ac_option.c_str(), nullptr, 10));
 }
 
-std::string JobConfigToToml(const JobConfig& config) {
+std::string JobConfigToToml(const JobConfig& config, const std::string& only_section) {
   JobConfig copy = config;  // The field table points into a mutable config.
   std::string out = "# ringtrain job config: every key with its effective value.\n";
   for (const Section& section : Sections(copy)) {
+    if (!only_section.empty() && section.name != only_section) continue;
     absl::StrAppend(&out, "\n[", section.name, "]\n");
     for (const Field& f : section.fields) {
       std::visit(

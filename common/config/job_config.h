@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,17 +35,34 @@ struct JobSection {
   bool elastic = false;
 };
 
+// The Llama 3 architecture. Keys left at their defaults take their values from
+// hf_assets_path's config.json when it is set (common/config/hf_config.h).
 struct ModelSection {
+  // A Hugging Face model folder (config.json; tokenizer.json when present): the architecture comes
+  // from its config.json (LlamaForCausalLM), resolved by the trainer (ResolveHfAssets), where the
+  // path is readable. Empty: the keys below.
+  std::string hf_assets_path;
   int64_t dim = 256;
   int64_t n_layers = 4;
   int64_t n_heads = 8;
   int64_t n_kv_heads = 4;  // n_heads % n_kv_heads == 0
   int64_t vocab_size = 512;
-  int64_t multiple_of = 256;
+  int64_t head_dim = 0;                      // 0 = dim / n_heads
+  int64_t intermediate_size = 0;             // the FFN hidden size; 0 = from multiple_of
+  int64_t multiple_of = 256;                 // torchtitan's FFN rounding (intermediate_size = 0)
   std::optional<double> ffn_dim_multiplier;  // absent in TOML = not set
   double norm_eps = 1e-5;
   double rope_theta = 500000.0;
-  int64_t max_seq_len = 2048;  // >= training.seq_len
+  // RoPE frequency scaling: "default" none; "llama3" as Llama 3.1/3.2 (transformers'
+  // _compute_llama3_parameters) with the four keys below.
+  RopeType rope_type = RopeType::kDefault;
+  double rope_factor = 8.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  int64_t rope_original_max_position_embeddings = 8192;
+  // One matrix for the token embedding and the output projection (Llama 3.2 1B/3B).
+  bool tie_word_embeddings = false;
+  int64_t max_seq_len = 2048;  // >= training.seq_len; Hugging Face's max_position_embeddings
 };
 
 struct TrainingSection {
@@ -112,9 +130,17 @@ struct ParallelismSection {
 struct CheckpointSection {
   bool enable = false;
   std::string folder = "checkpoints";
-  int64_t interval = 50;          // > 0 when enabled
-  int64_t keep_latest_k = 0;      // 0 keeps all
-  std::string initial_load_path;  // a torch.save'd state dict, or empty
+  int64_t interval = 50;      // > 0 when enabled
+  int64_t keep_latest_k = 0;  // 0 keeps all
+  // Initial weights: a torch.save'd state dict with our names, or with initial_load_in_hf a
+  // Hugging Face folder (model.safetensors, or shards with model.safetensors.index.json).
+  std::string initial_load_path;
+  bool initial_load_in_hf = false;
+  // The last checkpoint also holds step-N/hf/: config.json, safetensors shards of at most
+  // hf_max_shard_size ("5GB", "500MB", "2GiB", or bytes) in export_dtype, and the tokenizer.
+  bool last_save_in_hf = false;
+  std::string hf_max_shard_size = "5GB";
+  MixedPrecision export_dtype = MixedPrecision::kFloat32;
 };
 
 struct MetricsSection {
@@ -161,6 +187,12 @@ struct JobConfig {
   // Not a key: JobConfigToToml writes the new spellings. The trainer logs them; the coordinator
   // returns them with the SubmitJob reply.
   std::vector<std::string> warnings;
+  // The keys the text or an override set ("model.dim"), so defaults can be told from choices.
+  // Not a key; not printed.
+  std::set<std::string> given_keys;
+  // model.hf_assets_path is set and not yet read (ResolveHfAssets): the [model] values are
+  // placeholders, so checks that need the architecture (max_seq_len against seq_len) wait.
+  bool hf_pending = false;
 };
 
 // Parses TOML text, applies `overrides` ("--section.key=value" or "section.key=value"; the value is
@@ -179,7 +211,8 @@ absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
 int64_t ActivationCheckpointEvery(const JobConfig& config);
 
 // The config as TOML text (every key, effective values) — recorded next to checkpoints and reports.
-std::string JobConfigToToml(const JobConfig& config);
+// With `only_section` ("model"), that section alone.
+std::string JobConfigToToml(const JobConfig& config, const std::string& only_section = "");
 
 }  // namespace ringtrain
 

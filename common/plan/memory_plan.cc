@@ -3,34 +3,30 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/config/model_shape.h"
+
 namespace ringtrain {
 namespace {
 
-// Model shapes, torch-free (the same rules as worker/engine/model/model_args.cc).
 struct Shape {
   int64_t C, Ck, Hf, H, V, n_layers, head_dim;
+  bool tied;
 };
 
-int64_t FfnHiddenDim(const ModelSection& m) {
-  // Python: hidden = int(2 * hidden / 3) with hidden = 4 * dim; int() truncates toward zero.
-  int64_t hidden = static_cast<int64_t>(2.0 * static_cast<double>(4 * m.dim) / 3.0);
-  if (m.ffn_dim_multiplier) hidden = static_cast<int64_t>(*m.ffn_dim_multiplier * hidden);
-  return m.multiple_of * ((hidden + m.multiple_of - 1) / m.multiple_of);
-}
-
 Shape ShapeOf(const ModelSection& m) {
-  const int64_t head_dim = m.dim / m.n_heads;
-  return {m.dim,   m.n_kv_heads * head_dim, FfnHiddenDim(m), m.n_heads, m.vocab_size, m.n_layers,
-          head_dim};
+  const int64_t head_dim = HeadDim(m);
+  return {m.dim,    m.n_kv_heads * head_dim, FfnHiddenDim(m), m.n_heads, m.vocab_size, m.n_layers,
+          head_dim, m.tie_word_embeddings};
 }
 
-// Elements of each FSDP unit, in forward order: the embedding, the blocks, the final norm + output.
+// Elements of each FSDP unit, in forward order: the embedding, the blocks, the final norm + output
+// (no output matrix when it is the embedding's).
 std::vector<int64_t> UnitSizes(const Shape& s) {
   const int64_t attention = s.H * s.head_dim * s.C * 2 + s.Ck * s.C * 2;  // wq, wo, wk, wv
   const int64_t block = attention + 3 * s.Hf * s.C + 2 * s.C;             // w1 w2 w3, two norms
   std::vector<int64_t> units = {s.V * s.C};
   for (int64_t i = 0; i < s.n_layers; ++i) units.push_back(block);
-  units.push_back(s.C + s.V * s.C);
+  units.push_back(s.C + (s.tied ? 0 : s.V * s.C));
   return units;
 }
 

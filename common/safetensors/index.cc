@@ -103,7 +103,7 @@ std::string ShardFileName(size_t i, size_t n) {
   return buffer;
 }
 
-absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
+absl::StatusOr<uint64_t> ParseShardSize(absl::string_view text) {
   const auto invalid = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
         "size \"", text, "\" ", why,

@@ -48,7 +48,7 @@ std::string ShardFileName(size_t i, size_t n);
 // followed by KB / MB / GB (10^3, 10^6, 10^9; a lower-case final "b" means bits, an eighth) or
 // KiB / MiB / GiB (2^10, 2^20, 2^30), the unit in any case. INVALID_ARGUMENT naming the text and
 // these forms otherwise, for 0, and on overflow.
-absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
+absl::StatusOr<uint64_t> ParseShardSize(absl::string_view text);
 
 }  // namespace ringtrain
 

@@ -1,7 +1,7 @@
 // ringtrain's safetensors code (common/safetensors/) against Hugging Face's own, on the project
 // venv (tests/parity/safetensors_reference.py): Python's safetensors reads what WriteSafetensors
 // wrote bit for bit and, given the tensors in its own order, writes the same bytes; the index is
-// the text transformers writes; PlanShards splits as huggingface_hub does; ParseByteSize reads
+// the text transformers writes; PlanShards splits as huggingface_hub does; ParseShardSize reads
 // sizes as transformers does.
 #include <gtest/gtest.h>
 
@@ -174,7 +174,7 @@ TEST(SafetensorsInteropTest, ParseByteSizeReadsAsTransformers) {
   const json reference = RunReference(args);
   ASSERT_EQ(reference.size(), texts.size());
   for (size_t i = 0; i < texts.size(); ++i) {
-    absl::StatusOr<uint64_t> ours = ParseByteSize(texts[i]);
+    absl::StatusOr<uint64_t> ours = ParseShardSize(texts[i]);
     if (reference[i].is_number_integer() && reference[i].get<int64_t>() > 0) {
       ASSERT_TRUE(ours.ok()) << texts[i] << ": " << ours.status();
       EXPECT_EQ(*ours, reference[i].get<uint64_t>()) << texts[i];
@@ -183,7 +183,7 @@ TEST(SafetensorsInteropTest, ParseByteSizeReadsAsTransformers) {
                               << "; transformers: " << reference[i];
     }
   }
-  EXPECT_EQ(*ParseByteSize("12345"), 12345u);
+  EXPECT_EQ(*ParseShardSize("12345"), 12345u);
 }
 
 }  // namespace

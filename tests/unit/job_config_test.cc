@@ -840,19 +840,43 @@ TEST(JobConfigToTomlTest, AwkwardValuesRoundTripExactly) {
 
 TEST(JobConfigToTomlTest, ListsEveryKeyWithItsValue) {
   const std::string text = JobConfigToToml(JobConfig{});
-  for (const char* line : {"[job]\nmode = \"train\"\nmax_restarts = 0\n", "[model]\ndim = 256\n",
-                           "norm_eps = 1e-05\nrope_theta = 500000.0\n",
-                           "# ffn_dim_multiplier is not set\n", "[training]\nseq_len = 256\n",
-                           "dataset_path = \"\"\n", "[optimizer]\nname = \"AdamW\"\nlr = 0.0008\n",
-                           "[lr_scheduler]\nwarmup_steps = 0\ndecay_ratio = 0.0\n",
-                           "data_parallel_replicate_degree = -1\n",
-                           "[checkpoint]\nenable = false\n", "[metrics]\nlog_freq = 1\n",
-                           "[validation]\ndataset = \"\"\n", "[comm]\ntimeout_seconds = 60.0\n"}) {
+  for (const char* line :
+       {"[job]\nmode = \"train\"\nmax_restarts = 0\n",
+        "[model]\nhf_assets_path = \"\"\ndim = 256\n", "norm_eps = 1e-05\nrope_theta = 500000.0\n",
+        "# ffn_dim_multiplier is not set\n", "[training]\nseq_len = 256\n", "dataset_path = \"\"\n",
+        "[optimizer]\nname = \"AdamW\"\nlr = 0.0008\n",
+        "[lr_scheduler]\nwarmup_steps = 0\ndecay_ratio = 0.0\n",
+        "data_parallel_replicate_degree = -1\n", "[checkpoint]\nenable = false\n",
+        "[metrics]\nlog_freq = 1\n", "[validation]\ndataset = \"\"\n",
+        "[comm]\ntimeout_seconds = 60.0\n"}) {
     EXPECT_THAT(text, HasSubstr(line));
   }
   JobConfig with_ffn;
   with_ffn.model.ffn_dim_multiplier = 1.5;
   EXPECT_THAT(JobConfigToToml(with_ffn), HasSubstr("ffn_dim_multiplier = 1.5\n"));
+}
+
+TEST(JobConfigToTomlTest, OneSectionAlone) {
+  const std::string text = JobConfigToToml(JobConfig{}, "model");
+  EXPECT_THAT(text, HasSubstr("[model]\nhf_assets_path = \"\"\ndim = 256\n"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("[training]")));
+  const absl::StatusOr<JobConfig> back = ParseJobConfig(text, {}, "model.toml");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->model.dim, 256);
+}
+
+// A job that names a Hugging Face folder leaves the architecture checks to ResolveHfAssets: the
+// placeholder max_seq_len does not refuse a long seq_len, and the keys the text set are recorded.
+TEST(JobConfigTest, HfAssetsPathDefersArchitectureChecks) {
+  const absl::StatusOr<JobConfig> c =
+      ParseJobConfig("[model]\nhf_assets_path = \"models/llama\"\n[training]\nseq_len = 8192\n",
+                     {"--model.n_layers=16"}, "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->hf_pending);
+  EXPECT_EQ(c->given_keys,
+            (std::set<std::string>{"model.hf_assets_path", "model.n_layers", "training.seq_len"}));
+  // Without the folder, the same seq_len is refused against max_seq_len.
+  EXPECT_FALSE(ParseJobConfig("[training]\nseq_len = 8192\n", {}, "job.toml").ok());
 }
 
 // ---- Files

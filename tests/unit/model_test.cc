@@ -107,6 +107,84 @@ TEST(RopeTest, RotatesInterleavedPairsAtGivenPositions) {
         }
 }
 
+// Llama 3.1's frequency scaling, against its definition in double precision: wavelengths below
+// original / high_freq_factor kept, above original / low_freq_factor divided by factor, between
+// interpolated smoothly.
+TEST(RopeTest, Llama3ScalingFollowsItsDefinition) {
+  const int64_t head_dim = 64;
+  const double theta = 500000.0;
+  RopeScaling s;
+  s.type = RopeType::kLlama3;
+  s.factor = 32.0;
+  s.original_max_position_embeddings = 8192;
+  const at::Tensor scaled = RotaryTables::InverseFrequencies(head_dim, theta, s);
+  const at::Tensor plain = RotaryTables::InverseFrequencies(head_dim, theta, {});
+  ASSERT_EQ(scaled.numel(), head_dim / 2);
+  int kept = 0, divided = 0, smoothed = 0;
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const double f = std::pow(theta, -2.0 * i / head_dim), wavelen = 2 * M_PI / f;
+    double want = f;
+    if (wavelen > 8192.0 / 1.0) {
+      want = f / 32.0;
+      ++divided;
+    } else if (wavelen >= 8192.0 / 4.0) {
+      const double smooth = (8192.0 / wavelen - 1.0) / (4.0 - 1.0);
+      want = (1 - smooth) * f / 32.0 + smooth * f;
+      ++smoothed;
+    } else {
+      ++kept;
+      EXPECT_EQ(scaled[i].item<float>(), plain[i].item<float>()) << i;
+    }
+    EXPECT_NEAR(scaled[i].item<double>(), want, 1e-6 * want) << i;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(smoothed, 0);
+}
+
+TEST(TransformerTest, TiedEmbeddingsAreOneParameterExplicitShapesAreTaken) {
+  ModelArgs a;
+  a.dim = 64;
+  a.n_layers = 2;
+  a.n_heads = 4;
+  a.n_kv_heads = 2;
+  a.vocab_size = 301;
+  a.explicit_head_dim = 24;  // not 64 / 4
+  a.intermediate_size = 150;
+  a.tie_word_embeddings = true;
+  a.max_seq_len = 64;
+  Transformer model(a);
+  const auto params = model->named_parameters();
+  const auto expected = ParameterShapes(a);
+  ASSERT_EQ(params.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(params[i].key(), expected[i].first);
+    EXPECT_EQ(params[i].value().sizes().vec(), expected[i].second) << expected[i].first;
+  }
+  EXPECT_EQ(params.find("output.weight"), nullptr);
+  EXPECT_EQ(params["layers.0.attention.wq.weight"].sizes().vec(), (std::vector<int64_t>{96, 64}));
+  EXPECT_EQ(params["layers.0.feed_forward.w1.weight"].sizes().vec(),
+            (std::vector<int64_t>{150, 64}));
+  EXPECT_EQ(model->Units().back().size(), 1u);  // the final norm; the head reuses unit 0
+
+  // The logits are the embedding matrix applied to the final hidden state, and the embedding's
+  // gradient collects both uses.
+  torch::manual_seed(3);
+  model->init_weights();
+  const at::Tensor tokens = torch::randint(0, 301, {2, 8});
+  BlockPositions positions;
+  for (int64_t p = 0; p < 8; ++p) positions.positions.push_back(p);
+  const at::Tensor logits = model->forward(tokens, positions);
+  EXPECT_EQ(logits.sizes().vec(), (std::vector<int64_t>{2, 8, 301}));
+  logits.sum().backward();
+  const at::Tensor grad = params["tok_embeddings.weight"].grad();
+  ASSERT_TRUE(grad.defined());
+  // Rows of tokens never seen still get the output projection's gradient.
+  const at::Tensor seen = torch::zeros({301}, torch::kBool).index_fill_(0, tokens.flatten(), true);
+  const int64_t unseen = (~seen).nonzero().select(1, 0)[0].item<int64_t>();
+  EXPECT_GT(grad[unseen].abs().sum().item<double>(), 0.0);
+}
+
 // Positions, not order, determine the rotation: rotating a permuted sequence at permuted positions
 // gives the permuted result (what CP sharding relies on).
 TEST(RopeTest, ShardedPositionsGiveTheSameRotation) {

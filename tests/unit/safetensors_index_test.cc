@@ -117,7 +117,7 @@ TEST(ParseByteSizeTest, ReadsTransformersSpellings) {
       {" 10 GB ", 10000000000},
   };
   for (const auto& [text, bytes] : cases) {
-    absl::StatusOr<uint64_t> size = ParseByteSize(text);
+    absl::StatusOr<uint64_t> size = ParseShardSize(text);
     ASSERT_TRUE(size.ok()) << text << ": " << size.status();
     EXPECT_EQ(*size, bytes) << text;
   }
@@ -126,7 +126,7 @@ TEST(ParseByteSizeTest, ReadsTransformersSpellings) {
 TEST(ParseByteSizeTest, RefusesOtherTextNamingIt) {
   for (const char* text : {"", "GB", "5TB", "1.5GB", "-5GB", "0", "0GB", "5 G", "abc",
                            "99999999999999999999", "99999999999GiB"}) {
-    absl::StatusOr<uint64_t> size = ParseByteSize(text);
+    absl::StatusOr<uint64_t> size = ParseShardSize(text);
     ASSERT_FALSE(size.ok()) << text;
     EXPECT_EQ(size.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_THAT(std::string(size.status().message()), HasSubstr("\"" + std::string(text) + "\""));

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "common/config/device.h"
+#include "common/config/hf_config.h"
 #include "common/config/job_config.h"
 #include "common/config/mesh.h"
 #include "common/log.h"
@@ -118,7 +119,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ringtrain-trainer: missing CONFIG.toml\n%s", kUsage);
     return 2;
   }
-  const auto config = ringtrain::LoadJobConfig(config_path, overrides);
+  auto config = ringtrain::LoadJobConfig(config_path, overrides);
+  // A Hugging Face model's architecture (model.hf_assets_path): read here, where the path is.
+  if (config.ok()) {
+    if (absl::Status hf = ringtrain::ResolveHfAssets(&*config); !hf.ok()) config = hf;
+  }
   if (!config.ok()) {
     std::fprintf(stderr, "ringtrain-trainer: %s\n", std::string(config.status().message()).c_str());
     return 2;

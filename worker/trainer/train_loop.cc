@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/progress.h"
+#include "common/safetensors/index.h"
 #include "common/status_macros.h"
 #include "worker/engine/parallel/grad_sync.h"
 #include "worker/trainer/tensor_memory.h"
@@ -168,6 +169,22 @@ absl::Status Report(Trainer::State& s, const StepReport& report) {
   return absl::OkStatus();
 }
 
+// checkpoint.last_save_in_hf: the final checkpoint's weights as a Hugging Face folder, step-N/hf/.
+absl::Status ExportHf(Trainer::State& s, const Checkpoint& ckpt) {
+  const CheckpointSection& c = s.config.checkpoint;
+  const std::string dir = s.checkpoints->StepPath(ckpt.train_state.step) + "/hf";
+  HfExportOptions options;
+  options.model = s.config.model;
+  options.dtype = c.export_dtype;
+  RT_ASSIGN_OR_RETURN(options.max_shard_bytes, ParseShardSize(c.hf_max_shard_size));
+  options.tokenizer_path = s.config.training.tokenizer_path;
+  RT_RETURN_IF_ERROR(Guarded(s, "exporting the Hugging Face folder", [&] {
+    return WriteHfFolder(dir, ToHfStateDict(ckpt.model, s.model->args()), options);
+  }));
+  RT_LOG(Info) << "saved the Hugging Face folder " << dir;
+  return absl::OkStatus();
+}
+
 // Every checkpoint.interval steps and after the last: rank 0 writes the one copy of the parameters
 // and optimizer state (gathered from the shards by every rank first when the gradient path's
 // gather is a collective).
@@ -186,6 +203,7 @@ absl::Status MaybeSave(Trainer::State& s, int64_t step) {
   ckpt.train_state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
   RT_RETURN_IF_ERROR(s.checkpoints->Save(ckpt, JobConfigToToml(s.config)));
   RT_LOG(Info) << "saved checkpoint " << s.checkpoints->StepPath(step);
+  if (c.last_save_in_hf && step == s.config.training.steps) RT_RETURN_IF_ERROR(ExportHf(s, ckpt));
   return absl::OkStatus();
 }
 

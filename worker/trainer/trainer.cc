@@ -195,7 +195,13 @@ absl::Status BuildModel(Trainer::State& s) {
 // FSDP shards it.
 absl::StatusOr<std::optional<Checkpoint>> LoadWeights(Trainer::State& s) {
   const CheckpointSection& c = s.config.checkpoint;
-  if (!c.initial_load_path.empty()) {
+  if (!c.initial_load_path.empty() && c.initial_load_in_hf) {
+    RT_ASSIGN_OR_RETURN(const StateDict hf, ReadHfWeights(c.initial_load_path));
+    RT_ASSIGN_OR_RETURN(const StateDict weights,
+                        FromHfStateDict(hf, s.model->args(), c.initial_load_path));
+    RT_RETURN_IF_ERROR(LoadModelWeights(*s.model, weights, c.initial_load_path));
+    RT_LOG(Info) << "loaded Hugging Face weights from " << c.initial_load_path;
+  } else if (!c.initial_load_path.empty()) {
     RT_ASSIGN_OR_RETURN(StateDict weights, ReadStateDict(c.initial_load_path));
     RT_RETURN_IF_ERROR(LoadModelWeights(*s.model, weights, c.initial_load_path));
     RT_LOG(Info) << "loaded initial weights from " << c.initial_load_path;

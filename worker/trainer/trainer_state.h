@@ -14,6 +14,8 @@
 #include "worker/engine/checkpoint/checkpoint.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/sampler.h"
+#include "worker/engine/hf/hf_adapter.h"
+#include "worker/engine/hf/hf_folder.h"
 #include "worker/engine/model/attention_plan.h"
 #include "worker/engine/model/llama.h"
 #include "worker/engine/optim/lr_schedule.h"

@@ -141,17 +141,19 @@ void TransformerBlockImpl::init_weights() {
 
 TransformerImpl::TransformerImpl(const ModelArgs& args)
     : args_(args),
-      rope_(args.head_dim(), args.max_seq_len, args.rope_theta),
+      rope_(args.head_dim(), args.max_seq_len, args.rope_theta, args.rope_scaling),
       attention_plan_(std::make_shared<LocalAttentionPlan>()),
       tok_embeddings(args.vocab_size, args.dim),
       layers(torch::nn::ModuleList()),
-      norm(args.dim, args.norm_eps),
-      output(NoBiasLinear(args.dim, args.vocab_size)) {
+      norm(args.dim, args.norm_eps) {
   register_module("tok_embeddings", tok_embeddings);
   for (int64_t i = 0; i < args.n_layers; ++i) layers->push_back(TransformerBlock(i, args));
   register_module("layers", layers);
   register_module("norm", norm);
-  register_module("output", output);
+  // Tied: the output projection is tok_embeddings.weight, one parameter (Llama 3.2 1B/3B).
+  if (!args.tie_word_embeddings) {
+    output = register_module("output", NoBiasLinear(args.dim, args.vocab_size));
+  }
 }
 
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const BlockPositions& positions) {
@@ -167,8 +169,12 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const BlockPositio
             : RunBlock(layer_id, h, ctx, /*recompute=*/false);
   }
   const int64_t last = args_.n_layers + 1;
-  const std::vector<at::Tensor> head = Gather(last, /*recompute=*/false);  // norm, output
-  const at::Tensor logits = Project(head[1], norm->forward(h, head[0])).to(torch::kFloat32);
+  const std::vector<at::Tensor> head = Gather(last, /*recompute=*/false);  // norm[, output]
+  // Tied: the embedding unit's weight again (a source gathers it once more; its gradient from here
+  // and from the embedding add up in the one parameter). recompute = true: nothing to prefetch.
+  const at::Tensor projection =
+      args_.tie_word_embeddings ? Gather(0, /*recompute=*/true)[0] : head[1];
+  const at::Tensor logits = Project(projection, norm->forward(h, head[0])).to(torch::kFloat32);
   return AfterForward(last, logits, /*recompute=*/false);  // (B, L, V)
 }
 
@@ -182,7 +188,7 @@ std::vector<UnitParameters> TransformerImpl::Units() {
     add(units[i + 1], "layers." + std::to_string(i) + ".", *layers[i]);
   }
   add(units.back(), "norm.", *norm);
-  add(units.back(), "output.", *output);
+  if (output) add(units.back(), "output.", *output);
   return units;
 }
 
@@ -194,6 +200,7 @@ std::vector<at::Tensor> TransformerImpl::Gather(int64_t unit, bool recompute) {
   if (source_) return source_->Gather(unit, recompute);
   if (unit == 0) return {tok_embeddings->weight};
   if (unit <= args_.n_layers) return layers[unit - 1]->parameters();
+  if (!output) return {norm->weight()};
   return {norm->weight(), output->weight};
 }
 
@@ -237,6 +244,7 @@ void TransformerImpl::init_weights() {
   tok_embeddings->weight.normal_(0.0, 1.0);
   for (const auto& layer : *layers) layer->as<TransformerBlock>()->init_weights();
   norm->reset_parameters();
+  if (!output) return;
   const double final_std = 1.0 / std::sqrt(double(args_.dim));
   TruncNormal_(output->weight, final_std, -3 * final_std, 3 * final_std);
 }

@@ -116,7 +116,8 @@ class TransformerImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& tokens, const BlockPositions& positions);
 
   // The units of param_source.h in forward order: 0 = tok_embeddings, 1 … n_layers = the blocks,
-  // n_layers + 1 = the final norm and the output projection; each in named_parameters() order.
+  // n_layers + 1 = the final norm and the output projection (the norm alone with tied embeddings:
+  // the head gathers unit 0 again); each in named_parameters() order.
   std::vector<UnitParameters> Units();
 
   // torchtitan's init, drawn from the global torch generator (seed it first for determinism).
@@ -167,7 +168,7 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::Embedding tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
-  torch::nn::Linear output{nullptr};
+  torch::nn::Linear output{nullptr};  // null with tied embeddings
 };
 TORCH_MODULE(Transformer);
 

@@ -1,5 +1,7 @@
 #include "worker/engine/model/model_args.h"
 
+#include "common/config/model_shape.h"
+
 namespace ringtrain {
 
 ModelArgs ModelArgs::FromConfig(const ModelSection& m) {
@@ -9,20 +11,34 @@ ModelArgs ModelArgs::FromConfig(const ModelSection& m) {
   a.n_heads = m.n_heads;
   a.n_kv_heads = m.n_kv_heads;
   a.vocab_size = m.vocab_size;
+  a.explicit_head_dim = m.head_dim;
+  a.intermediate_size = m.intermediate_size;
   a.multiple_of = m.multiple_of;
   a.ffn_dim_multiplier = m.ffn_dim_multiplier;
   a.norm_eps = m.norm_eps;
   a.rope_theta = m.rope_theta;
+  a.rope_scaling = {m.rope_type, m.rope_factor, m.rope_low_freq_factor, m.rope_high_freq_factor,
+                    m.rope_original_max_position_embeddings};
+  a.tie_word_embeddings = m.tie_word_embeddings;
   a.max_seq_len = m.max_seq_len;
   return a;
 }
 
-int64_t ModelArgs::ffn_hidden_dim() const {
-  // Python: hidden = int(2 * hidden / 3) with hidden = 4 * dim; int() truncates toward zero.
-  int64_t hidden = static_cast<int64_t>(2.0 * static_cast<double>(4 * dim) / 3.0);
-  if (ffn_dim_multiplier) hidden = static_cast<int64_t>(*ffn_dim_multiplier * hidden);
-  return multiple_of * ((hidden + multiple_of - 1) / multiple_of);
+namespace {
+ModelSection ShapeSection(const ModelArgs& a) {
+  ModelSection m;
+  m.dim = a.dim;
+  m.n_heads = a.n_heads;
+  m.head_dim = a.explicit_head_dim;
+  m.intermediate_size = a.intermediate_size;
+  m.multiple_of = a.multiple_of;
+  m.ffn_dim_multiplier = a.ffn_dim_multiplier;
+  return m;
 }
+}  // namespace
+
+int64_t ModelArgs::head_dim() const { return HeadDim(ShapeSection(*this)); }
+int64_t ModelArgs::ffn_hidden_dim() const { return FfnHiddenDim(ShapeSection(*this)); }
 
 std::vector<ParameterShape> ParameterShapes(const ModelArgs& a) {
   const int64_t hd = a.head_dim(), hidden = a.ffn_hidden_dim();
@@ -40,7 +56,7 @@ std::vector<ParameterShape> ParameterShapes(const ModelArgs& a) {
     shapes.push_back({p + "ffn_norm.weight", {a.dim}});
   }
   shapes.push_back({"norm.weight", {a.dim}});
-  shapes.push_back({"output.weight", {a.vocab_size, a.dim}});
+  if (!a.tie_word_embeddings) shapes.push_back({"output.weight", {a.vocab_size, a.dim}});
   return shapes;
 }
 

@@ -1,6 +1,7 @@
-// Tests for `ringctl plan`'s size parsing (the plan itself: memory_plan_test, the command end to
-// end: tests/integration/memory_plan_test.cc).
-#include "client/plan_command.h"
+// Sizes as people write them (ringctl plan's --device-memory).
+#include "common/byte_size.h"
+
+#include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
