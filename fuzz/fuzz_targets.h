@@ -47,7 +47,7 @@ std::string FuzzTokenizer(const uint8_t* data, size_t size);
 // SerializeSafetensorsHeader (with the same data) it parses to the same header.
 std::string FuzzSafetensors(const uint8_t* data, size_t size);
 
-// SafetensorsIndex::Parse on the bytes as model.safetensors.index.json, and ParseByteSize on them
+// SafetensorsIndex::Parse on the bytes as model.safetensors.index.json, and ParseShardSize on them
 // as a max_shard_size. An accepted index names only plain shard file names, and its ToJson text
 // parses to the same index; an accepted size is not 0.
 std::string FuzzSafetensorsIndex(const uint8_t* data, size_t size);

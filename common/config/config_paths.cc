@@ -45,6 +45,7 @@ std::vector<ConfigPath> ConfigPaths(const JobConfig& config) {
       eval ? config.validation.dataset.value_or(config.training.dataset) == DatasetKind::kText
            : config.training.dataset == DatasetKind::kText;
   if (reads_text) add("training.tokenizer_path", config.training.tokenizer_path, PathRoot::kData);
+  add("model.hf_assets_path", config.model.hf_assets_path, PathRoot::kData);
   add("checkpoint.initial_load_path", config.checkpoint.initial_load_path, PathRoot::kData);
   if (!eval && config.checkpoint.enable) {
     add("checkpoint.folder", config.checkpoint.folder, PathRoot::kCheckpoint);

@@ -31,7 +31,8 @@ struct ConfigPath {
 //   training.dataset_path        train mode, text/bin dataset                           kData
 //   validation.dataset_path      eval mode, text/bin validation data (empty: the training path)
 //   training.tokenizer_path      when set and the job reads a text dataset             kData
-//   checkpoint.initial_load_path when set                                              kData
+//   model.hf_assets_path         when set (a Hugging Face folder: config.json, …)      kData
+//   checkpoint.initial_load_path when set (a file, or a Hugging Face folder)           kData
 //   checkpoint.folder            train mode with checkpoint.enable                     kCheckpoint
 // metrics.jsonl is not among them: the agent always sets it to a file of its own.
 std::vector<ConfigPath> ConfigPaths(const JobConfig& config);

@@ -165,7 +165,7 @@ TEST(SafetensorsInteropTest, PlanShardsSplitsAsHuggingfaceHub) {
 
 // Where transformers gives a positive size ours is the same; where it refuses (or gives 0 or a
 // negative size) ours refuses. Ours also reads a plain integer given as text.
-TEST(SafetensorsInteropTest, ParseByteSizeReadsAsTransformers) {
+TEST(SafetensorsInteropTest, ShardSizeReadsAsTransformers) {
   const std::vector<std::string> texts = {"5GB",   "5gb",  "5Gb",  "500MB", "500mb", "100KB",
                                           "7kb",   "1KiB", "3MiB", "2GiB",  "2gib",  "5 GB",
                                           "1.5GB", "5TB",  "GB",   "-5GB",  "abc",   "0GB"};

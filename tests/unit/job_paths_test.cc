@@ -44,6 +44,18 @@ TEST(ConfigPathsTest, ListsOnlyThePathsTheJobUses) {
   EXPECT_EQ(eval[0].key, "validation.dataset_path");
 }
 
+// A Hugging Face folder is read like the data: under the worker's --data-root.
+TEST(ConfigPathsTest, AHuggingFaceFolderIsData) {
+  const auto paths = ConfigPaths(
+      Config({"model.hf_assets_path=models/llama", "checkpoint.initial_load_path=models/llama",
+              "checkpoint.initial_load_in_hf=true"}));
+  ASSERT_EQ(paths.size(), 2u);
+  EXPECT_EQ(paths[0].key, "model.hf_assets_path");
+  EXPECT_EQ(paths[0].value, "models/llama");
+  EXPECT_EQ(paths[0].root, PathRoot::kData);
+  EXPECT_EQ(paths[1].key, "checkpoint.initial_load_path");
+}
+
 TEST(ConfigPathsTest, TokenizerOnlyWhenATextDatasetIsRead) {
   const auto text = ConfigPaths(Config({"training.dataset=text", "training.dataset_path=a.txt",
                                         "training.tokenizer_path=tok/tokenizer.json"}));

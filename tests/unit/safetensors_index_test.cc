@@ -103,7 +103,7 @@ TEST(ShardFileNameTest, IsTransformersNaming) {
   EXPECT_EQ(ShardFileName(11, 12), "model-00012-of-00012.safetensors");
 }
 
-TEST(ParseByteSizeTest, ReadsTransformersSpellings) {
+TEST(ShardSizeTest, ReadsTransformersSpellings) {
   const std::vector<std::pair<std::string, uint64_t>> cases = {
       {"12345", 12345},
       {"100KB", 100000},
@@ -123,7 +123,7 @@ TEST(ParseByteSizeTest, ReadsTransformersSpellings) {
   }
 }
 
-TEST(ParseByteSizeTest, RefusesOtherTextNamingIt) {
+TEST(ShardSizeTest, RefusesOtherTextNamingIt) {
   for (const char* text : {"", "GB", "5TB", "1.5GB", "-5GB", "0", "0GB", "5 G", "abc",
                            "99999999999999999999", "99999999999GiB"}) {
     absl::StatusOr<uint64_t> size = ParseShardSize(text);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -52,6 +53,10 @@ absl::StatusOr<std::string> ReadText(const std::string& path) {
 absl::Status ReadShard(const std::string& path, const std::set<std::string>* wanted,
                        std::set<std::string>& seen, StateDict& out) {
   RT_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(path));
+  uint64_t bytes = 0;
+  for (const TensorEntry& entry : file.header().tensors) bytes += entry.end - entry.begin;
+  RT_LOG(Info) << absl::StrFormat("hf import: reading %s (%d tensors, %.1f MiB)", path,
+                                  file.header().tensors.size(), bytes / 1048576.0);
   for (const TensorEntry& entry : file.header().tensors) {
     if (wanted != nullptr && wanted->count(entry.name) == 0) {
       return absl::DataLossError(absl::StrCat(
@@ -127,9 +132,17 @@ absl::Status WriteFiles(const fs::path& tmp, const StateDict& hf, const HfExport
   return absl::OkStatus();
 }
 
-}  // namespace
+// "2.00 GiB in 1.3 s (1.5 GiB/s)" for `tensors`, read or written since `start`.
+std::string Throughput(const StateDict& tensors, std::chrono::steady_clock::time_point start) {
+  double bytes = 0;
+  for (const auto& [name, t] : tensors) bytes += double(t.nbytes());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return absl::StrFormat("%d tensors, %.2f GiB in %.2f s (%.2f GiB/s)", tensors.size(),
+                         bytes / double(1 << 30), seconds, bytes / double(1 << 30) / seconds);
+}
 
-absl::StatusOr<StateDict> ReadHfWeights(const std::string& dir) {
+absl::StatusOr<StateDict> ReadHfTensors(const std::string& dir) {
   const fs::path folder(dir);
   const std::string single = (folder / "model.safetensors").string();
   const std::string index_path = (folder / "model.safetensors.index.json").string();
@@ -165,8 +178,18 @@ absl::StatusOr<StateDict> ReadHfWeights(const std::string& dir) {
   return tensors;
 }
 
+}  // namespace
+
+absl::StatusOr<StateDict> ReadHfWeights(const std::string& dir) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<StateDict> tensors = ReadHfTensors(dir);
+  if (tensors.ok()) RT_LOG(Info) << "hf import: " << Throughput(*tensors, start);
+  return tensors;
+}
+
 absl::Status WriteHfFolder(const std::string& dir, const StateDict& hf,
                            const HfExportOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
   const fs::path target = fs::path(dir).lexically_normal();
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   const fs::path tmp = parent / absl::StrCat(".", target.filename().string(), ".tmp-", getpid());
@@ -181,6 +204,7 @@ absl::Status WriteHfFolder(const std::string& dir, const StateDict& hf,
     if (e) written = OsError("move the finished folder to", target.string(), e);
   }
   if (!written.ok()) fs::remove_all(tmp, e);
+  if (written.ok()) RT_LOG(Info) << "hf export: " << dir << ": " << Throughput(hf, start);
   return written;
 }
 
