@@ -161,7 +161,8 @@ TEST_P(HfEvalTest, EvalLossMatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, HfEvalTest,
                          ::testing::Values(Format{"float32_v5", "float32", "", "v5"},
-                                           Format{"bfloat16_sharded_v4", "bfloat16", "40KB", "v4"}),
+                                           Format{"bfloat16_sharded_v4", "bfloat16", "40KB", "v4"},
+                                           Format{"float16_v4", "float16", "", "v4"}),
                          [](const auto& info) { return info.param.name; });
 
 struct Mesh {
@@ -323,6 +324,22 @@ TEST(HfGenerateTest, GreedyTokensMatchTransformers) {
       nlohmann::json::parse(ReadFile(reference))["new_ids"].get<std::vector<int64_t>>();
   ASSERT_EQ(expected.size(), 32u);
   EXPECT_EQ(ids, expected);
+
+  // Sampling: a seed repeats itself, another seed differs, and a top-p so small that only the most
+  // likely token is left is greedy again.
+  auto sample = [&](const std::string& seed, const std::string& top_p) {
+    const CommandResult r = RunCommand({BinDir() + "/ringtrain-generate", "--hf", hf, "--prompt",
+                                        "hello", "--max-new-tokens", "32", "--temperature", "1.5",
+                                        "--top-p", top_p, "--seed", seed, "--ids"});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const size_t from = r.output.find("ids: ");
+    return from == std::string::npos ? std::string()
+                                     : r.output.substr(from, r.output.find('\n', from) - from);
+  };
+  const std::string seed1 = sample("1", "1.0");
+  EXPECT_EQ(sample("1", "1.0"), seed1);
+  EXPECT_NE(sample("2", "1.0"), seed1);
+  EXPECT_EQ(sample("3", "1e-9"), ran.output.substr(at, ran.output.find('\n', at) - at));
 }
 
 // What cannot be trained is refused with the field or tensor named, and how.
