@@ -52,9 +52,8 @@ TEST(ModelArgsTest, FfnHiddenDimRounding) {
   EXPECT_EQ(a.ffn_hidden_dim(), 1023);
 }
 
-TEST(TransformerTest, DebugModelParameterNamesAndShapesMatchTorchtitan) {
-  const ModelArgs a = ArgsOf("debug_model.toml");
-  Transformer model(a);
+// The model's parameters are ParameterShapes(a), names and shapes, in order.
+void ExpectParametersAreTheShapes(Transformer& model, const ModelArgs& a) {
   const auto params = model->named_parameters();
   const auto expected = ParameterShapes(a);
   ASSERT_EQ(params.size(), expected.size());
@@ -62,6 +61,12 @@ TEST(TransformerTest, DebugModelParameterNamesAndShapesMatchTorchtitan) {
     EXPECT_EQ(params[i].key(), expected[i].first);
     EXPECT_EQ(params[i].value().sizes().vec(), expected[i].second) << expected[i].first;
   }
+}
+
+TEST(TransformerTest, DebugModelParameterNamesAndShapesMatchTorchtitan) {
+  const ModelArgs a = ArgsOf("debug_model.toml");
+  Transformer model(a);
+  ExpectParametersAreTheShapes(model, a);
 }
 
 TEST(TransformerTest, InitIsDeterministicAndFollowsTorchtitan) {
@@ -154,13 +159,8 @@ TEST(TransformerTest, TiedEmbeddingsAreOneParameterExplicitShapesAreTaken) {
   a.tie_word_embeddings = true;
   a.max_seq_len = 64;
   Transformer model(a);
+  ExpectParametersAreTheShapes(model, a);
   const auto params = model->named_parameters();
-  const auto expected = ParameterShapes(a);
-  ASSERT_EQ(params.size(), expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_EQ(params[i].key(), expected[i].first);
-    EXPECT_EQ(params[i].value().sizes().vec(), expected[i].second) << expected[i].first;
-  }
   EXPECT_EQ(params.find("output.weight"), nullptr);
   EXPECT_EQ(params["layers.0.attention.wq.weight"].sizes().vec(), (std::vector<int64_t>{96, 64}));
   EXPECT_EQ(params["layers.0.feed_forward.w1.weight"].sizes().vec(),
