@@ -280,9 +280,25 @@ void ApplyOverride(const std::string& arg, const std::vector<Section>& sections,
   }
 }
 
+// A section's list of valid keys once: later unknown keys of the same section say "as above", so
+// twenty of them still fit in one gRPC status with the count of the rest.
+std::vector<std::string> ListValidKeysOnce(std::vector<std::string> problems) {
+  std::set<std::string> listed;
+  for (std::string& problem : problems) {
+    const size_t open = problem.find(" (valid keys in [");
+    const size_t colon = open == std::string::npos ? open : problem.find("]: ", open);
+    const size_t close = colon == std::string::npos ? colon : problem.find(')', colon);
+    if (close == std::string::npos) continue;
+    const std::string list = problem.substr(open, close + 1 - open);
+    if (listed.insert(list).second) continue;
+    problem.replace(open, close + 1 - open, problem.substr(open, colon + 3 - open) + "as above)");
+  }
+  return problems;
+}
+
 // At most kMaxReportedProblems lines: 100,000 unknown keys must not become a 16 MB status.
 absl::Status ProblemsError(absl::string_view what, const std::vector<std::string>& problems) {
-  return absl::InvalidArgumentError(JoinProblems(what, problems));
+  return absl::InvalidArgumentError(JoinProblems(what, ListValidKeysOnce(problems)));
 }
 
 }  // namespace

@@ -74,9 +74,9 @@ TEST(TrainerTest, ResumeFromMidRunCheckpointReproducesRemainingLossesBitwise) {
   }
 }
 
-// A damaged checkpoint stops the resume with a message naming the file (DATA_LOSS, exit status 1),
-// never an abort: an RNG state of the wrong size (which torch's set_state would throw on), a
-// train_state.json whose step is not a number, a truncated model.pt.
+// A damaged checkpoint, the only one, stops the resume with a message naming the file (DATA_LOSS,
+// exit status 1), never an abort: an RNG state of the wrong size (which torch's set_state would
+// throw on), a train_state.json whose step is not a number, a truncated model.pt.
 TEST(TrainerTest, ADamagedCheckpointIsNamedNotAnAbort) {
   TempDir dir;
   const auto first =
@@ -105,6 +105,38 @@ TEST(TrainerTest, ADamagedCheckpointIsNamedNotAnAbort) {
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(r.output.find(c.file), std::string::npos) << r.output;
     EXPECT_NE(r.output.find(c.expected), std::string::npos) << r.output;
+  }
+}
+
+// A damaged newest checkpoint (a truncated optimizer.pt) is skipped with a warning naming the file,
+// and the run resumes from the one before it, bitwise like the uninterrupted run.
+TEST(TrainerTest, ADamagedNewestCheckpointResumesFromTheOneBeforeBitwise) {
+  TempDir dir;
+  const auto full = RunCommand(DebugRun(
+      {"--training.steps=8", "--checkpoint.enable=true", "--checkpoint.folder=" + (dir / "ckpt"),
+       "--checkpoint.interval=4", "--metrics.jsonl=" + (dir / "full.jsonl")}));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  fs::create_directories(dir / "resume");
+  for (const char* step : {"step-4", "step-8"}) {
+    fs::copy(fs::path(dir / "ckpt") / step, fs::path(dir / "resume") / step,
+             fs::copy_options::recursive);
+  }
+  const std::string damaged = dir / "resume/step-8/optimizer.pt";
+  fs::resize_file(damaged, fs::file_size(damaged) / 3);
+  const auto resumed = RunCommand(DebugRun(
+      {"--training.steps=8", "--checkpoint.enable=true", "--checkpoint.folder=" + (dir / "resume"),
+       "--checkpoint.interval=4", "--metrics.jsonl=" + (dir / "resumed.jsonl")}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("skipping checkpoint " + (dir / "resume/step-8")),
+            std::string::npos)
+      << resumed.output;
+  EXPECT_NE(resumed.output.find(damaged), std::string::npos) << resumed.output;
+  const auto a = ReadJsonl(dir / "full.jsonl"), b = ReadJsonl(dir / "resumed.jsonl");
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(b[i].at("step"), a[4 + i].at("step"));
+    EXPECT_EQ(b[i].at("loss"), a[4 + i].at("loss")) << "step " << 5 + i;
   }
 }
 

@@ -1,6 +1,7 @@
 // Checkpoint folders: a saved step loads back bitwise (model, optimizer, train state, RNG state),
-// only complete step-N folders count, keep_latest_k prunes the oldest, and model weights load by
-// name with every mismatch listed and the model left unchanged.
+// only complete step-N folders count, keep_latest_k prunes the oldest, a damaged newest checkpoint
+// is skipped for the one before it, and model weights load by name with every mismatch listed and
+// the model left unchanged.
 #include "worker/engine/checkpoint/checkpoint.h"
 
 #include <gmock/gmock.h>
@@ -128,6 +129,39 @@ TEST(CheckpointFolderTest, TruncatedStateDictIsDataLossNamingTheFile) {
     EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss) << name;
     EXPECT_THAT(std::string(loaded.status().message()), HasSubstr(path)) << name;
   }
+}
+
+// A damaged newest checkpoint gives way to the one before it, with a line naming the file; when
+// every one is damaged the load is DATA_LOSS naming the folder; an empty folder is no checkpoint.
+TEST(CheckpointFolderTest, ADamagedNewestCheckpointIsSkippedForTheOneBefore) {
+  testing::TempDir dir;
+  CheckpointFolder folder(dir / "ckpt", 0);
+  std::vector<std::string> skipped;
+  absl::StatusOr<std::optional<Checkpoint>> none = folder.LoadNewestUsable(&skipped);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  for (int64_t step : {2, 4, 6}) ASSERT_TRUE(folder.Save(MakeCheckpoint(step), "").ok());
+  // step-6: a truncated optimizer.pt; step-4: a missing model.pt.
+  const std::string truncated = folder.StepPath(6) + "/optimizer.pt";
+  fs::resize_file(truncated, fs::file_size(truncated) / 2);
+  fs::remove(folder.StepPath(4) + "/model.pt");
+  absl::StatusOr<std::optional<Checkpoint>> loaded = folder.LoadNewestUsable(&skipped);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_EQ((*loaded)->train_state.step, 2);
+  ExpectSameDict((*loaded)->model, MakeCheckpoint(2).model);
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_THAT(skipped[0], HasSubstr(truncated));
+  EXPECT_THAT(skipped[1], HasSubstr(folder.StepPath(4) + "/model.pt"));
+
+  // step-2's train_state.json is not JSON: nothing is usable.
+  std::ofstream(folder.StepPath(2) + "/train_state.json") << "{";
+  skipped.clear();
+  loaded = folder.LoadNewestUsable(&skipped);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(loaded.status().message()),
+              HasSubstr("no usable checkpoint in '" + (dir / "ckpt") + "'"));
+  EXPECT_EQ(skipped.size(), 3u);
 }
 
 struct TinyImpl : torch::nn::Module {

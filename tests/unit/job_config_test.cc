@@ -301,6 +301,17 @@ TEST(ParseJobConfigTest, UnknownKeyListsValidKeysAndSuggests) {
   EXPECT_THAT(message, HasSubstr("did you mean 'steps'?"));
 }
 
+// Several unknown keys of one section: its valid keys are listed once, the rest say "as above"
+// (so twenty problems and the count of the rest fit in one gRPC status).
+TEST(ParseJobConfigTest, ASectionsValidKeysAreListedOnce) {
+  const std::string message = ParseError("[comm]\nbandwidth = 10\nlatency = 3\n", {"comm.x=1"});
+  EXPECT_THAT(message, HasSubstr("line 2: unknown key comm.bandwidth (valid keys in [comm]: "
+                                 "timeout_seconds, backend)"));
+  EXPECT_THAT(message,
+              HasSubstr("line 3: unknown key comm.latency (valid keys in [comm]: as above)"));
+  EXPECT_THAT(message, HasSubstr("unknown key comm.x (valid keys in [comm]: as above)"));
+}
+
 TEST(ParseJobConfigTest, UnknownKeyFarFromAnyKeyHasNoSuggestion) {
   const std::string message = ParseError("[comm]\nbandwidth = 10\n");
   EXPECT_THAT(

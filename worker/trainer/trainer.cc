@@ -208,12 +208,16 @@ absl::StatusOr<std::optional<Checkpoint>> LoadWeights(Trainer::State& s) {
   }
   if (!c.enable || s.config.job.mode == JobMode::kEval) return std::optional<Checkpoint>();
   s.checkpoints.emplace(c.folder, c.keep_latest_k);
-  RT_ASSIGN_OR_RETURN(std::optional<int64_t> latest, s.checkpoints->LatestStep());
-  if (s.comm) RT_RETURN_IF_ERROR(CheckSameCheckpoint(s, latest));
-  if (!latest) return std::optional<Checkpoint>();
-  RT_ASSIGN_OR_RETURN(Checkpoint resume, s.checkpoints->Load(*latest));
-  RT_RETURN_IF_ERROR(LoadModelWeights(*s.model, resume.model, s.checkpoints->StepPath(*latest)));
-  return std::optional<Checkpoint>(std::move(resume));
+  // A damaged newest checkpoint (a crash mid-copy, a truncated file) is skipped for the one before.
+  std::vector<std::string> skipped;
+  RT_ASSIGN_OR_RETURN(std::optional<Checkpoint> resume, s.checkpoints->LoadNewestUsable(&skipped));
+  for (const std::string& line : skipped) RT_LOG(Warning) << line;
+  std::optional<int64_t> step;
+  if (resume) step = resume->train_state.step;
+  if (s.comm) RT_RETURN_IF_ERROR(CheckSameCheckpoint(s, step));
+  if (!resume) return resume;
+  RT_RETURN_IF_ERROR(LoadModelWeights(*s.model, resume->model, s.checkpoints->StepPath(*step)));
+  return resume;
 }
 
 // The attention plan, precision and activation checkpointing applied to the model, the data

@@ -123,21 +123,48 @@ absl::Status CheckpointFolder::Save(const Checkpoint& ckpt, const std::string& c
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<int64_t>> CheckpointFolder::LatestStep() const {
+absl::StatusOr<std::vector<int64_t>> CheckpointFolder::Steps() const {
   std::error_code ec;
-  if (!fs::exists(folder_, ec)) return std::optional<int64_t>();
-  std::optional<int64_t> latest;
+  std::vector<int64_t> steps;
+  if (!fs::exists(folder_, ec)) return steps;
   for (const auto& entry : fs::directory_iterator(folder_, ec)) {
     const auto step = StepOfName(entry.path().filename().string());
-    if (step && fs::exists(entry.path() / "train_state.json") && (!latest || *step > *latest)) {
-      latest = step;
-    }
+    if (step && fs::exists(entry.path() / "train_state.json")) steps.push_back(*step);
   }
   if (ec) {
     return absl::UnavailableError(
         absl::StrCat("cannot list checkpoint folder '", folder_, "': ", ec.message()));
   }
-  return latest;
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+absl::StatusOr<std::optional<int64_t>> CheckpointFolder::LatestStep() const {
+  RT_ASSIGN_OR_RETURN(const std::vector<int64_t> steps, Steps());
+  if (steps.empty()) return std::optional<int64_t>();
+  return std::optional<int64_t>(steps.front());
+}
+
+absl::StatusOr<std::optional<Checkpoint>> CheckpointFolder::LoadNewestUsable(
+    std::vector<std::string>* skipped) const {
+  RT_ASSIGN_OR_RETURN(const std::vector<int64_t> steps, Steps());
+  if (steps.empty()) return std::optional<Checkpoint>();
+  std::vector<std::string> problems;
+  for (int64_t step : steps) {
+    absl::StatusOr<Checkpoint> loaded = Load(step);
+    if (loaded.ok()) return std::optional<Checkpoint>(*std::move(loaded));
+    // Damage is skipped; anything else (out of memory, an unreadable folder) is not the files'
+    // fault and ends the load.
+    if (loaded.status().code() != absl::StatusCode::kDataLoss &&
+        loaded.status().code() != absl::StatusCode::kNotFound) {
+      return loaded.status();
+    }
+    problems.push_back(absl::StrCat(StepPath(step), ": ", loaded.status().message()));
+    skipped->push_back(
+        absl::StrCat("skipping checkpoint ", StepPath(step), " (", loaded.status().message(), ")"));
+  }
+  return absl::DataLossError(
+      absl::StrCat("no usable checkpoint in '", folder_, "': ", absl::StrJoin(problems, "; ")));
 }
 
 absl::StatusOr<Checkpoint> CheckpointFolder::Load(int64_t step) const {

@@ -46,6 +46,14 @@ class CheckpointFolder {
   // DATA_LOSS naming the file for a truncated or corrupt model.pt / optimizer.pt or a bad
   // train_state.json (ReadTrainState); NOT_FOUND for a missing one.
   absl::StatusOr<Checkpoint> Load(int64_t step) const;
+  // The complete step-N, newest first (those LatestStep would consider).
+  absl::StatusOr<std::vector<int64_t>> Steps() const;
+  // The newest checkpoint that loads: a step whose files are damaged (Load's DATA_LOSS or
+  // NOT_FOUND) is skipped with one line in `skipped` naming the step and what was wrong, and the
+  // one before it tried. nullopt when the folder holds no checkpoint; DATA_LOSS naming the folder
+  // when it holds some and none loads.
+  absl::StatusOr<std::optional<Checkpoint>> LoadNewestUsable(
+      std::vector<std::string>* skipped) const;
   std::string StepPath(int64_t step) const;
 
  private:
