@@ -8,22 +8,30 @@
 namespace ringtrain {
 namespace {
 
+// C the model width, Cq = H·D the queries' (and the attention output's) width, Ck = Hk·D.
 struct Shape {
-  int64_t C, Ck, Hf, H, V, n_layers, head_dim;
+  int64_t C, Cq, Ck, Hf, H, V, n_layers, head_dim;
   bool tied;
 };
 
 Shape ShapeOf(const ModelSection& m) {
   const int64_t head_dim = HeadDim(m);
-  return {m.dim,    m.n_kv_heads * head_dim, FfnHiddenDim(m), m.n_heads, m.vocab_size, m.n_layers,
-          head_dim, m.tie_word_embeddings};
+  return {m.dim,
+          m.n_heads * head_dim,
+          m.n_kv_heads * head_dim,
+          FfnHiddenDim(m),
+          m.n_heads,
+          m.vocab_size,
+          m.n_layers,
+          head_dim,
+          m.tie_word_embeddings};
 }
 
 // Elements of each FSDP unit, in forward order: the embedding, the blocks, the final norm + output
 // (no output matrix when it is the embedding's).
 std::vector<int64_t> UnitSizes(const Shape& s) {
-  const int64_t attention = s.H * s.head_dim * s.C * 2 + s.Ck * s.C * 2;  // wq, wo, wk, wv
-  const int64_t block = attention + 3 * s.Hf * s.C + 2 * s.C;             // w1 w2 w3, two norms
+  const int64_t attention = s.Cq * s.C * 2 + s.Ck * s.C * 2;   // wq, wo, wk, wv
+  const int64_t block = attention + 3 * s.Hf * s.C + 2 * s.C;  // w1 w2 w3, two norms
   std::vector<int64_t> units = {s.V * s.C};
   for (int64_t i = 0; i < s.n_layers; ++i) units.push_back(block);
   units.push_back(s.C + (s.tied ? 0 : s.V * s.C));
@@ -103,12 +111,13 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
   // What one block's forward saves for its backward, its output (the next block's input) included:
   // two RMSNorms (float32 normalised rows and the normed output: 8·BLC each, whatever e is), RoPE's
   // float32 q and k, then in e: the attention's q and stacked k/v, its output twice (the kernel's,
-  // and the (B, Lc, C) copy wo reads), the residual h, the block output, and the FFN's w1/w3
+  // and the (B, Lc, Cq) copy wo reads), the residual h, the block output, and the FFN's w1/w3
   // outputs, silu and the product; the log-sum-exp in float32.
-  const int64_t a_block = 16 * BL * s.C + 4 * BL * (s.C + s.Ck) +
-                          e * (5 * BL * s.C + 2 * BL * s.Ck + 4 * BL * s.Hf) + 4 * B * s.H * Lc;
+  const int64_t a_block = 16 * BL * s.C + 4 * BL * (s.Cq + s.Ck) +
+                          e * (3 * BL * s.Cq + 2 * BL * s.C + 2 * BL * s.Ck + 4 * BL * s.Hf) +
+                          4 * B * s.H * Lc;
   const int64_t block_input = e * BL * s.C;
-  const int64_t op_kept = e * BL * s.C + 4 * B * s.H * Lc;  // attention output + lse
+  const int64_t op_kept = e * BL * s.Cq + 4 * B * s.H * Lc;  // attention output + lse
   int64_t blocks_kept = 0;
   for (int64_t i = 0; i < s.n_layers; ++i) {
     if (!Checkpointed(plan.ac_every, i)) {
@@ -139,14 +148,14 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
   // the attention's (dq, dk, dv, the stacked dK/dV, the contiguous dout; under bf16 the widened
   // out and dout for the softmax statistics).
   const int64_t ffn_bwd = e * (3 * BL * s.Hf + BL * s.C);
-  const int64_t attn_bwd = e * (3 * BL * s.C + 4 * BL * s.Ck) + (bf16 ? 8 * BL * s.C : 0) +
-                           4 * B * s.H * Lc + (plan.mesh.cp > 1 ? 4 * BL * s.C : 0);
+  const int64_t attn_bwd = e * (3 * BL * s.Cq + 4 * BL * s.Ck) + (bf16 ? 8 * BL * s.Cq : 0) +
+                           4 * B * s.H * Lc + (plan.mesh.cp > 1 ? 4 * BL * s.Cq : 0);
   const int64_t block_bwd = std::max(ffn_bwd, attn_bwd);
   // The attention forward of one block: the float32 merged output and the merge's temporaries
   // under ring attention, the output and the log-sum-exp locally.
   const int64_t attn_fwd = plan.mesh.cp > 1
-                               ? 4 * 4 * BL * s.C + e * BL * s.C + 8 * B * s.H * Lc + 2 * kv_block
-                               : e * BL * s.C + 4 * B * s.H * Lc;
+                               ? 4 * 4 * BL * s.Cq + e * BL * s.Cq + 8 * B * s.H * Lc + 2 * kv_block
+                               : e * BL * s.Cq + 4 * B * s.H * Lc;
   // FSDP's backward of one unit: its full gradient in the param dtype and the reduce-scatter's
   // input and output in the reduce dtype.
   const int64_t fsdp_rs =

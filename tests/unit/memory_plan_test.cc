@@ -39,6 +39,23 @@ TEST(MemoryPlanTest, DebugModelParameterCount) {
   EXPECT_EQ(PlannedParameterCount(Load("debug_model.toml").model), 2 * 512 * 128 + 4 * block + 128);
 }
 
+// A Hugging Face shape: head_dim 24 with dim 64 and 4 heads (queries 96 wide), an explicit FFN
+// size, tied embeddings — transformers counts 114,048 parameters for this LlamaForCausalLM.
+TEST(MemoryPlanTest, ExplicitHeadDimFfnAndTiedEmbeddingsCountAsTransformersDoes) {
+  ModelSection m;
+  m.dim = 64;
+  m.n_layers = 2;
+  m.n_heads = 4;
+  m.n_kv_heads = 2;
+  m.vocab_size = 301;
+  m.head_dim = 24;
+  m.intermediate_size = 150;
+  m.tie_word_embeddings = true;
+  EXPECT_EQ(PlannedParameterCount(m), 114048);
+  m.tie_word_embeddings = false;
+  EXPECT_EQ(PlannedParameterCount(m), 114048 + 301 * 64);
+}
+
 TEST(MemoryPlanTest, ReplicatedFloat32HoldsSixteenBytesPerParameter) {
   const JobConfig config = Load("debug_model.toml");
   const MemoryPlan plan = Plan(config, 1);
