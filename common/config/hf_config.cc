@@ -20,6 +20,7 @@
 #include "common/config/config_validate.h"
 #include "common/config/model_shape.h"
 #include "common/status_macros.h"
+#include "common/text_file.h"
 
 namespace ringtrain {
 namespace {
@@ -179,17 +180,15 @@ bool IsRopeScalingKey(const std::string& key) {
          key == "rope_original_max_position_embeddings";
 }
 
+// A config error (exit 2), not a missing file: the job names the folder.
 absl::StatusOr<std::string> ReadText(const std::string& path, const std::string& key,
                                      const std::string& dir) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(absl::StrCat("model.hf_assets_path = ", Quote(dir),
-                                                   ": cannot read ", path, ": ",
-                                                   std::strerror(errno), " (", key, ")"));
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, " = ", Quote(dir), ": ", text.status().message(), " (", key, ")"));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return text;
 }
 
 }  // namespace

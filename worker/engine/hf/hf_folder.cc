@@ -20,6 +20,7 @@
 #include "common/safetensors/index.h"
 #include "common/safetensors/safetensors.h"
 #include "common/status_macros.h"
+#include "common/text_file.h"
 
 namespace ringtrain {
 namespace {
@@ -39,15 +40,6 @@ TensorDtype FromTorch(c10::ScalarType dtype) {
   return dtype == at::kBFloat16 ? TensorDtype::kBF16
          : dtype == at::kHalf   ? TensorDtype::kF16
                                 : TensorDtype::kF32;
-}
-
-absl::StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 absl::Status ReadShard(const std::string& path, const std::set<std::string>* wanted,
@@ -75,15 +67,6 @@ absl::Status ReadShard(const std::string& path, const std::set<std::string>* wan
 
 absl::Status OsError(const std::string& what, const std::string& path, const std::error_code& e) {
   return absl::UnavailableError(absl::StrCat("cannot ", what, " ", path, ": ", e.message()));
-}
-
-absl::Status WriteTextFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out)
-    return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
-  return absl::OkStatus();
 }
 
 // Writes the folder's files into `tmp`.
@@ -150,7 +133,7 @@ absl::StatusOr<StateDict> ReadHfTensors(const std::string& dir) {
   std::set<std::string> seen;
   std::error_code e;
   if (fs::exists(index_path, e)) {
-    RT_ASSIGN_OR_RETURN(const std::string text, ReadText(index_path));
+    RT_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(index_path));
     RT_ASSIGN_OR_RETURN(const SafetensorsIndex index, SafetensorsIndex::Parse(text, index_path));
     std::map<std::string, std::set<std::string>> by_file;
     for (const auto& [name, file] : index.weight_map) by_file[file].insert(name);

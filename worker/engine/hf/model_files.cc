@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config/hf_config.h"
 #include "common/status_macros.h"
+#include "common/text_file.h"
 #include "worker/engine/checkpoint/checkpoint.h"
 #include "worker/engine/hf/hf_adapter.h"
 #include "worker/engine/hf/hf_folder.h"
@@ -16,14 +17,6 @@ namespace ringtrain {
 namespace {
 
 namespace fs = std::filesystem;
-
-absl::StatusOr<std::string> ReadText(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 bool IsFile(const fs::path& path) {
   std::error_code e;
@@ -34,7 +27,7 @@ bool IsFile(const fs::path& path) {
 
 absl::StatusOr<ModelFiles> ReadHfModel(const std::string& dir) {
   const fs::path folder(dir);
-  RT_ASSIGN_OR_RETURN(const std::string text, ReadText(folder / "config.json"));
+  RT_ASSIGN_OR_RETURN(const std::string text, ReadTextFile((folder / "config.json").string()));
   ModelFiles files;
   files.source = dir;
   RT_ASSIGN_OR_RETURN(files.model, ParseHfConfig(text, (folder / "config.json").string()));
@@ -58,7 +51,7 @@ absl::StatusOr<ModelFiles> ReadCheckpointModel(const std::string& dir) {
     }
     step = folder.StepPath(*latest);
   }
-  RT_ASSIGN_OR_RETURN(const std::string toml, ReadText(step / "config.toml"));
+  RT_ASSIGN_OR_RETURN(const std::string toml, ReadTextFile((step / "config.toml").string()));
   RT_ASSIGN_OR_RETURN(const JobConfig config,
                       ParseJobConfig(toml, {}, (step / "config.toml").string()));
   ModelFiles files;
