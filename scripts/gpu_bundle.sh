@@ -91,7 +91,7 @@ if [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" 
   echo "torch_cuda=$torch_cuda"
   echo "commit=$commit"
   echo "built_on=$(uname -n) $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "glibc=$(ldd --version | head -1 | awk '{ print $NF }')"
+  echo "glibc=$(ldd --version | awk 'NR == 1 { print $NF }')"
   echo "# files (bytes, sha256)"
   (cd "$out" && find . -type f ! -name MANIFEST | sort | while read -r f; do
      echo "file=${f#./} $(stat -c %s "$f") $(sha256sum "$f" | cut -d' ' -f1)"

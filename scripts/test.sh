@@ -49,9 +49,12 @@ summary() {
   if [ -n "$ctest_log" ] && [ -s "$ctest_log" ]; then
     echo "test: the ten slowest tests:"
     # ctest's result lines: "  12/859 Test  #34: Name ......   Passed   12.34 sec"
+    # awk reads all of sort's output: `head` would close the pipe early, and sort's SIGPIPE then failed
+    # the whole run under pipefail (exit 141) after every phase had passed.
     sed -n 's/^ *[0-9]*\/[0-9]* *Test *#[0-9]*: \([^ ]*\) .* \([0-9.]*\) sec$/\2 \1/p' "$ctest_log" |
-      sort -rn | head -10 | awk '{ printf "  %8.1f s  %s\n", $1, $2 }'
+      sort -rn | awk 'NR <= 10 { printf "  %8.1f s  %s\n", $1, $2 }'
   fi
+  exit "$rc"
 }
 trap summary EXIT
 
