@@ -1,5 +1,8 @@
 #include "common/text_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -25,6 +28,17 @@ absl::Status WriteTextFile(const std::string& path, const std::string& text) {
   if (!out) {
     return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
   }
+  return absl::OkStatus();
+}
+
+absl::Status SyncPath(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot sync ", path, ": ", std::strerror(error)));
+  }
+  ::close(fd);
   return absl::OkStatus();
 }
 

@@ -16,6 +16,10 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 // refuses.
 absl::Status WriteTextFile(const std::string& path, const std::string& text);
 
+// fsync of a file or a folder (after a rename in it), so what was written survives a power loss.
+// UNAVAILABLE "cannot sync PATH: <errno text>".
+absl::Status SyncPath(const std::string& path);
+
 }  // namespace ringtrain
 
 #endif  // RINGTRAIN_COMMON_TEXT_FILE_H_

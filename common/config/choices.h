@@ -39,6 +39,7 @@ enum class ReshardAfterForward {
 enum class AcMode { kNone, kFull, kSelective };  // activation_checkpoint.mode
 enum class ContextParallelMethod { kRing };      // parallelism.context_parallel_method
 enum class RopeType { kDefault, kLlama3 };       // model.rope_type
+enum class AsyncMode { kDisabled, kAsync };      // checkpoint.async_mode
 
 // The config-file spellings of a choice, in enum order.
 template <class E>
@@ -113,6 +114,10 @@ struct ChoiceOldSpellings<AttentionKernelKind> {
 template <>
 struct ChoiceSpelling<ReshardAfterForward> {
   static constexpr std::array<const char*, 3> kNames = {"default", "always", "never"};
+};
+template <>
+struct ChoiceSpelling<AsyncMode> {
+  static constexpr std::array<const char*, 2> kNames = {"disabled", "async"};
 };
 template <>
 struct ChoiceSpelling<AcMode> {

@@ -120,6 +120,7 @@ std::vector<Section> Sections(JobConfig& c) {
         {"folder", &c.checkpoint.folder},
         {"interval", &c.checkpoint.interval, Count(1)},
         {"keep_latest_k", &c.checkpoint.keep_latest_k, Count(0, kUnbounded, " (0 keeps all)")},
+        {"async_mode", Choice(&c.checkpoint.async_mode)},
         {"initial_load_path", &c.checkpoint.initial_load_path},
         {"initial_load_in_hf", &c.checkpoint.initial_load_in_hf},
         {"last_save_in_hf", &c.checkpoint.last_save_in_hf},

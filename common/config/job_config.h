@@ -132,6 +132,9 @@ struct CheckpointSection {
   std::string folder = "checkpoints";
   int64_t interval = 50;      // > 0 when enabled
   int64_t keep_latest_k = 0;  // 0 keeps all
+  // "async": a save copies the state to host buffers and training goes on while a background
+  // thread writes (worker/engine/checkpoint/checkpoint_writer.h).
+  AsyncMode async_mode = AsyncMode::kDisabled;
   // Initial weights: a torch.save'd state dict with our names, or with initial_load_in_hf a
   // Hugging Face folder (model.safetensors, or shards with model.safetensors.index.json).
   std::string initial_load_path;

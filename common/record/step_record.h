@@ -49,6 +49,10 @@ struct StepRecord {
   double peak_memory_bytes = 0;         // rank 0's resident peak
   double device_memory_peak_bytes = 0;  // rank 0's CUDA caching allocator peak; 0 on the CPU
   double elapsed_seconds = 0;
+  // Rank 0's checkpoint figures: the training stall of a save made after this step, and the write
+  // time of a save whose (background) write finished by the end of this step; 0 when none.
+  double checkpoint_stall_seconds = 0;
+  double checkpoint_write_seconds = 0;
   std::vector<RankFigures> ranks;  // in rank order; empty for a one-rank job
 
   std::string ToJson() const;  // one line, without the newline
@@ -65,7 +69,7 @@ struct FigureField {
 };
 
 // The record's figures after "step", in wire order.
-inline constexpr std::array<FigureField<StepRecord>, 9> kStepFields = {{
+inline constexpr std::array<FigureField<StepRecord>, 11> kStepFields = {{
     {"loss", &StepRecord::loss, FigureKind::kReal},
     {"grad_norm", &StepRecord::grad_norm, FigureKind::kReal},
     {"lr", &StepRecord::lr, FigureKind::kReal},
@@ -75,6 +79,8 @@ inline constexpr std::array<FigureField<StepRecord>, 9> kStepFields = {{
     {"peak_memory_bytes", &StepRecord::peak_memory_bytes, FigureKind::kCount},
     {"device_memory_peak_bytes", &StepRecord::device_memory_peak_bytes, FigureKind::kCount},
     {"elapsed_seconds", &StepRecord::elapsed_seconds, FigureKind::kReal},
+    {"checkpoint_stall_seconds", &StepRecord::checkpoint_stall_seconds, FigureKind::kReal},
+    {"checkpoint_write_seconds", &StepRecord::checkpoint_write_seconds, FigureKind::kReal},
 }};
 
 // A rank's figures after "rank", in wire order (also the order of the all-gathered vector).

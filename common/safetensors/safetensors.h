@@ -73,6 +73,11 @@ class SafetensorsFile {
   // entry.end - entry.begin bytes; they are little-endian, as in the file. DATA_LOSS when the file
   // ends early (it was truncated after Open).
   absl::Status Read(const TensorEntry& entry, void* out) const;
+  // Copies `bytes` bytes of `entry` starting `offset` bytes into it (a slice of the tensor's
+  // row-major data) into `out`. INVALID_ARGUMENT when the range leaves the tensor; DATA_LOSS as
+  // Read.
+  absl::Status ReadRange(const TensorEntry& entry, uint64_t offset, uint64_t bytes,
+                         void* out) const;
 
  private:
   SafetensorsFile(std::string path, int fd, SafetensorsHeader header);

@@ -104,14 +104,23 @@ absl::Status SafetensorsFile::Read(const TensorEntry& entry, void* out) const {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor '", entry.name, "' ends before it begins"));
   }
-  const uint64_t size = entry.end - entry.begin;
-  RT_ASSIGN_OR_RETURN(const uint64_t got,
-                      PreadFully(fd_, out, size, header_.data_start + entry.begin, path_));
-  if (got != size) {
-    return absl::DataLossError(
-        absl::StrCat(path_, ": tensor '", entry.name, "' needs bytes up to ",
-                     header_.data_start + entry.end, " but the file ends at ",
-                     header_.data_start + entry.begin + got, " (truncated since it was opened?)"));
+  return ReadRange(entry, 0, entry.end - entry.begin, out);
+}
+
+absl::Status SafetensorsFile::ReadRange(const TensorEntry& entry, uint64_t offset, uint64_t bytes,
+                                        void* out) const {
+  if (entry.end < entry.begin || offset > entry.end - entry.begin ||
+      bytes > entry.end - entry.begin - offset) {
+    return absl::InvalidArgumentError(absl::StrCat("bytes [", offset, ", ", offset + bytes,
+                                                   ") are not inside tensor '", entry.name, "' (",
+                                                   entry.end - entry.begin, " bytes)"));
+  }
+  const uint64_t start = header_.data_start + entry.begin + offset;
+  RT_ASSIGN_OR_RETURN(const uint64_t got, PreadFully(fd_, out, bytes, start, path_));
+  if (got != bytes) {
+    return absl::DataLossError(absl::StrCat(path_, ": tensor '", entry.name, "' needs bytes up to ",
+                                            start + bytes, " but the file ends at ", start + got,
+                                            " (truncated since it was opened?)"));
   }
   return absl::OkStatus();
 }

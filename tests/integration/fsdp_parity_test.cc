@@ -160,10 +160,12 @@ TEST(FsdpParityTest, Bfloat16ShardsTrainLikeBfloat16Replicas) {
   ExpectWithin(ReadLosses(dir / "bf16_reduce.jsonl"), base, 2e-3);
 }
 
-// A sharded run checkpointed at step 6 and resumed: on the same mesh the remaining steps repeat
-// bitwise; on shard 4 × cp 1 (the same global batch of 8) within 1e-6; model.pt is a full state
-// dict that torch.load reads.
-TEST(FsdpParityTest, ShardedCheckpointResumesOnTheSameMeshAndOnAnotherShardDegree) {
+// A sharded run checkpointed at step 6 (shard 2 × cp 2: four parts, an index, COMPLETE) and
+// resumed: on the same mesh the remaining steps repeat bitwise; on shard 4 × cp 1, replicate 2 ×
+// shard 2 and one replicated rank (the same global batch of 8) within 1e-6 — each rank reading
+// only its slices of the parts. ringtrain-convert to-pt makes it a full state dict torch.load
+// reads.
+TEST(FsdpParityTest, ShardedCheckpointResumesOnTheSameMeshAndOnOtherMeshes) {
   TempDir dir;
   const std::vector<std::string> mesh = {kCp2, kShard2Cp2,
                                          "--parallelism.data_parallel_replicate_degree=1",
@@ -177,31 +179,57 @@ TEST(FsdpParityTest, ShardedCheckpointResumesOnTheSameMeshAndOnAnotherShardDegre
     return args;
   };
   Train(dir, "full.jsonl", 4, with_checkpoints(mesh, "ckpt"));
-  ASSERT_TRUE(fs::exists(dir / "ckpt/step-6/model.pt"));
-  for (const char* folder : {"same", "other"}) {
+  for (const char* part :
+       {"rank-00000.safetensors", "rank-00003.safetensors", "index.json", "COMPLETE"}) {
+    ASSERT_TRUE(fs::exists(fs::path(dir / "ckpt/step-6") / part)) << part;
+  }
+  auto resume_in = [&](const std::string& folder) {
     fs::create_directories(dir / folder);
     fs::copy(dir / "ckpt/step-6", (dir / folder) + "/step-6", fs::copy_options::recursive);
-  }
-  const std::string same = Train(dir, "same.jsonl", 4, with_checkpoints(mesh, "same"));
+    return folder;
+  };
+  const std::string same = Train(dir, "same.jsonl", 4, with_checkpoints(mesh, resume_in("same")));
   EXPECT_NE(same.find("resumed from"), std::string::npos) << same;
   const std::vector<std::string> full_losses = ReadJsonlColumn(dir / "full.jsonl", "loss");
   ASSERT_EQ(full_losses.size(), 12u);
   const std::vector<std::string> tail(full_losses.begin() + 6, full_losses.end());
   EXPECT_EQ(ReadJsonlColumn(dir / "same.jsonl", "loss"), tail);
 
-  Train(dir, "other.jsonl", 4,
-        with_checkpoints({"--parallelism.data_parallel_shard_degree=4",
-                          "--training.local_batch_size=2", "--training.steps=12"},
-                         "other"));
   std::vector<double> tail_values;
   for (const std::string& v : tail) tail_values.push_back(std::stod(v));
-  ExpectWithin(ReadLosses(dir / "other.jsonl"), tail_values, 1e-6, 7);
+  const struct {
+    const char* name;
+    int nproc;
+    std::vector<std::string> mesh;
+  } others[] = {
+      {"shard4",
+       4,
+       {"--parallelism.data_parallel_shard_degree=4", "--training.local_batch_size=2"}},
+      {"replicate2_shard2",
+       4,
+       {"--parallelism.data_parallel_shard_degree=2",
+        "--parallelism.data_parallel_replicate_degree=2", "--training.local_batch_size=2"}},
+      {"one_rank", 1, {"--training.local_batch_size=8"}},
+  };
+  for (const auto& other : others) {
+    SCOPED_TRACE(other.name);
+    std::vector<std::string> args = other.mesh;
+    args.push_back("--training.steps=12");
+    const std::string jsonl = std::string(other.name) + ".jsonl";
+    const std::string out =
+        Train(dir, jsonl, other.nproc, with_checkpoints(args, resume_in(other.name)));
+    EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
+    ExpectWithin(ReadLosses(dir / jsonl), tail_values, 1e-6, 7);
+  }
 
+  const auto converted =
+      RunCommand({BinDir() + "/ringtrain-convert", "to-pt", dir / "ckpt/step-6", dir / "model.pt"});
+  ASSERT_EQ(converted.exit_code, 0) << converted.output;
   const auto check = RunCommand({PythonPath(), "-c",
                                  "import sys, torch; sd = torch.load(sys.argv[1]); "
                                  "print(len(sd), tuple(sd['layers.0.attention.wq.weight'].shape), "
                                  "tuple(sd['tok_embeddings.weight'].shape))",
-                                 dir / "ckpt/step-6/model.pt"});
+                                 dir / "model.pt"});
   ASSERT_EQ(check.exit_code, 0) << check.output;
   // 4 layers × 9 tensors + embedding + norm + output; the debug model's real shapes.
   EXPECT_NE(check.output.find("39 (128, 128) (512, 128)"), std::string::npos) << check.output;

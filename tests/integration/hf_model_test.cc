@@ -265,10 +265,14 @@ TEST(HfExportTest, ExportLoadsInTransformersAndConvertsBackBitwise) {
   const std::string step = ckpt + "/step-2", exported = step + "/hf";
 
   // The export in transformers ≈ the checkpoint in ringtrain.
+  const std::string model_pt = tmp / "model.pt";
+  const CommandResult to_pt =
+      RunCommand({BinDir() + "/ringtrain-convert", "to-pt", step, model_pt});
+  ASSERT_EQ(to_pt.exit_code, 0) << to_pt.output;
   const std::string jsonl = tmp / "eval.jsonl";
   std::vector<std::string> eval = {JobFile(tmp, hf),
                                    "--job.mode=eval",
-                                   "--checkpoint.initial_load_path=" + step + "/model.pt",
+                                   "--checkpoint.initial_load_path=" + model_pt,
                                    "--validation.steps=2",
                                    "--validation.local_batch_size=2",
                                    "--metrics.jsonl=" + jsonl};
@@ -293,7 +297,7 @@ TEST(HfExportTest, ExportLoadsInTransformersAndConvertsBackBitwise) {
                   "b = torch.load(sys.argv[2], weights_only=True)\n"
                   "assert list(a) == list(b), (list(a), list(b))\n"
                   "for k in a: assert a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]), k\n",
-                  step + "/model.pt", back + "/model.pt"});
+                  model_pt, back + "/model.pt"});
   EXPECT_EQ(same_pt.exit_code, 0) << same_pt.output;
 
   // And out again after the fact: ringtrain-convert to-hf gives the trainer's export, byte for

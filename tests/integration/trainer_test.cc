@@ -54,8 +54,8 @@ TEST(TrainerTest, ResumeFromMidRunCheckpointReproducesRemainingLossesBitwise) {
                 "--checkpoint.folder=" + (dir / "ckpt"), "--checkpoint.interval=6",
                 "--checkpoint.keep_latest_k=0", "--metrics.jsonl=" + (dir / "full.jsonl")}));
   ASSERT_EQ(full.exit_code, 0) << full.output;
-  ASSERT_TRUE(fs::exists(dir / "ckpt/step-6/model.pt"));
-  ASSERT_TRUE(fs::exists(dir / "ckpt/step-12/optimizer.pt"));
+  ASSERT_TRUE(fs::exists(dir / "ckpt/step-6/COMPLETE"));
+  ASSERT_TRUE(fs::exists(dir / "ckpt/step-12/rank-00000.safetensors"));
   // A new run whose folder holds only the mid-run checkpoint resumes at step 7.
   fs::create_directories(dir / "resume");
   fs::copy(dir / "ckpt/step-6", dir / "resume/step-6", fs::copy_options::recursive);
@@ -76,7 +76,7 @@ TEST(TrainerTest, ResumeFromMidRunCheckpointReproducesRemainingLossesBitwise) {
 
 // A damaged checkpoint, the only one, stops the resume with a message naming the file (DATA_LOSS,
 // exit status 1), never an abort: an RNG state of the wrong size (which torch's set_state would
-// throw on), a train_state.json whose step is not a number, a truncated model.pt.
+// throw on), a train_state.json whose step is not a number, a truncated part.
 TEST(TrainerTest, ADamagedCheckpointIsNamedNotAnAbort) {
   TempDir dir;
   const auto first =
@@ -84,7 +84,7 @@ TEST(TrainerTest, ADamagedCheckpointIsNamedNotAnAbort) {
                            "--checkpoint.folder=" + (dir / "ckpt"), "--checkpoint.interval=2"}));
   ASSERT_EQ(first.exit_code, 0) << first.output;
   const std::string state_path = dir / "ckpt/step-2/train_state.json";
-  const std::string model_path = dir / "ckpt/step-2/model.pt";
+  const std::string model_path = dir / "ckpt/step-2/rank-00000.safetensors";
   const std::string good_state = ReadFile(state_path), good_model = ReadFile(model_path);
   const struct {
     std::string file, text, expected;
@@ -93,7 +93,7 @@ TEST(TrainerTest, ADamagedCheckpointIsNamedNotAnAbort) {
        "\"torch_rng_state\" holds 2 bytes"},
       {state_path, "{\"step\": \"2\", \"global_sample\": 16, \"torch_rng_state\": \"00\"}",
        "\"step\" is not a count"},
-      {model_path, good_model.substr(0, good_model.size() / 2), "model.pt"},
+      {model_path, good_model.substr(0, good_model.size() / 2), "truncated or replaced"},
   };
   for (const auto& c : cases) {
     WriteFile(state_path, good_state);
@@ -108,7 +108,7 @@ TEST(TrainerTest, ADamagedCheckpointIsNamedNotAnAbort) {
   }
 }
 
-// A damaged newest checkpoint (a truncated optimizer.pt) is skipped with a warning naming the file,
+// A damaged newest checkpoint (a truncated part) is skipped with a warning naming the file,
 // and the run resumes from the one before it, bitwise like the uninterrupted run.
 TEST(TrainerTest, ADamagedNewestCheckpointResumesFromTheOneBeforeBitwise) {
   TempDir dir;
@@ -121,7 +121,7 @@ TEST(TrainerTest, ADamagedNewestCheckpointResumesFromTheOneBeforeBitwise) {
     fs::copy(fs::path(dir / "ckpt") / step, fs::path(dir / "resume") / step,
              fs::copy_options::recursive);
   }
-  const std::string damaged = dir / "resume/step-8/optimizer.pt";
+  const std::string damaged = dir / "resume/step-8/rank-00000.safetensors";
   fs::resize_file(damaged, fs::file_size(damaged) / 3);
   const auto resumed = RunCommand(DebugRun(
       {"--training.steps=8", "--checkpoint.enable=true", "--checkpoint.folder=" + (dir / "resume"),

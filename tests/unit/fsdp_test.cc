@@ -7,6 +7,10 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
+#include <map>
+#include <mutex>
+
 #include "tests/unit/thread_world.h"
 
 namespace ringtrain {
@@ -142,23 +146,38 @@ TEST(FsdpTest, ForwardFreesGatheredUnitsByPolicy) {
   }
 }
 
-TEST(FsdpTest, GatherFullAndShardFullRoundTrip) {
+// Each rank's slices hold exactly its shard's elements of each parameter, and the ranks' slices
+// tile every parameter once (the padding belongs to none): what sharded checkpoints write and read.
+TEST(FsdpTest, LocalSlicesTileEveryParameterWithTheShardsValues) {
+  const std::vector<NamedTensors> original = MakeUnits();
+  std::map<std::string, at::Tensor> by_name;
+  for (const auto& unit : original) {
+    for (const auto& [name, t] : unit) by_name[name] = t.detach().clone().reshape(-1);
+  }
+  std::mutex mu;
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> ranges;
   RunOnMesh(Sharded(4, 4, 1), [&](int64_t, Communicator& comm) {
-    const std::vector<NamedTensors> original = MakeUnits();
-    NamedTensors flat_original;
-    for (const auto& unit : original) {
-      for (const auto& [name, t] : unit) flat_original.emplace_back(name, t.clone());
-    }
     auto fsdp = Fsdp::Create(MakeUnits(), comm, FsdpOptions{});
-    ExpectNear(fsdp->GatherFull(fsdp->shard_tensors()), flat_original, 0);
-    absl::StatusOr<std::vector<at::Tensor>> shards = fsdp->ShardFull(flat_original, "");
-    ASSERT_TRUE(shards.ok()) << shards.status();
-    for (size_t u = 0; u < shards->size(); ++u) {
-      EXPECT_TRUE(torch::equal((*shards)[u], fsdp->shard_tensors()[u].detach())) << "unit " << u;
+    for (const Fsdp::Slice& slice : fsdp->LocalSlices()) {
+      const at::Tensor mine = fsdp->shard_tensors()[slice.unit].detach().narrow(
+          0, slice.shard_offset, slice.end - slice.begin);
+      EXPECT_TRUE(torch::equal(
+          mine, by_name.at(slice.name).narrow(0, slice.begin, slice.end - slice.begin)))
+          << slice.name;
+      std::lock_guard<std::mutex> lock(mu);
+      ranges[slice.name].emplace_back(slice.begin, slice.end);
     }
-    flat_original.pop_back();
-    EXPECT_EQ(fsdp->ShardFull(flat_original, "").status().message(), "missing w2");
   });
+  ASSERT_EQ(ranges.size(), by_name.size());
+  for (auto& [name, r] : ranges) {
+    std::sort(r.begin(), r.end());
+    int64_t next = 0;
+    for (const auto& [begin, end] : r) {
+      EXPECT_EQ(begin, next) << name;
+      next = end;
+    }
+    EXPECT_EQ(next, by_name.at(name).numel()) << name;
+  }
 }
 
 TEST(FsdpTest, GathersInTheParamDtype) {

@@ -99,6 +99,7 @@ void ExpectConfigEq(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.checkpoint.folder, b.checkpoint.folder);
   EXPECT_EQ(a.checkpoint.interval, b.checkpoint.interval);
   EXPECT_EQ(a.checkpoint.keep_latest_k, b.checkpoint.keep_latest_k);
+  EXPECT_EQ(a.checkpoint.async_mode, b.checkpoint.async_mode);
   EXPECT_EQ(a.checkpoint.initial_load_path, b.checkpoint.initial_load_path);
   EXPECT_EQ(a.metrics.log_freq, b.metrics.log_freq);
   EXPECT_EQ(a.metrics.jsonl, b.metrics.jsonl);
@@ -170,6 +171,7 @@ enable = true
 folder = "/tmp/ckpt"
 interval = 25
 keep_latest_k = 2
+async_mode = "async"
 initial_load_path = "/tmp/init.pt"
 
 [metrics]
@@ -223,7 +225,7 @@ JobConfig FullFileConfig() {
   c.parallelism = {
       2, 2, 4, ReshardAfterForward::kNever, LoadBalancer::kNone, RotateMethod::kAllGather};
   c.activation_checkpoint = {AcMode::kSelective, "2"};
-  c.checkpoint = {true, "/tmp/ckpt", 25, 2, "/tmp/init.pt"};
+  c.checkpoint = {true, "/tmp/ckpt", 25, 2, AsyncMode::kAsync, "/tmp/init.pt"};
   c.metrics = {10, "/tmp/metrics.jsonl"};
   c.validation = {DatasetKind::kText, "/data/val.txt", 5, 2};
   c.comm.timeout_seconds = 120.5;

@@ -1,12 +1,15 @@
 // Parallelize on one rank (worker/engine/parallel/parallelize.h): the local attention plan and the
 // config's precision are applied to the model, the data sharding is
 // the identity, and the replicated gradient path's step is bitwise the one written out by hand
-// (clip by global norm, then AdamW over the model's parameters by name).
+// (clip by global norm, then AdamW over the model's parameters by name); its checkpoint pieces are
+// that state and load back.
 #include "worker/engine/parallel/parallelize.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include <map>
 
 #include "tests/unit/tiny_job_config.h"
 #include "worker/engine/optim/adamw.h"
@@ -15,6 +18,7 @@
 namespace ringtrain {
 namespace {
 
+using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 JobConfig TinyConfig(const std::vector<std::string>& overrides = {}) {
@@ -41,7 +45,7 @@ TEST(ParallelizeTest, OneRankIsLocalAttentionAndTheReplicatedStep) {
   Transformer reference = MakeModel(config);
   Parallelized p = Parallelize(config, mesh, /*comm=*/nullptr, c10::Device(c10::kCPU), *model);
   EXPECT_THAT(p.attention->Describe(), StartsWith("local, tiled"));
-  EXPECT_FALSE(p.gradients->gather_is_collective());
+  EXPECT_EQ(p.gradients->checkpoint_writers(), 1);
   EXPECT_EQ(p.gradients->parameters().size(), model->parameters().size());
 
   const at::Tensor tokens = torch::randint(0, config.model.vocab_size, {2, 64}, torch::kInt64);
@@ -65,20 +69,42 @@ TEST(ParallelizeTest, OneRankIsLocalAttentionAndTheReplicatedStep) {
   EXPECT_EQ(norm, ClipGradNorm(reference->parameters(), config.training.max_norm));
   adam.Step(1e-3);
 
-  const FullState state = p.gradients->GatherFullState();
-  ASSERT_EQ(state.model.size(), named.size());
-  for (size_t i = 0; i < named.size(); ++i) {
-    EXPECT_EQ(state.model[i].first, named[i].first);
-    EXPECT_TRUE(torch::equal(state.model[i].second, named[i].second)) << named[i].first;
-  }
+  // One rank's checkpoint pieces are the whole parameters and moments, equal to the hand-made
+  // step's.
+  std::map<std::string, at::Tensor> want;
+  for (const auto& [name, t] : named) want["model." + name] = t.detach();
   const auto by_hand = adam.StateDict();
-  ASSERT_EQ(state.optimizer.size(), by_hand.size());
-  for (size_t i = 0; i < by_hand.size(); ++i) {
-    EXPECT_EQ(state.optimizer[i].first, by_hand[i].first);
-    EXPECT_TRUE(torch::equal(state.optimizer[i].second, by_hand[i].second)) << by_hand[i].first;
+  for (const auto& [name, t] : by_hand) {
+    if (name != "step") want["optimizer." + name] = t;
   }
-  // And it loads back (the replicated format).
-  EXPECT_TRUE(p.gradients->LoadOptimizerState(state.optimizer, "state").ok());
+  const std::vector<StatePiece> pieces = p.gradients->CheckpointPieces();
+  ASSERT_EQ(pieces.size(), want.size());
+  StateDict saved;
+  for (const StatePiece& piece : pieces) {
+    ASSERT_TRUE(want.count(piece.name)) << piece.name;
+    EXPECT_EQ(piece.begin, 0);
+    EXPECT_EQ(piece.end, want[piece.name].numel());
+    EXPECT_TRUE(torch::equal(piece.data, want[piece.name].reshape(-1))) << piece.name;
+    saved.emplace_back(piece.name, piece.data.view(piece.shape).clone());
+  }
+  // And they load back into a fresh path: the same parameters and moments.
+  Transformer fresh = MakeModel(config);
+  Parallelized q = Parallelize(config, mesh, nullptr, c10::Device(c10::kCPU), *fresh);
+  const DictStateReader reader("saved", {{"", saved}});
+  ASSERT_TRUE(q.gradients->LoadParameters(reader, "model.").ok());
+  ASSERT_TRUE(q.gradients->LoadOptimizer(reader, /*optimizer_step=*/1).ok());
+  EXPECT_EQ(q.gradients->optimizer_step(), 1);
+  for (const StatePiece& piece : q.gradients->CheckpointPieces()) {
+    EXPECT_TRUE(torch::equal(piece.data, want[piece.name].reshape(-1))) << piece.name;
+  }
+  // A reader without the moments is refused, naming them.
+  StateDict weights;
+  for (const auto& item : reference->named_parameters())
+    weights.emplace_back(item.key(), item.value().detach());
+  const DictStateReader model_only("weights.pt", {{"model.", weights}});
+  const absl::Status refused = q.gradients->LoadOptimizer(model_only, 1);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("weights.pt"));
 }
 
 TEST(ParallelizeTest, AppliesPrecision) {

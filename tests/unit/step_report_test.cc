@@ -62,12 +62,12 @@ TEST(StepReportTest, JsonHasTheContractFieldsInOrder) {
   std::vector<std::string> keys;
   for (const auto& item : j.items()) keys.push_back(item.key());
   // nlohmann sorts keys; the order on the wire is checked through find() positions instead.
-  EXPECT_EQ(j.size(), 10u);
+  EXPECT_EQ(j.size(), 12u);
   size_t last = 0;
   for (const char* key :
        {"\"step\"", "\"loss\"", "\"grad_norm\"", "\"lr\"", "\"tokens_per_second\"",
         "\"step_seconds\"", "\"tokens\"", "\"peak_memory_bytes\"", "\"device_memory_peak_bytes\"",
-        "\"elapsed_seconds\""}) {
+        "\"elapsed_seconds\"", "\"checkpoint_stall_seconds\"", "\"checkpoint_write_seconds\""}) {
     const size_t at = text.find(key);
     ASSERT_NE(at, std::string::npos) << key;
     EXPECT_GE(at, last) << key;

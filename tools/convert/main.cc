@@ -4,11 +4,14 @@
 //   ringtrain-convert to-hf CHECKPOINT OUT [--dtype float32|bfloat16] [--max-shard-size 5GB]
 //                                          [--tokenizer PATH]
 //   ringtrain-convert from-hf HF_DIR OUT
+//   ringtrain-convert to-pt CHECKPOINT OUT.pt
 //
 // to-hf reads a step-N folder (or a checkpoint folder's newest step) and writes OUT as a Hugging
 // Face folder (config.json, safetensors, tokenizer.json); from-hf writes OUT/model.pt (our names,
 // the file's dtypes: checkpoint.initial_load_path takes it) and OUT/model.toml (the [model]
-// section). Both directions are exact: only names change and wq/wk rows move (hf_adapter.h), so
+// section); to-pt writes the checkpoint's model as one torch.save file (a dict name → float32
+// tensor, our names, that Python's torch.load reads; checkpoints themselves are sharded
+// safetensors). The conversions are exact: only names change and wq/wk rows move (hf_adapter.h), so
 // to-hf then from-hf gives back the checkpoint's tensors bit for bit (in float32).
 // It links LibTorch for the torch.save format (worker/engine/serialize). Exit status 0 done,
 // 1 failed, 2 bad flags.
@@ -48,6 +51,14 @@ absl::Status ToHf(const std::string& checkpoint, const std::string& out, const s
   return absl::OkStatus();
 }
 
+absl::Status ToPt(const std::string& checkpoint, const std::string& out) {
+  RT_ASSIGN_OR_RETURN(const ModelFiles files, ReadCheckpointModel(checkpoint));
+  RT_RETURN_IF_ERROR(WriteStateDict(out, files.weights));
+  std::fprintf(stderr, "ringtrain-convert: %s → %s (torch.save, %zu tensors)\n",
+               files.source.c_str(), out.c_str(), files.weights.size());
+  return absl::OkStatus();
+}
+
 absl::Status FromHf(const std::string& hf, const std::string& out) {
   RT_ASSIGN_OR_RETURN(const ModelFiles files, ReadHfModel(hf));
   std::error_code e;
@@ -68,7 +79,7 @@ absl::Status FromHf(const std::string& hf, const std::string& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ringtrain-convert: ringtrain checkpoints ⇄ Hugging Face folders",
+  CLI::App app{"ringtrain-convert: ringtrain checkpoints ⇄ Hugging Face folders, and to torch.save",
                "ringtrain-convert"};
   app.require_subcommand(1);
   std::string input, out, dtype = "float32", max_shard_size = "5GB", tokenizer;
@@ -89,13 +100,18 @@ int main(int argc, char** argv) {
       app.add_subcommand("from-hf", "A Hugging Face folder → model.pt + model.toml");
   from_hf->add_option("hf", input, "A Hugging Face folder (config.json, safetensors)")->required();
   from_hf->add_option("out", out, "The folder to write model.pt and model.toml into")->required();
+  CLI::App* to_pt = app.add_subcommand("to-pt", "A checkpoint step → one torch.save file");
+  to_pt->add_option("checkpoint", input, "A step-N folder, or a checkpoint folder (newest step)")
+      ->required();
+  to_pt->add_option("out", out, "The file to write (model.pt)")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  const absl::Status done =
-      to_hf->parsed() ? ToHf(input, out, dtype, max_shard_size, tokenizer) : FromHf(input, out);
+  const absl::Status done = to_hf->parsed()   ? ToHf(input, out, dtype, max_shard_size, tokenizer)
+                            : to_pt->parsed() ? ToPt(input, out)
+                                              : FromHf(input, out);
   if (!done.ok()) {
     std::fprintf(stderr, "ringtrain-convert: %s\n", std::string(done.message()).c_str());
     return 1;

@@ -23,6 +23,8 @@ StepRecord ToStepRecord(const StepReport& r, std::vector<RankFigures> ranks) {
   record.peak_memory_bytes = static_cast<double>(r.peak_memory_bytes);
   record.device_memory_peak_bytes = static_cast<double>(r.device_memory_peak_bytes);
   record.elapsed_seconds = r.elapsed_seconds;
+  record.checkpoint_stall_seconds = r.checkpoint_stall_seconds;
+  record.checkpoint_write_seconds = r.checkpoint_write_seconds;
   record.ranks = std::move(ranks);
   return record;
 }

@@ -28,6 +28,8 @@ struct StepReport {
   // The CUDA caching allocator's peak allocated bytes during the step (rank 0's); 0 on the CPU.
   int64_t device_memory_peak_bytes = 0;
   double elapsed_seconds = 0;
+  double checkpoint_stall_seconds = 0;  // StepRecord's
+  double checkpoint_write_seconds = 0;
 };
 
 // The step's record (common/record/step_record.h, the contract with the agent, the coordinator and

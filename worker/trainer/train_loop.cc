@@ -169,41 +169,67 @@ absl::Status Report(Trainer::State& s, const StepReport& report) {
   return absl::OkStatus();
 }
 
-// checkpoint.last_save_in_hf: the final checkpoint's weights as a Hugging Face folder, step-N/hf/.
-absl::Status ExportHf(Trainer::State& s, const Checkpoint& ckpt) {
+// checkpoint.last_save_in_hf: the final checkpoint's weights as a Hugging Face folder, step-N/hf/,
+// read back from the checkpoint just committed (rank 0).
+absl::Status ExportHf(Trainer::State& s, int64_t step) {
   const CheckpointSection& c = s.config.checkpoint;
-  const std::string dir = s.checkpoints->StepPath(ckpt.train_state.step) + "/hf";
+  const std::string dir = s.checkpoints->StepPath(step) + "/hf";
   HfExportOptions options;
   options.model = s.config.model;
   options.dtype = c.export_dtype;
   RT_ASSIGN_OR_RETURN(options.max_shard_bytes, ParseShardSize(c.hf_max_shard_size));
   options.tokenizer_path = s.config.training.tokenizer_path;
-  RT_RETURN_IF_ERROR(Guarded(s, "exporting the Hugging Face folder", [&] {
-    return WriteHfFolder(dir, ToHfStateDict(ckpt.model, s.model->args()), options);
+  RT_RETURN_IF_ERROR(Guarded(s, "exporting the Hugging Face folder", [&]() -> absl::Status {
+    RT_ASSIGN_OR_RETURN(const StoredCheckpoint ckpt, s.checkpoints->Open(step));
+    RT_ASSIGN_OR_RETURN(const StateDict model,
+                        ReadFullModel(*ckpt.state, "model.", ParameterShapes(s.model->args())));
+    return WriteHfFolder(dir, ToHfStateDict(model, s.model->args()), options);
   }));
   RT_LOG(Info) << "saved the Hugging Face folder " << dir;
   return absl::OkStatus();
 }
 
-// Every checkpoint.interval steps and after the last: rank 0 writes the one copy of the parameters
-// and optimizer state (gathered from the shards by every rank first when the gradient path's
-// gather is a collective).
-absl::Status MaybeSave(Trainer::State& s, int64_t step) {
+// Saves whose writes finished: their write time goes into this step's record, and a line to the
+// log (rank 0). `wait` waits for a write still going.
+absl::Status CollectSaves(Trainer::State& s, bool wait, StepReport* report) {
+  if (!s.checkpoint_writer) return absl::OkStatus();
+  absl::StatusOr<std::vector<SaveFigures>> done = s.checkpoint_writer->Finished(wait);
+  if (!done.ok()) {
+    return absl::Status(done.status().code(),
+                        absl::StrCat("writing a checkpoint failed: ", done.status().message()));
+  }
+  for (const SaveFigures& f : *done) {
+    if (report != nullptr) report->checkpoint_write_seconds += f.write_seconds;
+    if (s.rank.rank == 0) {
+      RT_LOG(Info) << absl::StrFormat(
+          "saved checkpoint %s: training stalled %.3f s, writing took %.3f s (%.1f MB from this "
+          "rank)",
+          s.checkpoints->StepPath(f.step), f.stall_seconds, f.write_seconds, double(f.bytes) / 1e6);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Every checkpoint.interval steps and after the last: every writing rank saves its part of the
+// parameters and optimizer state (checkpoint_writer.h; in the background with async_mode), rank 0
+// commits the step. The stall goes into the step's record.
+absl::Status MaybeSave(Trainer::State& s, int64_t step, StepReport* report) {
   const CheckpointSection& c = s.config.checkpoint;
-  const bool due = s.checkpoints && (step % c.interval == 0 || step == s.config.training.steps);
-  if (!due || (s.rank.rank != 0 && !s.gradients->gather_is_collective())) return absl::OkStatus();
+  const bool last = step == s.config.training.steps;
+  const bool due = s.checkpoints && (step % c.interval == 0 || last);
+  if (!due) return CollectSaves(s, /*wait=*/false, report);
   const progress::ScopedPhase saving(progress::Phase::kIo);
-  Checkpoint ckpt;
-  RT_RETURN_IF_ERROR(Guarded(s, absl::StrCat("gathering checkpoint ", step), [&]() -> absl::Status {
-    FullState state = s.gradients->GatherFullState();
-    ckpt = Checkpoint{std::move(state.model), std::move(state.optimizer), s.train_state};
+  TrainState state = s.train_state;
+  state.optimizer_step = s.gradients->optimizer_step();
+  state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
+  RT_RETURN_IF_ERROR(Guarded(s, absl::StrCat("saving checkpoint ", step), [&]() -> absl::Status {
+    const std::vector<StatePiece> pieces = s.gradients->CheckpointPieces();
+    RT_ASSIGN_OR_RETURN(report->checkpoint_stall_seconds,
+                        s.checkpoint_writer->Save(pieces, state, JobConfigToToml(s.config)));
     return absl::OkStatus();
   }));
-  if (s.rank.rank != 0) return absl::OkStatus();
-  ckpt.train_state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
-  RT_RETURN_IF_ERROR(s.checkpoints->Save(ckpt, JobConfigToToml(s.config)));
-  RT_LOG(Info) << "saved checkpoint " << s.checkpoints->StepPath(step);
-  if (c.last_save_in_hf && step == s.config.training.steps) RT_RETURN_IF_ERROR(ExportHf(s, ckpt));
+  RT_RETURN_IF_ERROR(CollectSaves(s, /*wait=*/last, report));
+  if (c.last_save_in_hf && last && s.rank.rank == 0) RT_RETURN_IF_ERROR(ExportHf(s, step));
   return absl::OkStatus();
 }
 
@@ -241,8 +267,8 @@ absl::Status Trainer::Train() {
     report.tokens_per_second = double(global_tokens) / report.step_seconds;
     report.peak_memory_bytes = PeakMemoryBytes();
     report.device_memory_peak_bytes = DevicePeakBytes(s.device);
+    RT_RETURN_IF_ERROR(MaybeSave(s, step, &report));
     RT_RETURN_IF_ERROR(Report(s, report));
-    RT_RETURN_IF_ERROR(MaybeSave(s, step));
   }
   return absl::OkStatus();
 }

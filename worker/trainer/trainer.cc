@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -190,34 +192,78 @@ absl::Status BuildModel(Trainer::State& s) {
   return absl::OkStatus();
 }
 
-// The model's weights from checkpoint.initial_load_path, then from the newest checkpoint when
-// training resumes (returned, for its optimizer and train state): into the full model, before
-// FSDP shards it.
-absl::StatusOr<std::optional<Checkpoint>> LoadWeights(Trainer::State& s) {
+// checkpoint.initial_load_path's weights (a torch.save file, or a Hugging Face folder) into the
+// parallelized model: each rank takes the elements it holds.
+absl::Status LoadInitialWeights(Trainer::State& s) {
   const CheckpointSection& c = s.config.checkpoint;
-  if (!c.initial_load_path.empty() && c.initial_load_in_hf) {
+  if (c.initial_load_path.empty()) return absl::OkStatus();
+  StateDict weights;
+  if (c.initial_load_in_hf) {
     RT_ASSIGN_OR_RETURN(const StateDict hf, ReadHfWeights(c.initial_load_path));
-    RT_ASSIGN_OR_RETURN(const StateDict weights,
-                        FromHfStateDict(hf, s.model->args(), c.initial_load_path));
-    RT_RETURN_IF_ERROR(LoadModelWeights(*s.model, weights, c.initial_load_path));
-    RT_LOG(Info) << "loaded Hugging Face weights from " << c.initial_load_path;
-  } else if (!c.initial_load_path.empty()) {
-    RT_ASSIGN_OR_RETURN(StateDict weights, ReadStateDict(c.initial_load_path));
-    RT_RETURN_IF_ERROR(LoadModelWeights(*s.model, weights, c.initial_load_path));
-    RT_LOG(Info) << "loaded initial weights from " << c.initial_load_path;
+    RT_ASSIGN_OR_RETURN(weights, FromHfStateDict(hf, s.model->args(), c.initial_load_path));
+  } else {
+    RT_ASSIGN_OR_RETURN(weights, ReadStateDict(c.initial_load_path));
   }
-  if (!c.enable || s.config.job.mode == JobMode::kEval) return std::optional<Checkpoint>();
+  const DictStateReader reader(c.initial_load_path, {{"", std::move(weights)}});
+  RT_RETURN_IF_ERROR(Guarded(s, "loading initial weights",
+                             [&] { return s.gradients->LoadParameters(reader, ""); }));
+  RT_LOG(Info) << "loaded " << (c.initial_load_in_hf ? "Hugging Face" : "initial")
+               << " weights from " << c.initial_load_path;
+  return absl::OkStatus();
+}
+
+// A name for this run's checkpoint saves, the same on every rank (rank 0's pid and start time):
+// the temporary folder of a save in progress, told apart from a killed run's leftovers.
+absl::StatusOr<std::string> AgreeOnSaveTag(Trainer::State& s) {
+  const double pid = double(getpid());
+  const double ms = double(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count());
+  std::vector<std::vector<double>> all = {{pid, ms}};
+  if (s.comm) {
+    RT_RETURN_IF_ERROR(Guarded(s, "agreeing on a checkpoint tag", [&]() -> absl::Status {
+      all = s.comm->AllGatherDoubles({pid, ms});
+      return absl::OkStatus();
+    }));
+  }
+  return absl::StrFormat("%.0f-%.0f", all[0][0], all[0][1]);
+}
+
+// The newest usable checkpoint when training resumes (nullopt: none), loaded into the
+// parallelized model and optimizer — each rank reading only the elements it holds — with the step,
+// data position and RNG state. Also readies the checkpoint writer.
+absl::StatusOr<bool> ResumeFromCheckpoint(Trainer::State& s) {
+  const CheckpointSection& c = s.config.checkpoint;
+  if (!c.enable || s.config.job.mode == JobMode::kEval) return false;
   s.checkpoints.emplace(c.folder, c.keep_latest_k);
+  RT_ASSIGN_OR_RETURN(const std::string tag, AgreeOnSaveTag(s));
+  if (s.rank.rank == 0) s.checkpoints->RemoveIncomplete(tag);
+  CheckpointWriterOptions options;
+  options.rank = s.rank.rank;
+  options.writers = s.gradients->checkpoint_writers();
+  options.tag = tag;
+  options.async = c.async_mode == AsyncMode::kAsync;
+  options.commit_timeout = absl::Seconds(s.config.comm.timeout_seconds);
+  s.checkpoint_writer = std::make_unique<CheckpointWriter>(*s.checkpoints, options);
+
   // A damaged newest checkpoint (a crash mid-copy, a truncated file) is skipped for the one before.
   std::vector<std::string> skipped;
-  RT_ASSIGN_OR_RETURN(std::optional<Checkpoint> resume, s.checkpoints->LoadNewestUsable(&skipped));
+  RT_ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> resume,
+                      s.checkpoints->OpenNewestUsable(&skipped));
   for (const std::string& line : skipped) RT_LOG(Warning) << line;
   std::optional<int64_t> step;
   if (resume) step = resume->train_state.step;
   if (s.comm) RT_RETURN_IF_ERROR(CheckSameCheckpoint(s, step));
-  if (!resume) return resume;
-  RT_RETURN_IF_ERROR(LoadModelWeights(*s.model, resume->model, s.checkpoints->StepPath(*step)));
-  return resume;
+  if (!resume) return false;
+  RT_RETURN_IF_ERROR(Guarded(s, "loading checkpoint", [&]() -> absl::Status {
+    RT_RETURN_IF_ERROR(s.gradients->LoadParameters(*resume->state, "model."));
+    return s.gradients->LoadOptimizer(*resume->state, resume->train_state.optimizer_step);
+  }));
+  s.train_state = resume->train_state;
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  generator.set_state(resume->train_state.rng_state);
+  RT_LOG(Info) << "resumed from " << resume->path << " (step " << s.train_state.step << ")";
+  return true;
 }
 
 // The attention plan, precision and activation checkpointing applied to the model, the data
@@ -241,18 +287,6 @@ void MakeSchedule(Trainer::State& s) {
       LrScheduleOptions{config.optimizer.lr, config.training.steps,
                         config.lr_scheduler.warmup_steps, config.lr_scheduler.decay_ratio,
                         config.lr_scheduler.decay_type, config.lr_scheduler.min_lr_factor});
-}
-
-// The optimizer's state, the step and data position, and the RNG state from the checkpoint
-// (whose train_state.json CheckpointFolder::Load has checked).
-absl::Status Resume(Trainer::State& s, const Checkpoint& resume) {
-  const std::string path = s.checkpoints->StepPath(resume.train_state.step);
-  RT_RETURN_IF_ERROR(s.gradients->LoadOptimizerState(resume.optimizer, path));
-  s.train_state = resume.train_state;
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
-  generator.set_state(resume.train_state.rng_state);
-  RT_LOG(Info) << "resumed from " << path << " (step " << s.train_state.step << ")";
-  return absl::OkStatus();
 }
 
 // Rank 0 writes the step records. With $RINGTRAIN_JSONL_EVERY_RANK=1 (the agent sets it, and
@@ -285,12 +319,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   RT_RETURN_IF_ERROR(JoinWorld(*s));
   RT_RETURN_IF_ERROR(OpenData(*s, eval ? 1 : degrees.accumulation));
   RT_RETURN_IF_ERROR(BuildModel(*s));
-  const progress::ScopedPhase loading(progress::Phase::kIo);  // weights and checkpoints
-  RT_ASSIGN_OR_RETURN(std::optional<Checkpoint> resume, LoadWeights(*s));
   RT_RETURN_IF_ERROR(ParallelizeModel(*s));
+  const progress::ScopedPhase loading(progress::Phase::kIo);  // weights and checkpoints
+  RT_RETURN_IF_ERROR(LoadInitialWeights(*s));
+  RT_ASSIGN_OR_RETURN(const bool resumed, ResumeFromCheckpoint(*s));
   MakeSchedule(*s);
-  if (resume) RT_RETURN_IF_ERROR(Resume(*s, *resume));
-  RT_RETURN_IF_ERROR(OpenReport(*s, resume.has_value()));
+  RT_RETURN_IF_ERROR(OpenReport(*s, resumed));
   return std::unique_ptr<Trainer>(new Trainer(std::move(s)));
 }
 

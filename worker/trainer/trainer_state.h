@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "worker/engine/checkpoint/checkpoint.h"
+#include "worker/engine/checkpoint/checkpoint_writer.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/sampler.h"
 #include "worker/engine/hf/hf_adapter.h"
@@ -44,6 +45,7 @@ struct Trainer::State {
   std::unique_ptr<GradientPath> gradients;
   std::optional<LrSchedule> schedule;
   std::optional<CheckpointFolder> checkpoints;
+  std::unique_ptr<CheckpointWriter> checkpoint_writer;  // when checkpoints are on
   JsonlWriter jsonl;
   bool every_rank_writes_jsonl = false;
   TrainState train_state;

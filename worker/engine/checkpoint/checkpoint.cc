@@ -13,12 +13,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/text_file.h"
+#include "worker/engine/checkpoint/sharded_checkpoint.h"
 
 namespace ringtrain {
 namespace fs = std::filesystem;
 namespace {
 
 constexpr char kStepPrefix[] = "step-";
+constexpr char kTemporaryPrefix[] = ".tmp-step-";
 
 std::optional<int64_t> StepOfName(const std::string& name) {
   if (name.rfind(kStepPrefix, 0) != 0) return std::nullopt;
@@ -59,14 +62,6 @@ absl::StatusOr<at::Tensor> Unhex(const std::string& text) {
   return out;
 }
 
-absl::Status WriteTextFile(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write '", path.string(), "'"));
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 CheckpointFolder::CheckpointFolder(std::string folder, int64_t keep_latest_k)
@@ -76,43 +71,45 @@ std::string CheckpointFolder::StepPath(int64_t step) const {
   return (fs::path(folder_) / absl::StrCat(kStepPrefix, step)).string();
 }
 
-absl::Status CheckpointFolder::Save(const Checkpoint& ckpt, const std::string& config_toml) {
-  const int64_t step = ckpt.train_state.step;
+std::string CheckpointFolder::TemporaryPath(int64_t step, const std::string& tag) const {
+  return (fs::path(folder_) / absl::StrCat(kTemporaryPrefix, step, "-", tag)).string();
+}
+
+absl::Status CheckpointFolder::Commit(const TrainState& train_state, const std::string& config_toml,
+                                      const std::string& tag, int64_t writers,
+                                      absl::Duration timeout) const {
+  const int64_t step = train_state.step;
+  const std::string tmp = TemporaryPath(step, tag);
   const fs::path final_path = StepPath(step);
-  const fs::path tmp = fs::path(folder_) / absl::StrCat(".tmp-", kStepPrefix, step, "-", getpid());
-  std::error_code ec;
-  fs::create_directories(folder_, ec);
-  if (ec) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot create checkpoint folder '", folder_, "': ", ec.message()));
-  }
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  auto write_all = [&]() -> absl::Status {
-    if (ec) return absl::UnavailableError(absl::StrCat("cannot create '", tmp.string(), "'"));
-    RT_RETURN_IF_ERROR(WriteStateDict((tmp / "model.pt").string(), ckpt.model));
-    RT_RETURN_IF_ERROR(WriteStateDict((tmp / "optimizer.pt").string(), ckpt.optimizer));
-    nlohmann::json state = {{"step", step},
-                            {"global_sample", ckpt.train_state.global_sample},
-                            {"torch_rng_state", Hex(ckpt.train_state.rng_state)}};
-    RT_RETURN_IF_ERROR(WriteTextFile(tmp / "train_state.json", state.dump(1) + "\n"));
-    RT_RETURN_IF_ERROR(WriteTextFile(tmp / "config.toml", config_toml));
-    // Replace an existing step-N (a rerun of the same step) only once the new one is complete.
+  auto commit = [&]() -> absl::Status {
+    RT_RETURN_IF_ERROR(IndexParts(tmp, writers, timeout));
+    const std::string state_path = (fs::path(tmp) / kTrainStateFile).string();
+    RT_RETURN_IF_ERROR(WriteTextFile(state_path, TrainStateJson(train_state)));
+    RT_RETURN_IF_ERROR(SyncPath(state_path));
+    RT_RETURN_IF_ERROR(WriteTextFile((fs::path(tmp) / "config.toml").string(), config_toml));
+    RT_RETURN_IF_ERROR(SyncPath(tmp));
+    // Replace an existing step-N (a rerun of the same step) only once the new one is whole.
+    std::error_code ec;
     fs::remove_all(final_path, ec);
     fs::rename(tmp, final_path, ec);
     if (ec) {
       return absl::UnavailableError(
           absl::StrCat("cannot move checkpoint into '", final_path.string(), "': ", ec.message()));
     }
-    return absl::OkStatus();
+    RT_RETURN_IF_ERROR(SyncPath(folder_));
+    const std::string complete = (final_path / kCheckpointCompleteFile).string();
+    RT_RETURN_IF_ERROR(WriteTextFile(complete, absl::StrCat("step ", step, "\n")));
+    RT_RETURN_IF_ERROR(SyncPath(complete));
+    return SyncPath(final_path.string());
   };
-  absl::Status status = write_all();
+  absl::Status status = commit();
   if (!status.ok()) {
     std::error_code ignored;
     fs::remove_all(tmp, ignored);
     return status;
   }
   if (keep_latest_k_ > 0) {
+    std::error_code ec;
     std::vector<int64_t> steps;
     for (const auto& entry : fs::directory_iterator(folder_, ec)) {
       if (auto s = StepOfName(entry.path().filename().string())) steps.push_back(*s);
@@ -123,13 +120,33 @@ absl::Status CheckpointFolder::Save(const Checkpoint& ckpt, const std::string& c
   return absl::OkStatus();
 }
 
+void CheckpointFolder::RemoveIncomplete(const std::string& tag) const {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder_, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string suffix = "-" + tag;
+    if (name.rfind(kTemporaryPrefix, 0) != 0) continue;
+    if (name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      continue;
+    }
+    std::error_code ignored;
+    fs::remove_all(entry.path(), ignored);
+  }
+}
+
 absl::StatusOr<std::vector<int64_t>> CheckpointFolder::Steps() const {
   std::error_code ec;
   std::vector<int64_t> steps;
   if (!fs::exists(folder_, ec)) return steps;
   for (const auto& entry : fs::directory_iterator(folder_, ec)) {
     const auto step = StepOfName(entry.path().filename().string());
-    if (step && fs::exists(entry.path() / "train_state.json")) steps.push_back(*step);
+    if (!step) continue;
+    const bool sharded = fs::exists(entry.path() / kCheckpointCompleteFile);
+    const bool legacy = !fs::exists(entry.path() / kCheckpointIndexFile) &&
+                        fs::exists(entry.path() / "model.pt") &&
+                        fs::exists(entry.path() / kTrainStateFile);
+    if (sharded || legacy) steps.push_back(*step);
   }
   if (ec) {
     return absl::UnavailableError(
@@ -145,35 +162,75 @@ absl::StatusOr<std::optional<int64_t>> CheckpointFolder::LatestStep() const {
   return std::optional<int64_t>(steps.front());
 }
 
-absl::StatusOr<std::optional<Checkpoint>> CheckpointFolder::LoadNewestUsable(
+absl::StatusOr<std::optional<StoredCheckpoint>> CheckpointFolder::OpenNewestUsable(
     std::vector<std::string>* skipped) const {
   RT_ASSIGN_OR_RETURN(const std::vector<int64_t> steps, Steps());
-  if (steps.empty()) return std::optional<Checkpoint>();
+  if (steps.empty()) return std::optional<StoredCheckpoint>();
   std::vector<std::string> problems;
   for (int64_t step : steps) {
-    absl::StatusOr<Checkpoint> loaded = Load(step);
-    if (loaded.ok()) return std::optional<Checkpoint>(*std::move(loaded));
+    absl::StatusOr<StoredCheckpoint> opened = Open(step);
+    if (opened.ok()) return std::optional<StoredCheckpoint>(*std::move(opened));
     // Damage is skipped; anything else (out of memory, an unreadable folder) is not the files'
     // fault and ends the load.
-    if (loaded.status().code() != absl::StatusCode::kDataLoss &&
-        loaded.status().code() != absl::StatusCode::kNotFound) {
-      return loaded.status();
+    if (opened.status().code() != absl::StatusCode::kDataLoss &&
+        opened.status().code() != absl::StatusCode::kNotFound) {
+      return opened.status();
     }
-    problems.push_back(absl::StrCat(StepPath(step), ": ", loaded.status().message()));
+    problems.push_back(absl::StrCat(StepPath(step), ": ", opened.status().message()));
     skipped->push_back(
-        absl::StrCat("skipping checkpoint ", StepPath(step), " (", loaded.status().message(), ")"));
+        absl::StrCat("skipping checkpoint ", StepPath(step), " (", opened.status().message(), ")"));
   }
   return absl::DataLossError(
       absl::StrCat("no usable checkpoint in '", folder_, "': ", absl::StrJoin(problems, "; ")));
 }
 
-absl::StatusOr<Checkpoint> CheckpointFolder::Load(int64_t step) const {
-  const fs::path dir = StepPath(step);
-  Checkpoint ckpt;
-  RT_ASSIGN_OR_RETURN(ckpt.model, ReadStateDict((dir / "model.pt").string()));
-  RT_ASSIGN_OR_RETURN(ckpt.optimizer, ReadStateDict((dir / "optimizer.pt").string()));
-  RT_ASSIGN_OR_RETURN(ckpt.train_state, ReadTrainState((dir / "train_state.json").string()));
+absl::StatusOr<StoredCheckpoint> CheckpointFolder::Open(int64_t step) const {
+  return OpenCheckpointStep(StepPath(step));
+}
+
+absl::StatusOr<StoredCheckpoint> OpenCheckpointStep(const std::string& step_dir) {
+  const fs::path dir = step_dir;
+  StoredCheckpoint ckpt;
+  ckpt.path = dir.string();
+  RT_ASSIGN_OR_RETURN(ckpt.train_state, ReadTrainState((dir / kTrainStateFile).string()));
+  if (fs::exists(dir / kCheckpointCompleteFile)) {
+    RT_ASSIGN_OR_RETURN(ckpt.state, ShardedStateReader::Open(dir.string()));
+    return ckpt;
+  }
+  // A legacy step: full tensors, read whole.
+  RT_ASSIGN_OR_RETURN(StateDict model, ReadStateDict((dir / "model.pt").string()));
+  RT_ASSIGN_OR_RETURN(StateDict optimizer, ReadStateDict((dir / "optimizer.pt").string()));
+  StateDict moments;
+  for (auto& [name, t] : optimizer) {
+    if (name == "step") {
+      ckpt.train_state.optimizer_step = t.item<int64_t>();
+    } else {
+      moments.emplace_back(name, std::move(t));
+    }
+  }
+  ckpt.state = std::make_unique<DictStateReader>(
+      dir.string(), std::vector<std::pair<std::string, StateDict>>{
+                        {"model.", std::move(model)}, {"optimizer.", std::move(moments)}});
   return ckpt;
+}
+
+std::string TrainStateJson(const TrainState& train_state) {
+  const nlohmann::json state = {{"step", train_state.step},
+                                {"global_sample", train_state.global_sample},
+                                {"optimizer_step", train_state.optimizer_step},
+                                {"torch_rng_state", Hex(train_state.rng_state)}};
+  return state.dump(1) + "\n";
+}
+
+absl::StatusOr<StateDict> ReadFullModel(const StateReader& state, const std::string& prefix,
+                                        const ExpectedShapes& expected) {
+  RT_RETURN_IF_ERROR(CheckStateMatches(state, prefix, expected));
+  StateDict model;
+  for (const auto& [name, shape] : expected) {
+    RT_ASSIGN_OR_RETURN(at::Tensor t, ReadWhole(state, prefix + name));
+    model.emplace_back(name, std::move(t));
+  }
+  return model;
 }
 
 absl::StatusOr<TrainState> ReadTrainState(const std::string& path) {
@@ -195,6 +252,13 @@ absl::StatusOr<TrainState> ReadTrainState(const std::string& path) {
   TrainState train_state;
   train_state.step = state["step"].get<int64_t>();
   train_state.global_sample = state["global_sample"].get<int64_t>();
+  if (state.contains("optimizer_step")) {
+    if (!state["optimizer_step"].is_number_integer() ||
+        state["optimizer_step"].get<int64_t>() < 0) {
+      return corrupt("\"optimizer_step\" is not a count");
+    }
+    train_state.optimizer_step = state["optimizer_step"].get<int64_t>();
+  }
   absl::StatusOr<at::Tensor> rng = Unhex(state["torch_rng_state"].get<std::string>());
   if (!rng.ok()) return corrupt(rng.status().message());
   // set_state would throw on any other size.
@@ -217,42 +281,14 @@ StateDict ModelStateDict(const torch::nn::Module& model) {
 
 absl::Status LoadModelWeights(torch::nn::Module& model, const StateDict& weights,
                               const std::string& source) {
-  std::map<std::string, at::Tensor> by_name;
-  for (const auto& [name, t] : weights) by_name[name] = t;
-  std::vector<std::string> missing, mis_shaped;
-  std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (parameter, value)
-  for (auto& item : model.named_parameters()) {
-    auto it = by_name.find(item.key());
-    if (it == by_name.end()) {
-      missing.push_back(item.key());
-      continue;
-    }
-    if (it->second.sizes() != item.value().sizes()) {
-      mis_shaped.push_back(absl::StrCat(item.key(), " (file ", c10::str(it->second.sizes()),
-                                        ", model ", c10::str(item.value().sizes()), ")"));
-    } else if (!it->second.is_floating_point()) {
-      mis_shaped.push_back(absl::StrCat(item.key(), " (dtype ", c10::str(it->second.dtype()),
-                                        ", expected a floating-point tensor)"));
-    } else {
-      copies.emplace_back(item.value(), it->second);
-    }
-    by_name.erase(it);
-  }
-  std::vector<std::string> unexpected;
-  for (const auto& [name, t] : by_name) unexpected.push_back(name);
-  if (!missing.empty() || !unexpected.empty() || !mis_shaped.empty()) {
-    std::string message = absl::StrCat("state dict '", source, "' does not match the model:");
-    if (!missing.empty()) absl::StrAppend(&message, "\n  missing: ", absl::StrJoin(missing, ", "));
-    if (!unexpected.empty()) {
-      absl::StrAppend(&message, "\n  unexpected: ", absl::StrJoin(unexpected, ", "));
-    }
-    if (!mis_shaped.empty()) {
-      absl::StrAppend(&message, "\n  wrong shape: ", absl::StrJoin(mis_shaped, ", "));
-    }
-    return absl::InvalidArgumentError(message);
-  }
+  const DictStateReader reader(source, {{"", weights}});
+  ExpectedShapes expected;
+  for (const auto& item : model.named_parameters())
+    expected.emplace_back(item.key(), item.value().sizes().vec());
+  RT_RETURN_IF_ERROR(CheckStateMatches(reader, "", expected));
+  std::map<std::string, at::Tensor> by_name(weights.begin(), weights.end());
   torch::NoGradGuard no_grad;
-  for (auto& [param, value] : copies) param.copy_(value);
+  for (auto& item : model.named_parameters()) item.value().copy_(by_name.at(item.key()));
   return absl::OkStatus();
 }
 

@@ -10,8 +10,10 @@
 #include "common/status_macros.h"
 #include "common/text_file.h"
 #include "worker/engine/checkpoint/checkpoint.h"
+#include "worker/engine/checkpoint/sharded_checkpoint.h"
 #include "worker/engine/hf/hf_adapter.h"
 #include "worker/engine/hf/hf_folder.h"
+#include "worker/engine/model/model_args.h"
 
 namespace ringtrain {
 namespace {
@@ -40,14 +42,16 @@ absl::StatusOr<ModelFiles> ReadHfModel(const std::string& dir) {
 
 absl::StatusOr<ModelFiles> ReadCheckpointModel(const std::string& dir) {
   fs::path step(dir);
-  if (!IsFile(step / "model.pt")) {
+  const bool is_step = IsFile(step / "config.toml") &&
+                       (IsFile(step / kCheckpointCompleteFile) || IsFile(step / "model.pt"));
+  if (!is_step) {
     CheckpointFolder folder(dir, 0);
     RT_ASSIGN_OR_RETURN(const std::optional<int64_t> latest, folder.LatestStep());
     if (!latest) {
       return absl::NotFoundError(absl::StrCat(
           dir,
-          " is neither a checkpoint step (model.pt, config.toml) nor a checkpoint folder "
-          "with a complete step-N"));
+          " is neither a checkpoint step (config.toml with COMPLETE, or model.pt) nor a "
+          "checkpoint folder with a complete step-N"));
     }
     step = folder.StepPath(*latest);
   }
@@ -57,7 +61,10 @@ absl::StatusOr<ModelFiles> ReadCheckpointModel(const std::string& dir) {
   ModelFiles files;
   files.source = step.string();
   files.model = config.model;
-  RT_ASSIGN_OR_RETURN(files.weights, ReadStateDict((step / "model.pt").string()));
+  RT_ASSIGN_OR_RETURN(const StoredCheckpoint ckpt, OpenCheckpointStep(step.string()));
+  RT_ASSIGN_OR_RETURN(
+      files.weights,
+      ReadFullModel(*ckpt.state, "model.", ParameterShapes(ModelArgs::FromConfig(config.model))));
   const fs::path job_tokenizer(config.training.tokenizer_path);
   const fs::path hf_tokenizer = config.model.hf_assets_path.empty()
                                     ? fs::path()

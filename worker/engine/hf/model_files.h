@@ -23,8 +23,8 @@ struct ModelFiles {
 // tokenizer is DIR/tokenizer.json when present.
 absl::StatusOr<ModelFiles> ReadHfModel(const std::string& dir);
 
-// A checkpoint step folder (step-N: model.pt and config.toml), or a checkpoint folder, whose newest
-// complete step is read. The tokenizer is the job's training.tokenizer_path, else
+// A checkpoint step folder (step-N: sharded or legacy, with config.toml), or a checkpoint folder,
+// whose newest complete step is read. The tokenizer is the job's training.tokenizer_path, else
 // model.hf_assets_path's tokenizer.json, when the file exists.
 absl::StatusOr<ModelFiles> ReadCheckpointModel(const std::string& dir);
 

@@ -30,6 +30,11 @@ class AdamW {
   // One update at learning rate `lr`. Parameters without a gradient are skipped (as PyTorch does).
   void Step(double lr);
   int64_t step_count() const { return step_; }
+  void set_step_count(int64_t step) { step_ = step; }
+  // The moments, one per parameter in its order and shape (the live tensors: a checkpoint reads and
+  // fills them in place).
+  const std::vector<at::Tensor>& exp_avg() const { return exp_avg_; }
+  const std::vector<at::Tensor>& exp_avg_sq() const { return exp_avg_sq_; }
 
   // Optimizer state as name → tensor: "step" (0-dim int64), "exp_avg.<param>",
   // "exp_avg_sq.<param>".

@@ -2,7 +2,7 @@
 
 #include <torch/torch.h>
 
-#include <map>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -277,29 +277,29 @@ NamedTensors Fsdp::GatherFull(const std::vector<at::Tensor>& per_unit) {
   return full;
 }
 
-absl::StatusOr<std::vector<at::Tensor>> Fsdp::ShardFull(const NamedTensors& full,
-                                                        const std::string& prefix) const {
-  torch::NoGradGuard no_grad;
-  std::map<std::string, at::Tensor> by_name(full.begin(), full.end());
-  std::vector<at::Tensor> shards;
-  for (const auto& unit : units_) {
-    at::Tensor flat = at::zeros({unit->shard_numel * group_size_}, at::kFloat);
-    for (size_t i = 0; i < unit->names.size(); ++i) {
-      const std::string name = prefix + unit->names[i];
-      const auto it = by_name.find(name);
-      if (it == by_name.end()) return absl::InvalidArgumentError(absl::StrCat("missing ", name));
-      if (it->second.sizes().vec() != unit->shapes[i]) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, " has shape ", c10::str(it->second.sizes()), ", the model's is ",
-                         c10::str(c10::IntArrayRef(unit->shapes[i]))));
-      }
-      flat.narrow(0, unit->offsets[i], unit->numels[i]).copy_(it->second.reshape(-1));
+std::vector<Fsdp::Slice> Fsdp::LocalSlices() const {
+  std::vector<Slice> slices;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const Unit& unit = *units_[u];
+    const int64_t first = group_rank_ * unit.shard_numel, last = first + unit.shard_numel;
+    for (size_t i = 0; i < unit.names.size(); ++i) {
+      const int64_t begin = std::max(first, unit.offsets[i]);
+      const int64_t end = std::min(last, unit.offsets[i] + unit.numels[i]);
+      if (begin >= end) continue;
+      slices.push_back(Slice{int64_t(u), unit.names[i], unit.shapes[i], begin - unit.offsets[i],
+                             end - unit.offsets[i], begin - first});
     }
-    shards.push_back(flat.narrow(0, group_rank_ * unit->shard_numel, unit->shard_numel)
-                         .clone()
-                         .to(unit->shard.device()));
   }
-  return shards;
+  return slices;
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> Fsdp::ParameterShapes() const {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const auto& unit : units_) {
+    for (size_t i = 0; i < unit->names.size(); ++i)
+      shapes.emplace_back(unit->names[i], unit->shapes[i]);
+  }
+  return shapes;
 }
 
 std::string Fsdp::Describe() const {

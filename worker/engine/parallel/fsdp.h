@@ -58,6 +58,8 @@ class Fsdp : public ParamSource, public std::enable_shared_from_this<Fsdp> {
   // This rank's float32 shards, one per unit ("fsdp.unit<u>"): the optimizer's parameters.
   const NamedTensors& shards() const { return shards_; }
   std::vector<at::Tensor> shard_tensors() const;
+  int64_t replicate_rank() const { return comm_.mesh().replicate_rank(); }
+  int64_t group_size() const { return group_size_; }
 
   std::vector<at::Tensor> Gather(int64_t unit, bool recompute) override;
   at::Tensor AfterForward(int64_t unit, const at::Tensor& output, bool recompute) override;
@@ -69,14 +71,23 @@ class Fsdp : public ParamSource, public std::enable_shared_from_this<Fsdp> {
   double SumOverGroup(double value);
 
   // The full float32 tensors of every parameter (name → full shape), assembled from per-unit flat
-  // shards `per_unit` (shards() order; the shards themselves, or optimizer state shaped like them).
-  // A collective over the group: every rank calls it and gets the whole dict.
+  // shards `per_unit` (shards() order; the shards themselves, or gradients or optimizer state
+  // shaped like them). A collective over the group: every rank calls it and gets the whole dict.
   NamedTensors GatherFull(const std::vector<at::Tensor>& per_unit);
-  // The inverse: this rank's flat shard of every unit from full tensors by name (a checkpoint, a
-  // replicated run's state: any shard degree). INVALID_ARGUMENT naming a missing or mis-shaped
-  // entry.
-  absl::StatusOr<std::vector<at::Tensor>> ShardFull(const NamedTensors& full,
-                                                    const std::string& prefix) const;
+  // This rank's part of one parameter: elements [begin, end) of `name` flattened are elements
+  // [shard_offset, shard_offset + end - begin) of unit `unit`'s shard (the padding at a unit's end
+  // belongs to no parameter).
+  struct Slice {
+    int64_t unit = 0;
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t begin = 0, end = 0;
+    int64_t shard_offset = 0;
+  };
+  // Every non-empty slice this rank holds, in unit and parameter order.
+  std::vector<Slice> LocalSlices() const;
+  // Every parameter's name and full shape, in unit order.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> ParameterShapes() const;
 
   // "fsdp over 4 ranks: 5 units, 1.2 M parameters, 0.30 M per rank, gathers in bfloat16, ..."
   std::string Describe() const;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "worker/engine/optim/clip.h"
 #include "worker/engine/parallel/grad_sync.h"
 #include "worker/engine/parallel/gradient_paths.h"
@@ -18,6 +19,60 @@ GradientPath::GradientPath(std::vector<std::pair<std::string, at::Tensor>> named
 
 void GradientPath::ZeroGrad() {
   for (at::Tensor& p : params_) p.mutable_grad() = at::Tensor();  // zero_grad(set_to_none)
+}
+
+std::vector<StatePiece> GradientPath::CheckpointPieces() {
+  std::vector<StatePiece> pieces;
+  auto add = [&](const std::string& prefix, const std::vector<at::Tensor>& per_param) {
+    for (Placement& p : Placements(per_param, /*for_writing=*/true)) {
+      pieces.push_back(StatePiece{prefix + p.name, p.shape, p.begin, p.end, p.target.detach()});
+    }
+  };
+  add("model.", params_);
+  add("optimizer.exp_avg.", optimizer_->exp_avg());
+  add("optimizer.exp_avg_sq.", optimizer_->exp_avg_sq());
+  return pieces;
+}
+
+namespace {
+
+// Reads each placement's elements of prefix + name into its target (through a float32 CPU buffer
+// when the target is not one).
+absl::Status ReadPlacements(const StateReader& reader, const std::string& prefix,
+                            const std::vector<GradientPath::Placement>& placements) {
+  torch::NoGradGuard no_grad;
+  for (const auto& p : placements) {
+    const at::Tensor& target = p.target;
+    const bool direct =
+        target.device().is_cpu() && target.scalar_type() == at::kFloat && target.is_contiguous();
+    at::Tensor buffer = direct ? target : at::empty({p.end - p.begin}, at::kFloat);
+    RT_RETURN_IF_ERROR(reader.Read(prefix + p.name, p.begin, p.end, buffer));
+    if (!direct) target.copy_(buffer);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status GradientPath::LoadParameters(const StateReader& reader, const std::string& prefix) {
+  RT_RETURN_IF_ERROR(CheckStateMatches(reader, prefix, ParameterShapes()));
+  return ReadPlacements(reader, prefix, Placements(params_, /*for_writing=*/false));
+}
+
+absl::Status GradientPath::LoadOptimizer(const StateReader& reader, int64_t optimizer_step) {
+  for (const char* moment : {"optimizer.exp_avg.", "optimizer.exp_avg_sq."}) {
+    absl::Status matches = CheckStateMatches(reader, moment, ParameterShapes());
+    if (!matches.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer state (", moment, "*) in ", matches.message()));
+    }
+  }
+  RT_RETURN_IF_ERROR(ReadPlacements(reader, "optimizer.exp_avg.",
+                                    Placements(optimizer_->exp_avg(), /*for_writing=*/false)));
+  RT_RETURN_IF_ERROR(ReadPlacements(reader, "optimizer.exp_avg_sq.",
+                                    Placements(optimizer_->exp_avg_sq(), /*for_writing=*/false)));
+  optimizer_->set_step_count(optimizer_step);
+  return absl::OkStatus();
 }
 
 namespace {
@@ -46,16 +101,33 @@ class ReplicatedGradients : public GradientPath {
   double ClipGradNorm(double max_norm) override {
     return ringtrain::ClipGradNorm(params_, max_norm);
   }
-  bool gather_is_collective() const override { return false; }
-  FullState GatherFullState() override {
-    StateDict model;
-    for (const auto& item : model_.named_parameters()) {
-      model.emplace_back(item.key(), item.value().detach());
-    }
-    return FullState{std::move(model), optimizer_->StateDict()};
+  int64_t checkpoint_writers() const override { return comm_ != nullptr ? comm_->mesh().world : 1; }
+  ExpectedShapes ParameterShapes() const override {
+    ExpectedShapes shapes;
+    for (const auto& item : model_.named_parameters())
+      shapes.emplace_back(item.key(), item.value().sizes().vec());
+    return shapes;
   }
-  absl::Status LoadOptimizerState(const StateDict& full, const std::string& source) override {
-    return optimizer_->LoadStateDict(full);
+
+ protected:
+  // Every rank holds everything; for writing, rank r of W takes the r-th of W equal runs of each
+  // parameter, so the ranks share the writing.
+  std::vector<Placement> Placements(const std::vector<at::Tensor>& per_param,
+                                    bool for_writing) override {
+    const int64_t world = comm_ != nullptr ? comm_->mesh().world : 1;
+    const int64_t rank = comm_ != nullptr ? comm_->mesh().rank : 0;
+    const ExpectedShapes shapes = ParameterShapes();
+    std::vector<Placement> placements;
+    for (size_t i = 0; i < per_param.size(); ++i) {
+      const int64_t numel = per_param[i].numel();
+      const int64_t begin = for_writing ? numel * rank / world : 0;
+      const int64_t end = for_writing ? numel * (rank + 1) / world : numel;
+      if (begin == end) continue;
+      placements.push_back(
+          Placement{shapes[i].first, shapes[i].second, begin, end,
+                    per_param[i].detach().view({-1}).narrow(0, begin, end - begin)});
+    }
+    return placements;
   }
 
  private:
@@ -73,47 +145,26 @@ class ShardedGradients : public GradientPath {
   double ClipGradNorm(double max_norm) override {
     return ClipShardedGradNorm(params_, max_norm, [&](double v) { return fsdp_->SumOverGroup(v); });
   }
-  bool gather_is_collective() const override { return true; }
-  FullState GatherFullState() override {
-    return FullState{fsdp_->GatherFull(fsdp_->shard_tensors()), FullOptimizerState()};
-  }
-  absl::Status LoadOptimizerState(const StateDict& full, const std::string& source) override {
-    StateDict sharded;
-    for (const auto& [name, t] : full) {
-      if (name == "step") sharded.emplace_back(name, t);
+  ExpectedShapes ParameterShapes() const override { return fsdp_->ParameterShapes(); }
+  // The first replica's ranks: ranks [0, shard × cp).
+  int64_t checkpoint_writers() const override { return fsdp_->group_size(); }
+
+ protected:
+  // This rank's slices of each unit's shard; only the first replica's ranks write (the other
+  // replicas hold the same shards).
+  std::vector<Placement> Placements(const std::vector<at::Tensor>& per_unit,
+                                    bool for_writing) override {
+    std::vector<Placement> placements;
+    if (for_writing && fsdp_->replicate_rank() != 0) return placements;
+    for (const Fsdp::Slice& slice : fsdp_->LocalSlices()) {
+      placements.push_back(Placement{
+          slice.name, slice.shape, slice.begin, slice.end,
+          per_unit[slice.unit].detach().narrow(0, slice.shard_offset, slice.end - slice.begin)});
     }
-    for (const char* moment : {"exp_avg.", "exp_avg_sq."}) {
-      absl::StatusOr<std::vector<at::Tensor>> shards = fsdp_->ShardFull(full, moment);
-      if (!shards.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("optimizer state in ", source,
-                         " does not match the model: ", shards.status().message()));
-      }
-      for (size_t u = 0; u < shards->size(); ++u) {
-        sharded.emplace_back(moment + fsdp_->shards()[u].first, std::move((*shards)[u]));
-      }
-    }
-    return optimizer_->LoadStateDict(sharded);
+    return placements;
   }
 
  private:
-  // AdamW's state of the shards ("exp_avg.fsdp.unit3") as the replicated run names it
-  // ("exp_avg.layers.2.attention.wq.weight"), gathered to full tensors.
-  StateDict FullOptimizerState() {
-    const StateDict sharded = optimizer_->StateDict();
-    std::map<std::string, at::Tensor> by_name(sharded.begin(), sharded.end());
-    StateDict full = {{"step", by_name.at("step")}};
-    for (const char* moment : {"exp_avg.", "exp_avg_sq."}) {
-      std::vector<at::Tensor> per_unit;
-      for (const auto& [name, shard] : fsdp_->shards())
-        per_unit.push_back(by_name.at(moment + name));
-      for (auto& [name, t] : fsdp_->GatherFull(per_unit)) {
-        full.emplace_back(moment + name, std::move(t));
-      }
-    }
-    return full;
-  }
-
   std::shared_ptr<Fsdp> fsdp_;
 };
 

@@ -8,9 +8,11 @@
 //               FinishBackward sums the shards over the replicas; the norm sums the shards'
 //               squared norms over the FSDP group.
 //
-// Both hold AdamW over their parameters, and both give and take checkpoints in the replicated
-// run's format (full tensors by name), so a run resumes on any mesh. The step loop calls
-// ZeroGrad → (backwards) → FinishBackward → ClipGradNorm → Step, with no branch on the mesh.
+// Both hold AdamW over their parameters. For a sharded checkpoint each gives the pieces of the
+// state it writes (every element of every tensor written by exactly one rank) and loads only the
+// elements it holds from any StateReader — a checkpoint saved on any mesh, or a file of weights.
+// The step loop calls ZeroGrad → (backwards) → FinishBackward → ClipGradNorm → Step, with no branch
+// on the mesh.
 #ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_GRADIENT_PATH_H_
 #define RINGTRAIN_WORKER_ENGINE_PARALLEL_GRADIENT_PATH_H_
 
@@ -23,20 +25,23 @@
 
 #include "absl/status/status.h"
 #include "worker/engine/optim/adamw.h"
-#include "worker/engine/serialize/state_dict_io.h"
+#include "worker/engine/serialize/state_reader.h"
 
 namespace ringtrain {
-
-// The model's parameters and the optimizer's state as full tensors by name.
-struct FullState {
-  StateDict model;
-  StateDict optimizer;
-};
 
 // Used from the training thread only.
 class GradientPath {
  public:
   virtual ~GradientPath() = default;
+
+  // Where this rank's elements of one parameter live: elements [begin, end) of the parameter
+  // flattened are `target` (a 1-D view).
+  struct Placement {
+    std::string name;
+    std::vector<int64_t> shape;  // the parameter's full shape
+    int64_t begin = 0, end = 0;
+    at::Tensor target;
+  };
 
   // Forgets the gradients (set to none) before a step's first backward.
   void ZeroGrad();
@@ -47,14 +52,19 @@ class GradientPath {
   // One AdamW update at learning rate `lr`.
   void Step(double lr) { optimizer_->Step(lr); }
 
-  // Whether GatherFullState is a collective that every rank must call (sharded), or rank 0 alone
-  // calls it (replicated).
-  virtual bool gather_is_collective() const = 0;
-  // The state to checkpoint, in the replicated run's format.
-  virtual FullState GatherFullState() = 0;
-  // Restores the optimizer's state from the replicated run's format. INVALID_ARGUMENT naming
-  // `source` and what does not match.
-  virtual absl::Status LoadOptimizerState(const StateDict& full, const std::string& source) = 0;
+  // The parameters ("model.<name>") and AdamW's moments ("optimizer.exp_avg.<name>",
+  // "optimizer.exp_avg_sq.<name>") this rank writes to a sharded checkpoint: views of the live
+  // state, float32. Every element of every tensor is in exactly one rank's pieces.
+  std::vector<StatePiece> CheckpointPieces();
+  // The ranks that write checkpoint pieces are [0, checkpoint_writers()).
+  virtual int64_t checkpoint_writers() const = 0;
+  // Sets the parameters from prefix + name in `reader`, reading only the elements this rank holds.
+  // INVALID_ARGUMENT (CheckStateMatches) when names or shapes differ; nothing is read then.
+  absl::Status LoadParameters(const StateReader& reader, const std::string& prefix);
+  // Sets AdamW's moments from "optimizer.exp_avg.<name>" / "optimizer.exp_avg_sq.<name>" in
+  // `reader` and its step count, reading only this rank's elements. INVALID_ARGUMENT as above.
+  absl::Status LoadOptimizer(const StateReader& reader, int64_t optimizer_step);
+  int64_t optimizer_step() const { return optimizer_->step_count(); }
 
   // What the optimizer updates: the parameters, or this rank's shards.
   const std::vector<at::Tensor>& parameters() const { return params_; }
@@ -62,6 +72,14 @@ class GradientPath {
  protected:
   // `named` (name, tensor) are the optimizer's parameters; their .grad() is read by Step.
   GradientPath(std::vector<std::pair<std::string, at::Tensor>> named, const AdamWOptions& adam);
+
+  // The elements this rank holds (`for_writing` false) or writes to a checkpoint (true: a part of
+  // them, so that one rank writes each element), located in `per_param` — tensors shaped like
+  // params_, in its order: the parameters themselves or AdamW's moments.
+  virtual std::vector<Placement> Placements(const std::vector<at::Tensor>& per_param,
+                                            bool for_writing) = 0;
+  // Every parameter's name and full shape, in the model's order.
+  virtual ExpectedShapes ParameterShapes() const = 0;
 
   std::vector<at::Tensor> params_;
   std::unique_ptr<AdamW> optimizer_;

@@ -6,8 +6,8 @@
 //   - moves the model to the device;
 //   - returns the data sharding (cp_shard) and the gradient path (gradient_path.h: replicated, or
 //     sharded with FSDP, which shards the weights the model holds now).
-// The model's weights must be final (initialised, or loaded from a file or checkpoint) before:
-// FSDP shards them.
+// The model holds its initial weights; loading (initial_load_path, a checkpoint) comes after,
+// through the gradient path, so that each rank reads only what it holds.
 #ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_PARALLELIZE_H_
 #define RINGTRAIN_WORKER_ENGINE_PARALLEL_PARALLELIZE_H_
 
