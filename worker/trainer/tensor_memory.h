@@ -23,6 +23,21 @@ int64_t CpuTensorBytes();      // bytes of the CPU storages alive now
 int64_t CpuTensorPeakBytes();  // the most alive at once since the last reset (or the install)
 void ResetCpuTensorPeak();     // the peak starts again from what is alive now
 
+// The most CPU tensor bytes alive at once above those alive at construction, which resets the
+// peak: what one piece of work (a checkpoint save or load) added at its worst. 0 when the counter
+// is not installed.
+class ScopedCpuTensorPeak {
+ public:
+  ScopedCpuTensorPeak() : base_(CpuTensorBytes()) { ResetCpuTensorPeak(); }
+  int64_t extra_bytes() const {
+    const int64_t extra = CpuTensorPeakBytes() - base_;
+    return extra > 0 ? extra : 0;
+  }
+
+ private:
+  int64_t base_;
+};
+
 }  // namespace ringtrain
 
 #endif  // RINGTRAIN_WORKER_TRAINER_TENSOR_MEMORY_H_

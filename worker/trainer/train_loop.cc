@@ -222,12 +222,19 @@ absl::Status MaybeSave(Trainer::State& s, int64_t step, StepReport* report) {
   TrainState state = s.train_state;
   state.optimizer_step = s.gradients->optimizer_step();
   state.rng_state = at::detail::getDefaultCPUGenerator().get_state();
+  const ScopedCpuTensorPeak memory;
+  uint64_t bytes = 0;
   RT_RETURN_IF_ERROR(Guarded(s, absl::StrCat("saving checkpoint ", step), [&]() -> absl::Status {
     const std::vector<StatePiece> pieces = s.gradients->CheckpointPieces();
+    for (const StatePiece& piece : pieces) bytes += uint64_t(piece.end - piece.begin) * 4;
     RT_ASSIGN_OR_RETURN(report->checkpoint_stall_seconds,
                         s.checkpoint_writer->Save(pieces, state, JobConfigToToml(s.config)));
     return absl::OkStatus();
   }));
+  RT_LOG(Info) << absl::StrFormat(
+      "rank %d saving its part of step %d: %d bytes, training stalled %.3f s, CPU tensor memory "
+      "+%d bytes",
+      s.rank.rank, step, bytes, report->checkpoint_stall_seconds, memory.extra_bytes());
   RT_RETURN_IF_ERROR(CollectSaves(s, /*wait=*/last, report));
   if (c.last_save_in_hf && last && s.rank.rank == 0) RT_RETURN_IF_ERROR(ExportHf(s, step));
   return absl::OkStatus();

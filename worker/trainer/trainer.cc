@@ -20,6 +20,7 @@
 #include "common/status_macros.h"
 #include "common/trainer_exit.h"
 #include "worker/engine/kernels/denormals.h"
+#include "worker/trainer/tensor_memory.h"
 #include "worker/trainer/trainer_state.h"
 #ifdef RINGTRAIN_WITH_CUDA
 #include <c10/cuda/CUDAFunctions.h>
@@ -255,10 +256,17 @@ absl::StatusOr<bool> ResumeFromCheckpoint(Trainer::State& s) {
   if (resume) step = resume->train_state.step;
   if (s.comm) RT_RETURN_IF_ERROR(CheckSameCheckpoint(s, step));
   if (!resume) return false;
+  const ScopedCpuTensorPeak memory;
+  const auto start = std::chrono::steady_clock::now();
   RT_RETURN_IF_ERROR(Guarded(s, "loading checkpoint", [&]() -> absl::Status {
     RT_RETURN_IF_ERROR(s.gradients->LoadParameters(*resume->state, "model."));
     return s.gradients->LoadOptimizer(*resume->state, resume->train_state.optimizer_step);
   }));
+  RT_LOG(Info) << absl::StrFormat(
+      "rank %d loaded its part of %s in %.3f s: %d bytes read, CPU tensor memory +%d bytes",
+      s.rank.rank, resume->path,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      resume->state->bytes_read(), memory.extra_bytes());
   s.train_state = resume->train_state;
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   generator.set_state(resume->train_state.rng_state);

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +52,12 @@ absl::Status CheckpointWriter::Write(const std::vector<StatePiece>& pieces,
   if (options_.rank < options_.writers) {
     RT_RETURN_IF_ERROR(WriteRankPart(tmp, options_.rank, pieces));
   }
+  // Fault injection for the tests: the write of this step stops here (its part written, the step
+  // not committed) until the process is killed — a trainer killed in the middle of a save.
+  if (const char* hang = std::getenv("RINGTRAIN_TEST_HANG_CHECKPOINT_AT_STEP");
+      hang != nullptr && std::atoll(hang) == train_state.step) {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
   if (options_.rank != 0) return absl::OkStatus();
   return folder_.Commit(train_state, config_toml, options_.tag, options_.writers,
                         options_.commit_timeout);
@@ -76,8 +83,9 @@ absl::StatusOr<double> CheckpointWriter::Save(const std::vector<StatePiece>& pie
     if (!reuse) {
       staging_.clear();
       for (const StatePiece& piece : pieces) {
-        staging_.push_back(at::empty({piece.data.numel()}, at::TensorOptions(at::kFloat).pinned_memory(
-                                                               !piece.data.device().is_cpu())));
+        staging_.push_back(
+            at::empty({piece.data.numel()},
+                      at::TensorOptions(at::kFloat).pinned_memory(!piece.data.device().is_cpu())));
       }
     }
     for (size_t i = 0; i < pieces.size(); ++i) {

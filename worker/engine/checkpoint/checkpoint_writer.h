@@ -1,5 +1,5 @@
-// Saving sharded checkpoints, synchronously or in the background (checkpoint.async_mode, torchtitan's
-// "disabled" | "async").
+// Saving sharded checkpoints, synchronously or in the background (checkpoint.async_mode,
+// torchtitan's "disabled" | "async").
 //
 //   sync   the training thread writes this rank's part (from the live tensors when they are
 //          float32 on the CPU, else through host staging buffers), and rank 0 commits the step.

@@ -45,11 +45,13 @@ absl::StatusOr<std::vector<PartPiece>> PartPieces(const SafetensorsFile& file) {
   };
   for (const TensorEntry& entry : file.header().tensors) {
     const auto it = file.header().metadata.find(entry.name);
-    if (it == file.header().metadata.end()) return bad(absl::StrCat("'", entry.name, "' has no range"));
+    if (it == file.header().metadata.end())
+      return bad(absl::StrCat("'", entry.name, "' has no range"));
     const nlohmann::json meta = nlohmann::json::parse(it->second, nullptr, false);
     if (meta.is_discarded() || !meta.is_object() || !meta.contains("shape") ||
-        !meta["shape"].is_array() || !meta.contains("begin") || !meta["begin"].is_number_integer() ||
-        !meta.contains("end") || !meta["end"].is_number_integer()) {
+        !meta["shape"].is_array() || !meta.contains("begin") ||
+        !meta["begin"].is_number_integer() || !meta.contains("end") ||
+        !meta["end"].is_number_integer()) {
       return bad(absl::StrCat("'", entry.name, "' has a malformed range"));
     }
     PartPiece piece{entry.name, {}, meta["begin"].get<int64_t>(), meta["end"].get<int64_t>()};
@@ -84,8 +86,8 @@ absl::Status CheckTiling(std::vector<std::pair<int64_t, int64_t>> ranges, int64_
     next = end;
   }
   if (next != numel) {
-    return absl::DataLossError(absl::StrCat(where, ": the pieces of '", name, "' end at element ",
-                                            next, " of ", numel));
+    return absl::DataLossError(
+        absl::StrCat(where, ": the pieces of '", name, "' end at element ", next, " of ", numel));
   }
   return absl::OkStatus();
 }
@@ -101,12 +103,15 @@ absl::Status WriteRankPart(const std::string& dir, int64_t rank,
   for (const StatePiece& piece : pieces) {
     if (!piece.data.device().is_cpu() || piece.data.scalar_type() != at::kFloat ||
         !piece.data.is_contiguous() || piece.data.numel() != piece.end - piece.begin) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint piece '", piece.name, "' is not ", piece.end - piece.begin,
-                       " contiguous float32 elements on the CPU"));
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint piece '", piece.name, "' is not ",
+                                                     piece.end - piece.begin,
+                                                     " contiguous float32 elements on the CPU"));
     }
-    tensors.push_back(TensorOut{piece.name, TensorDtype::kF32, {piece.end - piece.begin},
-                                piece.data.data_ptr(), uint64_t(piece.data.nbytes())});
+    tensors.push_back(TensorOut{piece.name,
+                                TensorDtype::kF32,
+                                {piece.end - piece.begin},
+                                piece.data.data_ptr(),
+                                uint64_t(piece.data.nbytes())});
     metadata[piece.name] = PieceMetadata(piece);
   }
   const std::string name = RankPartName(rank);
@@ -131,9 +136,9 @@ absl::Status IndexParts(const std::string& dir, int64_t writers, absl::Duration 
     }
     if (missing.empty()) break;
     if (std::chrono::steady_clock::now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "the checkpoint parts of rank(s) ", absl::StrJoin(missing, ", "), " did not reach ", dir,
-          " within ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("the checkpoint parts of rank(s) ", absl::StrJoin(missing, ", "),
+                       " did not reach ", dir, " within ", absl::FormatDuration(timeout)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -159,9 +164,8 @@ absl::Status IndexParts(const std::string& dir, int64_t writers, absl::Duration 
     }
   }
   for (const auto& [name, tensor_ranges] : ranges) {
-    RT_RETURN_IF_ERROR(CheckTiling(tensor_ranges,
-                                   Numel(tensors[name]["shape"].get<std::vector<int64_t>>()), name,
-                                   dir));
+    RT_RETURN_IF_ERROR(CheckTiling(
+        tensor_ranges, Numel(tensors[name]["shape"].get<std::vector<int64_t>>()), name, dir));
   }
   const nlohmann::json index = {{"format", kIndexFormat}, {"files", files}, {"tensors", tensors}};
   const std::string path = (fs::path(dir) / kCheckpointIndexFile).string();
@@ -197,7 +201,8 @@ absl::StatusOr<std::unique_ptr<ShardedStateReader>> ShardedStateReader::Open(
     const fs::path path = fs::path(step_dir) / name;
     std::error_code ec;
     const uint64_t actual = fs::file_size(path, ec);
-    if (ec) return absl::DataLossError(absl::StrCat("missing checkpoint part '", path.string(), "'"));
+    if (ec)
+      return absl::DataLossError(absl::StrCat("missing checkpoint part '", path.string(), "'"));
     if (actual != size.get<uint64_t>()) {
       return absl::DataLossError(absl::StrCat("checkpoint part '", path.string(), "' is ", actual,
                                               " bytes; the index says ", size.get<uint64_t>(),
@@ -232,8 +237,8 @@ absl::StatusOr<std::unique_ptr<ShardedStateReader>> ShardedStateReader::Open(
       for (const TensorEntry& entry : file.header().tensors) {
         if (entry.name == name) piece.entry = &entry;
       }
-      if (piece.entry == nullptr || piece.entry->dtype != TensorDtype::kF32 ||
-          piece.begin < 0 || piece.end < piece.begin ||
+      if (piece.entry == nullptr || piece.entry->dtype != TensorDtype::kF32 || piece.begin < 0 ||
+          piece.end < piece.begin ||
           piece.entry->end - piece.entry->begin != uint64_t(piece.end - piece.begin) * 4) {
         return absl::DataLossError(absl::StrCat("checkpoint part '", file.path(),
                                                 "' does not hold elements [", piece.begin, ", ",
@@ -269,7 +274,8 @@ absl::Status ShardedStateReader::Read(const std::string& name, int64_t begin, in
     const int64_t from = std::max(begin, piece.begin), to = std::min(end, piece.end);
     if (from >= to) continue;
     RT_RETURN_IF_ERROR(files_[piece.file].ReadRange(*piece.entry, uint64_t(from - piece.begin) * 4,
-                                                    uint64_t(to - from) * 4, data + (from - begin)));
+                                                    uint64_t(to - from) * 4,
+                                                    data + (from - begin)));
     bytes_read_ += uint64_t(to - from) * 4;
   }
   if (!direct) {

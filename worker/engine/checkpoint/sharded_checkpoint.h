@@ -60,8 +60,6 @@ class ShardedStateReader : public StateReader {
   const std::map<std::string, StoredTensor>& tensors() const override { return tensors_; }
   absl::Status Read(const std::string& name, int64_t begin, int64_t end,
                     const at::Tensor& out) const override;
-  // Bytes read by Read so far (what a load cost this rank).
-  uint64_t bytes_read() const { return bytes_read_; }
 
  private:
   struct Piece {
@@ -73,7 +71,6 @@ class ShardedStateReader : public StateReader {
   std::vector<SafetensorsFile> files_;
   std::map<std::string, StoredTensor> tensors_;
   std::map<std::string, std::vector<Piece>> pieces_;  // by begin
-  mutable uint64_t bytes_read_ = 0;
 };
 
 }  // namespace ringtrain

@@ -12,8 +12,8 @@ DictStateReader::DictStateReader(std::string source,
     : source_(std::move(source)) {
   for (auto& [prefix, dict] : prefixed) {
     for (auto& [name, value] : dict) {
-      tensors_[prefix + name] = StoredTensor{value.sizes().vec(), c10::toString(value.scalar_type()),
-                                             value.is_floating_point()};
+      tensors_[prefix + name] = StoredTensor{
+          value.sizes().vec(), c10::toString(value.scalar_type()), value.is_floating_point()};
       values_[prefix + name] = std::move(value);
     }
   }
@@ -32,6 +32,7 @@ absl::Status DictStateReader::Read(const std::string& name, int64_t begin, int64
   }
   torch::NoGradGuard no_grad;
   out.copy_(it->second.reshape(-1).narrow(0, begin, end - begin));
+  bytes_read_ += uint64_t(end - begin) * it->second.element_size();
   return absl::OkStatus();
 }
 
@@ -60,7 +61,8 @@ absl::Status CheckStateMatches(const StateReader& reader, const std::string& pre
   }
   for (const auto& [name, stored] : left) unexpected.push_back(name.substr(prefix.size()));
   if (missing.empty() && unexpected.empty() && mis_shaped.empty()) return absl::OkStatus();
-  std::string message = absl::StrCat("state dict '", reader.source(), "' does not match the model:");
+  std::string message =
+      absl::StrCat("state dict '", reader.source(), "' does not match the model:");
   if (!missing.empty()) absl::StrAppend(&message, "\n  missing: ", absl::StrJoin(missing, ", "));
   if (!unexpected.empty()) {
     absl::StrAppend(&message, "\n  unexpected: ", absl::StrJoin(unexpected, ", "));

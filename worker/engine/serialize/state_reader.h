@@ -34,8 +34,8 @@ struct StatePiece {
 
 struct StoredTensor {
   std::vector<int64_t> shape;
-  std::string dtype;      // as stored: "float32", "bfloat16", "F32", ...
-  bool floating = true;   // a floating-point dtype (anything else cannot be loaded)
+  std::string dtype;     // as stored: "float32", "bfloat16", "F32", ...
+  bool floating = true;  // a floating-point dtype (anything else cannot be loaded)
 };
 
 class StateReader {
@@ -50,6 +50,11 @@ class StateReader {
   // range outside it; DATA_LOSS naming the file when the bytes cannot be read.
   virtual absl::Status Read(const std::string& name, int64_t begin, int64_t end,
                             const at::Tensor& out) const = 0;
+  // Bytes Read has pulled from the source so far (as stored): what a load cost this rank.
+  uint64_t bytes_read() const { return bytes_read_; }
+
+ protected:
+  mutable uint64_t bytes_read_ = 0;
 };
 
 // Tensors in memory (a torch.save file read whole, a legacy checkpoint's model.pt and
