@@ -61,6 +61,10 @@ nlohmann::json PlanJson(const PlanFlags& flags, const JobConfig& config, int64_t
                 {"ring_buffers", plan.ring_buffers},
                 {"largest_transient", plan.largest_transient},
                 {"total", plan.total}};
+  j["checkpoint"] = {{"writers", plan.checkpoint_writers},
+                     {"bytes_written_per_rank", plan.checkpoint_bytes_written},
+                     {"host_memory_per_rank", plan.checkpoint_host_memory},
+                     {"async_mode", ChoiceName(config.checkpoint.async_mode)}};
   j["largest_transient"] = plan.largest_transient_what;
   j["peak_phase"] = plan.peak_phase;
   j["device_memory_bytes"] = device;
@@ -101,6 +105,13 @@ std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t w
     absl::StrAppend(&out, "does NOT fit ", Bytes(device), " (", Bytes(plan.total - device),
                     " over)\n");
   }
+  absl::StrAppend(&out, "checkpoint save: ", Bytes(plan.checkpoint_bytes_written),
+                  " written by each of ", plan.checkpoint_writers,
+                  " ranks (weights + AdamW state, float32); host memory per rank: ",
+                  Bytes(plan.checkpoint_host_memory),
+                  config.checkpoint.async_mode == AsyncMode::kAsync
+                      ? " of async staging, reused between saves\n"
+                      : " of staging on a GPU (none for a CPU sync save)\n");
   if (largest_seq > 0) {
     absl::StrAppend(&out, "largest seq_len that fits: ", largest_seq, "\n");
   } else {

@@ -89,6 +89,12 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
   plan.parameters = 4 * held + rope;
   plan.gradients = 4 * held;
   plan.optimizer_state = 8 * held;
+  // Sharded: each of the F ranks writes its shards' real elements; replicated: each of the world's
+  // ranks an equal run of every tensor.
+  plan.checkpoint_writers = F > 1 ? F : plan.mesh.replicate * plan.mesh.shard * plan.mesh.cp;
+  plan.checkpoint_bytes_written =
+      12 * ((P + plan.checkpoint_writers - 1) / plan.checkpoint_writers);
+  plan.checkpoint_host_memory = plan.checkpoint_bytes_written;
   const int64_t block_params = units[1 % units.size()];
   const int64_t largest_unit = *std::max_element(units.begin(), units.end());
   int64_t gathered_fwd = 0;  // compute-dtype weights live in the forward and the backward

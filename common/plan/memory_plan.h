@@ -44,6 +44,15 @@ struct MemoryPlan {
   std::string peak_phase;              // the phase the peak is in, in words
   int64_t total = 0;                   // the step's peak: the largest phase
 
+  // A checkpoint save (worker/engine/checkpoint), per writing rank — every rank of a replicated
+  // mesh, the first replica's shard × cp ranks under FSDP: its part of the parameters and both
+  // AdamW moments (float32), written to its own file; and the host memory a save adds — async
+  // staging buffers (or a GPU's sync save) hold a copy of that part, reused between saves; a CPU
+  // sync save writes from the tensors themselves. No rank gathers the whole model.
+  int64_t checkpoint_writers = 0;
+  int64_t checkpoint_bytes_written = 0;
+  int64_t checkpoint_host_memory = 0;
+
   bool Fits(int64_t device_bytes) const { return total <= device_bytes; }
 };
 

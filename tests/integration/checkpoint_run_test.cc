@@ -23,16 +23,12 @@ namespace fs = std::filesystem;
 // The debug model on 2 ranks, shard 2, 12 steps, checkpoints every 4 into dir/folder.
 std::vector<std::string> Sharded2(const TempDir& dir, const std::string& folder,
                                   const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args = {ConfigPath("debug_model.toml"),
-                                   "--training.steps=12",
-                                   "--lr_scheduler.warmup_steps=2",
-                                   "--parallelism.data_parallel_shard_degree=2",
-                                   "--training.local_batch_size=4",
-                                   "--checkpoint.enable=true",
-                                   "--checkpoint.folder=" + (dir / folder),
-                                   "--checkpoint.interval=4",
-                                   "--checkpoint.keep_latest_k=0",
-                                   "--metrics.jsonl=" + (dir / (folder + ".jsonl"))};
+  std::vector<std::string> args = {
+      ConfigPath("debug_model.toml"),          "--training.steps=12",
+      "--lr_scheduler.warmup_steps=2",         "--parallelism.data_parallel_shard_degree=2",
+      "--training.local_batch_size=4",         "--checkpoint.enable=true",
+      "--checkpoint.folder=" + (dir / folder), "--checkpoint.interval=4",
+      "--checkpoint.keep_latest_k=0",          "--metrics.jsonl=" + (dir / (folder + ".jsonl"))};
   args.insert(args.end(), extra.begin(), extra.end());
   return LauncherCommand(2, args);
 }
@@ -88,12 +84,14 @@ TEST(CheckpointRunTest, AKilledAsyncWriteLeavesNoCheckpointAndTheRerunResumesBit
   // Step 8's write stops after the ranks' parts (the fault hook); training goes on to step 12,
   // whose save waits for it: the run is killed there.
   {
-    Subprocess run = StartCommand(Sharded2(dir, "ckpt", {"--checkpoint.async_mode=async"}),
-                                  dir / "killed.log", "",
-                                  {"RINGTRAIN_TEST_HANG_CHECKPOINT_AT_STEP=8"});
-    ASSERT_TRUE(WaitFor([&] { return fs::exists(dir / "ckpt.jsonl") &&
-                                     ReadJsonl(dir / "ckpt.jsonl").size() >= 11; },
-                        120))
+    Subprocess run =
+        StartCommand(Sharded2(dir, "ckpt", {"--checkpoint.async_mode=async"}), dir / "killed.log",
+                     "", {"RINGTRAIN_TEST_HANG_CHECKPOINT_AT_STEP=8"});
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          return fs::exists(dir / "ckpt.jsonl") && ReadJsonl(dir / "ckpt.jsonl").size() >= 11;
+        },
+        120))
         << Bytes(dir / "killed.log");
     EXPECT_EQ(WaitCommand(run, /*timeout_seconds=*/0), -1);  // SIGKILL to the whole group
   }
@@ -139,12 +137,12 @@ TEST(CheckpointRunTest, AtShard4ASaveAndALoadNeverHoldTheWholeModel) {
   const int64_t largest_parameter = 2048 * 256 * 4;
   auto run = [&](const std::string& folder, int steps, const std::string& mode) {
     const auto r = RunCommand(LauncherCommand(
-        4, {ConfigPath("debug_model.toml"), "--model.dim=256", "--model.vocab_size=2048",
-            "--training.seq_len=64", "--training.local_batch_size=1",
-            "--training.steps=" + std::to_string(steps),
-            "--parallelism.data_parallel_shard_degree=4", "--checkpoint.enable=true",
-            "--checkpoint.folder=" + (dir / folder), "--checkpoint.interval=2",
-            "--checkpoint.async_mode=" + mode}));
+        4,
+        {ConfigPath("debug_model.toml"), "--model.dim=256", "--model.vocab_size=2048",
+         "--training.seq_len=64", "--training.local_batch_size=1",
+         "--training.steps=" + std::to_string(steps), "--parallelism.data_parallel_shard_degree=4",
+         "--checkpoint.enable=true", "--checkpoint.folder=" + (dir / folder),
+         "--checkpoint.interval=2", "--checkpoint.async_mode=" + mode}));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return r.output;
   };

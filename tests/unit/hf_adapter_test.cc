@@ -1,12 +1,15 @@
 // Hugging Face names and RoPE layout ⇄ ours: the permutation of wq / wk rows turns our
 // interleaved-pair rotation into transformers' rotate-half one (checked by rotating both ways),
-// the renaming round-trips, and a file that does not fit the model is refused naming each tensor.
+// the renaming round-trips, and a file that does not fit the model is refused naming each tensor;
+// a folder read range by range (OpenHfStateReader) gives what the whole import gives.
 #include "worker/engine/hf/hf_adapter.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "tests/integration/test_util.h"
+#include "worker/engine/hf/hf_folder.h"
 #include "worker/engine/model/rope.h"
 
 namespace ringtrain {
@@ -103,6 +106,51 @@ TEST(HfAdapterTest, RefusesMissingUnexpectedAndMisShapedTensorsNamingEach) {
   EXPECT_THAT(
       message,
       HasSubstr("model.layers.0.self_attn.q_proj.weight (7, 32) where the model has (48, 32)"));
+}
+
+}  // namespace
+}  // namespace ringtrain
+
+namespace ringtrain {
+namespace {
+
+// A Hugging Face folder read through OpenHfStateReader: any element range of any tensor (wq / wk
+// across RoPE-permuted rows, bfloat16 shards converted) equals the same range of the whole state
+// dict FromHfStateDict makes, and only that range's bytes are read.
+TEST(HfStateReaderTest, ReadsAnyRangeAsTheWholeImportWouldReadingOnlyItsBytes) {
+  testing::TempDir dir;
+  const ModelArgs args = SmallArgs(/*tied=*/false);
+  torch::manual_seed(3);
+  HfExportOptions options;
+  options.dtype = MixedPrecision::kBFloat16;
+  options.max_shard_bytes = 4000;  // several shards
+  ASSERT_TRUE(WriteHfFolder(dir / "hf", ToHfStateDict(RandomWeights(args), args), options).ok());
+  absl::StatusOr<StateDict> hf = ReadHfWeights(dir / "hf");
+  ASSERT_TRUE(hf.ok()) << hf.status();
+  absl::StatusOr<StateDict> whole = FromHfStateDict(*hf, args, "hf");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  absl::StatusOr<std::unique_ptr<StateReader>> reader = OpenHfStateReader(dir / "hf", args);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ASSERT_TRUE(CheckStateMatches(**reader, "", ParameterShapes(args)).ok());
+  for (const auto& [name, tensor] : *whole) {
+    const at::Tensor flat = tensor.to(at::kFloat).reshape(-1);
+    const int64_t n = flat.numel();
+    for (const auto& [begin, end] : std::vector<std::pair<int64_t, int64_t>>{
+             {0, n}, {n / 3, n / 3 + 7}, {5, n - 5}, {n - 1, n}}) {
+      if (begin >= end) continue;
+      at::Tensor out = at::empty({end - begin});
+      const uint64_t before = (*reader)->bytes_read();
+      ASSERT_TRUE((*reader)->Read(name, begin, end, out).ok()) << name;
+      EXPECT_TRUE(torch::equal(out, flat.narrow(0, begin, end - begin))) << name << " " << begin;
+      EXPECT_EQ((*reader)->bytes_read() - before, uint64_t(end - begin) * 2) << name;
+    }
+  }
+  // A folder that does not fit the model is refused as the whole import refuses it.
+  ModelArgs other = args;
+  other.vocab_size = 51;
+  const auto refused = OpenHfStateReader(dir / "hf", other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("model.embed_tokens.weight"));
 }
 
 }  // namespace

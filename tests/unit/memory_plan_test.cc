@@ -88,6 +88,23 @@ TEST(MemoryPlanTest, FsdpShardsWeightsGradientsAndOptimizerState) {
   }
 }
 
+// A checkpoint save: each writing rank writes (and, staging it, holds) its part of the weights and
+// both moments — 12 bytes a parameter over the writers (the FSDP group, or the replicated world);
+// 8B on 8 ranks: 12 GB each where gathering would hold 96 GB.
+TEST(MemoryPlanTest, ACheckpointSaveCostsEachRankItsPart) {
+  const JobConfig config = Load("llama3_8b.toml");
+  for (int64_t world : {8, 16}) {  // FSDP over all of them (shard -1 × cp 8)
+    const MemoryPlan plan = Plan(config, world);
+    EXPECT_EQ(plan.checkpoint_writers, world);
+    EXPECT_EQ(plan.checkpoint_bytes_written, 12 * ((kLlama3_8bParameters + world - 1) / world));
+    EXPECT_EQ(plan.checkpoint_host_memory, plan.checkpoint_bytes_written);
+  }
+  const MemoryPlan replicated = Plan(Load("debug_model.toml"), 4);
+  EXPECT_EQ(replicated.fsdp, 1);
+  EXPECT_EQ(replicated.checkpoint_writers, 4);
+  EXPECT_EQ(replicated.checkpoint_bytes_written, 12 * ((replicated.parameter_count + 3) / 4));
+}
+
 TEST(MemoryPlanTest, ReshardNeverKeepsEveryGatheredUnit) {
   const std::vector<std::string> fsdp = {"parallelism.data_parallel_shard_degree=4",
                                          "parallelism.data_parallel_replicate_degree=1"};

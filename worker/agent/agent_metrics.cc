@@ -29,6 +29,7 @@ void AgentMetrics::TrainerStarted(const std::string& job_id, int rank, int world
   world_size_ = std::max(world_size, 1);
   step_seconds_ = FixedHistogram(StepBuckets());
   tokens_ = attention_seconds_ = comm_wait_seconds_ = bytes_sent_ = 0;
+  checkpoint_stall_seconds_ = checkpoint_write_seconds_ = 0;
   step_ = 0;
   loss_ = grad_norm_ = lr_ = peak_memory_bytes_ = device_memory_peak_bytes_ = 0;
 }
@@ -48,6 +49,12 @@ void AgentMetrics::TrainerRecord(const std::string& json_line) {
   if (std::isfinite(record.step_seconds)) step_seconds_.Observe(record.step_seconds);
   // Every rank processes the same share of the step's global tokens.
   if (std::isfinite(record.tokens)) tokens_ += record.tokens / world_size_;
+  if (std::isfinite(record.checkpoint_stall_seconds)) {
+    checkpoint_stall_seconds_ += record.checkpoint_stall_seconds;
+  }
+  if (std::isfinite(record.checkpoint_write_seconds)) {
+    checkpoint_write_seconds_ += record.checkpoint_write_seconds;
+  }
   for (const RankFigures& mine : record.ranks) {
     if (mine.rank != rank_) continue;
     // Per-step figures accumulate into counters; skip a missing one rather than poison them.
@@ -150,6 +157,13 @@ std::vector<prometheus::MetricFamily> AgentMetrics::Collect() const {
          true, comm_wait_seconds_);
   series(CounterFamily("ringtrain_trainer_bytes_sent_total", "Bytes this rank sent to peers."),
          true, bytes_sent_);
+  series(CounterFamily("ringtrain_trainer_checkpoint_stall_seconds_total",
+                       "Training time held by checkpoint saves (rank 0's)."),
+         true, checkpoint_stall_seconds_);
+  series(
+      CounterFamily("ringtrain_trainer_checkpoint_write_seconds_total",
+                    "Time checkpoint writes took, in the background with async_mode (rank 0's)."),
+      true, checkpoint_write_seconds_);
   return families;
 }
 

@@ -12,6 +12,8 @@
 //     (its record's ranks[].device_memory_peak_bytes; 0 on the CPU or from older trainers)
 //   ringtrain_trainer_attention_compute_seconds_total, _comm_wait_seconds_total,
 //   ringtrain_trainer_bytes_sent_total{job_id,rank}              counters
+//   ringtrain_trainer_checkpoint_stall_seconds_total, _checkpoint_write_seconds_total{job_id,rank}
+//     counters of the record's global figures: rank 0's checkpoint save stalls and write times
 //   ringtrain_worker_trainer_starts_total                      counter
 //   ringtrain_worker_trainer_exits_total{outcome="ok|failed"}  counter
 //   ringtrain_worker_heartbeat_age_seconds                     gauge   since the last heartbeat
@@ -77,6 +79,8 @@ class AgentMetrics : public prometheus::Collectable {
   double attention_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double comm_wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  double checkpoint_stall_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double checkpoint_write_seconds_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ringtrain

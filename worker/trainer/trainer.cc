@@ -193,23 +193,30 @@ absl::Status BuildModel(Trainer::State& s) {
   return absl::OkStatus();
 }
 
-// checkpoint.initial_load_path's weights (a torch.save file, or a Hugging Face folder) into the
-// parallelized model: each rank takes the elements it holds.
+// checkpoint.initial_load_path's weights into the parallelized model, each rank taking the elements
+// it holds: from a Hugging Face folder only those bytes are read; a torch.save file is read whole.
 absl::Status LoadInitialWeights(Trainer::State& s) {
   const CheckpointSection& c = s.config.checkpoint;
   if (c.initial_load_path.empty()) return absl::OkStatus();
-  StateDict weights;
+  std::unique_ptr<StateReader> reader;
   if (c.initial_load_in_hf) {
-    RT_ASSIGN_OR_RETURN(const StateDict hf, ReadHfWeights(c.initial_load_path));
-    RT_ASSIGN_OR_RETURN(weights, FromHfStateDict(hf, s.model->args(), c.initial_load_path));
+    RT_ASSIGN_OR_RETURN(reader, OpenHfStateReader(c.initial_load_path, s.model->args()));
   } else {
-    RT_ASSIGN_OR_RETURN(weights, ReadStateDict(c.initial_load_path));
+    RT_ASSIGN_OR_RETURN(StateDict weights, ReadStateDict(c.initial_load_path));
+    reader = std::make_unique<DictStateReader>(
+        c.initial_load_path,
+        std::vector<std::pair<std::string, StateDict>>{{"", std::move(weights)}});
   }
-  const DictStateReader reader(c.initial_load_path, {{"", std::move(weights)}});
+  const ScopedCpuTensorPeak memory;
+  const auto start = std::chrono::steady_clock::now();
   RT_RETURN_IF_ERROR(Guarded(s, "loading initial weights",
-                             [&] { return s.gradients->LoadParameters(reader, ""); }));
-  RT_LOG(Info) << "loaded " << (c.initial_load_in_hf ? "Hugging Face" : "initial")
-               << " weights from " << c.initial_load_path;
+                             [&] { return s.gradients->LoadParameters(*reader, ""); }));
+  RT_LOG(Info) << absl::StrFormat(
+      "rank %d loaded its part of the %s weights %s in %.3f s: %d bytes read, CPU tensor memory "
+      "+%d bytes",
+      s.rank.rank, c.initial_load_in_hf ? "Hugging Face" : "initial", c.initial_load_path,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      reader->bytes_read(), memory.extra_bytes());
   return absl::OkStatus();
 }
 

@@ -12,11 +12,11 @@
 namespace ringtrain {
 namespace {
 
-// Our name → Hugging Face's, and how many heads its rows hold when they are RoPE-permuted (0: not).
-struct HfName {
-  std::string name;
-  int64_t rope_heads = 0;
-};
+std::string Shape(const std::vector<int64_t>& shape) {
+  return absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
+}
+
+}  // namespace
 
 HfName ToHfName(const std::string& ours, const ModelArgs& args) {
   static const std::map<std::string, std::string> kLayer = {
@@ -41,11 +41,10 @@ HfName ToHfName(const std::string& ours, const ModelArgs& args) {
   return hf;
 }
 
-std::string Shape(const std::vector<int64_t>& shape) {
-  return absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
+int64_t HfRowOf(int64_t row, int64_t head_dim) {
+  const int64_t head = row / head_dim, j = row % head_dim;
+  return head * head_dim + (j % 2) * (head_dim / 2) + j / 2;
 }
-
-}  // namespace
 
 at::Tensor PermuteRowsToHf(const at::Tensor& weight, int64_t heads, int64_t head_dim) {
   const int64_t in = weight.size(1);

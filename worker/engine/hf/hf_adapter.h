@@ -25,6 +25,18 @@
 
 namespace ringtrain {
 
+// Our parameter name → Hugging Face's, and how many heads its rows hold when they are
+// RoPE-permuted (wq: n_heads, wk: n_kv_heads; 0 for every other tensor).
+struct HfName {
+  std::string name;
+  int64_t rope_heads = 0;
+};
+HfName ToHfName(const std::string& ours, const ModelArgs& args);
+
+// Our row `row` of a RoPE-permuted weight is Hugging Face's row HfRowOf(row): within each head
+// of `head_dim` rows, our interleaved pair (2i, 2i + 1) is their halves (i, D/2 + i).
+int64_t HfRowOf(int64_t row, int64_t head_dim);
+
 // (heads·D, C) rows per head: interleaved pairs → halves (ToHf) and back (FromHf). Exact: only
 // rows move.
 at::Tensor PermuteRowsToHf(const at::Tensor& weight, int64_t heads, int64_t head_dim);

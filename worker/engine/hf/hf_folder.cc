@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -13,14 +14,17 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/config/hf_config.h"
 #include "common/log.h"
 #include "common/safetensors/index.h"
 #include "common/safetensors/safetensors.h"
 #include "common/status_macros.h"
 #include "common/text_file.h"
+#include "worker/engine/hf/hf_adapter.h"
 
 namespace ringtrain {
 namespace {
@@ -42,25 +46,24 @@ TensorDtype FromTorch(c10::ScalarType dtype) {
                                 : TensorDtype::kF32;
 }
 
-absl::Status ReadShard(const std::string& path, const std::set<std::string>* wanted,
-                       std::set<std::string>& seen, StateDict& out) {
+// Opens one shard's header, checking each tensor against the index (`wanted`, null for a single
+// file) and against the shards already opened; records where each tensor is.
+absl::Status OpenShard(const std::string& path, const std::set<std::string>* wanted,
+                       HfShards& shards) {
   RT_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(path));
-  uint64_t bytes = 0;
-  for (const TensorEntry& entry : file.header().tensors) bytes += entry.end - entry.begin;
-  RT_LOG(Info) << absl::StrFormat("hf import: reading %s (%d tensors, %.1f MiB)", path,
-                                  file.header().tensors.size(), bytes / 1048576.0);
   for (const TensorEntry& entry : file.header().tensors) {
     if (wanted != nullptr && wanted->count(entry.name) == 0) {
       return absl::DataLossError(absl::StrCat(
           path, " holds ", entry.name, ", which model.safetensors.index.json puts elsewhere"));
     }
-    if (!seen.insert(entry.name).second) {
+    if (shards.where.count(entry.name) != 0) {
       return absl::DataLossError(
           absl::StrCat(entry.name, " is in two shards (again in ", path, ")"));
     }
-    at::Tensor tensor = at::empty(entry.shape, at::TensorOptions().dtype(ToTorch(entry.dtype)));
-    RT_RETURN_IF_ERROR(file.Read(entry, tensor.data_ptr()));
-    out.emplace_back(entry.name, std::move(tensor));
+  }
+  shards.files.push_back(std::make_unique<SafetensorsFile>(std::move(file)));
+  for (const TensorEntry& entry : shards.files.back()->header().tensors) {
+    shards.where[entry.name] = {shards.files.back().get(), &entry};
   }
   return absl::OkStatus();
 }
@@ -125,12 +128,13 @@ std::string Throughput(const StateDict& tensors, std::chrono::steady_clock::time
                          bytes / double(1 << 30), seconds, bytes / double(1 << 30) / seconds);
 }
 
-absl::StatusOr<StateDict> ReadHfTensors(const std::string& dir) {
+}  // namespace
+
+absl::StatusOr<HfShards> OpenHfShards(const std::string& dir) {
   const fs::path folder(dir);
   const std::string single = (folder / "model.safetensors").string();
   const std::string index_path = (folder / "model.safetensors.index.json").string();
-  StateDict tensors;
-  std::set<std::string> seen;
+  HfShards shards;
   std::error_code e;
   if (fs::exists(index_path, e)) {
     RT_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(index_path));
@@ -142,22 +146,41 @@ absl::StatusOr<StateDict> ReadHfTensors(const std::string& dir) {
       if (!fs::exists(path, e)) {
         return absl::DataLossError(absl::StrCat(index_path, " names ", file, ", which is missing"));
       }
-      RT_RETURN_IF_ERROR(ReadShard(path, &names, seen, tensors));
+      RT_RETURN_IF_ERROR(OpenShard(path, &names, shards));
     }
     for (const auto& [name, file] : index.weight_map) {
-      if (seen.count(name) == 0) {
+      if (shards.where.count(name) == 0) {
         return absl::DataLossError(
             absl::StrCat(index_path, " puts ", name, " in ", file, ", which does not hold it"));
       }
     }
-    return tensors;
+    return shards;
   }
   if (!fs::exists(single, e)) {
     return absl::NotFoundError(absl::StrCat(dir,
                                             " holds neither model.safetensors nor "
                                             "model.safetensors.index.json"));
   }
-  RT_RETURN_IF_ERROR(ReadShard(single, nullptr, seen, tensors));
+  RT_RETURN_IF_ERROR(OpenShard(single, nullptr, shards));
+  return shards;
+}
+
+namespace {
+
+absl::StatusOr<StateDict> ReadHfTensors(const std::string& dir) {
+  RT_ASSIGN_OR_RETURN(const HfShards shards, OpenHfShards(dir));
+  StateDict tensors;
+  for (const auto& file : shards.files) {
+    uint64_t bytes = 0;
+    for (const TensorEntry& entry : file->header().tensors) bytes += entry.end - entry.begin;
+    RT_LOG(Info) << absl::StrFormat("hf import: reading %s (%d tensors, %.1f MiB)", file->path(),
+                                    file->header().tensors.size(), bytes / 1048576.0);
+    for (const TensorEntry& entry : file->header().tensors) {
+      at::Tensor tensor = at::empty(entry.shape, at::TensorOptions().dtype(ToTorch(entry.dtype)));
+      RT_RETURN_IF_ERROR(file->Read(entry, tensor.data_ptr()));
+      tensors.emplace_back(entry.name, std::move(tensor));
+    }
+  }
   return tensors;
 }
 
@@ -189,6 +212,132 @@ absl::Status WriteHfFolder(const std::string& dir, const StateDict& hf,
   if (!written.ok()) fs::remove_all(tmp, e);
   if (written.ok()) RT_LOG(Info) << "hf export: " << dir << ": " << Throughput(hf, start);
   return written;
+}
+
+}  // namespace ringtrain
+
+namespace ringtrain {
+namespace {
+
+class HfStateReader : public StateReader {
+ public:
+  struct Source {
+    HfShards::Place place;
+    int64_t rope_heads = 0;
+    std::vector<int64_t> shape;
+  };
+
+  HfStateReader(std::string dir, HfShards shards, int64_t head_dim,
+                std::map<std::string, Source> sources)
+      : dir_(std::move(dir)),
+        shards_(std::move(shards)),
+        head_dim_(head_dim),
+        sources_(std::move(sources)) {
+    for (const auto& [name, source] : sources_) {
+      tensors_[name] =
+          StoredTensor{source.shape, std::string(TensorDtypeName(source.place.entry->dtype)), true};
+    }
+  }
+
+  const std::string& source() const override { return dir_; }
+  const std::map<std::string, StoredTensor>& tensors() const override { return tensors_; }
+
+  absl::Status Read(const std::string& name, int64_t begin, int64_t end,
+                    const at::Tensor& out) const override {
+    const auto it = sources_.find(name);
+    if (it == sources_.end()) {
+      return absl::NotFoundError(absl::StrCat(dir_, " holds no tensor for '", name, "'"));
+    }
+    const Source& src = it->second;
+    int64_t numel = 1;
+    for (int64_t d : src.shape) numel *= d;
+    if (begin < 0 || begin > end || end > numel || out.numel() != end - begin) {
+      return absl::InvalidArgumentError(absl::StrCat("elements [", begin, ", ", end, ") of '", name,
+                                                     "' (", numel, " elements) into ",
+                                                     out.numel()));
+    }
+    const TensorEntry& entry = *src.place.entry;
+    const uint64_t size = TensorDtypeSize(entry.dtype);
+    at::Tensor buffer = at::empty({end - begin}, at::TensorOptions().dtype(ToTorch(entry.dtype)));
+    char* data = static_cast<char*>(buffer.data_ptr());
+    if (src.rope_heads == 0) {
+      RT_RETURN_IF_ERROR(src.place.file->ReadRange(entry, uint64_t(begin) * size,
+                                                   uint64_t(end - begin) * size, data));
+    } else {
+      // Row by row: our row r is their row HfRowOf(r); only the columns asked for.
+      const int64_t columns = src.shape[1];
+      for (int64_t at = begin; at < end;) {
+        const int64_t row = at / columns, column = at % columns;
+        const int64_t take = std::min(end - at, columns - column);
+        const int64_t from = HfRowOf(row, head_dim_) * columns + column;
+        RT_RETURN_IF_ERROR(src.place.file->ReadRange(entry, uint64_t(from) * size,
+                                                     uint64_t(take) * size,
+                                                     data + uint64_t(at - begin) * size));
+        at += take;
+      }
+    }
+    bytes_read_ += uint64_t(end - begin) * size;
+    torch::NoGradGuard no_grad;
+    out.copy_(buffer.view(out.sizes()));
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string dir_;
+  HfShards shards_;
+  int64_t head_dim_;
+  std::map<std::string, Source> sources_;
+  std::map<std::string, StoredTensor> tensors_;
+};
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StateReader>> OpenHfStateReader(const std::string& dir,
+                                                               const ModelArgs& args) {
+  RT_ASSIGN_OR_RETURN(HfShards shards, OpenHfShards(dir));
+  std::map<std::string, HfShards::Place> left = shards.where;
+  std::map<std::string, HfStateReader::Source> sources;
+  std::vector<std::string> missing, mis_shaped;
+  for (const auto& [name, shape] : ParameterShapes(args)) {
+    const HfName target = ToHfName(name, args);
+    const auto it = left.find(target.name);
+    if (it == left.end()) {
+      missing.push_back(target.name);
+      continue;
+    }
+    const HfShards::Place place = it->second;
+    left.erase(it);
+    if (place.entry->shape != shape) {
+      mis_shaped.push_back(absl::StrCat(target.name, " ", ShapeText(place.entry->shape),
+                                        " where the model has ", ShapeText(shape)));
+      continue;
+    }
+    sources[name] = HfStateReader::Source{place, target.rope_heads, shape};
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& [name, place] : left) {
+    if (args.tie_word_embeddings && name == "lm_head.weight") continue;
+    if (absl::EndsWith(name, "rotary_emb.inv_freq")) continue;
+    unexpected.push_back(name);
+  }
+  if (!missing.empty() || !unexpected.empty() || !mis_shaped.empty()) {
+    std::string message = absl::StrCat(
+        "Hugging Face weights ", dir, " do not match the model (model.hf_assets_path or [model]):");
+    if (!missing.empty()) absl::StrAppend(&message, "\n  missing: ", absl::StrJoin(missing, ", "));
+    if (!unexpected.empty()) {
+      absl::StrAppend(&message, "\n  unexpected: ", absl::StrJoin(unexpected, ", "));
+    }
+    if (!mis_shaped.empty()) {
+      absl::StrAppend(&message, "\n  wrong shape: ", absl::StrJoin(mis_shaped, ", "));
+    }
+    return absl::InvalidArgumentError(message);
+  }
+  return std::unique_ptr<StateReader>(
+      new HfStateReader(dir, std::move(shards), args.head_dim(), std::move(sources)));
 }
 
 }  // namespace ringtrain

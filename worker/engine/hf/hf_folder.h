@@ -5,12 +5,18 @@
 #define RINGTRAIN_WORKER_ENGINE_HF_HF_FOLDER_H_
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/config/job_config.h"
+#include "common/safetensors/safetensors.h"
+#include "worker/engine/model/model_args.h"
 #include "worker/engine/serialize/state_dict_io.h"
+#include "worker/engine/serialize/state_reader.h"
 
 namespace ringtrain {
 
@@ -20,6 +26,26 @@ namespace ringtrain {
 // the index names that is missing, a tensor in two shards, or a short read; INVALID_ARGUMENT for a
 // dtype other than F32, BF16 and F16.
 absl::StatusOr<StateDict> ReadHfWeights(const std::string& dir);
+
+// The folder's safetensors files opened (headers read and checked as ReadHfWeights checks them,
+// no tensor read), and where each tensor (Hugging Face name) is.
+struct HfShards {
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  struct Place {
+    const SafetensorsFile* file = nullptr;
+    const TensorEntry* entry = nullptr;
+  };
+  std::map<std::string, Place> where;
+};
+absl::StatusOr<HfShards> OpenHfShards(const std::string& dir);
+
+// A Hugging Face folder as a StateReader under our names (ParameterShapes of `args`): each Read
+// pulls only the bytes of the elements asked for — whole row runs, and for wq / wk each of our
+// rows from its RoPE-permuted row of theirs — converted to the reader's float32. Checked when
+// opened as FromHfStateDict checks a whole state dict (INVALID_ARGUMENT naming `dir` and every
+// missing, unexpected and wrongly shaped tensor); errors of OpenHfShards otherwise.
+absl::StatusOr<std::unique_ptr<StateReader>> OpenHfStateReader(const std::string& dir,
+                                                               const ModelArgs& args);
 
 struct HfExportOptions {
   ModelSection model;                               // written as config.json
