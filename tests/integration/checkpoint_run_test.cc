@@ -163,12 +163,39 @@ TEST(CheckpointRunTest, AtShard4ASaveAndALoadNeverHoldTheWholeModel) {
   const std::vector<int64_t> load = MemoryLines(resumed, "loaded its part");
   ASSERT_EQ(load.size(), 4u) << resumed;
   for (int64_t extra : load) EXPECT_LE(extra, largest_parameter);
+
+  // The saved weights as one torch.save file, then initial weights of a shard-4 run: each rank
+  // reads a quarter of the parameters' bytes.
+  const std::string model_pt = dir / "model.pt";
+  const auto converted =
+      RunCommand({BinDir() + "/ringtrain-convert", "to-pt", dir / "sync/step-2", model_pt});
+  ASSERT_EQ(converted.exit_code, 0) << converted.output;
+  const auto started = RunCommand(LauncherCommand(
+      4, {ConfigPath("debug_model.toml"), "--model.dim=256", "--model.vocab_size=2048",
+          "--training.seq_len=64", "--training.local_batch_size=1", "--training.steps=1",
+          "--parallelism.data_parallel_shard_degree=4",
+          "--checkpoint.initial_load_path=" + model_pt}));
+  ASSERT_EQ(started.exit_code, 0) << started.output;
+  const std::vector<int64_t> initial =
+      MemoryLines(started.output, "loaded its part of the initial");
+  ASSERT_EQ(initial.size(), 4u) << started.output;
+  for (int64_t extra : initial) EXPECT_LE(extra, largest_parameter);
+  const std::regex read_line("rank \\d+ loaded its part of the initial[^\\n]* (\\d+) bytes read");
+  int64_t total_read = 0;
+  for (std::sregex_iterator it(started.output.begin(), started.output.end(), read_line), end;
+       it != end; ++it) {
+    const int64_t bytes = std::stoll((*it)[1]);
+    EXPECT_LE(bytes, full_state / 3 / 4 + 4 * 64) << "a rank read more than its quarter";
+    total_read += bytes;
+  }
+  EXPECT_EQ(total_read, full_state / 3) << "the ranks together read each parameter byte once";
   std::printf("CPU tensor memory added per rank (bytes; the whole state is %lld):\n",
               static_cast<long long>(full_state));
   for (size_t r = 0; r < 4; ++r) {
-    std::printf("  rank %zu: sync save +%lld, async save +%lld, load +%lld\n", r,
-                static_cast<long long>(sync_save[r]), static_cast<long long>(async_save[r]),
-                static_cast<long long>(load[r]));
+    std::printf(
+        "  rank %zu: sync save +%lld, async save +%lld, load +%lld, initial weights +%lld\n", r,
+        static_cast<long long>(sync_save[r]), static_cast<long long>(async_save[r]),
+        static_cast<long long>(load[r]), static_cast<long long>(initial[r]));
   }
 }
 

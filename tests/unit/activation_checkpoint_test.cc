@@ -53,7 +53,7 @@ class Counting : public Kernel {
 Transformer MakeModel(const ModelArgs& args, uint64_t seed, c10::ScalarType dtype, int64_t every) {
   torch::manual_seed(seed);
   Transformer model(args);
-  model->init_weights();
+  model->init_weights(seed);
   model->SetComputeDtype(dtype);
   model->SetActivationCheckpoint(every);
   return model;

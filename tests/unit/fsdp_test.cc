@@ -12,6 +12,8 @@
 #include <mutex>
 
 #include "tests/unit/thread_world.h"
+#include "worker/engine/model/initial_values.h"
+#include "worker/engine/model/llama.h"
 
 namespace ringtrain {
 namespace {
@@ -203,6 +205,37 @@ TEST(FsdpTest, BfloatReduceStaysCloseToFloat) {
     const double diff = (grads[0][i].second - reference[i].second).abs().max().item<double>();
     EXPECT_LT(diff, 0.02 * scale) << reference[i].first;
     EXPECT_GT(diff, 0) << reference[i].first << ": bf16 reduction should round something";
+  }
+}
+
+// A model that is never materialized, sharded with the initial-value function: at shard 1, 2 and 4
+// (and over shard × cp) the gathered weights are bitwise those of the materialized model's
+// init_weights — no rank held a whole parameter.
+TEST(FsdpTest, ShardedInitGivesBitwiseTheReplicatedInitialWeights) {
+  ModelArgs args;
+  args.dim = 64;
+  args.n_layers = 2;
+  args.n_heads = 4;
+  args.n_kv_heads = 2;
+  args.vocab_size = 97;
+  args.max_seq_len = 32;
+  Transformer whole(args);
+  whole->init_weights(/*seed=*/42);
+  NamedTensors want;
+  for (const auto& item : whole->named_parameters()) want.emplace_back(item.key(), item.value());
+  for (const Mesh& mesh :
+       {Sharded(1, 1, 1), Sharded(2, 2, 1), Sharded(4, 4, 1), Sharded(4, 2, 2)}) {
+    SCOPED_TRACE(mesh.Describe());
+    RunOnMesh(mesh, [&](int64_t, Communicator& comm) {
+      Transformer model(args, /*materialize=*/false);
+      EXPECT_TRUE(model->parameters()[0].is_meta());
+      auto fsdp = Fsdp::Create(
+          model->Units(), comm, FsdpOptions{},
+          [&](const std::string& name, int64_t begin, int64_t end, const at::Tensor& out) {
+            FillInitialValues(name, args, 42, begin, end, out);
+          });
+      ExpectNear(fsdp->GatherFull(fsdp->shard_tensors()), want, 0);
+    });
   }
 }
 

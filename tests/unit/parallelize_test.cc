@@ -30,7 +30,7 @@ JobConfig TinyConfig(const std::vector<std::string>& overrides = {}) {
 Transformer MakeModel(const JobConfig& config) {
   torch::manual_seed(7);
   Transformer model(ModelArgs::FromConfig(config.model));
-  model->init_weights();
+  model->init_weights(7);
   return model;
 }
 

@@ -20,6 +20,7 @@
 #include "common/status_macros.h"
 #include "common/trainer_exit.h"
 #include "worker/engine/kernels/denormals.h"
+#include "worker/engine/serialize/torch_save_reader.h"
 #include "worker/trainer/tensor_memory.h"
 #include "worker/trainer/trainer_state.h"
 #ifdef RINGTRAIN_WITH_CUDA
@@ -174,15 +175,16 @@ absl::Status OpenData(Trainer::State& s, int64_t micro_batches) {
   return absl::OkStatus();
 }
 
-// The model with torchtitan's init from training.seed, on the CPU (the same weights whatever the
-// device).
+// The model with torchtitan's init from training.seed (initial_values.h: the same weights whatever
+// the device and mesh). A sharded mesh builds it without materializing the parameters: each rank
+// makes only its own shards (Parallelize → Fsdp::Create).
 absl::Status BuildModel(Trainer::State& s) {
   const JobConfig& config = s.config;
   RT_RETURN_IF_ERROR(Guarded(s, "building the model", [&]() -> absl::Status {
     FlushDenormalsOnComputeThreads();
     torch::manual_seed(static_cast<uint64_t>(config.training.seed));
-    s.model = Transformer(ModelArgs::FromConfig(config.model));
-    s.model->init_weights();
+    s.model = Transformer(ModelArgs::FromConfig(config.model), /*materialize=*/!s.mesh.sharded);
+    if (!s.mesh.sharded) s.model->init_weights(static_cast<uint64_t>(config.training.seed));
     return absl::OkStatus();
   }));
   RT_LOG(Info) << absl::StrFormat(
@@ -202,10 +204,7 @@ absl::Status LoadInitialWeights(Trainer::State& s) {
   if (c.initial_load_in_hf) {
     RT_ASSIGN_OR_RETURN(reader, OpenHfStateReader(c.initial_load_path, s.model->args()));
   } else {
-    RT_ASSIGN_OR_RETURN(StateDict weights, ReadStateDict(c.initial_load_path));
-    reader = std::make_unique<DictStateReader>(
-        c.initial_load_path,
-        std::vector<std::pair<std::string, StateDict>>{{"", std::move(weights)}});
+    RT_ASSIGN_OR_RETURN(reader, OpenTorchSaveReader(c.initial_load_path));
   }
   const ScopedCpuTensorPeak memory;
   const auto start = std::chrono::steady_clock::now();

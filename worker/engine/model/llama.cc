@@ -5,19 +5,18 @@
 #include <cmath>
 
 #include "worker/engine/model/activation_checkpoint.h"
+#include "worker/engine/model/initial_values.h"
 
 namespace ringtrain {
 
-void TruncNormal_(at::Tensor& t, double std, double a, double b) {
-  torch::NoGradGuard no_grad;
-  auto norm_cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
-  const double l = norm_cdf(a / std), u = norm_cdf(b / std);
-  t.uniform_(2 * l - 1, 2 * u - 1).erfinv_().mul_(std * std::sqrt(2.0)).clamp_(a, b);
+WeightImpl::WeightImpl(std::vector<int64_t> shape, c10::Device device) {
+  weight = register_parameter("weight", at::empty(shape, at::TensorOptions().device(device)));
 }
 
 namespace {
-torch::nn::Linear NoBiasLinear(int64_t in, int64_t out) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+// A bias-free projection in → out: its (out, in) weight.
+Weight Projection(int64_t in, int64_t out, c10::Device device) {
+  return Weight(std::vector<int64_t>{out, in}, device);
 }
 
 // x · Wᵀ in the activations' dtype: under mixed precision the float32 weight is cast for the call
@@ -35,8 +34,10 @@ BlockWeights ToBlockWeights(const std::vector<at::Tensor>& w) {
 
 // ---- RMSNorm ----
 
-RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
-  weight_ = register_parameter("weight", torch::ones({dim}));
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps, c10::Device device) : eps_(eps) {
+  weight_ = register_parameter("weight", device.is_meta()
+                                             ? at::empty({dim}, at::TensorOptions().device(device))
+                                             : torch::ones({dim}));
 }
 
 at::Tensor RMSNormImpl::forward(const at::Tensor& x, const at::Tensor& weight) {
@@ -45,21 +46,16 @@ at::Tensor RMSNormImpl::forward(const at::Tensor& x, const at::Tensor& weight) {
   return normed.to(x.scalar_type()) * weight.to(x.scalar_type());
 }
 
-void RMSNormImpl::reset_parameters() {
-  torch::NoGradGuard no_grad;
-  weight_.fill_(1.0);
-}
-
 // ---- Attention ----
 
-AttentionImpl::AttentionImpl(const ModelArgs& args)
+AttentionImpl::AttentionImpl(const ModelArgs& args, c10::Device device)
     : n_heads_(args.n_heads),
       n_kv_heads_(args.n_kv_heads),
       head_dim_(args.head_dim()),
-      wq(NoBiasLinear(args.dim, args.n_heads * args.head_dim())),
-      wk(NoBiasLinear(args.dim, args.n_kv_heads * args.head_dim())),
-      wv(NoBiasLinear(args.dim, args.n_kv_heads * args.head_dim())),
-      wo(NoBiasLinear(args.n_heads * args.head_dim(), args.dim)) {
+      wq(Projection(args.dim, args.n_heads * args.head_dim(), device)),
+      wk(Projection(args.dim, args.n_kv_heads * args.head_dim(), device)),
+      wv(Projection(args.dim, args.n_kv_heads * args.head_dim(), device)),
+      wo(Projection(args.n_heads * args.head_dim(), args.dim, device)) {
   register_module("wq", wq);
   register_module("wk", wk);
   register_module("wv", wv);
@@ -82,17 +78,12 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const AttentionWeights& w
   return Project(w.wo, out.transpose(1, 2).reshape({batch, length, n_heads_ * head_dim_}));
 }
 
-void AttentionImpl::init_weights(double init_std) {
-  for (auto* linear : {&wq, &wk, &wv}) TruncNormal_((*linear)->weight, 0.02, -2.0, 2.0);
-  TruncNormal_(wo->weight, init_std, -2.0, 2.0);
-}
-
 // ---- FeedForward ----
 
-FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden_dim)
-    : w1(NoBiasLinear(dim, hidden_dim)),
-      w2(NoBiasLinear(hidden_dim, dim)),
-      w3(NoBiasLinear(dim, hidden_dim)) {
+FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden_dim, c10::Device device)
+    : w1(Projection(dim, hidden_dim, device)),
+      w2(Projection(hidden_dim, dim, device)),
+      w3(Projection(dim, hidden_dim, device)) {
   register_module("w1", w1);
   register_module("w2", w2);
   register_module("w3", w3);
@@ -102,20 +93,15 @@ at::Tensor FeedForwardImpl::forward(const at::Tensor& x, const FeedForwardWeight
   return Project(w.w2, torch::silu(Project(w.w1, x)) * Project(w.w3, x));
 }
 
-void FeedForwardImpl::init_weights(double init_std) {
-  TruncNormal_(w1->weight, 0.02, -2.0, 2.0);
-  TruncNormal_(w2->weight, init_std, -2.0, 2.0);
-  TruncNormal_(w3->weight, init_std, -2.0, 2.0);
-}
-
 // ---- TransformerBlock ----
 
-TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& args)
+TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& args,
+                                           c10::Device device)
     : layer_id_(layer_id),
-      attention(args),
-      feed_forward(args.dim, args.ffn_hidden_dim()),
-      attention_norm(args.dim, args.norm_eps),
-      ffn_norm(args.dim, args.norm_eps) {
+      attention(args, device),
+      feed_forward(args.dim, args.ffn_hidden_dim(), device),
+      attention_norm(args.dim, args.norm_eps, device),
+      ffn_norm(args.dim, args.norm_eps, device) {
   register_module("attention", attention);
   register_module("feed_forward", feed_forward);
   register_module("attention_norm", attention_norm);
@@ -129,30 +115,26 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, const BlockWeights
   return h + feed_forward->forward(ffn_norm->forward(h, w.ffn_norm), w.feed_forward);
 }
 
-void TransformerBlockImpl::init_weights() {
-  const double init_std = 0.02 / std::sqrt(2.0 * double(layer_id_ + 1));
-  attention_norm->reset_parameters();
-  ffn_norm->reset_parameters();
-  attention->init_weights(init_std);
-  feed_forward->init_weights(init_std);
-}
-
 // ---- Transformer ----
 
-TransformerImpl::TransformerImpl(const ModelArgs& args)
+TransformerImpl::TransformerImpl(const ModelArgs& args, bool materialize)
     : args_(args),
       rope_(args.head_dim(), args.max_seq_len, args.rope_theta, args.rope_scaling),
       attention_plan_(std::make_shared<LocalAttentionPlan>()),
-      tok_embeddings(args.vocab_size, args.dim),
+      materialized_(materialize),
+      tok_embeddings(std::vector<int64_t>{args.vocab_size, args.dim},
+                     materialize ? c10::Device(c10::kCPU) : c10::Device(c10::kMeta)),
       layers(torch::nn::ModuleList()),
-      norm(args.dim, args.norm_eps) {
+      norm(args.dim, args.norm_eps,
+           materialize ? c10::Device(c10::kCPU) : c10::Device(c10::kMeta)) {
+  const c10::Device device = materialize ? c10::Device(c10::kCPU) : c10::Device(c10::kMeta);
   register_module("tok_embeddings", tok_embeddings);
-  for (int64_t i = 0; i < args.n_layers; ++i) layers->push_back(TransformerBlock(i, args));
+  for (int64_t i = 0; i < args.n_layers; ++i) layers->push_back(TransformerBlock(i, args, device));
   register_module("layers", layers);
   register_module("norm", norm);
   // Tied: the output projection is tok_embeddings.weight, one parameter (Llama 3.2 1B/3B).
   if (!args.tie_word_embeddings) {
-    output = register_module("output", NoBiasLinear(args.dim, args.vocab_size));
+    output = register_module("output", Projection(args.dim, args.vocab_size, device));
   }
 }
 
@@ -235,18 +217,20 @@ at::Tensor TransformerImpl::RunBlock(int64_t layer_id, const at::Tensor& x,
 }
 
 void TransformerImpl::to(torch::Device device, bool non_blocking) {
-  torch::nn::Module::to(device, non_blocking);
+  // Meta parameters stay where they are: their memory is FSDP's shards, made on the device.
+  if (materialized_) torch::nn::Module::to(device, non_blocking);
   rope_ = rope_.To(device);
 }
 
-void TransformerImpl::init_weights() {
+void TransformerImpl::init_weights(uint64_t seed) {
+  TORCH_CHECK(materialized_, "init_weights on a model whose parameters are not materialized");
   torch::NoGradGuard no_grad;
-  tok_embeddings->weight.normal_(0.0, 1.0);
-  for (const auto& layer : *layers) layer->as<TransformerBlock>()->init_weights();
-  norm->reset_parameters();
-  if (!output) return;
-  const double final_std = 1.0 / std::sqrt(double(args_.dim));
-  TruncNormal_(output->weight, final_std, -3 * final_std, 3 * final_std);
+  for (auto& item : named_parameters()) {
+    at::Tensor& param = item.value();
+    const at::Tensor values = at::empty({param.numel()}, at::kFloat);
+    FillInitialValues(item.key(), args_, seed, 0, param.numel(), values);
+    param.copy_(values.view(param.sizes()));
+  }
 }
 
 }  // namespace ringtrain

@@ -30,9 +30,8 @@ namespace ringtrain {
 // RMSNorm computed in float32: x · rsqrt(mean(x²) + eps), cast back, times weight (in x's dtype).
 class RMSNormImpl : public torch::nn::Module {
  public:
-  RMSNormImpl(int64_t dim, double eps);
+  RMSNormImpl(int64_t dim, double eps, c10::Device device = c10::kCPU);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& weight);  // weight (C,)
-  void reset_parameters();
   const at::Tensor& weight() const { return weight_; }
 
  private:
@@ -40,6 +39,16 @@ class RMSNormImpl : public torch::nn::Module {
   at::Tensor weight_;
 };
 TORCH_MODULE(RMSNorm);
+
+// A module holding one parameter, "weight", of `shape` (a projection's (out, in), the embedding's
+// (V, C)): allocated on `device` but not initialised (TransformerImpl::init_weights does that) — on
+// the meta device it holds no memory, for a model whose weights live in shards (FSDP).
+class WeightImpl : public torch::nn::Module {
+ public:
+  WeightImpl(std::vector<int64_t> shape, c10::Device device);
+  at::Tensor weight;
+};
+TORCH_MODULE(Weight);
 
 // Everything one forward needs besides the activations: shared by all layers of a call.
 struct ForwardContext {
@@ -66,34 +75,30 @@ struct BlockWeights {
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  explicit AttentionImpl(const ModelArgs& args);
+  AttentionImpl(const ModelArgs& args, c10::Device device);
   // (B, L, C) → (B, L, C)
   at::Tensor forward(const at::Tensor& x, const AttentionWeights& w, const ForwardContext& ctx);
-  void init_weights(double init_std);
 
  private:
   int64_t n_heads_, n_kv_heads_, head_dim_;
-  torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
+  Weight wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
 };
 TORCH_MODULE(Attention);
 
 class FeedForwardImpl : public torch::nn::Module {
  public:
-  FeedForwardImpl(int64_t dim, int64_t hidden_dim);
+  FeedForwardImpl(int64_t dim, int64_t hidden_dim, c10::Device device);
   at::Tensor forward(const at::Tensor& x, const FeedForwardWeights& w);  // w2(silu(w1 x) · w3 x)
-  void init_weights(double init_std);
 
  private:
-  torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+  Weight w1{nullptr}, w2{nullptr}, w3{nullptr};
 };
 TORCH_MODULE(FeedForward);
 
 class TransformerBlockImpl : public torch::nn::Module {
  public:
-  TransformerBlockImpl(int64_t layer_id, const ModelArgs& args);
+  TransformerBlockImpl(int64_t layer_id, const ModelArgs& args, c10::Device device);
   at::Tensor forward(const at::Tensor& x, const BlockWeights& w, const ForwardContext& ctx);
-  // torchtitan's depth init: output projections get std 0.02 / sqrt(2·(layer_id + 1)).
-  void init_weights();
 
  private:
   int64_t layer_id_;
@@ -110,7 +115,9 @@ using UnitParameters = std::vector<std::pair<std::string, at::Tensor>>;
 // model, so a backward pass can never outlive it.
 class TransformerImpl : public torch::nn::Module {
  public:
-  explicit TransformerImpl(const ModelArgs& args);
+  // `materialize` false puts the parameters on the meta device (no memory): for FSDP, whose shards
+  // are made and initialised by each rank (Fsdp::Create with an initializer).
+  explicit TransformerImpl(const ModelArgs& args, bool materialize = true);
 
   // tokens (B, L) int64 at `positions` (L,) → logits (B, L, V) float32.
   at::Tensor forward(const at::Tensor& tokens, const BlockPositions& positions);
@@ -120,9 +127,12 @@ class TransformerImpl : public torch::nn::Module {
   // the head gathers unit 0 again); each in named_parameters() order.
   std::vector<UnitParameters> Units();
 
-  // torchtitan's init, drawn from the global torch generator (seed it first for determinism).
-  void init_weights();
-  // Moves parameters and the RoPE tables to `device`.
+  // torchtitan's init from `seed` (initial_values.h: each element a function of the seed, the
+  // parameter's name and its index). Materialized models only.
+  void init_weights(uint64_t seed);
+  // Whether the parameters are on the meta device (not materialized).
+  bool materialized() const { return materialized_; }
+  // Moves parameters (when materialized) and the RoPE tables to `device`.
   using torch::nn::Module::to;
   void to(torch::Device device, bool non_blocking = false) override;
   // The attention plan; the default is LocalAttentionPlan. Applied once, before training.
@@ -165,15 +175,13 @@ class TransformerImpl : public torch::nn::Module {
   std::shared_ptr<ParamSource> source_;
   c10::ScalarType compute_dtype_ = c10::ScalarType::Float;
   int64_t checkpoint_every_ = 0;
-  torch::nn::Embedding tok_embeddings{nullptr};
+  bool materialized_ = true;
+  Weight tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
-  torch::nn::Linear output{nullptr};  // null with tied embeddings
+  Weight output{nullptr};  // null with tied embeddings
 };
 TORCH_MODULE(Transformer);
-
-// PyTorch's trunc_normal_: normal(0, std) truncated to [a, b] by inverse-CDF sampling.
-void TruncNormal_(at::Tensor& t, double std, double a, double b);
 
 }  // namespace ringtrain
 

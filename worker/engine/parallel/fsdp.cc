@@ -129,34 +129,51 @@ Fsdp::Fsdp(Communicator& comm, FsdpOptions options)
       group_rank_(comm.mesh().fsdp_rank()) {}
 
 std::shared_ptr<Fsdp> Fsdp::Create(const std::vector<NamedTensors>& units, Communicator& comm,
-                                   FsdpOptions options) {
+                                   FsdpOptions options, const SliceInitializer& init) {
   torch::NoGradGuard no_grad;
   std::shared_ptr<Fsdp> fsdp(new Fsdp(comm, options));
   const int64_t f = fsdp->group_size_;
   for (size_t u = 0; u < units.size(); ++u) {
     auto unit = std::make_shared<Unit>();
-    std::vector<at::Tensor> pieces;
     for (const auto& [name, param] : units[u]) {
       unit->names.push_back(name);
       unit->shapes.push_back(param.sizes().vec());
       unit->offsets.push_back(unit->numel);
       unit->numels.push_back(param.numel());
       unit->numel += param.numel();
-      pieces.push_back(param.detach().to(at::kFloat).reshape(-1));
     }
     unit->shard_numel = (unit->numel + f - 1) / f;
-    const auto device = pieces.at(0).options();
-    const int64_t padding = unit->shard_numel * f - unit->numel;
-    if (padding > 0) pieces.push_back(at::zeros({padding}, device));
-    const at::Tensor flat = at::cat(pieces);
-    unit->shard = flat.narrow(0, fsdp->group_rank_ * unit->shard_numel, unit->shard_numel)
-                      .clone()
-                      .requires_grad_(true);
+    const int64_t first = fsdp->group_rank_ * unit->shard_numel;
+    const auto device = at::TensorOptions()
+                            .dtype(at::kFloat)
+                            .device(init ? comm.device() : units[u].at(0).second.device());
+    if (init) {
+      // Only this rank's elements, each from the initializer: the padding stays zero.
+      at::Tensor shard = at::zeros({unit->shard_numel}, at::kFloat);
+      for (size_t i = 0; i < unit->names.size(); ++i) {
+        const int64_t begin = std::max(first, unit->offsets[i]);
+        const int64_t end = std::min(first + unit->shard_numel, unit->offsets[i] + unit->numels[i]);
+        if (begin >= end) continue;
+        init(unit->names[i], begin - unit->offsets[i], end - unit->offsets[i],
+             shard.narrow(0, begin - first, end - begin));
+      }
+      unit->shard = shard.to(device.device()).requires_grad_(true);
+    } else {
+      std::vector<at::Tensor> pieces;
+      for (const auto& [name, param] : units[u]) {
+        pieces.push_back(param.detach().to(at::kFloat).reshape(-1));
+      }
+      const int64_t padding = unit->shard_numel * f - unit->numel;
+      if (padding > 0) pieces.push_back(at::zeros({padding}, device));
+      const at::Tensor flat = at::cat(pieces);
+      unit->shard = flat.narrow(0, first, unit->shard_numel).clone().requires_grad_(true);
+    }
     unit->full = at::empty({unit->shard_numel * f}, device.dtype(options.param_dtype));
     ReleaseStorage(unit->full);
     fsdp->shards_.emplace_back(absl::StrCat("fsdp.unit", u), unit->shard);
     fsdp->units_.push_back(std::move(unit));
-    // The module keeps an empty tensor in place of the parameter: its memory is the shards now.
+    // The module keeps an empty tensor in place of the parameter (on its device: meta for a model
+    // never materialized): its memory is the shards now.
     for (const auto& named : units[u])
       named.second.set_data(at::empty({0}, named.second.options()));
   }

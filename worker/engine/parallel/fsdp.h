@@ -26,6 +26,7 @@
 #define RINGTRAIN_WORKER_ENGINE_PARALLEL_FSDP_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -52,8 +53,15 @@ class Fsdp : public ParamSource, public std::enable_shared_from_this<Fsdp> {
   // Shards `units` (per unit, its (name, float32 parameter) list in forward order, as
   // TransformerImpl::Units() gives them; identical on every rank of the group) over
   // comm.fsdp_group(), keeping this rank's shards, and frees the parameters' memory.
+  //
+  // With `init`, the units' tensors are only shapes (they may be on the meta device, holding no
+  // memory): each rank allocates its shards on comm's device and `init` fills each of its slices
+  // (parameter name, elements [begin, end), a float32 CPU tensor of end - begin elements), so no
+  // rank ever holds a whole parameter.
+  using SliceInitializer = std::function<void(const std::string& name, int64_t begin, int64_t end,
+                                              const at::Tensor& out)>;
   static std::shared_ptr<Fsdp> Create(const std::vector<NamedTensors>& units, Communicator& comm,
-                                      FsdpOptions options);
+                                      FsdpOptions options, const SliceInitializer& init = {});
 
   // This rank's float32 shards, one per unit ("fsdp.unit<u>"): the optimizer's parameters.
   const NamedTensors& shards() const { return shards_; }

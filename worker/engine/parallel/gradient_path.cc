@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "worker/engine/model/initial_values.h"
 #include "worker/engine/optim/clip.h"
 #include "worker/engine/parallel/grad_sync.h"
 #include "worker/engine/parallel/gradient_paths.h"
@@ -178,8 +179,15 @@ std::unique_ptr<GradientPath> MakeReplicatedGradients(TransformerImpl& model, Co
 
 std::unique_ptr<GradientPath> MakeShardedGradients(TransformerImpl& model, Communicator& comm,
                                                    const FsdpOptions& options,
-                                                   const AdamWOptions& adam) {
-  std::shared_ptr<Fsdp> fsdp = Fsdp::Create(model.Units(), comm, options);
+                                                   const AdamWOptions& adam, uint64_t seed) {
+  Fsdp::SliceInitializer init;
+  if (!model.materialized()) {
+    init = [&model, seed](const std::string& name, int64_t begin, int64_t end,
+                          const at::Tensor& out) {
+      FillInitialValues(name, model.args(), seed, begin, end, out);
+    };
+  }
+  std::shared_ptr<Fsdp> fsdp = Fsdp::Create(model.Units(), comm, options, init);
   model.SetParamSource(fsdp);
   RT_LOG(Info) << fsdp->Describe();
   return std::make_unique<ShardedGradients>(std::move(fsdp), adam);

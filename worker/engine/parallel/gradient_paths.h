@@ -17,11 +17,12 @@ namespace ringtrain {
 std::unique_ptr<GradientPath> MakeReplicatedGradients(TransformerImpl& model, Communicator* comm,
                                                       c10::ScalarType reduce_dtype,
                                                       const AdamWOptions& adam);
-// Shards `model` (its weights as they are now) over comm's FSDP group and makes the model take
-// its weights from the shards. `comm` must outlive the path.
+// Shards `model` over comm's FSDP group and makes the model take its weights from the shards: its
+// weights as they are now, or — a model not materialized (meta parameters) — each rank's own
+// elements of the initial weights of `seed` (initial_values.h). `comm` must outlive the path.
 std::unique_ptr<GradientPath> MakeShardedGradients(TransformerImpl& model, Communicator& comm,
                                                    const FsdpOptions& options,
-                                                   const AdamWOptions& adam);
+                                                   const AdamWOptions& adam, uint64_t seed);
 
 }  // namespace ringtrain
 

@@ -72,6 +72,7 @@ std::unique_ptr<GradientPath> MakeGradientPath(const JobConfig& config, const Me
   const OptimizerSection& o = config.optimizer;
   const AdamWOptions adam{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
   if (!mesh.sharded) {
+    TORCH_CHECK(model.materialized(), "a replicated mesh needs a materialized model");
     return MakeReplicatedGradients(model, comm, DtypeOf(config.training.mixed_precision_reduce),
                                    adam);
   }
@@ -79,7 +80,8 @@ std::unique_ptr<GradientPath> MakeGradientPath(const JobConfig& config, const Me
   fsdp.param_dtype = DtypeOf(config.training.mixed_precision_param);
   fsdp.reduce_dtype = DtypeOf(config.training.mixed_precision_reduce);
   fsdp.reshard = config.parallelism.fsdp_reshard_after_forward;
-  return MakeShardedGradients(model, *comm, fsdp, adam);
+  return MakeShardedGradients(model, *comm, fsdp, adam,
+                              static_cast<uint64_t>(config.training.seed));
 }
 
 }  // namespace
@@ -89,7 +91,7 @@ Parallelized Parallelize(const JobConfig& config, const Mesh& mesh, Communicator
   std::shared_ptr<AttentionPlan> attention = ApplyAttentionPlan(config, mesh, comm, device, model);
   ApplyPrecision(config, comm, model);
   ApplyActivationCheckpoint(config, model);
-  model.to(device);  // initialised (or loaded) on the CPU: the same weights whatever the device
+  model.to(device);  // initialised on the CPU (or not materialized: FSDP makes the shards)
   return Parallelized{std::move(attention),
                       DataSharding(mesh, config.parallelism.context_parallel_load_balancer, device),
                       MakeGradientPath(config, mesh, comm, model)};

@@ -77,7 +77,8 @@ class Unpickler {
   Unpickler(const Unpickler&) = delete;
   Unpickler& operator=(const Unpickler&) = delete;
 
-  absl::StatusOr<StateDict> Run();
+  // The dict's tensors, copied apart (`materialize`) or as the views of the storages they are.
+  absl::StatusOr<StateDict> Run(bool materialize);
 
  private:
   ValuePtr Make(Kind kind) {
@@ -449,22 +450,27 @@ absl::Status Unpickler::Step(uint8_t op) {
   return Unsupported(absl::StrCat("opcode 0x", absl::Hex(op, absl::kZeroPad2), shown));
 }
 
-absl::StatusOr<StateDict> Unpickler::Run() {
+absl::StatusOr<StateDict> Unpickler::Run(bool materialize) {
   while (result_ == nullptr) {
     op_offset_ = pos_;
     if (pos_ >= data_.size()) return Corrupt("the pickle ends without STOP");
     RT_RETURN_IF_ERROR(Step(static_cast<uint8_t>(data_[pos_++])));
   }
-  return MaterializeStateDict(*result_);
+  RT_ASSIGN_OR_RETURN(StateDict entries, DictEntries(*result_));
+  if (!materialize) return entries;
+  RT_RETURN_IF_ERROR(MaterializeStateDict(entries));
+  return entries;
 }
 
 }  // namespace
 
-absl::StatusOr<StateDict> UnpickleStateDict(absl::string_view pickle,
-                                            const StorageLoader& load_storage) {
+namespace {
+
+absl::StatusOr<StateDict> Unpickle(absl::string_view pickle, const StorageLoader& load_storage,
+                                   bool materialize) {
   Unpickler unpickler(pickle, load_storage);
   try {
-    return unpickler.Run();
+    return unpickler.Run(materialize);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory while unpickling");
   } catch (const c10::Error& e) {
@@ -472,6 +478,18 @@ absl::StatusOr<StateDict> UnpickleStateDict(absl::string_view pickle,
     return absl::InternalError(
         absl::StrCat("unexpected error while unpickling: ", e.what_without_backtrace()));
   }
+}
+
+}  // namespace
+
+absl::StatusOr<StateDict> UnpickleStateDict(absl::string_view pickle,
+                                            const StorageLoader& load_storage) {
+  return Unpickle(pickle, load_storage, /*materialize=*/true);
+}
+
+absl::StatusOr<StateDict> UnpickleStateDictViews(absl::string_view pickle,
+                                                 const StorageLoader& load_storage) {
+  return Unpickle(pickle, load_storage, /*materialize=*/false);
 }
 
 }  // namespace serialize_internal

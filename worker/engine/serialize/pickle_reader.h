@@ -19,7 +19,9 @@ namespace serialize_internal {
 
 // The bytes of one storage record (`<archive>/data/<key>`), and a name for it in error messages.
 struct StorageRecord {
-  c10::Storage bytes;  // CPU; nbytes() is the record's size
+  // nbytes() is the record's size. On the CPU, the bytes themselves; on the meta device, only
+  // their size (UnpickleStateDictViews: the tensors' geometry without their data).
+  c10::Storage bytes;
   std::string path;
 };
 
@@ -38,6 +40,12 @@ using StorageLoader = std::function<absl::StatusOr<StorageRecord>(const std::str
 // apart), with requires_grad false. Never throws for bad input.
 absl::StatusOr<StateDict> UnpickleStateDict(absl::string_view pickle,
                                             const StorageLoader& load_storage);
+
+// The same checks, but the tensors come back as the views of the loader's storages that the pickle
+// makes (any storage offset and strides, several entries possibly sharing one storage), on the
+// storages' device: with meta storages, each tensor's geometry and storage without any data.
+absl::StatusOr<StateDict> UnpickleStateDictViews(absl::string_view pickle,
+                                                 const StorageLoader& load_storage);
 
 }  // namespace serialize_internal
 }  // namespace ringtrain

@@ -38,7 +38,7 @@ absl::Status LoadStorage(const std::string& key, const StorageLoader& load, cons
   const at::ScalarType dtype = storage->dtype;
   const int64_t numel = storage->number;
   storage->text = key;  // replaced by the record's path once read
-  const auto options = at::TensorOptions().dtype(dtype);
+  auto options = at::TensorOptions().dtype(dtype);
   const int64_t item_size = static_cast<int64_t>(c10::elementSize(dtype));
   if (numel > INT64_MAX / item_size) {
     return errors.Corrupt(absl::StrCat("storage '", key, "' too large"));
@@ -51,6 +51,7 @@ absl::Status LoadStorage(const std::string& key, const StorageLoader& load, cons
   }
   RT_ASSIGN_OR_RETURN(StorageRecord record, load(key));
   storage->text = record.path;
+  options = options.device(record.bytes.device());
   if (record.bytes.nbytes() < static_cast<size_t>(needed)) {
     return absl::DataLossError(absl::StrCat(
         "record '", record.path, "' holds ", record.bytes.nbytes(), " bytes, but storage '", key,
@@ -103,13 +104,12 @@ absl::StatusOr<at::Tensor> RebuildTensorV2(const std::vector<ValuePtr>& a, const
   return storage.tensor.as_strided(sizes, strides, offset);
 }
 
-absl::StatusOr<StateDict> MaterializeStateDict(const Value& top) {
+absl::StatusOr<StateDict> DictEntries(const Value& top) {
   if (top.kind != Kind::kDict) {
     return absl::InvalidArgumentError(
         absl::StrCat("the file holds a ", Describe(top), ", not a dict of name -> tensor"));
   }
   StateDict out;
-  std::unordered_map<const c10::StorageImpl*, int> uses;
   for (size_t i = 0; i < top.items.size(); i += 2) {
     const Value& key = *top.items[i];
     const Value& value = *top.items[i + 1];
@@ -122,8 +122,13 @@ absl::StatusOr<StateDict> MaterializeStateDict(const Value& top) {
                                                      "' is a ", Describe(value), ", not a tensor"));
     }
     out.emplace_back(key.text, value.tensor);
-    ++uses[value.tensor.storage().unsafeGetStorageImpl()];
   }
+  return out;
+}
+
+absl::Status MaterializeStateDict(StateDict& out) {
+  std::unordered_map<const c10::StorageImpl*, int> uses;
+  for (const auto& entry : out) ++uses[entry.second.storage().unsafeGetStorageImpl()];
   // A tensor may keep its record's memory only when it is the sole, exact, dense user of it;
   // otherwise in-place updates to one entry would show through another.
   uint64_t growth = 0;
@@ -152,7 +157,7 @@ absl::StatusOr<StateDict> MaterializeStateDict(const Value& top) {
                        " elements): ", e.what_without_backtrace()));
     }
   }
-  return out;
+  return absl::OkStatus();
 }
 
 }  // namespace serialize_internal

@@ -32,10 +32,13 @@ absl::Status LoadStorage(const std::string& key, const StorageLoader& load, cons
 absl::StatusOr<at::Tensor> RebuildTensorV2(const std::vector<ValuePtr>& args,
                                            const OpErrors& errors);
 
-// The state dict a top-level dict of str → tensor holds, in its order, each tensor contiguous and
-// owning its memory. INVALID_ARGUMENT for anything else; RESOURCE_EXHAUSTED when copying views
-// apart would need too much memory.
-absl::StatusOr<StateDict> MaterializeStateDict(const Value& top);
+// The entries a top-level dict of str → tensor holds, in its order, each tensor as the pickle made
+// it (a view of its storage). INVALID_ARGUMENT for anything else.
+absl::StatusOr<StateDict> DictEntries(const Value& top);
+
+// Makes each tensor of `dict` contiguous and the sole owner of its memory (views of one storage
+// copied apart). RESOURCE_EXHAUSTED when copying views apart would need too much memory.
+absl::Status MaterializeStateDict(StateDict& dict);
 
 }  // namespace serialize_internal
 }  // namespace ringtrain
