@@ -98,8 +98,7 @@ TEST_F(TorchSaveReaderTest, EveryRangeIsTheWholeReadsElementsAndCostsOnlyItsByte
   for (const auto& [name, bytes] : costs) {
     const int64_t n = by_name.at(name).numel();
     const std::vector<int64_t> lengths = {n, n / 2, n - n / 3, std::min(n, n / 2 + 1) - n / 2};
-    EXPECT_EQ(bytes, uint64_t(lengths.at(seen[name]++)) * by_name.at(name).element_size())
-        << name;
+    EXPECT_EQ(bytes, uint64_t(lengths.at(seen[name]++)) * by_name.at(name).element_size()) << name;
   }
 }
 
@@ -153,8 +152,7 @@ TEST_F(TorchSaveReaderTest, DamageIsDataLossNamingTheFile) {
   EXPECT_NE(read.message().find("CRC-32"), absl::string_view::npos) << read;
   EXPECT_NE(read.message().find(damaged), absl::string_view::npos) << read;
   // Asked for what it does not hold: NOT_FOUND; outside the tensor: INVALID_ARGUMENT.
-  EXPECT_EQ((*reader)->Read("nope", 0, 1, out.narrow(0, 0, 1)).code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ((*reader)->Read("nope", 0, 1, out.narrow(0, 0, 1)).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ((*reader)->Read("h", 5, 10, out.narrow(0, 0, 5)).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenTorchSaveReader(Path("no_such.pt")).status().code(), absl::StatusCode::kNotFound);

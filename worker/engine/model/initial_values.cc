@@ -54,8 +54,8 @@ Distribution DistributionOf(const std::string& name, const ModelArgs& args) {
 
 }  // namespace
 
-void FillInitialValues(const std::string& name, const ModelArgs& args, uint64_t seed,
-                       int64_t begin, int64_t end, const at::Tensor& out) {
+void FillInitialValues(const std::string& name, const ModelArgs& args, uint64_t seed, int64_t begin,
+                       int64_t end, const at::Tensor& out) {
   TORCH_CHECK(out.device().is_cpu() && out.scalar_type() == at::kFloat && out.is_contiguous() &&
                   out.numel() == end - begin,
               "FillInitialValues: out must be ", end - begin, " contiguous float32 CPU elements");

@@ -22,8 +22,8 @@ namespace ringtrain {
 
 // Elements [begin, end) of parameter `name` (torchtitan's names) flattened, into `out` (float32,
 // contiguous, on the CPU, end - begin elements).
-void FillInitialValues(const std::string& name, const ModelArgs& args, uint64_t seed,
-                       int64_t begin, int64_t end, const at::Tensor& out);
+void FillInitialValues(const std::string& name, const ModelArgs& args, uint64_t seed, int64_t begin,
+                       int64_t end, const at::Tensor& out);
 
 }  // namespace ringtrain
 

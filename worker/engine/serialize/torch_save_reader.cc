@@ -53,9 +53,9 @@ class TorchSaveReader : public StateReader {
         directory_(std::move(directory)),
         entries_(std::move(entries)) {
     for (const auto& [name, entry] : entries_) {
-      tensors_[name] = StoredTensor{entry.view.sizes().vec(),
-                                    c10::toString(entry.view.scalar_type()),
-                                    entry.view.is_floating_point()};
+      tensors_[name] =
+          StoredTensor{entry.view.sizes().vec(), c10::toString(entry.view.scalar_type()),
+                       entry.view.is_floating_point()};
     }
   }
 
@@ -72,8 +72,8 @@ class TorchSaveReader : public StateReader {
     const Record& record = it->second.record;
     const int64_t numel = view.numel();
     if (begin < 0 || begin > end || end > numel || out.numel() != end - begin) {
-      return absl::InvalidArgumentError(absl::StrCat("elements [", begin, ", ", end, ") of '",
-                                                     name, "' (", numel, " elements) into ",
+      return absl::InvalidArgumentError(absl::StrCat("elements [", begin, ", ", end, ") of '", name,
+                                                     "' (", numel, " elements) into ",
                                                      out.numel()));
     }
     if (begin == end) return absl::OkStatus();
@@ -82,16 +82,15 @@ class TorchSaveReader : public StateReader {
     at::Tensor stored;
     if (view.is_contiguous()) {
       // Straight into `out` when it is what the file holds: no buffer.
-      const bool direct = out.scalar_type() == view.scalar_type() && out.is_contiguous() &&
-                          out.device().is_cpu();
+      const bool direct =
+          out.scalar_type() == view.scalar_type() && out.is_contiguous() && out.device().is_cpu();
       stored = direct ? out : at::empty({end - begin}, stored_options);
       const uint64_t first = record.offset + uint64_t(view.storage_offset() + begin) * item;
       RT_RETURN_IF_ERROR(ReadBytes(first, stored.nbytes(), stored.data_ptr(), record.name));
       if (view.storage_offset() == 0 && begin == 0 && end == numel &&
           stored.nbytes() == record.size) {
-        RT_RETURN_IF_ERROR(WithPath(CheckCrc(directory_, record.name, stored.data_ptr(),
-                                             stored.nbytes()),
-                                    path_));
+        RT_RETURN_IF_ERROR(
+            WithPath(CheckCrc(directory_, record.name, stored.data_ptr(), stored.nbytes()), path_));
       }
     } else {
       // Strided over its storage: the whole record, then the view's elements.
@@ -202,7 +201,8 @@ absl::StatusOr<std::unique_ptr<StateReader>> OpenTorchSaveReader(const std::stri
     if (!directory.ok()) return WithPath(directory.status(), path);
     for (const auto& [name, entry] : directory->by_name) {
       if (entry.method != 0) {
-        // Compressed records have no byte ranges to read: the whole file, as ReadStateDict reads it.
+        // Compressed records have no byte ranges to read: the whole file, as ReadStateDict reads
+        // it.
         RT_ASSIGN_OR_RETURN(StateDict dict, ReadStateDict(path));
         return std::make_unique<DictStateReader>(
             path, std::vector<std::pair<std::string, StateDict>>{{"", std::move(dict)}});

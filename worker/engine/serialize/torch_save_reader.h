@@ -22,7 +22,8 @@ namespace ringtrain {
 
 // The errors of ReadStateDict for what opening reads (NOT_FOUND, DATA_LOSS naming the file for a
 // truncated or corrupt archive or a storage record shorter than its tensors, INVALID_ARGUMENT for
-// content that is not a dict of tensors or the legacy format); Read's are DATA_LOSS naming the file.
+// content that is not a dict of tensors or the legacy format); Read's are DATA_LOSS naming the
+// file.
 absl::StatusOr<std::unique_ptr<StateReader>> OpenTorchSaveReader(const std::string& path);
 
 }  // namespace ringtrain

@@ -172,7 +172,5 @@ absl::Status CheckCrc(const ZipDirectory& crcs, const std::string& name, const v
   return absl::OkStatus();
 }
 
-
 }  // namespace serialize_internal
 }  // namespace ringtrain
-
