@@ -67,8 +67,11 @@ std::string CheckRangedReads(const StateReader& reader, const absl::StatusOr<Sta
   for (const auto& [name, stored] : reader.tensors()) {
     if (!stored.floating) continue;
     int64_t numel = 1;
-    for (int64_t d : stored.shape) numel *= d;
-    if (numel > (int64_t{1} << 16)) continue;
+    bool small = true;
+    for (int64_t d : stored.shape) {
+      small = small && !__builtin_mul_overflow(numel, d, &numel) && numel <= (int64_t{1} << 16);
+    }
+    if (!small || numel == 0) continue;
     at::Tensor out = at::empty({numel}, at::kDouble);
     const absl::Status read = reader.Read(name, 0, numel, out);
     if (!read.ok() || !whole.ok()) continue;
