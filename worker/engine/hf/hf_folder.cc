@@ -258,7 +258,11 @@ class HfStateReader : public StateReader {
     }
     const TensorEntry& entry = *src.place.entry;
     const uint64_t size = TensorDtypeSize(entry.dtype);
-    at::Tensor buffer = at::empty({end - begin}, at::TensorOptions().dtype(ToTorch(entry.dtype)));
+    // Straight into `out` when it is what the file holds (F32 into float32): no buffer.
+    const bool direct =
+        out.scalar_type() == ToTorch(entry.dtype) && out.is_contiguous() && out.device().is_cpu();
+    at::Tensor buffer =
+        direct ? out : at::empty({end - begin}, at::TensorOptions().dtype(ToTorch(entry.dtype)));
     char* data = static_cast<char*>(buffer.data_ptr());
     if (src.rope_heads == 0) {
       RT_RETURN_IF_ERROR(src.place.file->ReadRange(entry, uint64_t(begin) * size,
@@ -278,7 +282,7 @@ class HfStateReader : public StateReader {
     }
     bytes_read_ += uint64_t(end - begin) * size;
     torch::NoGradGuard no_grad;
-    out.copy_(buffer.view(out.sizes()));
+    if (!direct) out.copy_(buffer.view(out.sizes()));
     return absl::OkStatus();
   }
 
