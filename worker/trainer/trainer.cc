@@ -176,15 +176,20 @@ absl::Status OpenData(Trainer::State& s, int64_t micro_batches) {
 }
 
 // The model with torchtitan's init from training.seed (initial_values.h: the same weights whatever
-// the device and mesh). A sharded mesh builds it without materializing the parameters: each rank
-// makes only its own shards (Parallelize → Fsdp::Create).
+// the device and mesh), or uninitialised when initial_load_path will fill it. A sharded mesh
+// builds it without materializing the parameters: each rank makes only its own shards
+// (Parallelize → Fsdp::Create).
 absl::Status BuildModel(Trainer::State& s) {
   const JobConfig& config = s.config;
   RT_RETURN_IF_ERROR(Guarded(s, "building the model", [&]() -> absl::Status {
     FlushDenormalsOnComputeThreads();
     torch::manual_seed(static_cast<uint64_t>(config.training.seed));
     s.model = Transformer(ModelArgs::FromConfig(config.model), /*materialize=*/!s.mesh.sharded);
-    if (!s.mesh.sharded) s.model->init_weights(static_cast<uint64_t>(config.training.seed));
+    // Initial weights to be loaded (LoadInitialWeights checks they cover every parameter) replace
+    // the seed's values: no pass to draw them.
+    if (!s.mesh.sharded && config.checkpoint.initial_load_path.empty()) {
+      s.model->init_weights(static_cast<uint64_t>(config.training.seed));
+    }
     return absl::OkStatus();
   }));
   RT_LOG(Info) << absl::StrFormat(

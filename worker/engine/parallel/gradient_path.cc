@@ -179,13 +179,16 @@ std::unique_ptr<GradientPath> MakeReplicatedGradients(TransformerImpl& model, Co
 
 std::unique_ptr<GradientPath> MakeShardedGradients(TransformerImpl& model, Communicator& comm,
                                                    const FsdpOptions& options,
-                                                   const AdamWOptions& adam, uint64_t seed) {
+                                                   const AdamWOptions& adam,
+                                                   std::optional<uint64_t> seed) {
   Fsdp::SliceInitializer init;
-  if (!model.materialized()) {
+  if (!model.materialized() && seed.has_value()) {
     init = [&model, seed](const std::string& name, int64_t begin, int64_t end,
                           const at::Tensor& out) {
-      FillInitialValues(name, model.args(), seed, begin, end, out);
+      FillInitialValues(name, model.args(), *seed, begin, end, out);
     };
+  } else if (!model.materialized()) {
+    init = [](const std::string&, int64_t, int64_t, const at::Tensor&) {};  // stays zero
   }
   std::shared_ptr<Fsdp> fsdp = Fsdp::Create(model.Units(), comm, options, init);
   model.SetParamSource(fsdp);

@@ -3,6 +3,7 @@
 #define RINGTRAIN_WORKER_ENGINE_PARALLEL_GRADIENT_PATHS_H_
 
 #include <memory>
+#include <optional>
 
 #include "worker/engine/model/llama.h"
 #include "worker/engine/optim/adamw.h"
@@ -19,10 +20,12 @@ std::unique_ptr<GradientPath> MakeReplicatedGradients(TransformerImpl& model, Co
                                                       const AdamWOptions& adam);
 // Shards `model` over comm's FSDP group and makes the model take its weights from the shards: its
 // weights as they are now, or — a model not materialized (meta parameters) — each rank's own
-// elements of the initial weights of `seed` (initial_values.h). `comm` must outlive the path.
+// elements of the initial weights of `seed` (initial_values.h), zeros without a seed (weights
+// about to be loaded). `comm` must outlive the path.
 std::unique_ptr<GradientPath> MakeShardedGradients(TransformerImpl& model, Communicator& comm,
                                                    const FsdpOptions& options,
-                                                   const AdamWOptions& adam, uint64_t seed);
+                                                   const AdamWOptions& adam,
+                                                   std::optional<uint64_t> seed);
 
 }  // namespace ringtrain
 

@@ -1,5 +1,6 @@
 #include "worker/engine/parallel/parallelize.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -80,8 +81,13 @@ std::unique_ptr<GradientPath> MakeGradientPath(const JobConfig& config, const Me
   fsdp.param_dtype = DtypeOf(config.training.mixed_precision_param);
   fsdp.reduce_dtype = DtypeOf(config.training.mixed_precision_reduce);
   fsdp.reshard = config.parallelism.fsdp_reshard_after_forward;
-  return MakeShardedGradients(model, *comm, fsdp, adam,
-                              static_cast<uint64_t>(config.training.seed));
+  // Initial weights to be loaded replace every element: drawing the seed's values first would be
+  // a wasted pass over the rank's shards.
+  std::optional<uint64_t> seed;
+  if (config.checkpoint.initial_load_path.empty()) {
+    seed = static_cast<uint64_t>(config.training.seed);
+  }
+  return MakeShardedGradients(model, *comm, fsdp, adam, seed);
 }
 
 }  // namespace

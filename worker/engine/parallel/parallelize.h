@@ -6,8 +6,10 @@
 //   - moves the model to the device;
 //   - returns the data sharding (cp_shard) and the gradient path (gradient_path.h: replicated, or
 //     sharded with FSDP, which shards the weights the model holds now).
-// The model holds its initial weights; loading (initial_load_path, a checkpoint) comes after,
-// through the gradient path, so that each rank reads only what it holds.
+// The model holds its initial weights — or, built on the meta device for a sharded mesh, each
+// rank's shards get them here (the seed's values, or zeros when initial_load_path will overwrite
+// them); loading (initial_load_path, a checkpoint) comes after, through the gradient path, so
+// that each rank reads only what it holds.
 #ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_PARALLELIZE_H_
 #define RINGTRAIN_WORKER_ENGINE_PARALLEL_PARALLELIZE_H_
 
