@@ -40,10 +40,6 @@ using caffe2::serialize::PyTorchStreamReader;
 using caffe2::serialize::PyTorchStreamWriter;
 using serialize_internal::CheckCrc;
 using serialize_internal::ErrnoText;
-using serialize_internal::OpenForReading;
-using serialize_internal::ReadZipDirectory;
-using serialize_internal::ScopedFd;
-using serialize_internal::WithPath;
 using serialize_internal::ZipDirectory;
 
 // --- Reading ------------------------------------------------------------------------------------
@@ -130,30 +126,10 @@ void SyncParentDirectory(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<StateDict> ReadStateDict(const std::string& path) {
-  uint64_t file_size = 0;
-  RT_ASSIGN_OR_RETURN(ScopedFd fd, OpenForReading(path, &file_size));
-  try {
-    std::unique_ptr<PyTorchStreamReader> reader;
-    try {
-      reader = std::make_unique<PyTorchStreamReader>(path);
-    } catch (const c10::Error& e) {
-      return absl::DataLossError(
-          absl::StrCat(path, ": not a readable torch.save zip archive (truncated or corrupt): ",
-                       e.what_without_backtrace()));
-    }
-    absl::StatusOr<ZipDirectory> crcs = ReadZipDirectory(fd.get(), file_size);
-    if (!crcs.ok()) return WithPath(crcs.status(), path);
-    absl::StatusOr<StateDict> dict = ReadOpenedArchive(*reader, *crcs);
-    if (!dict.ok()) return WithPath(dict.status(), path);
-    return dict;
-  } catch (const c10::Error& e) {
-    return absl::DataLossError(absl::StrCat(path, ": ", e.what_without_backtrace()));
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(absl::StrCat(path, ": out of memory while reading"));
-  } catch (const std::exception& e) {
-    // e.g. std::stoull on a garbled `version` record inside PyTorchStreamReader.
-    return absl::DataLossError(absl::StrCat(path, ": ", e.what()));
-  }
+  return serialize_internal::ReadArchive<StateDict>(
+      path, [](serialize_internal::OpenedArchive& archive) {
+        return ReadOpenedArchive(*archive.reader, archive.directory);
+      });
 }
 
 absl::Status WriteStateDict(const std::string& path, const StateDict& dict) {

@@ -26,8 +26,7 @@ namespace {
 using caffe2::serialize::PyTorchStreamReader;
 using serialize_internal::CheckCrc;
 using serialize_internal::ErrnoText;
-using serialize_internal::OpenForReading;
-using serialize_internal::ReadZipDirectory;
+using serialize_internal::OpenedArchive;
 using serialize_internal::ScopedFd;
 using serialize_internal::StorageRecord;
 using serialize_internal::WithPath;
@@ -186,40 +185,23 @@ absl::StatusOr<std::map<std::string, Entry>> ReadEntries(PyTorchStreamReader& re
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StateReader>> OpenTorchSaveReader(const std::string& path) {
-  uint64_t file_size = 0;
-  RT_ASSIGN_OR_RETURN(ScopedFd fd, OpenForReading(path, &file_size));
-  try {
-    std::unique_ptr<PyTorchStreamReader> reader;
-    try {
-      reader = std::make_unique<PyTorchStreamReader>(path);
-    } catch (const c10::Error& e) {
-      return absl::DataLossError(
-          absl::StrCat(path, ": not a readable torch.save zip archive (truncated or corrupt): ",
-                       e.what_without_backtrace()));
-    }
-    absl::StatusOr<ZipDirectory> directory = ReadZipDirectory(fd.get(), file_size);
-    if (!directory.ok()) return WithPath(directory.status(), path);
-    for (const auto& [name, entry] : directory->by_name) {
-      if (entry.method != 0) {
-        // Compressed records have no byte ranges to read: the whole file, as ReadStateDict reads
-        // it.
-        RT_ASSIGN_OR_RETURN(StateDict dict, ReadStateDict(path));
-        return std::make_unique<DictStateReader>(
-            path, std::vector<std::pair<std::string, StateDict>>{{"", std::move(dict)}});
-      }
-    }
-    absl::StatusOr<std::map<std::string, Entry>> entries =
-        ReadEntries(*reader, *directory, file_size);
-    if (!entries.ok()) return WithPath(entries.status(), path);
-    return std::make_unique<TorchSaveReader>(path, std::move(fd), *std::move(directory),
-                                             *std::move(entries));
-  } catch (const c10::Error& e) {
-    return absl::DataLossError(absl::StrCat(path, ": ", e.what_without_backtrace()));
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(absl::StrCat(path, ": out of memory while reading"));
-  } catch (const std::exception& e) {
-    return absl::DataLossError(absl::StrCat(path, ": ", e.what()));
-  }
+  RT_ASSIGN_OR_RETURN(
+      std::unique_ptr<StateReader> reader,
+      serialize_internal::ReadArchive<std::unique_ptr<StateReader>>(
+          path, [&path](OpenedArchive& archive) -> absl::StatusOr<std::unique_ptr<StateReader>> {
+            for (const auto& [name, entry] : archive.directory.by_name) {
+              if (entry.method != 0) return nullptr;  // compressed: no byte ranges to read
+            }
+            RT_ASSIGN_OR_RETURN(auto entries,
+                                ReadEntries(*archive.reader, archive.directory, archive.file_size));
+            return std::make_unique<TorchSaveReader>(
+                path, std::move(archive.fd), std::move(archive.directory), std::move(entries));
+          }));
+  if (reader != nullptr) return reader;
+  // The whole file, as ReadStateDict reads it.
+  RT_ASSIGN_OR_RETURN(StateDict dict, ReadStateDict(path));
+  return std::make_unique<DictStateReader>(
+      path, std::vector<std::pair<std::string, StateDict>>{{"", std::move(dict)}});
 }
 
 }  // namespace ringtrain

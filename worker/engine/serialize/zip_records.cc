@@ -9,6 +9,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -170,6 +171,23 @@ absl::Status CheckCrc(const ZipDirectory& crcs, const std::string& name, const v
                                             "): the file is corrupt"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<OpenedArchive> OpenArchive(const std::string& path) {
+  uint64_t file_size = 0;
+  RT_ASSIGN_OR_RETURN(ScopedFd fd, OpenForReading(path, &file_size));
+  OpenedArchive archive{std::move(fd), file_size};
+  try {
+    archive.reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": not a readable torch.save zip archive (truncated or corrupt): ",
+                     e.what_without_backtrace()));
+  }
+  absl::StatusOr<ZipDirectory> directory = ReadZipDirectory(archive.fd.get(), archive.file_size);
+  if (!directory.ok()) return WithPath(directory.status(), path);
+  archive.directory = *std::move(directory);
+  return archive;
 }
 
 }  // namespace serialize_internal

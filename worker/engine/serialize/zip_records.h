@@ -12,12 +12,20 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <utility>
 
+#include <c10/util/Exception.h>
+#include <caffe2/serialize/inline_container.h>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 
 namespace ringtrain {
 namespace serialize_internal {
@@ -68,6 +76,39 @@ absl::StatusOr<ZipDirectory> ReadZipDirectory(int fd, uint64_t file_size);
 // its CRC-32; DATA_LOSS naming the record otherwise.
 absl::Status CheckCrc(const ZipDirectory& directory, const std::string& name, const void* data,
                       size_t size);
+
+// A torch.save archive open for reading: LibTorch's reader, and the zip directory read on its own.
+struct OpenedArchive {
+  ScopedFd fd;
+  uint64_t file_size = 0;
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
+  ZipDirectory directory;
+};
+
+// OpenForReading's errors; DATA_LOSS naming `path` when LibTorch's reader or the directory refuses
+// the file. May throw what PyTorchStreamReader throws (ReadArchive catches it).
+absl::StatusOr<OpenedArchive> OpenArchive(const std::string& path);
+
+// Opens `path` and runs `read` on it: `read`'s errors get "<path>: " in front, and what LibTorch
+// throws becomes DATA_LOSS (RESOURCE_EXHAUSTED for memory) naming the file.
+template <typename T>
+absl::StatusOr<T> ReadArchive(const std::string& path,
+                              const std::function<absl::StatusOr<T>(OpenedArchive&)>& read) {
+  try {
+    absl::StatusOr<OpenedArchive> archive = OpenArchive(path);
+    if (!archive.ok()) return archive.status();
+    absl::StatusOr<T> result = read(*archive);
+    if (!result.ok()) return WithPath(result.status(), path);
+    return result;
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(absl::StrCat(path, ": ", e.what_without_backtrace()));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(path, ": out of memory while reading"));
+  } catch (const std::exception& e) {
+    // e.g. std::stoull on a garbled `version` record inside PyTorchStreamReader.
+    return absl::DataLossError(absl::StrCat(path, ": ", e.what()));
+  }
+}
 
 }  // namespace serialize_internal
 }  // namespace ringtrain
