@@ -79,6 +79,13 @@ absl::StatusOr<RankTable> RankTableFromRecord(const std::string& record_json, in
   for (auto& [id, g] : groups) {
     g.imbalance =
         g.min_attention_seconds > 0 ? g.max_attention_seconds / g.min_attention_seconds : 0;
+    double max_pairs = 0, sum_pairs = 0;
+    for (const RankRow& row : table.rows) {
+      if (row.cp_group != g.cp_group) continue;
+      max_pairs = std::max(max_pairs, row.attention_pairs);
+      sum_pairs += row.attention_pairs;
+    }
+    g.work_imbalance = sum_pairs > 0 ? max_pairs * double(g.ranks.size()) / sum_pairs : 0;
     table.groups.push_back(g);
   }
   size_t slowest = 0;
@@ -111,9 +118,14 @@ std::string FormatRankTable(const RankTable& table) {
     absl::StrAppend(&out, r.slowest ? "  <- slowest" : "", "\n");
   }
   for (const CpGroupFigures& g : table.groups) {
-    absl::StrAppendFormat(&out, "cp group %d: attention max/min %s (max %.4f s, min %.4f s)\n",
+    absl::StrAppendFormat(&out, "cp group %d: attention max/min %s (max %.4f s, min %.4f s)",
                           g.cp_group, g.imbalance > 0 ? absl::StrFormat("%.3f", g.imbalance) : "-",
                           g.max_attention_seconds, g.min_attention_seconds);
+    if (g.work_imbalance > 0) {
+      absl::StrAppendFormat(&out, "; work max/mean %.3f (visible query-key pairs)",
+                            g.work_imbalance);
+    }
+    out += "\n";
   }
   return out;
 }
@@ -137,7 +149,8 @@ std::string RankTableJson(const std::string& job_id, const RankTable& table) {
                       {"ranks", g.ranks},
                       {"max_attention_seconds", g.max_attention_seconds},
                       {"min_attention_seconds", g.min_attention_seconds},
-                      {"imbalance", g.imbalance}});
+                      {"imbalance", g.imbalance},
+                      {"work_imbalance", g.work_imbalance}});
   }
   out["cp_groups"] = std::move(groups);
   return out.dump();

@@ -29,6 +29,9 @@ struct CpGroupFigures {
   double min_attention_seconds = 0;
   // max / min attention time in the group: 1.0 is perfect balance. 0 when min is 0 (undefined).
   double imbalance = 0;
+  // max / mean attention work (visible query-key pairs, attention_pairs) per rank: what the load
+  // balancer planned. 0 when the record holds no work.
+  double work_imbalance = 0;
 };
 
 struct RankTable {

@@ -21,10 +21,14 @@ enum class TokenDtype { kUint16, kUint32 };          // training.token_dtype (bi
 enum class SamplerKind { kSequential, kRandom };     // training.sampler
 enum class OptimizerName { kAdamW };                 // optimizer.name
 enum class DecayType { kLinear, kCosine };           // lr_scheduler.decay_type
-enum class LoadBalancer { kHeadTail, kNone };        // parallelism.context_parallel_load_balancer
-enum class RotateMethod { kAllToAll, kAllGather };   // parallelism.context_parallel_rotate_method
-enum class MixedPrecision { kFloat32, kBFloat16 };   // training.mixed_precision_param
-enum class CommBackend { kAuto, kNccl, kGloo };      // comm.backend
+enum class LoadBalancer {
+  kHeadTail,
+  kNone,
+  kDocument
+};                                                  // parallelism.context_parallel_load_balancer
+enum class RotateMethod { kAllToAll, kAllGather };  // parallelism.context_parallel_rotate_method
+enum class MixedPrecision { kFloat32, kBFloat16 };  // training.mixed_precision_param
+enum class CommBackend { kAuto, kNccl, kGloo };     // comm.backend
 enum class AttentionKernelKind {
   kAuto,
   kCpuFlash,
@@ -35,11 +39,12 @@ enum class ReshardAfterForward {
   kDefault,
   kAlways,
   kNever
-};                                               // parallelism.fsdp_reshard_after_forward
-enum class AcMode { kNone, kFull, kSelective };  // activation_checkpoint.mode
-enum class ContextParallelMethod { kRing };      // parallelism.context_parallel_method
-enum class RopeType { kDefault, kLlama3 };       // model.rope_type
-enum class AsyncMode { kDisabled, kAsync };      // checkpoint.async_mode
+};                                                  // parallelism.fsdp_reshard_after_forward
+enum class AcMode { kNone, kFull, kSelective };     // activation_checkpoint.mode
+enum class ContextParallelMethod { kRing };         // parallelism.context_parallel_method
+enum class RopeType { kDefault, kLlama3 };          // model.rope_type
+enum class AttnMaskType { kCausal, kBlockCausal };  // model.attn_mask_type
+enum class AsyncMode { kDisabled, kAsync };         // checkpoint.async_mode
 
 // The config-file spellings of a choice, in enum order.
 template <class E>
@@ -70,7 +75,7 @@ struct ChoiceSpelling<DecayType> {
 };
 template <>
 struct ChoiceSpelling<LoadBalancer> {
-  static constexpr std::array<const char*, 2> kNames = {"headtail", "none"};
+  static constexpr std::array<const char*, 3> kNames = {"headtail", "none", "document"};
 };
 template <>
 struct ChoiceSpelling<RotateMethod> {
@@ -97,6 +102,10 @@ struct ChoiceSpelling<ContextParallelMethod> {
 template <>
 struct ChoiceSpelling<RopeType> {
   static constexpr std::array<const char*, 2> kNames = {"default", "llama3"};
+};
+template <>
+struct ChoiceSpelling<AttnMaskType> {
+  static constexpr std::array<const char*, 2> kNames = {"causal", "block_causal"};
 };
 
 // Spellings an earlier release used, still read (with a warning) as the value they name.

@@ -228,6 +228,17 @@ void CheckModel(const JobConfig& config, Checker& c) {
                        " must be below model.rope_high_freq_factor = ",
                        FormatDouble(m.rope_high_freq_factor), " (Llama 3.1: 1 and 4)"));
   }
+  if (c.Choice<AttnMaskType>("model.attn_mask_type") &&
+      m.attn_mask_type == AttnMaskType::kBlockCausal && config.training.eos_id < 0 &&
+      config.training.tokenizer_path.empty()) {
+    c.Add(
+        "model.attn_mask_type = \"block_causal\" needs the token that ends a document: set "
+        "training.eos_id, or training.tokenizer_path (whose end-of-text token is the default)");
+  }
+  if (config.training.eos_id >= 0 && m.vocab_size > 0 && config.training.eos_id >= m.vocab_size) {
+    c.Add(absl::StrCat("training.eos_id = ", config.training.eos_id,
+                       " must be below model.vocab_size = ", m.vocab_size));
+  }
   const bool max_seq_len_known = !config.hf_pending || config.given_keys.count("model.max_seq_len");
   if (max_seq_len_known && m.max_seq_len > 0 && m.max_seq_len < config.training.seq_len) {
     c.Add(absl::StrCat("model.max_seq_len = ", m.max_seq_len,
@@ -384,8 +395,9 @@ void CheckSeqLenSharding(const JobConfig& config, std::vector<std::string>* prob
   const int64_t cp = config.parallelism.context_parallel_degree;
   const LoadBalancer balancer = config.parallelism.context_parallel_load_balancer;
   if (seq_len <= 0 || cp <= 0) return;
-  // Head-tail balancing gives each rank one chunk from each end of the sequence: 2·cp chunks.
-  const bool headtail = balancer == LoadBalancer::kHeadTail;
+  // Head-tail balancing gives each rank one chunk from each end of the sequence: 2·cp chunks (the
+  // document balancer cuts at least as many).
+  const bool headtail = balancer == LoadBalancer::kHeadTail || balancer == LoadBalancer::kDocument;
   // 2·cp would overflow: no seq_len has that many chunks.
   if (headtail && cp > std::numeric_limits<int64_t>::max() / 2) {
     problems->push_back(absl::StrCat("training.seq_len = ", seq_len, " cannot be split into 2 × ",

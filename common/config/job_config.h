@@ -63,6 +63,9 @@ struct ModelSection {
   // One matrix for the token embedding and the output projection (Llama 3.2 1B/3B).
   bool tie_word_embeddings = false;
   int64_t max_seq_len = 2048;  // >= training.seq_len; Hugging Face's max_position_embeddings
+  // "causal", or "block_causal" (torchtitan's name): packed documents, each ending with (and
+  // including) training.eos_id; a token attends to the earlier tokens of its own document only.
+  AttnMaskType attn_mask_type = AttnMaskType::kCausal;
 };
 
 struct TrainingSection {
@@ -93,6 +96,9 @@ struct TrainingSection {
   // (byte-level BPE) or a tiktoken file (common/tokenizer/tokenizer.h). Empty: one token per byte.
   // model.vocab_size must be at least the tokenizer's, which the trainer checks when it loads it.
   std::string tokenizer_path;
+  // The token that ends a document: block-causal attention's bounds, and appended after each file
+  // of a tokenized text dataset. -1 = the tokenizer's end-of-text token, when it has one.
+  int64_t eos_id = -1;
 };
 
 struct OptimizerSection {

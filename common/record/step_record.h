@@ -35,6 +35,8 @@ struct RankFigures {
   double peak_memory_bytes = 0;         // resident peak of the process
   double ring_wait_seconds = 0;         // the part of ring transfers compute did not hide
   double device_memory_peak_bytes = 0;  // CUDA caching allocator's peak in the step; 0 on the CPU
+  double attention_pairs = 0;  // query-key pairs its queries see in the step (its attention work)
+  double ring_bytes_sent = 0;  // ring attention's K/V and dK/dV bytes (part of bytes_sent)
 };
 
 // The step's global figures (every rank holds the same), and every rank's own.
@@ -53,6 +55,9 @@ struct StepRecord {
   // time of a save whose (background) write finished by the end of this step; 0 when none.
   double checkpoint_stall_seconds = 0;
   double checkpoint_write_seconds = 0;
+  // max / mean attention work (visible query-key pairs) per rank of a CP group, the worst group:
+  // how well the load balancer spread the step's work. 1 for cp = 1.
+  double attention_imbalance = 0;
   std::vector<RankFigures> ranks;  // in rank order; empty for a one-rank job
 
   std::string ToJson() const;  // one line, without the newline
@@ -69,7 +74,7 @@ struct FigureField {
 };
 
 // The record's figures after "step", in wire order.
-inline constexpr std::array<FigureField<StepRecord>, 11> kStepFields = {{
+inline constexpr std::array<FigureField<StepRecord>, 12> kStepFields = {{
     {"loss", &StepRecord::loss, FigureKind::kReal},
     {"grad_norm", &StepRecord::grad_norm, FigureKind::kReal},
     {"lr", &StepRecord::lr, FigureKind::kReal},
@@ -81,10 +86,11 @@ inline constexpr std::array<FigureField<StepRecord>, 11> kStepFields = {{
     {"elapsed_seconds", &StepRecord::elapsed_seconds, FigureKind::kReal},
     {"checkpoint_stall_seconds", &StepRecord::checkpoint_stall_seconds, FigureKind::kReal},
     {"checkpoint_write_seconds", &StepRecord::checkpoint_write_seconds, FigureKind::kReal},
+    {"attention_imbalance", &StepRecord::attention_imbalance, FigureKind::kReal},
 }};
 
 // A rank's figures after "rank", in wire order (also the order of the all-gathered vector).
-inline constexpr std::array<FigureField<RankFigures>, 7> kRankFields = {{
+inline constexpr std::array<FigureField<RankFigures>, 9> kRankFields = {{
     {"attention_seconds", &RankFigures::attention_seconds, FigureKind::kReal},
     {"attention_cpu_seconds", &RankFigures::attention_cpu_seconds, FigureKind::kReal},
     {"comm_wait_seconds", &RankFigures::comm_wait_seconds, FigureKind::kReal},
@@ -92,6 +98,8 @@ inline constexpr std::array<FigureField<RankFigures>, 7> kRankFields = {{
     {"peak_memory_bytes", &RankFigures::peak_memory_bytes, FigureKind::kCount},
     {"ring_wait_seconds", &RankFigures::ring_wait_seconds, FigureKind::kReal},
     {"device_memory_peak_bytes", &RankFigures::device_memory_peak_bytes, FigureKind::kCount},
+    {"attention_pairs", &RankFigures::attention_pairs, FigureKind::kCount},
+    {"ring_bytes_sent", &RankFigures::ring_bytes_sent, FigureKind::kCount},
 }};
 
 // The figures in kRankFields order, for an all-gather of equal-length vectors, and back.

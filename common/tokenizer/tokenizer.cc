@@ -162,6 +162,15 @@ absl::StatusOr<std::string> Tokenizer::Decode(const std::vector<int32_t>& ids) c
   return Utf8Lossy(bytes);
 }
 
+int64_t Tokenizer::end_of_text_id() const {
+  for (const char* name : {"<|end_of_text|>", "<|endoftext|>", "</s>"}) {
+    for (const AddedToken& token : parts_.added) {
+      if (token.content == name) return token.id;
+    }
+  }
+  return -1;
+}
+
 std::string Tokenizer::Describe() const {
   return absl::StrCat(parts_.format, ": byte-level BPE, ", vocab_size_, " ids (",
                       bpe_.rule() == BpeVocab::Rule::kRanks

@@ -78,6 +78,10 @@ class Tokenizer {
   // a character split across two tokens comes out whole once both are written.
   absl::StatusOr<std::string> DecodeBytes(const std::vector<int32_t>& ids) const;
 
+  // The id of the added token that ends a text — "<|end_of_text|>" (Llama 3), "<|endoftext|>"
+  // (GPT-2) or "</s>", the first of them the file has — or -1 when it has none (a tiktoken file
+  // has no added tokens).
+  int64_t end_of_text_id() const;
   // Largest id + 1 over the vocabulary and the added tokens: the least model.vocab_size.
   int64_t vocab_size() const { return vocab_size_; }
   // One line for logs: "tokenizer.json: byte-level BPE, 1000 ids (744 merges, 2 added tokens)".

@@ -1,4 +1,4 @@
-"""The seven comparisons of ringtrain-bench (issue 16), each a function of the bench context that
+"""The eight comparisons of ringtrain-bench (issues 16 and 30), each a function of the bench context that
 adds rows (figure, ours, peer, ratio, target) and keeps its raw figures. Sizes come from SIZES:
 "quick" runs each comparison at a tiny size so the test suite keeps it working; "full" is the run
 RESULTS.md records. Standard library only.
@@ -16,14 +16,16 @@ SIZES = {
         "compare_seqs": [256], "compare_steps": {256: 4}, "all_kernels_up_to": 256,
         "kernel_head_dims": [32, 64, 128], "kernel_seqs": [256], "kernel_reps": 2, "gemm": 256,
         "grow_seqs": [256, 512], "grow_steps": 3, "cp_seq": 512, "service_seq": 256,
-        "service_steps": 4,
+        "service_steps": 4, "doc_seq": 1024, "doc_train_bytes": 200_000,
+        "doc_corpus_bytes": 300_000, "doc_vocab": 1000,
     },
     "full": {
         "compare_seqs": [512, 2048, 8192, 16384],
         "compare_steps": {512: 6, 2048: 6, 8192: 4, 16384: 3}, "all_kernels_up_to": 2048,
         "kernel_head_dims": [32, 64, 128], "kernel_seqs": [4096], "kernel_reps": 3, "gemm": 2048,
         "grow_seqs": [1024, 2048, 4096, 8192], "grow_steps": 3, "cp_seq": 8192,
-        "service_seq": 2048, "service_steps": 6,
+        "service_seq": 2048, "service_steps": 6, "doc_seq": 16384, "doc_train_bytes": 2 << 20,
+        "doc_corpus_bytes": 4 << 20, "doc_vocab": 16000,
     },
 }
 WARMUP = 2        # items 1 and 7: steps 1 and 2 left out (the issue's "steps 3…N") ...
@@ -268,11 +270,57 @@ def service_overhead(b):
           target=("<=", 0.01, "ours"), fmt="{:+.1%}")
 
 
+# ---- 8. packed documents --------------------------------------------------------------------
+def packed_documents(b):
+    """Block-causal attention on a real corpus: torch's Python sources, one file a document,
+    tokenized by ringtrain-tokenize (--eos-id) with a BPE trained on other torch sources
+    (document_corpus.py). At cp 4: each balancer's planned work max/mean (the JSONL's
+    attention_imbalance) and measured attention CPU time max/min over the ranks; the step time of
+    block_causal against causal attention on the same tokens; ring K/V + dK/dV bytes per step."""
+    s = b.size
+    seq, cp = s["doc_seq"], 4
+    corpus = b.run.document_corpus(s["doc_train_bytes"], s["doc_corpus_bytes"], s["doc_vocab"])
+    data = ["--training.dataset=bin", "--training.sampler=sequential",
+            f"--training.dataset_path={corpus['bin']}",
+            f"--model.vocab_size={corpus['vocab_size']}"]
+    block = data + ["--model.attn_mask_type=block_causal", f"--training.eos_id={corpus['eos_id']}"]
+    b.raw["documents"] = {"corpus": {k: corpus[k] for k in ("tokens", "documents", "vocab_size")}}
+
+    def run(name, balancer, extra):
+        return b.run.trainer(f"{name} cp={cp} {balancer} L={seq}", seq, s["grow_steps"],
+                             GROW_WARMUP, nproc=cp, threads=1, kernel=b.kernels[0], cp=cp,
+                             balancer=balancer, extra=tuple(extra))
+
+    runs = {balancer: run("block_causal", balancer, block)
+            for balancer in ("headtail", "none", "document")}
+    for balancer, r in runs.items():
+        planned = median([rec["attention_imbalance"] for rec in r.measured])
+        cpu = r.per_rank("attention_cpu_seconds")
+        b.row(8, f"cp 4 block_causal attention work max/mean, {balancer}, L {seq}", planned,
+              target=("<=", 1.05, "ours") if balancer == "document" else None, fmt="{:.3f}")
+        b.row(8, f"cp 4 block_causal attention CPU max/min, {balancer}, L {seq}",
+              max(cpu) / min(cpu) if min(cpu) > 0 else None, fmt="{:.3f}")
+        b.raw["documents"][balancer] = {"work_imbalance": planned, "attention_cpu": cpu,
+                                        "step_seconds": r.step_seconds()}
+    causal = run("causal", "headtail", data)
+    best = runs["document"]
+    b.row(8, f"cp 4 step s, block_causal (document) vs causal (headtail), L {seq}",
+          best.step_seconds(), causal.step_seconds(), fmt="{:.3f}")
+    ring = {name: sum(r.per_rank("ring_bytes_sent")) for name, r in
+            (("causal", causal), ("headtail", runs["headtail"]), ("document", best))}
+    b.row(8, f"cp 4 ring bytes/step (all ranks), block_causal headtail vs causal, L {seq}",
+          ring["headtail"], ring["causal"], fmt="{:,.0f}")
+    b.row(8, f"cp 4 ring bytes/step (all ranks), block_causal document vs causal, L {seq}",
+          ring["document"], ring["causal"], fmt="{:,.0f}")
+    b.raw["documents"]["ring_bytes"] = ring
+    b.raw["documents"]["causal_step_seconds"] = causal.step_seconds()
+
+
 ITEMS = {1: compare_eager, 2: kernel_rate, 3: growth, 4: cp_scaling, 5: overlap,
-         6: load_balance, 7: service_overhead}
+         6: load_balance, 7: service_overhead, 8: packed_documents}
 TITLES = {1: "step time and peak memory vs PyTorch eager", 2: "GEMM rate, kernel rate, MFU",
           3: "cost vs sequence length per cp", 4: "CP scaling", 5: "ring transfer overlap",
-          6: "load balance", 7: "service overhead"}
+          6: "load balance", 7: "service overhead", 8: "packed documents"}
 
 
 def cpu_model():

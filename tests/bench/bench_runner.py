@@ -17,6 +17,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PARITY = os.path.join(ROOT, "tests", "parity", "llama_reference.py")
 PEER = os.path.join(ROOT, "tests", "bench", "torch_peer.py")
+CORPUS = os.path.join(ROOT, "tests", "bench", "document_corpus.py")
 
 # The benchmark model (issue 16): dim 256, 4 layers, 8 heads, 4 kv heads, vocab 256, batch 1.
 MODEL = {"dim": 256, "n_layers": 4, "n_heads": 8, "n_kv_heads": 4, "vocab_size": 256,
@@ -112,6 +113,24 @@ class Runner:
                   env={"OMP_NUM_THREADS": "1"})
         self.fixtures[tokens] = out
         return out
+
+    def document_corpus(self, train_bytes, corpus_bytes, vocab):
+        """torch's Python sources as documents (document_corpus.py), tokenized by
+        ringtrain-tokenize with an EOS after each file: {bin, eos_id, vocab_size, tokens,
+        documents}."""
+        out = os.path.join(self.dir, "documents")
+        log = self._run("document corpus", [self.python, CORPUS, "--out-dir", out,
+                                            "--train-bytes", str(train_bytes), "--corpus-bytes",
+                                            str(corpus_bytes), "--vocab", str(vocab)])
+        corpus = last_json(log, "document corpus")
+        with open(corpus["files"]) as f:
+            files = [line.rstrip("\n") for line in f if line.strip()]
+        data = os.path.join(out, "data.bin")
+        self._run("tokenize corpus", [os.path.join(self.bin, "ringtrain-tokenize"), "--tokenizer",
+                                      corpus["tokenizer"], "--out", data, "--eos-id",
+                                      str(corpus["eos_id"])] + files)
+        corpus.update(bin=data, tokens=os.path.getsize(data) // 2, documents=len(files))
+        return corpus
 
     def trainer(self, name, seq, steps, warmup, nproc=1, threads=1, kernel=None, cp=1,
                 balancer="headtail", rotate="alltoall", fixture=None, extra=()):

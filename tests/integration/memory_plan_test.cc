@@ -140,5 +140,24 @@ TEST(MemoryPlanCommandTest, SaysWhetherItFits) {
   EXPECT_NE(small.output.find("no seq_len fits"), std::string::npos) << small.output;
 }
 
+// Packed documents: the plan takes block-causal attention with the document balancer (the same
+// buffers as causal: the mask is per batch row and position, never a tensor) and refuses it
+// without an EOS, naming both keys.
+TEST(MemoryPlanCommandTest, AcceptsPackedDocuments) {
+  const std::vector<std::string> documents = {
+      "--world", "4", "--parallelism.context_parallel_degree=4",
+      "--model.attn_mask_type=block_causal",
+      "--parallelism.context_parallel_load_balancer=document"};
+  std::vector<std::string> with_eos = documents;
+  with_eos.push_back("--training.eos_id=0");
+  const CommandResult plan = Plan(with_eos);
+  EXPECT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("fits 80.0 GiB"), std::string::npos) << plan.output;
+  const CommandResult no_eos = Plan(documents);
+  EXPECT_EQ(no_eos.exit_code, 2) << no_eos.output;
+  EXPECT_NE(no_eos.output.find("training.eos_id"), std::string::npos) << no_eos.output;
+  EXPECT_NE(no_eos.output.find("training.tokenizer_path"), std::string::npos) << no_eos.output;
+}
+
 }  // namespace
 }  // namespace ringtrain::testing

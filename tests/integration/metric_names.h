@@ -45,6 +45,7 @@ inline constexpr MetricName kMetricNames[] = {
     {"ringtrain_trainer_comm_wait_seconds_total", "counter", "worker", "job_id,rank"},
     {"ringtrain_trainer_bytes_sent_total", "counter", "worker", "job_id,rank"},
     {"ringtrain_trainer_checkpoint_stall_seconds_total", "counter", "worker", "job_id,rank"},
+    {"ringtrain_trainer_attention_imbalance", "gauge", "worker", "job_id,rank"},
     {"ringtrain_trainer_checkpoint_write_seconds_total", "counter", "worker", "job_id,rank"},
     {"ringtrain_worker_trainer_starts_total", "counter", "worker", ""},
     {"ringtrain_worker_trainer_exits_total", "counter", "worker", "outcome"},

@@ -255,9 +255,27 @@ TEST_F(TokenizerParityTest, BinRoundTripAndTextDataset) {
   ASSERT_TRUE(data.ok()) << data.status();
   read.assign((*data)->num_tokens(), -1);
   (*data)->Read(0, (*data)->num_tokens(), read.data());
-  EXPECT_TRUE(SameIds(read, reference));
+  // One document per file: the ids, then the tokenizer's end-of-text token (<|endoftext|>).
+  const absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      Tokenizer::Load(Fixture("llama3.json"));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const int64_t eos = (*tokenizer)->end_of_text_id();
+  ASSERT_GE(eos, 0);
+  std::vector<int64_t> with_eos = reference;
+  with_eos.push_back(eos);
+  EXPECT_TRUE(SameIds(read, with_eos));
+  EXPECT_EQ((*data)->eos_id(), eos);
   EXPECT_NE((*data)->Describe().find("tokenizer.json: byte-level BPE, 800 ids"), std::string::npos)
       << (*data)->Describe();
+  // training.eos_id chooses another separator.
+  spec.eos_id = 7;
+  data = OpenDataset(spec);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ((*data)->eos_id(), 7);
+  int64_t last = -1;
+  (*data)->Read((*data)->num_tokens() - 1, 1, &last);
+  EXPECT_EQ(last, 7);
+  spec.eos_id = -1;
 
   spec.vocab_size = 512;
   data = OpenDataset(spec);
@@ -301,8 +319,9 @@ TEST_F(TokenizerParityTest, EosSeparatorAndErrors) {
   EXPECT_EQ(RunCommand({BinDir() + "/ringtrain-tokenize", "--out", "x"}).exit_code, 2);
 }
 
-// training.dataset = "text" with training.tokenizer_path: the trainer tokenizes and trains, and
-// refuses a model whose vocabulary is smaller than the tokenizer's, naming both.
+// training.dataset = "text" with training.tokenizer_path: the trainer tokenizes (an EOS after each
+// file) and trains, causal and block-causal, and refuses a model whose vocabulary is smaller than
+// the tokenizer's, naming both.
 TEST_F(TokenizerParityTest, TrainerTrainsOnTokenizedText) {
   const std::vector<std::string> base = {BinDir() + "/ringtrain-trainer",
                                          ConfigPath("debug_model.toml"),
@@ -320,6 +339,15 @@ TEST_F(TokenizerParityTest, TrainerTrainsOnTokenizedText) {
   ASSERT_EQ(ran.exit_code, 0) << ran.output;
   EXPECT_NE(ran.output.find("tokenizer.json: byte-level BPE, 800 ids"), std::string::npos)
       << ran.output;
+  // One document per file: the tokenizer's end-of-text token (<|endoftext|>, id 0) after each,
+  // which block-causal attention takes as its EOS when training.eos_id is not set.
+  EXPECT_NE(ran.output.find("EOS 0 after each"), std::string::npos) << ran.output;
+  argv = base;
+  argv.push_back("--model.vocab_size=800");
+  argv.push_back("--model.attn_mask_type=block_causal");
+  argv.push_back("--parallelism.context_parallel_degree=1");
+  ran = RunCommand(argv);
+  EXPECT_EQ(ran.exit_code, 0) << ran.output;
 
   argv = base;
   argv.push_back("--model.vocab_size=512");

@@ -6,8 +6,12 @@ only the standard library and torch (the pinned torch of the project's virtual e
 it as .venv/bin/python).
 
 Subcommands:
-  make-fixture  seeded initial state dict (D/init.pt) + random uint16 tokens (D/tokens.bin)
-  train         S steps of AdamW on sequential windows; writes per-step loss and grad norm (JSON)
+  make-fixture  seeded initial state dict (D/init.pt) + random uint16 tokens (D/tokens.bin);
+                with --eos-id and --doc-lengths, the tokens are documents of those lengths (cycled),
+                each ending with the EOS token
+  train         S steps of AdamW on sequential windows; writes per-step loss and grad norm (JSON);
+                with --eos-id, attention is block-causal: a token sees the earlier tokens of its
+                own document only (a document ends with, and includes, its EOS token)
   self-test     checks RoPE and GQA against independent formulations; exits 1 on mismatch
 
 Parameter names match torchtitan's llama3 model (tok_embeddings, layers.{i}.attention.wq, ...).
@@ -109,12 +113,23 @@ def repeat_kv(x, n_rep):
             .reshape(bs, slen, n_kv_heads * n_rep, head_dim))
 
 
-def causal_attention(q, k, v):
-    """q, k, v: (bs, n_heads, seqlen, hd). Explicit softmax(QK^T * scale + causal mask) @ V."""
+def document_ids(tokens, eos_id):
+    """(bs, seqlen) tokens -> (bs, seqlen) document index within each row: a token after an EOS
+    token belongs to the next document (the EOS itself ends its own)."""
+    ends = (tokens == eos_id).long()
+    return torch.cumsum(ends, dim=1) - ends
+
+
+def causal_attention(q, k, v, doc_ids=None):
+    """q, k, v: (bs, n_heads, seqlen, hd). Explicit softmax(QK^T * scale + mask) @ V, the mask
+    causal, and with `doc_ids` (bs, seqlen) also within one document (block-causal)."""
     seqlen = q.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1])
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale
     mask = torch.ones(seqlen, seqlen, dtype=torch.bool, device=q.device).tril()
+    if doc_ids is not None:
+        same = doc_ids[:, :, None] == doc_ids[:, None, :]  # (bs, q, k)
+        mask = (mask[None] & same)[:, None]  # (bs, 1, q, k)
     scores = scores.masked_fill(~mask, float("-inf"))
     probs = torch.softmax(scores.float(), dim=-1).type_as(q)
     return torch.matmul(probs, v)
@@ -132,7 +147,7 @@ class Attention(nn.Module):
         self.wv = nn.Linear(args.dim, args.n_kv_heads * self.head_dim, bias=False)
         self.wo = nn.Linear(args.n_heads * self.head_dim, args.dim, bias=False)
 
-    def forward(self, x, freqs_cis):
+    def forward(self, x, freqs_cis, doc_ids=None):
         bs, seqlen, _ = x.shape
         xq = self.wq(x).view(bs, seqlen, self.n_heads, self.head_dim)
         xk = self.wk(x).view(bs, seqlen, self.n_kv_heads, self.head_dim)
@@ -140,7 +155,8 @@ class Attention(nn.Module):
         xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
         keys = repeat_kv(xk, self.n_rep)
         values = repeat_kv(xv, self.n_rep)
-        out = causal_attention(xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2))
+        out = causal_attention(xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
+                               doc_ids)
         out = out.transpose(1, 2).contiguous().view(bs, seqlen, -1)
         return self.wo(out)
 
@@ -164,8 +180,8 @@ class TransformerBlock(nn.Module):
         self.attention_norm = RMSNorm(args.dim, args.norm_eps)
         self.ffn_norm = RMSNorm(args.dim, args.norm_eps)
 
-    def forward(self, x, freqs_cis):
-        h = x + self.attention(self.attention_norm(x), freqs_cis)
+    def forward(self, x, freqs_cis, doc_ids=None):
+        h = x + self.attention(self.attention_norm(x), freqs_cis, doc_ids)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -179,14 +195,15 @@ class Transformer(nn.Module):
         self.norm = RMSNorm(args.dim, args.norm_eps)
         self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
 
-    def forward(self, tokens, positions=None):
+    def forward(self, tokens, positions=None, eos_id=None):
         seqlen = tokens.shape[1]
+        doc_ids = None if eos_id is None else document_ids(tokens, eos_id)
         if positions is None:
             positions = torch.arange(seqlen, device=tokens.device)
         freqs_cis = precompute_freqs_cis(self.args.head_dim, self.args.rope_theta, positions)
         h = self.tok_embeddings(tokens)
         for layer in self.layers.values():
-            h = layer(h, freqs_cis)
+            h = layer(h, freqs_cis, doc_ids)
         return self.output(self.norm(h))
 
 
@@ -273,6 +290,19 @@ def cmd_make_fixture(ns):
     if ns.vocab_size > 65536:
         raise ValueError("vocab_size > 65536 does not fit uint16 tokens")
     toks = torch.randint(0, ns.vocab_size, (ns.num_tokens,), generator=gen, dtype=torch.int64)
+    if ns.eos_id is not None:
+        if not 0 <= ns.eos_id < ns.vocab_size:
+            raise ValueError(f"--eos-id {ns.eos_id} is not a token of vocab_size {ns.vocab_size}")
+        lengths = [int(n) for n in ns.doc_lengths.split(",")]
+        if not lengths or min(lengths) < 1:
+            raise ValueError(f"--doc-lengths {ns.doc_lengths!r}: lengths must be >= 1")
+        # Random tokens other than EOS, then an EOS at the end of each document, lengths cycled.
+        toks = torch.where(toks == ns.eos_id, (toks + 1) % ns.vocab_size, toks)
+        end, i = -1, 0
+        while end + lengths[i % len(lengths)] < ns.num_tokens:
+            end += lengths[i % len(lengths)]
+            toks[end] = ns.eos_id
+            i += 1
     write_tokens(os.path.join(ns.out_dir, "tokens.bin"), toks.tolist())
 
     with open(os.path.join(ns.out_dir, "model_args.json"), "w") as f:
@@ -314,7 +344,7 @@ def cmd_train(ns):
         batch = torch.stack(rows)
         inputs, labels = batch[:, :-1], batch[:, 1:]
         opt.zero_grad(set_to_none=True)
-        logits = model(inputs)
+        logits = model(inputs, eos_id=ns.eos_id)
         loss = loss_fn(logits, labels)
         loss.backward()
         total_norm = torch.nn.utils.clip_grad_norm_(params, ns.max_norm)
@@ -428,6 +458,22 @@ def cmd_self_test(ns):
     v = torch.randn(bs, nh, seqlen, hd, generator=g)
     check("causal attention", causal_attention(q, k, v), attention_loop(q, k, v), 1e-5)
 
+    # Block-causal attention vs. causal attention run on each document's slice alone (row 0:
+    # documents of 1, 4 and 6 tokens; row 1: a 1-token document, then one running off the end).
+    eos = 7
+    toks = torch.zeros(bs, seqlen, dtype=torch.int64)
+    for row, ends in ((0, (0, 4, 10)), (1, (0,))):
+        for e in ends:
+            toks[row, e] = eos
+    got = causal_attention(q, k, v, document_ids(toks, eos))
+    want = torch.empty_like(got)
+    for row, bounds in ((0, ((0, 1), (1, 5), (5, 11))), (1, ((0, 1), (1, 11)))):
+        for a, b in bounds:
+            want[row:row + 1, :, a:b] = attention_loop(q[row:row + 1, :, a:b],
+                                                       k[row:row + 1, :, a:b],
+                                                       v[row:row + 1, :, a:b])
+    check("block-causal attention", got, want, 1e-5)
+
     # Whole Attention module vs. a per-head loop built from the independent pieces.
     args = ModelArgs(dim=nh * hd, n_layers=1, n_heads=nh, n_kv_heads=nkv, vocab_size=50,
                      multiple_of=32, ffn_dim_multiplier=None, norm_eps=1e-5, rope_theta=theta)
@@ -506,6 +552,10 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num-tokens", type=int, required=True)
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    p.add_argument("--eos-id", type=int, default=None,
+                   help="make the tokens documents ending with this token (needs --doc-lengths)")
+    p.add_argument("--doc-lengths", default="",
+                   help="comma-separated document lengths (EOS included), cycled")
     p.set_defaults(fn=cmd_make_fixture)
 
     p = sub.add_parser("train", help="AdamW steps; per-step loss and grad norm to JSON")
@@ -522,6 +572,8 @@ def main(argv=None):
     p.add_argument("--max-norm", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
+    p.add_argument("--eos-id", type=int, default=None,
+                   help="block-causal attention: documents end with this token")
     p.add_argument("--verbose", action="store_true")
     add_model_flags(p)
     p.set_defaults(fn=cmd_train)

@@ -49,6 +49,15 @@ TEST(AgentMetricsTest, OlderTrainersWithoutADevicePeakLeaveItZero) {
   EXPECT_EQ(Gauge(metrics, "ringtrain_trainer_device_memory_peak_bytes"), 4096.0);
 }
 
+TEST(AgentMetricsTest, ExportsTheStepsAttentionImbalance) {
+  AgentMetrics metrics;
+  metrics.TrainerStarted("job-000003", 0, 2);
+  EXPECT_EQ(Gauge(metrics, "ringtrain_trainer_attention_imbalance"), 0.0);
+  metrics.TrainerRecord(
+      R"({"step": 1, "loss": 6.5, "attention_imbalance": 1.0625, "ranks": [{"rank": 0}, {"rank": 1}]})");
+  EXPECT_EQ(Gauge(metrics, "ringtrain_trainer_attention_imbalance"), 1.0625);
+}
+
 TEST(AgentMetricsTest, LinesThatAreNotWholeStepRecordsChangeNothing) {
   AgentMetrics metrics;
   metrics.TrainerStarted("job-000001", 0, 1);

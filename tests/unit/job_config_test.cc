@@ -219,7 +219,9 @@ JobConfig FullFileConfig() {
                 AttentionKernelKind::kTorchFlash,
                 MixedPrecision::kBFloat16,
                 16,
-                "/data/tokenizer.json"};
+                "/data/tokenizer.json",
+                2};
+  c.model.attn_mask_type = AttnMaskType::kBlockCausal;
   c.optimizer = {OptimizerName::kAdamW, 3e-4, 0.8, 0.99, 1e-9, 0.0};
   c.lr_scheduler = {20, 0.5, DecayType::kCosine, 0.1};
   c.parallelism = {

@@ -51,6 +51,24 @@ TEST(RankTableTest, RowsGroupsImbalanceAndSlowest) {
   EXPECT_DOUBLE_EQ(json["cp_groups"][0]["imbalance"].get<double>(), 2.0);
 }
 
+// attention_pairs (the work the load balancer planned per rank) gives each CP group's max/mean.
+TEST(RankTableTest, WorkImbalanceIsMaxOverMeanOfVisiblePairs) {
+  absl::StatusOr<RankTable> table = RankTableFromRecord(
+      R"({"step": 2, "ranks": [{"rank": 0, "attention_seconds": 0.1, "attention_pairs": 300},)"
+      R"({"rank": 1, "attention_seconds": 0.1, "attention_pairs": 100}]})",
+      2);
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_DOUBLE_EQ(table->groups[0].work_imbalance, 300.0 / 200.0);
+  EXPECT_NE(FormatRankTable(*table).find("work max/mean 1.500"), std::string::npos)
+      << FormatRankTable(*table);
+  const nlohmann::json json = nlohmann::json::parse(RankTableJson("job-000002", *table));
+  EXPECT_DOUBLE_EQ(json["cp_groups"][0]["work_imbalance"].get<double>(), 1.5);
+  // kRecord holds no work: no figure.
+  absl::StatusOr<RankTable> none = RankTableFromRecord(kRecord, 2);
+  EXPECT_EQ(none->groups[0].work_imbalance, 0);
+  EXPECT_EQ(FormatRankTable(*none).find("work max/mean"), std::string::npos);
+}
+
 TEST(RankTableTest, ZeroAttentionHasNoImbalanceFigure) {
   absl::StatusOr<RankTable> table = RankTableFromRecord(
       R"({"step": 1, "ranks": [{"rank": 0, "attention_seconds": 0}, {"rank": 1, "attention_seconds": 0.1}]})",

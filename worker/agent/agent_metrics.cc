@@ -32,6 +32,7 @@ void AgentMetrics::TrainerStarted(const std::string& job_id, int rank, int world
   checkpoint_stall_seconds_ = checkpoint_write_seconds_ = 0;
   step_ = 0;
   loss_ = grad_norm_ = lr_ = peak_memory_bytes_ = device_memory_peak_bytes_ = 0;
+  attention_imbalance_ = 0;
 }
 
 void AgentMetrics::TrainerRecord(const std::string& json_line) {
@@ -46,6 +47,7 @@ void AgentMetrics::TrainerRecord(const std::string& json_line) {
   loss_ = record.loss;  // NaN (JSON null) when the step diverged
   grad_norm_ = record.grad_norm;
   lr_ = record.lr;
+  if (std::isfinite(record.attention_imbalance)) attention_imbalance_ = record.attention_imbalance;
   if (std::isfinite(record.step_seconds)) step_seconds_.Observe(record.step_seconds);
   // Every rank processes the same share of the step's global tokens.
   if (std::isfinite(record.tokens)) tokens_ += record.tokens / world_size_;
@@ -149,6 +151,10 @@ std::vector<prometheus::MetricFamily> AgentMetrics::Collect() const {
                      "Peak bytes the CUDA caching allocator held allocated for this rank during "
                      "its last step (0 on the CPU)."),
          false, device_memory_peak_bytes_);
+  series(GaugeFamily("ringtrain_trainer_attention_imbalance",
+                     "max / mean attention work (visible query-key pairs) per rank of a CP "
+                     "group in the last step, the worst group: 1 is perfect balance."),
+         false, attention_imbalance_);
   series(CounterFamily("ringtrain_trainer_attention_compute_seconds_total",
                        "Wall time this rank spent computing attention blocks."),
          true, attention_seconds_);

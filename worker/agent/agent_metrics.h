@@ -80,6 +80,7 @@ class AgentMetrics : public prometheus::Collectable {
   double comm_wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
   double checkpoint_stall_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double attention_imbalance_ ABSL_GUARDED_BY(mu_) = 0;
   double checkpoint_write_seconds_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -25,6 +25,7 @@ StepRecord ToStepRecord(const StepReport& r, std::vector<RankFigures> ranks) {
   record.elapsed_seconds = r.elapsed_seconds;
   record.checkpoint_stall_seconds = r.checkpoint_stall_seconds;
   record.checkpoint_write_seconds = r.checkpoint_write_seconds;
+  record.attention_imbalance = r.attention_imbalance;
   record.ranks = std::move(ranks);
   return record;
 }

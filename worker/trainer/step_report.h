@@ -30,6 +30,7 @@ struct StepReport {
   double elapsed_seconds = 0;
   double checkpoint_stall_seconds = 0;  // StepRecord's
   double checkpoint_write_seconds = 0;
+  double attention_imbalance = 1;  // StepRecord's
 };
 
 // The step's record (common/record/step_record.h, the contract with the agent, the coordinator and

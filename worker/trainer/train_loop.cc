@@ -8,6 +8,7 @@
 // V vocabulary.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -17,6 +18,7 @@
 #include "common/progress.h"
 #include "common/safetensors/index.h"
 #include "common/status_macros.h"
+#include "worker/engine/parallel/document_balancer.h"
 #include "worker/engine/parallel/grad_sync.h"
 #include "worker/trainer/tensor_memory.h"
 #include "worker/trainer/trainer_state.h"
@@ -114,8 +116,11 @@ absl::Status RunStep(Trainer::State& s, int64_t step, StepReport* report) {
   s.gradients->ZeroGrad();
   // The micro-batches' losses, added on the device in float64: one host read per step.
   at::Tensor local_loss = torch::zeros({}, torch::dtype(torch::kFloat64).device(s.device));
+  s.step_cp_work.clear();
   for (int64_t m = 0; m < s.sampler->micro_batches(); ++m) {
     const ShardedBatch shard = Shard(s, NextBatch(s, step - 1, m));
+    s.step_cp_work.resize(shard.cp_work.size(), 0);
+    for (size_t r = 0; r < shard.cp_work.size(); ++r) s.step_cp_work[r] += shard.cp_work[r];
     const at::Tensor loss = ForwardLoss(s, shard, report->tokens);
     Backward(loss);
     local_loss += loss.detach().to(torch::kFloat64);
@@ -137,9 +142,14 @@ absl::StatusOr<std::vector<RankFigures>> GatherRankFigures(Trainer::State& s) {
   mine.attention_cpu_seconds = a.compute_cpu_seconds;
   mine.comm_wait_seconds = c.wait_seconds;
   mine.bytes_sent = static_cast<double>(c.bytes_sent);
+  mine.ring_bytes_sent = static_cast<double>(c.ring_bytes_sent);
   mine.peak_memory_bytes = static_cast<double>(PeakMemoryBytes());
   mine.ring_wait_seconds = c.ring_wait_seconds;
   mine.device_memory_peak_bytes = static_cast<double>(DevicePeakBytes(s.device));
+  const int64_t cp_rank = s.mesh.cp_rank();
+  if (cp_rank < int64_t(s.step_cp_work.size())) {
+    mine.attention_pairs = static_cast<double>(s.step_cp_work[size_t(cp_rank)]);
+  }
   if (!s.comm) return std::vector<RankFigures>{mine};
   const std::vector<std::vector<double>> rows =
       s.comm->AllGatherDoubles(RankFiguresToDoubles(mine));
@@ -151,13 +161,25 @@ absl::StatusOr<std::vector<RankFigures>> GatherRankFigures(Trainer::State& s) {
   return ranks;
 }
 
+// max / mean attention work per rank within each CP group (consecutive ranks), the worst group.
+double WorstCpImbalance(const std::vector<RankFigures>& ranks, int64_t cp) {
+  double worst = 1;
+  for (size_t g = 0; g + size_t(cp) <= ranks.size(); g += size_t(cp)) {
+    std::vector<int64_t> work;
+    for (size_t r = g; r < g + size_t(cp); ++r) work.push_back(int64_t(ranks[r].attention_pairs));
+    worst = std::max(worst, Imbalance(work));
+  }
+  return worst;
+}
+
 // The step's JSONL record (rank 0, or every rank when asked) and, every log_freq steps, its line.
-absl::Status Report(Trainer::State& s, const StepReport& report) {
+absl::Status Report(Trainer::State& s, StepReport report) {
   std::vector<RankFigures> ranks;
   RT_RETURN_IF_ERROR(Guarded(s, "gathering per-rank figures", [&]() -> absl::Status {
     RT_ASSIGN_OR_RETURN(ranks, GatherRankFigures(s));
     return absl::OkStatus();
   }));
+  report.attention_imbalance = WorstCpImbalance(ranks, s.mesh.cp);
   if (s.rank.rank == 0 || s.every_rank_writes_jsonl) {
     RT_RETURN_IF_ERROR(s.jsonl.Write(StepReportJson(report, ranks)));
   }

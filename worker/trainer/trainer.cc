@@ -69,6 +69,7 @@ DatasetSpec TrainingDataSpec(const JobConfig& c, int64_t dp, int64_t micro_batch
   spec.path = c.training.dataset_path;
   spec.token_dtype = c.training.token_dtype;
   spec.tokenizer_path = c.training.tokenizer_path;
+  spec.eos_id = c.training.eos_id;
   spec.vocab_size = c.model.vocab_size;
   spec.seed = static_cast<uint64_t>(c.training.seed);
   spec.min_tokens =
@@ -288,8 +289,23 @@ absl::StatusOr<bool> ResumeFromCheckpoint(Trainer::State& s) {
 // The attention plan, precision and activation checkpointing applied to the model, the data
 // sharding and the gradient path (worker/engine/parallel/parallelize.h).
 absl::Status ParallelizeModel(Trainer::State& s) {
+  std::optional<int64_t> eos;
+  if (s.config.model.attn_mask_type == AttnMaskType::kBlockCausal) {
+    const int64_t id =
+        s.config.training.eos_id >= 0 ? s.config.training.eos_id : s.dataset->eos_id();
+    if (id < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.attn_mask_type = \"block_causal\" needs the token that ends a document, and "
+          "training.eos_id is -1 while the data has none (",
+          s.dataset->Describe(),
+          "; a tokenizer without an end-of-text token, or data without a tokenizer): set "
+          "training.eos_id"));
+    }
+    eos = id;
+    RT_LOG(Info) << "attention: block-causal over packed documents, each ending with token " << id;
+  }
   return Guarded(s, "parallelizing the model", [&]() -> absl::Status {
-    Parallelized p = Parallelize(s.config, s.mesh, s.comm.get(), s.device, *s.model);
+    Parallelized p = Parallelize(s.config, s.mesh, s.comm.get(), s.device, *s.model, eos);
     s.attention = std::move(p.attention);
     s.data.emplace(p.data);
     s.gradients = std::move(p.gradients);

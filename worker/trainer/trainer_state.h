@@ -42,6 +42,9 @@ struct Trainer::State {
   // is split over the CP group, and the gradient path (replicated or FSDP) with the optimizer.
   std::shared_ptr<AttentionPlan> attention;
   std::optional<DataSharding> data;
+  // This step's attention work per cp rank of this rank's CP group (visible query-key pairs,
+  // summed over the micro-batches): the load balancer's result, for the step record.
+  std::vector<int64_t> step_cp_work;
   std::unique_ptr<GradientPath> gradients;
   std::optional<LrSchedule> schedule;
   std::optional<CheckpointFolder> checkpoints;

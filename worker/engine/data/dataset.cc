@@ -128,16 +128,19 @@ class TextDataset : public TokenDataset {
   std::string bytes_;
 };
 
-// text with a tokenizer: each file's ids, concatenated. Immutable after construction; Read is
-// thread-safe.
+// text with a tokenizer: each file's ids, each followed by the EOS token when there is one,
+// concatenated. Immutable after construction; Read is thread-safe.
 class TokenizedTextDataset : public TokenDataset {
  public:
   TokenizedTextDataset(std::string path, int64_t num_files, std::string tokenizer,
-                       std::vector<int32_t> tokens)
+                       std::vector<int32_t> tokens, int64_t eos_id)
       : path_(std::move(path)),
         num_files_(num_files),
         tokenizer_(std::move(tokenizer)),
-        tokens_(std::move(tokens)) {}
+        tokens_(std::move(tokens)),
+        eos_id_(eos_id) {}
+
+  int64_t eos_id() const override { return eos_id_; }
 
   int64_t num_tokens() const override { return static_cast<int64_t>(tokens_.size()); }
 
@@ -147,7 +150,8 @@ class TokenizedTextDataset : public TokenDataset {
 
   std::string Describe() const override {
     return absl::StrCat("text ", path_, ": ", num_tokens(), " tokens (", num_files_,
-                        num_files_ == 1 ? " file" : " files", ", ", tokenizer_, ")");
+                        num_files_ == 1 ? " file" : " files", ", ", tokenizer_,
+                        eos_id_ >= 0 ? absl::StrCat(", EOS ", eos_id_, " after each") : "", ")");
   }
 
  private:
@@ -155,6 +159,7 @@ class TokenizedTextDataset : public TokenDataset {
   int64_t num_files_;
   std::string tokenizer_;
   std::vector<int32_t> tokens_;
+  int64_t eos_id_;
 };
 
 absl::StatusOr<std::unique_ptr<TokenDataset>> OpenTextDataset(const DatasetSpec& spec) {
@@ -181,23 +186,35 @@ absl::StatusOr<std::unique_ptr<TokenDataset>> OpenTextDataset(const DatasetSpec&
   } else {
     files.push_back(spec.path);
   }
+  const int64_t eos = tokenizer == nullptr ? -1
+                      : spec.eos_id >= 0   ? spec.eos_id
+                                           : tokenizer->end_of_text_id();
+  if (eos >= spec.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("text ", spec.path, ": the EOS token ", eos,
+                     " is not below model.vocab_size = ", spec.vocab_size));
+  }
   std::string bytes;
   std::vector<int32_t> tokens;
+  int64_t encoded = 0;  // tokens of the files themselves (no EOS)
   for (const fs::path& file : files) {
     RT_RETURN_IF_ERROR(AppendFile(file.string(), &bytes));
     if (tokenizer == nullptr) continue;
+    const size_t before = tokens.size();
     tokenizer->Encode(bytes, &tokens);  // file by file: a pre-token never spans two files
+    encoded += int64_t(tokens.size() - before);
+    if (eos >= 0) tokens.push_back(static_cast<int32_t>(eos));  // one document per file
     bytes.clear();
   }
   if (tokenizer != nullptr) {
-    if (tokens.empty()) {
+    if (encoded == 0) {
       return absl::InvalidArgumentError(absl::StrCat("text ", spec.path, ": no data (",
                                                      files.size(),
                                                      " non-hidden regular files, all empty); point "
                                                      "dataset.path at a non-empty file or folder"));
     }
     return std::make_unique<TokenizedTextDataset>(spec.path, static_cast<int64_t>(files.size()),
-                                                  tokenizer->Describe(), std::move(tokens));
+                                                  tokenizer->Describe(), std::move(tokens), eos);
   }
   if (bytes.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

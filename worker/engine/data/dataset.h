@@ -22,7 +22,10 @@ struct DatasetSpec {
   std::string path;  // file or folder (text), file (bin); unused for synthetic
   TokenDtype token_dtype = TokenDtype::kUint16;  // bin only
   std::string tokenizer_path;                    // text only: empty = one token per byte
-  int64_t vocab_size = 0;                        // every token must be < vocab_size
+  // text with a tokenizer: appended after each file (the document end); -1 = the tokenizer's
+  // end-of-text token, or none when it has none.
+  int64_t eos_id = -1;
+  int64_t vocab_size = 0;      // every token must be < vocab_size
   uint64_t seed = 0;           // synthetic only: the source (transitions and samples)
   uint64_t sample_stream = 0;  // synthetic only: 0 = training walk, others = held-out walks
   int64_t min_tokens = 0;      // synthetic only: generate at least this many tokens
@@ -35,6 +38,8 @@ class TokenDataset {
   // Copies tokens [begin, begin + count) to `out`. Requires 0 <= begin, begin + count <=
   // num_tokens().
   virtual void Read(int64_t begin, int64_t count, int64_t* out) const = 0;
+  // The token appended after each document (file), when the dataset appends one; else -1.
+  virtual int64_t eos_id() const { return -1; }
   // Entropy rate of the source in nats/token when known (synthetic), else a negative number.
   virtual double entropy_rate_nats() const { return -1.0; }
   // One line describing the data for the log, e.g. "bin /data/x.bin: 1000000 tokens (uint16)".

@@ -197,19 +197,31 @@ int64_t ScoresOf(const FusedCall& call, int64_t batch_heads) {
 
 }  // namespace
 
-BlockOutput FusedBlockKernel::Forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                      const BlockPositions& q_pos, const BlockPositions& k_pos,
-                                      double scale) {
-  const auto plan = PlanFusedCalls(q_pos.positions, k_pos.positions, /*causal_mask=*/true);
-  if (!plan) return fallback_.Forward(q, k, v, q_pos, k_pos, scale);
+namespace {
+
+at::Tensor Row(const at::Tensor& x, int64_t b) { return x.narrow(0, b, 1); }
+
+// Batch row `b`'s positions alone: its document starts as a one-row mask.
+BlockPositions RowPositions(const BlockPositions& pos, int64_t b) {
+  BlockPositions row{pos.positions};
+  auto mask = std::make_shared<DocumentMask>();
+  mask->starts.push_back(pos.mask()->starts[size_t(b)]);
+  row.documents = std::move(mask);
+  return row;
+}
+
+}  // namespace
+
+BlockOutput FusedBlockKernel::RunForward(const std::vector<FusedCall>& plan, const at::Tensor& q,
+                                         const at::Tensor& k, const at::Tensor& v, double scale) {
   const int64_t batch = q.size(0), heads = q.size(1), group = heads / k.size(1);
   const auto acc = q.options().dtype(AccumulateType(q.scalar_type()));
   BlockOutput result{at::zeros({batch, heads, q.size(2), q.size(3)}, acc),
                      at::full({batch, heads, q.size(2)}, kNegInf, acc)};
-  if (plan->empty()) return result;
+  if (plan.empty()) return result;
   const at::Tensor ke = ExpandHeads(k, group), ve = ExpandHeads(v, group);
   std::vector<bool> touched(size_t(q.size(2)), false);
-  for (const FusedCall& call : *plan) {
+  for (const FusedCall& call : plan) {
     const at::Tensor qc = Rows(q, call.q), kc = Rows(ke, call.k), vc = Rows(ve, call.k);
     const CallResult r = CallForward(Resolve(qc, kc, call.causal), qc, kc, vc, call.causal, scale);
     at::Tensor out_rows = result.out.narrow(2, call.q.begin, call.q.size());
@@ -231,21 +243,19 @@ BlockOutput FusedBlockKernel::Forward(const at::Tensor& q, const at::Tensor& k, 
   return result;
 }
 
-BlockGrads FusedBlockKernel::Backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                      const at::Tensor& dout, const FinalStats& final,
-                                      const BlockPositions& q_pos, const BlockPositions& k_pos,
-                                      double scale) {
-  const auto plan = PlanFusedCalls(q_pos.positions, k_pos.positions, /*causal_mask=*/true);
-  if (!plan) return fallback_.Backward(q, k, v, dout, final, q_pos, k_pos, scale);
+BlockGrads FusedBlockKernel::RunBackward(const std::vector<FusedCall>& plan, const at::Tensor& q,
+                                         const at::Tensor& k, const at::Tensor& v,
+                                         const at::Tensor& dout, const FinalStats& final,
+                                         double scale) {
   const int64_t group = q.size(1) / k.size(1);
   const auto acc = q.options().dtype(AccumulateType(q.scalar_type()));
   at::Tensor dq = at::zeros(q.sizes(), acc);
   at::Tensor dke = at::zeros({k.size(0), q.size(1), k.size(2), k.size(3)}, acc);
   at::Tensor dve = at::zeros_like(dke);
-  if (!plan->empty()) {
+  if (!plan.empty()) {
     const at::Tensor ke = ExpandHeads(k, group), ve = ExpandHeads(v, group);
     const at::Tensor out = final.out.to(q.scalar_type());
-    for (const FusedCall& call : *plan) {
+    for (const FusedCall& call : plan) {
       const at::Tensor qc = Rows(q, call.q), kc = Rows(ke, call.k), vc = Rows(ve, call.k);
       auto [dqc, dkc, dvc] = CallBackward(
           Resolve(qc, kc, call.causal), Rows(dout, call.q), qc, kc, vc, Rows(out, call.q),
@@ -256,6 +266,53 @@ BlockGrads FusedBlockKernel::Backward(const at::Tensor& q, const at::Tensor& k, 
     }
   }
   return {dq, SumHeads(dke, group), SumHeads(dve, group)};
+}
+
+BlockOutput FusedBlockKernel::Forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                      double scale) {
+  if (q_pos.mask() != nullptr) {  // documents: each batch row its own calls
+    std::vector<at::Tensor> outs, lses;
+    int64_t scores = 0;
+    for (int64_t b = 0; b < q.size(0); ++b) {
+      const auto plan = PlanDocumentCalls(q_pos.positions, k_pos.positions, *q_pos.mask(), b);
+      BlockOutput r = plan ? RunForward(*plan, Row(q, b), Row(k, b), Row(v, b), scale)
+                           : fallback_.Forward(Row(q, b), Row(k, b), Row(v, b),
+                                               RowPositions(q_pos, b), k_pos, scale);
+      outs.push_back(r.out);
+      lses.push_back(r.lse);
+      scores += r.scores_computed;
+    }
+    return {at::cat(outs), at::cat(lses), scores};
+  }
+  const auto plan = PlanFusedCalls(q_pos.positions, k_pos.positions, /*causal_mask=*/true);
+  if (!plan) return fallback_.Forward(q, k, v, q_pos, k_pos, scale);
+  return RunForward(*plan, q, k, v, scale);
+}
+
+BlockGrads FusedBlockKernel::Backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& dout, const FinalStats& final,
+                                      const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                      double scale) {
+  if (q_pos.mask() != nullptr) {
+    std::vector<at::Tensor> dq, dk, dv;
+    for (int64_t b = 0; b < q.size(0); ++b) {
+      const auto plan = PlanDocumentCalls(q_pos.positions, k_pos.positions, *q_pos.mask(), b);
+      const FinalStats row_final =
+          MakeFinalStats(Row(final.out, b), Row(final.lse, b), Row(final.dout, b));
+      BlockGrads g =
+          plan ? RunBackward(*plan, Row(q, b), Row(k, b), Row(v, b), Row(dout, b), row_final, scale)
+               : fallback_.Backward(Row(q, b), Row(k, b), Row(v, b), Row(dout, b), row_final,
+                                    RowPositions(q_pos, b), k_pos, scale);
+      dq.push_back(g.dq);
+      dk.push_back(g.dk);
+      dv.push_back(g.dv);
+    }
+    return {at::cat(dq), at::cat(dk), at::cat(dv)};
+  }
+  const auto plan = PlanFusedCalls(q_pos.positions, k_pos.positions, /*causal_mask=*/true);
+  if (!plan) return fallback_.Backward(q, k, v, dout, final, q_pos, k_pos, scale);
+  return RunBackward(*plan, q, k, v, dout, final, scale);
 }
 
 std::string FusedBlockKernel::Describe() const {

@@ -12,8 +12,10 @@
 //              flash ahead of cuDNN where flash takes the shapes; unless one is forced); on the
 //              CPU PyTorch's CPU flash kernel (_scaled_dot_product_flash_attention_for_cpu). A
 //              block is cut into full/causal calls by PlanFusedCalls (block_plan.h); calls are
-//              merged by log-sum-exp in float32. K/V heads are expanded to the query heads for the
-//              call (GQA) and dK/dV summed back over each group.
+//              merged by log-sum-exp in float32; with packed documents each batch row is cut at its
+//              document bounds (PlanDocumentCalls), so no call spans two documents. K/V heads are
+//              expanded to the query heads for the call (GQA) and dK/dV summed back over each
+//              group.
 //   cpu_flash  FusedCpuBlockKernel (kernels/fused_cpu_attention.h): ringtrain's own fused CPU
 //              kernel, GQA without expanding K/V.
 //
@@ -25,11 +27,13 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <ATen/Tensor.h>
 #include <c10/core/Device.h>
 
 #include "common/config/choices.h"
+#include "worker/engine/kernels/block_plan.h"
 #include "worker/engine/kernels/tiled_attention.h"
 
 namespace ringtrain {
@@ -109,6 +113,13 @@ class FusedBlockKernel : public BlockKernel {
   FusedBackend Resolve(const at::Tensor& q, const at::Tensor& k, bool causal) const;
 
  private:
+  // The calls of one plan (block_plan.h) on q, k, v, merged by log-sum-exp.
+  BlockOutput RunForward(const std::vector<FusedCall>& plan, const at::Tensor& q,
+                         const at::Tensor& k, const at::Tensor& v, double scale);
+  BlockGrads RunBackward(const std::vector<FusedCall>& plan, const at::Tensor& q,
+                         const at::Tensor& k, const at::Tensor& v, const at::Tensor& dout,
+                         const FinalStats& final, double scale);
+
   FusedBackend backend_;
   TiledBlockKernel fallback_;
 };

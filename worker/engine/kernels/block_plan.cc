@@ -28,6 +28,22 @@ std::vector<Run> Runs(const std::vector<int64_t>& positions) {
   return runs;
 }
 
+// Runs cut where the document changes too: each holds one document of batch row `row`.
+std::vector<Run> DocumentRuns(const std::vector<int64_t>& positions, const DocumentMask& mask,
+                              int64_t row) {
+  const std::vector<int64_t>& starts = mask.starts[size_t(row)];
+  std::vector<Run> runs;
+  for (int64_t i = 0; i < int64_t(positions.size()); ++i) {
+    const int64_t p = positions[size_t(i)];
+    if (runs.empty() || p != runs.back().last() + 1 || starts[size_t(p)] != starts[size_t(p - 1)]) {
+      runs.push_back({i, i + 1, p});
+    } else {
+      runs.back().end = i + 1;
+    }
+  }
+  return runs;
+}
+
 bool StrictlyIncreasing(const std::vector<int64_t>& p) {
   for (size_t i = 1; i < p.size(); ++i) {
     if (p[i] <= p[i - 1]) return false;
@@ -107,6 +123,26 @@ std::optional<std::vector<FusedCall>> PlanFusedCalls(const std::vector<int64_t>&
   std::vector<FusedCall> calls;
   for (const Run& q : q_runs) {
     for (const Run& k : k_runs) AddPieces(q, k, &calls);
+  }
+  Coalesce(&calls);
+  if (calls.size() > kMaxFusedCalls) return std::nullopt;
+  return calls;
+}
+
+std::optional<std::vector<FusedCall>> PlanDocumentCalls(const std::vector<int64_t>& q_positions,
+                                                        const std::vector<int64_t>& k_positions,
+                                                        const DocumentMask& mask, int64_t row) {
+  if (q_positions.empty() || k_positions.empty()) return std::vector<FusedCall>{};
+  const std::vector<int64_t>& starts = mask.starts[size_t(row)];
+  const std::vector<Run> q_runs = DocumentRuns(q_positions, mask, row);
+  const std::vector<Run> k_runs = DocumentRuns(k_positions, mask, row);
+  std::vector<FusedCall> calls;
+  for (const Run& q : q_runs) {
+    for (const Run& k : k_runs) {
+      if (starts[size_t(q.first)] != starts[size_t(k.first)]) continue;  // other documents
+      AddPieces(q, k, &calls);
+      if (calls.size() > 4 * kMaxFusedCalls) return std::nullopt;
+    }
   }
   Coalesce(&calls);
   if (calls.size() > kMaxFusedCalls) return std::nullopt;

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "worker/engine/kernels/document_mask.h"
+
 namespace ringtrain {
 
 struct IndexRange {
@@ -43,6 +45,14 @@ constexpr size_t kMaxFusedCalls = 64;
 std::optional<std::vector<FusedCall>> PlanFusedCalls(const std::vector<int64_t>& q_positions,
                                                      const std::vector<int64_t>& k_positions,
                                                      bool causal_mask);
+
+// The calls for a block-causal block of batch row `row` of `mask` (document_mask.h): the runs of
+// both sides are cut at document bounds and only pieces of the same document are paired, so a
+// call never spans two documents. nullopt when more than kMaxFusedCalls calls are needed (many
+// short documents: the caller falls back to the tiled kernel).
+std::optional<std::vector<FusedCall>> PlanDocumentCalls(const std::vector<int64_t>& q_positions,
+                                                        const std::vector<int64_t>& k_positions,
+                                                        const DocumentMask& mask, int64_t row);
 
 // "q[0,32)×k[0,32) causal, q[32,64)×k[0,32)" — for logs and test messages.
 std::string DescribePlan(const std::vector<FusedCall>& calls);

@@ -26,7 +26,7 @@ using fused_cpu_internal::Scratch;
 using fused_cpu_internal::Shape;
 using fused_cpu_internal::SplitByCost;
 using fused_cpu_internal::Tile;
-using fused_cpu_internal::VisiblePrefix;
+using fused_cpu_internal::VisibleColumns;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -62,6 +62,34 @@ void GatherRows(const float* x, const Shape& s, int64_t b, int64_t hk, const Til
   }
 }
 
+// The plan of a block; with documents, one set of pairs per batch row.
+Plan PlanOf(const Shape& s, const BlockPositions& q_pos, const BlockPositions& k_pos,
+            const FusedCpuTiling& tiling) {
+  TORCH_CHECK(q_pos.mask() == nullptr || q_pos.mask()->rows() == s.batch, "document mask has ",
+              q_pos.mask() == nullptr ? 0 : q_pos.mask()->rows(), " rows for a batch of ", s.batch);
+  return MakePlan(q_pos.positions, k_pos.positions, s.group, tiling.q_tile, tiling.kv_tile,
+                  q_pos.mask());
+}
+
+// Masks score row `row` (Tk entries) of key tile `kt` for a query at `pq` whose document starts at
+// `lo`, and runs `step(first, count, visible)` on the columns that can be visible (from `first`,
+// `count` of them, the first `visible` seen); the columns before `first` are zeroed after it, so
+// the row's probabilities there are 0.
+template <class Step>
+void VisibleRow(float* row, const std::vector<int64_t>& k_positions, const Tile& kt,
+                fused_cpu_internal::Cover cover, int64_t lo, int64_t pq, const Step& step) {
+  const int64_t tk = kt.size();
+  const KeyRange cols = VisibleColumns(k_positions, kt, cover, lo, pq);
+  if (cols.first < 0) {  // not ascending: element by element
+    MaskRow(row, k_positions, kt, lo, pq);
+    step(int64_t{0}, tk, tk);
+    return;
+  }
+  const int64_t first = std::min(cols.first, tk);
+  step(first, tk - first, std::max<int64_t>(0, cols.last - first));
+  std::fill(row, row + first, 0.0f);
+}
+
 }  // namespace
 
 FusedCpuTiling FusedCpuTilingFor(int64_t dim, int64_t group, FusedCpuTiling requested) {
@@ -85,8 +113,7 @@ BlockOutput FusedCpuAttentionForward(const at::Tensor& q, const at::Tensor& k, c
   at::Tensor out = at::zeros({s.batch, s.heads, s.lq, s.dim}, q.options());
   at::Tensor lse = at::full({s.batch, s.heads, s.lq}, kNegInf, q.options());
   if (s.lq == 0 || s.lk == 0) return {out, lse, 0};
-  const Plan plan =
-      MakePlan(q_pos.positions, k_pos.positions, s.group, tiling.q_tile, tiling.kv_tile);
+  const Plan plan = PlanOf(s, q_pos, k_pos, tiling);
   const int64_t items = s.batch * s.kv_heads * plan.q_tile_count();
   const int64_t parts = PartsFor(items);
   const std::vector<int64_t> bounds = SplitByCost(plan, items, parts);
@@ -101,7 +128,7 @@ BlockOutput FusedCpuAttentionForward(const at::Tensor& q, const at::Tensor& k, c
   ForEachItem(plan, s, bounds, parts, tiling, [&](int64_t part, const Item& item, Scratch& w) {
     const int64_t b = item.b, hk = item.kv_head;
     const Tile& qt = plan.q_tiles[size_t(item.q_tile)];
-    const auto& pairs = plan.pairs[size_t(item.q_tile)];
+    const auto& pairs = plan.PairsOf(b, item.q_tile);
     if (pairs.empty()) return;  // out 0, lse −inf already
     const int64_t tq = qt.size(), rows = s.group * tq;
     GatherRows(qp, s, b, hk, qt, s.dim, fscale, w.q.data());
@@ -117,13 +144,15 @@ BlockOutput FusedCpuAttentionForward(const at::Tensor& q, const at::Tensor& k, c
            tk);  // S = (scale·Q) Kᵀ
       for (int64_t i = 0; i < tq; ++i) {
         const int64_t pq = q_pos.positions[size_t(qt.begin + i)];
-        const int64_t prefix = VisiblePrefix(k_pos.positions, kt, pair.cover, pq);
+        const int64_t lo = VisibleFrom(q_pos.mask(), b, pq);
         for (int64_t g = 0; g < s.group; ++g) {
           const int64_t r = g * tq + i;
           float* row = w.s.data() + r * tk;
-          if (prefix < 0) MaskRow(row, k_pos.positions, kt, pq);
-          SoftmaxRowStep(row, tk, prefix < 0 ? tk : prefix, &w.row_max[size_t(r)],
-                         &w.row_sum[size_t(r)], w.a.data() + r * s.dim, s.dim);
+          VisibleRow(row, k_pos.positions, kt, pair.cover, lo, pq,
+                     [&](int64_t first, int64_t n, int64_t visible) {
+                       SoftmaxRowStep(row + first, n, visible, &w.row_max[size_t(r)],
+                                      &w.row_sum[size_t(r)], w.a.data() + r * s.dim, s.dim);
+                     });
         }
       }
       Gemm(false, false, rows, s.dim, tk, w.s.data(), tk, v_tile, s.dim, 1.0f, w.a.data(),
@@ -163,8 +192,7 @@ BlockGrads FusedCpuAttentionBackward(const at::Tensor& q, const at::Tensor& k, c
   const at::Tensor deltac = delta.to(at::kFloat).contiguous();
   at::Tensor dq = at::zeros_like(qc), dk = at::zeros_like(kc), dv = at::zeros_like(vc);
   if (s.lq == 0 || s.lk == 0) return {dq, dk, dv};
-  const Plan plan =
-      MakePlan(q_pos.positions, k_pos.positions, s.group, tiling.q_tile, tiling.kv_tile);
+  const Plan plan = PlanOf(s, q_pos, k_pos, tiling);
   const int64_t items = s.batch * s.kv_heads * plan.q_tile_count();
   const int64_t parts = PartsFor(items);
   const std::vector<int64_t> bounds = SplitByCost(plan, items, parts);
@@ -188,7 +216,7 @@ BlockGrads FusedCpuAttentionBackward(const at::Tensor& q, const at::Tensor& k, c
     float* dkp = dk_parts[size_t(part)].data_ptr<float>();
     float* dvp = dv_parts[size_t(part)].data_ptr<float>();
     const Tile& qt = plan.q_tiles[size_t(item.q_tile)];
-    const auto& pairs = plan.pairs[size_t(item.q_tile)];
+    const auto& pairs = plan.PairsOf(b, item.q_tile);
     if (pairs.empty()) return;
     const int64_t tq = qt.size(), rows = s.group * tq;
     GatherRows(qp, s, b, hk, qt, s.dim, fscale, w.q.data());  // scale·Q
@@ -207,11 +235,14 @@ BlockGrads FusedCpuAttentionBackward(const at::Tensor& q, const at::Tensor& k, c
       Gemm(false, true, rows, tk, s.dim, w.q.data(), s.dim, k_tile, s.dim, 0.0f, p, tk);
       for (int64_t i = 0; i < tq; ++i) {
         const int64_t pq = q_pos.positions[size_t(qt.begin + i)];
-        const int64_t prefix = VisiblePrefix(k_pos.positions, kt, pair.cover, pq);
+        const int64_t lo = VisibleFrom(q_pos.mask(), b, pq);
         for (int64_t g = 0; g < s.group; ++g) {
           const int64_t r = g * tq + i;
-          if (prefix < 0) MaskRow(p + r * tk, k_pos.positions, kt, pq);
-          ProbabilityRow(p + r * tk, tk, prefix < 0 ? tk : prefix, w.lse[size_t(r)]);
+          float* row = p + r * tk;
+          VisibleRow(row, k_pos.positions, kt, pair.cover, lo, pq,
+                     [&](int64_t first, int64_t n, int64_t visible) {
+                       ProbabilityRow(row + first, n, visible, w.lse[size_t(r)]);
+                     });
         }
       }
       Gemm(true, false, tk, s.dim, rows, p, tk, w.a.data(), s.dim, 1.0f, dvp + kv_offset,

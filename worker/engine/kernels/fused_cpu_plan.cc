@@ -41,28 +41,39 @@ Cover CoverOf(const Tile& q, const Tile& k) {
 }
 
 Plan MakePlan(const std::vector<int64_t>& q_positions, const std::vector<int64_t>& k_positions,
-              int64_t group, int64_t q_tile, int64_t kv_tile) {
+              int64_t group, int64_t q_tile, int64_t kv_tile, const DocumentMask* mask) {
   Plan plan;
   plan.q_tiles = MakeTiles(q_positions, q_tile);
   plan.k_tiles = MakeTiles(k_positions, kv_tile);
-  for (const Tile& qt : plan.q_tiles) {
-    std::vector<Plan::Pair> pairs;
-    int64_t cost = 0;
-    for (int64_t j = 0; j < int64_t(plan.k_tiles.size()); ++j) {
-      const Cover cover = CoverOf(qt, plan.k_tiles[size_t(j)]);
-      if (cover == Cover::kHidden) continue;
-      pairs.push_back({j, cover});
-      cost += group * qt.size() * plan.k_tiles[size_t(j)].size();
+  plan.rows = mask == nullptr ? 1 : mask->rows();
+  for (int64_t row = 0; row < plan.rows; ++row) {
+    for (const Tile& qt : plan.q_tiles) {
+      std::vector<Plan::Pair> pairs;
+      int64_t cost = 0;
+      for (int64_t j = 0; j < int64_t(plan.k_tiles.size()); ++j) {
+        const Tile& kt = plan.k_tiles[size_t(j)];
+        const Cover cover = mask == nullptr
+                                ? CoverOf(qt, kt)
+                                : CoverOfTile(q_positions.data() + qt.begin, qt.size(),
+                                              k_positions.data() + kt.begin, kt.size(), mask, row);
+        if (cover == Cover::kHidden) continue;
+        pairs.push_back({j, cover});
+        cost += group * qt.size() * kt.size();
+      }
+      plan.pairs.push_back(std::move(pairs));
+      plan.item_cost.push_back(cost);
     }
-    plan.pairs.push_back(std::move(pairs));
-    plan.item_cost.push_back(cost);
   }
   return plan;
 }
 
 std::vector<int64_t> SplitByCost(const Plan& plan, int64_t items, int64_t parts) {
   const int64_t tiles = plan.q_tile_count();
-  auto cost = [&](int64_t item) { return plan.item_cost[size_t(item % tiles)] + 1; };
+  const int64_t per_row = items / plan.rows;  // items of one batch row (Hk · tiles)
+  auto cost = [&](int64_t item) {
+    const int64_t row = plan.rows == 1 ? 0 : item / per_row;
+    return plan.item_cost[size_t(row * tiles + item % tiles)] + 1;
+  };
   int64_t total = 0;
   for (int64_t i = 0; i < items; ++i) total += cost(i);
   std::vector<int64_t> bounds = {0};
@@ -77,17 +88,18 @@ std::vector<int64_t> SplitByCost(const Plan& plan, int64_t items, int64_t parts)
   return bounds;
 }
 
-int64_t VisiblePrefix(const std::vector<int64_t>& k_positions, const Tile& kt, Cover cover,
-                      int64_t pq) {
-  if (cover == Cover::kFull) return kt.size();
-  if (!kt.ascending) return -1;
-  const auto first = k_positions.begin() + kt.begin, last = k_positions.begin() + kt.end;
-  return std::upper_bound(first, last, pq) - first;
+KeyRange VisibleColumns(const std::vector<int64_t>& k_positions, const Tile& kt, Cover cover,
+                        int64_t lo, int64_t pq) {
+  if (cover == Cover::kFull) return {0, kt.size()};
+  if (!kt.ascending) return {-1, -1};
+  return VisibleKeys(k_positions.data() + kt.begin, kt.size(), lo, pq);
 }
 
-void MaskRow(float* s, const std::vector<int64_t>& k_positions, const Tile& kt, int64_t pq) {
+void MaskRow(float* s, const std::vector<int64_t>& k_positions, const Tile& kt, int64_t lo,
+             int64_t pq) {
   for (int64_t j = 0; j < kt.size(); ++j) {
-    if (k_positions[size_t(kt.begin + j)] > pq) s[j] = -std::numeric_limits<float>::infinity();
+    const int64_t pk = k_positions[size_t(kt.begin + j)];
+    if (pk > pq || pk < lo) s[j] = -std::numeric_limits<float>::infinity();
   }
 }
 

@@ -13,9 +13,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// How a (query tile, key tile) pair is masked.
-enum class TileCover { kHidden, kFull, kPartial };
-
 struct Range {
   int64_t begin;
   int64_t end;
@@ -30,21 +27,19 @@ std::vector<Range> Tiles(int64_t length, int64_t tile) {
   return tiles;
 }
 
-struct MinMax {
-  int64_t min;
-  int64_t max;
-};
-
-MinMax PositionRange(const std::vector<int64_t>& positions, Range r) {
-  const auto [lo, hi] = std::minmax_element(positions.begin() + r.begin, positions.begin() + r.end);
-  return {*lo, *hi};
+// How query tile `qr` of batch row `row` sees key tile `kr` (document_mask.h's CoverOfTile).
+TileCover Classify(MaskKind mask, const BlockPositions& q_pos, const BlockPositions& k_pos,
+                   Range qr, Range kr, int64_t row) {
+  if (mask == MaskKind::kNone) return TileCover::kFull;
+  return CoverOfTile(q_pos.positions.data() + qr.begin, qr.size(),
+                     k_pos.positions.data() + kr.begin, kr.size(), q_pos.mask(), row);
 }
 
-TileCover Classify(MaskKind mask, MinMax q, MinMax k) {
-  if (mask == MaskKind::kNone) return TileCover::kFull;
-  if (k.min > q.max) return TileCover::kHidden;
-  if (k.max <= q.min) return TileCover::kFull;
-  return TileCover::kPartial;
+// (L,) int64: where the document of each query of batch row `row` starts (0 without documents).
+at::Tensor QueryStarts(const BlockPositions& q_pos, int64_t row) {
+  std::vector<int64_t> lo(q_pos.positions.size(), 0);
+  for (size_t i = 0; i < lo.size(); ++i) lo[i] = VisibleFrom(q_pos.mask(), row, q_pos.positions[i]);
+  return torch::tensor(lo, torch::kInt64);
 }
 
 // Shapes shared by forward and backward of one block.
@@ -76,21 +71,23 @@ void ScatterQueryRows(at::Tensor& x, const BlockShape& s, Range r, const at::Ten
       .copy_(rows.view({s.batch, s.kv_heads, s.group, r.size(), x.size(-1)}));
 }
 
-// (G·Tq, Tk) mask, true where the key is hidden from the query.
-at::Tensor HiddenMask(const at::Tensor& q_pos, const at::Tensor& k_pos, Range qr, Range kr,
-                      int64_t group) {
+// (G·Tq, Tk) mask, true where the key is hidden from the query: after it, or before the start of
+// its document (`q_lo`).
+at::Tensor HiddenMask(const at::Tensor& q_pos, const at::Tensor& q_lo, const at::Tensor& k_pos,
+                      Range qr, Range kr, int64_t group) {
   const at::Tensor qp = q_pos.narrow(0, qr.begin, qr.size()).view({qr.size(), 1});
+  const at::Tensor lo = q_lo.narrow(0, qr.begin, qr.size()).view({qr.size(), 1});
   const at::Tensor kp = k_pos.narrow(0, kr.begin, kr.size()).view({1, kr.size()});
-  return at::gt(kp, qp).repeat({group, 1});
+  return at::logical_or(at::gt(kp, qp), at::lt(kp, lo)).repeat({group, 1});
 }
 
 // Scores of one tile pair: (B, Hk, G·Tq, Tk), masked entries −inf.
 at::Tensor TileScores(const at::Tensor& q_rows, const at::Tensor& k_tile, double scale,
-                      TileCover cover, const at::Tensor& q_pos, const at::Tensor& k_pos, Range qr,
-                      Range kr, int64_t group) {
+                      TileCover cover, const at::Tensor& q_pos, const at::Tensor& q_lo,
+                      const at::Tensor& k_pos, Range qr, Range kr, int64_t group) {
   at::Tensor scores = at::matmul(q_rows, k_tile.transpose(-1, -2)).mul_(scale);
   if (cover == TileCover::kPartial) {
-    scores.masked_fill_(HiddenMask(q_pos, k_pos, qr, kr, group), kNegInf);
+    scores.masked_fill_(HiddenMask(q_pos, q_lo, k_pos, qr, kr, group), kNegInf);
   }
   return scores;
 }
@@ -118,9 +115,13 @@ AttentionComputeTimer::~AttentionComputeTimer() {
 
 at::Tensor BlockPositions::AsTensor() const { return torch::tensor(positions, torch::kInt64); }
 
-BlockOutput AttentionBlockForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  const BlockPositions& q_pos, const BlockPositions& k_pos,
-                                  MaskKind mask, double scale, const AttentionTiling& tiling) {
+namespace {
+
+// One block of batch rows that share their mask: all rows without documents, or batch row `row`
+// alone (q, k, v narrowed to it) with them.
+BlockOutput ForwardRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                        const BlockPositions& q_pos, const BlockPositions& k_pos, MaskKind mask,
+                        double scale, const AttentionTiling& tiling, int64_t row) {
   const BlockShape s = ShapeOf(q, k);
   TORCH_CHECK(static_cast<int64_t>(q_pos.positions.size()) == s.lq &&
                   static_cast<int64_t>(k_pos.positions.size()) == s.lk,
@@ -128,16 +129,16 @@ BlockOutput AttentionBlockForward(const at::Tensor& q, const at::Tensor& k, cons
   at::Tensor out = at::zeros({s.batch, s.heads, s.lq, s.dim}, q.options());
   at::Tensor lse = at::full({s.batch, s.heads, s.lq, 1}, kNegInf, q.options());
   const at::Tensor q_pos_t = q_pos.AsTensor().to(q.device());
+  const at::Tensor q_lo_t = QueryStarts(q_pos, row).to(q.device());
   const at::Tensor k_pos_t = k_pos.AsTensor().to(q.device());
   const std::vector<Range> k_tiles = Tiles(s.lk, tiling.kv_tile);
   int64_t scores_computed = 0;
 
   for (const Range qr : Tiles(s.lq, tiling.q_tile)) {
-    const MinMax q_range = PositionRange(q_pos.positions, qr);
     at::Tensor q_rows;  // gathered lazily: a fully hidden query tile costs nothing
     at::Tensor acc, row_max, row_sum;
     for (const Range kr : k_tiles) {
-      const TileCover cover = Classify(mask, q_range, PositionRange(k_pos.positions, kr));
+      const TileCover cover = Classify(mask, q_pos, k_pos, qr, kr, row);
       if (cover == TileCover::kHidden) continue;
       if (!q_rows.defined()) {
         q_rows = GatherQueryRows(q, s, qr);
@@ -149,7 +150,7 @@ BlockOutput AttentionBlockForward(const at::Tensor& q, const at::Tensor& k, cons
       const at::Tensor v_tile = v.narrow(2, kr.begin, kr.size());
       scores_computed += s.batch * s.heads * qr.size() * kr.size();
       at::Tensor scores =
-          TileScores(q_rows, k_tile, scale, cover, q_pos_t, k_pos_t, qr, kr, s.group);
+          TileScores(q_rows, k_tile, scale, cover, q_pos_t, q_lo_t, k_pos_t, qr, kr, s.group);
       const at::Tensor new_max = at::maximum(row_max, std::get<0>(scores.max(-1, true)));
       // A row with nothing visible yet keeps max −inf; shift by 0 there so exp gives 0, not NaN.
       const at::Tensor shift = at::where(at::isinf(new_max), at::zeros_like(new_max), new_max);
@@ -170,16 +171,16 @@ BlockOutput AttentionBlockForward(const at::Tensor& q, const at::Tensor& k, cons
   return {out, lse.squeeze(-1), scores_computed};
 }
 
-BlockGrads AttentionBlockBackward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  const at::Tensor& dout, const at::Tensor& delta,
-                                  const at::Tensor& lse, const BlockPositions& q_pos,
-                                  const BlockPositions& k_pos, MaskKind mask, double scale,
-                                  const AttentionTiling& tiling) {
+BlockGrads BackwardRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                        const at::Tensor& dout, const at::Tensor& delta, const at::Tensor& lse,
+                        const BlockPositions& q_pos, const BlockPositions& k_pos, MaskKind mask,
+                        double scale, const AttentionTiling& tiling, int64_t row) {
   const BlockShape s = ShapeOf(q, k);
   at::Tensor dq = at::zeros_like(q);
   at::Tensor dk = at::zeros_like(k);
   at::Tensor dv = at::zeros_like(v);
   const at::Tensor q_pos_t = q_pos.AsTensor().to(q.device());
+  const at::Tensor q_lo_t = QueryStarts(q_pos, row).to(q.device());
   const at::Tensor k_pos_t = k_pos.AsTensor().to(q.device());
   // Rows that saw no key anywhere have lse −inf and no visible scores; subtract 0 there instead.
   const at::Tensor lse_safe = at::where(at::isinf(lse), at::zeros_like(lse), lse).unsqueeze(-1);
@@ -187,10 +188,9 @@ BlockGrads AttentionBlockBackward(const at::Tensor& q, const at::Tensor& k, cons
   const std::vector<Range> k_tiles = Tiles(s.lk, tiling.kv_tile);
 
   for (const Range qr : Tiles(s.lq, tiling.q_tile)) {
-    const MinMax q_range = PositionRange(q_pos.positions, qr);
     at::Tensor q_rows, dout_rows, lse_rows, delta_rows, dq_rows;
     for (const Range kr : k_tiles) {
-      const TileCover cover = Classify(mask, q_range, PositionRange(k_pos.positions, kr));
+      const TileCover cover = Classify(mask, q_pos, k_pos, qr, kr, row);
       if (cover == TileCover::kHidden) continue;
       if (!q_rows.defined()) {
         q_rows = GatherQueryRows(q, s, qr);
@@ -202,7 +202,7 @@ BlockGrads AttentionBlockBackward(const at::Tensor& q, const at::Tensor& k, cons
       const at::Tensor k_tile = k.narrow(2, kr.begin, kr.size());
       const at::Tensor v_tile = v.narrow(2, kr.begin, kr.size());
       at::Tensor scores =
-          TileScores(q_rows, k_tile, scale, cover, q_pos_t, k_pos_t, qr, kr, s.group);
+          TileScores(q_rows, k_tile, scale, cover, q_pos_t, q_lo_t, k_pos_t, qr, kr, s.group);
       const at::Tensor probs = scores.sub_(lse_rows).exp_();  // (B, Hk, G·Tq, Tk)
       dv.narrow(2, kr.begin, kr.size()).add_(at::matmul(probs.transpose(-1, -2), dout_rows));
       at::Tensor dscores = at::matmul(dout_rows, v_tile.transpose(-1, -2));  // dP
@@ -213,6 +213,50 @@ BlockGrads AttentionBlockBackward(const at::Tensor& q, const at::Tensor& k, cons
     if (dq_rows.defined()) ScatterQueryRows(dq, s, qr, dq_rows);
   }
   return {dq, dk, dv};
+}
+
+at::Tensor Row(const at::Tensor& x, int64_t b) { return x.narrow(0, b, 1); }
+
+}  // namespace
+
+BlockOutput AttentionBlockForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                  MaskKind mask, double scale, const AttentionTiling& tiling) {
+  if (q_pos.mask() == nullptr || mask == MaskKind::kNone) {
+    return ForwardRows(q, k, v, q_pos, k_pos, mask, scale, tiling, 0);
+  }
+  // Documents differ from row to row: each row its own tiles.
+  TORCH_CHECK(q_pos.mask()->rows() == q.size(0), "document mask has ", q_pos.mask()->rows(),
+              " rows for a batch of ", q.size(0));
+  std::vector<at::Tensor> outs, lses;
+  int64_t scores = 0;
+  for (int64_t b = 0; b < q.size(0); ++b) {
+    BlockOutput r =
+        ForwardRows(Row(q, b), Row(k, b), Row(v, b), q_pos, k_pos, mask, scale, tiling, b);
+    outs.push_back(r.out);
+    lses.push_back(r.lse);
+    scores += r.scores_computed;
+  }
+  return {at::cat(outs), at::cat(lses), scores};
+}
+
+BlockGrads AttentionBlockBackward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const at::Tensor& dout, const at::Tensor& delta,
+                                  const at::Tensor& lse, const BlockPositions& q_pos,
+                                  const BlockPositions& k_pos, MaskKind mask, double scale,
+                                  const AttentionTiling& tiling) {
+  if (q_pos.mask() == nullptr || mask == MaskKind::kNone) {
+    return BackwardRows(q, k, v, dout, delta, lse, q_pos, k_pos, mask, scale, tiling, 0);
+  }
+  std::vector<at::Tensor> dq, dk, dv;
+  for (int64_t b = 0; b < q.size(0); ++b) {
+    BlockGrads g = BackwardRows(Row(q, b), Row(k, b), Row(v, b), Row(dout, b), Row(delta, b),
+                                Row(lse, b), q_pos, k_pos, mask, scale, tiling, b);
+    dq.push_back(g.dq);
+    dk.push_back(g.dk);
+    dv.push_back(g.dv);
+  }
+  return {at::cat(dq), at::cat(dk), at::cat(dv)};
 }
 
 void MergeBlockInto(at::Tensor& out, at::Tensor& lse, const BlockOutput& block) {

@@ -11,14 +11,17 @@
 #define RINGTRAIN_WORKER_ENGINE_KERNELS_TILED_ATTENTION_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <ATen/Tensor.h>
 
+#include "worker/engine/kernels/document_mask.h"
+
 namespace ringtrain {
 
 // Which keys a query sees. kCausal: key at position p_k is visible to a query at p_q iff p_k <=
-// p_q.
+// p_q — and, with a DocumentMask on the query side, p_k is in the query's document as well.
 enum class MaskKind { kNone, kCausal };
 
 struct AttentionTiling {
@@ -30,7 +33,14 @@ struct AttentionTiling {
 // Kept on the host: tile-level mask decisions (skip / full / partial) are made without tensor ops.
 struct BlockPositions {
   std::vector<int64_t> positions;  // (L,)
-  at::Tensor AsTensor() const;     // (L,) int64
+  // Packed documents (document_mask.h), by global position, for every batch row: on the query
+  // side, what hides keys of other documents. Null: plain causal.
+  std::shared_ptr<const DocumentMask> documents;
+  // Under context parallelism, every CP rank's positions for this batch (the document balancer
+  // plans them per batch); null when the layout is the fixed one of the load balancer.
+  std::shared_ptr<const std::vector<std::vector<int64_t>>> cp_layout;
+  at::Tensor AsTensor() const;  // (L,) int64
+  const DocumentMask* mask() const { return documents.get(); }
 };
 
 struct BlockOutput {
@@ -71,6 +81,7 @@ struct AttentionStats {
   double compute_cpu_seconds = 0;  // this thread's CPU time in the same
   int64_t scores_computed = 0;     // q·k score elements computed in forward (B·H·rows·cols)
   std::vector<int64_t> scores_per_step;  // forward, per ring step of the last call
+  int64_t blocks_skipped = 0;  // ring blocks (forward and backward) no query here could see
   void Reset() { *this = AttentionStats{}; }
 };
 

@@ -325,22 +325,33 @@ PendingWork Communicator::AllToAll(c10d::ProcessGroup& group, at::Tensor& output
 
 PendingWork Communicator::SendRecv(c10d::ProcessGroup& group, const at::Tensor& send, int to,
                                    at::Tensor& recv, int from, int tag) {
+  return Exchange(group, {{send, to}}, {{&recv, from}}, tag);
+}
+
+PendingWork Communicator::Exchange(c10d::ProcessGroup& group,
+                                   const std::vector<std::pair<at::Tensor, int>>& sends,
+                                   const std::vector<std::pair<at::Tensor*, int>>& recvs, int tag) {
   PendingWork work;
-  auto send_buffer = Buffer({Stage(send)});
-  auto recv_buffer = Buffer({StageOutput(recv, work)});
-  if (UsesNccl()) {
-    // One NCCL group: each rank's send waits for its peer's receive, so separate calls can
-    // deadlock when both ranks of a pair send first.
-    group.startCoalescing(c10::DeviceType::CUDA);
-    group.send(*send_buffer, to, tag);
-    group.recv(*recv_buffer, from, tag);
-    work.works_.push_back(group.endCoalescing(c10::DeviceType::CUDA));
-  } else {
-    work.works_.push_back(group.send(*send_buffer, to, tag));
-    work.works_.push_back(group.recv(*recv_buffer, from, tag));
+  if (sends.empty() && recvs.empty()) return work;
+  std::vector<std::shared_ptr<std::vector<at::Tensor>>> send_buffers, recv_buffers;
+  for (const auto& [tensor, to] : sends) send_buffers.push_back(Buffer({Stage(tensor)}));
+  for (const auto& [tensor, from] : recvs) {
+    recv_buffers.push_back(Buffer({StageOutput(*tensor, work)}));
   }
-  work.buffers_.push_back(std::move(send_buffer));
-  work.buffers_.push_back(std::move(recv_buffer));
+  // On NCCL one group: each rank's send waits for its peer's receive, so separate calls can
+  // deadlock when both ranks of a pair send first.
+  if (UsesNccl()) group.startCoalescing(c10::DeviceType::CUDA);
+  for (size_t i = 0; i < sends.size(); ++i) {
+    auto w = group.send(*send_buffers[i], sends[i].second, tag);
+    if (!UsesNccl()) work.works_.push_back(std::move(w));
+  }
+  for (size_t i = 0; i < recvs.size(); ++i) {
+    auto w = group.recv(*recv_buffers[i], recvs[i].second, tag);
+    if (!UsesNccl()) work.works_.push_back(std::move(w));
+  }
+  if (UsesNccl()) work.works_.push_back(group.endCoalescing(c10::DeviceType::CUDA));
+  for (auto& b : send_buffers) work.buffers_.push_back(std::move(b));
+  for (auto& b : recv_buffers) work.buffers_.push_back(std::move(b));
   return work;
 }
 

@@ -89,6 +89,8 @@ struct CommStats {
   // of the ring transfers the compute did not hide. (Gloo's Work::isCompleted only turns true in
   // wait(), so whether a transfer finished early cannot be observed directly.)
   double ring_wait_seconds = 0;
+  int64_t kv_blocks_sent = 0;   // ring attention's K/V blocks sent (forward and backward)
+  int64_t ring_bytes_sent = 0;  // ring attention's K/V and dK/dV bytes (also in bytes_sent)
   void Reset() { *this = CommStats{}; }
 };
 
@@ -147,6 +149,12 @@ class Communicator {
   // operation (an NCCL group on NCCL).
   PendingWork SendRecv(c10d::ProcessGroup& group, const at::Tensor& send, int to, at::Tensor& recv,
                        int from, int tag);
+  // Point-to-point transfers as one operation: each (tensor, group rank) of `sends` sent, each of
+  // `recvs` (allocated, the sender's shape) received; either may be empty. At most one transfer
+  // per peer and direction with one `tag`.
+  PendingWork Exchange(c10d::ProcessGroup& group,
+                       const std::vector<std::pair<at::Tensor, int>>& sends,
+                       const std::vector<std::pair<at::Tensor*, int>>& recvs, int tag);
   // Waits for `work` (then a no-op), counting the time as communication wait, and copies staged
   // results to their device tensors. Throws CommError when it failed.
   void Wait(PendingWork& work);

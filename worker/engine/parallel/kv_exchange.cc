@@ -36,31 +36,64 @@ class RingGroup {
     return absl::StrCat("ring attention: exchange of ", what, " (send to cp rank ", next_,
                         ", receive from cp rank ", prev_, ")");
   }
+  // A K/V block or a dK/dV accumulator sent: into the communicator's figures.
+  void CountSent(const at::Tensor& t, bool kv_block) const {
+    CommStats& stats = comm_->stats();
+    stats.bytes_sent += t.nbytes();
+    stats.ring_bytes_sent += t.nbytes();
+    stats.kv_blocks_sent += kv_block ? 1 : 0;
+  }
+  int64_t Mod(int64_t r) const { return ((r % cp_) + cp_) % cp_; }
+  bool Needs(int64_t dst, int64_t src) const {
+    return (*needs_)[size_t(Mod(dst))][size_t(Mod(src))];
+  }
+  // Whether block `src`, at rank src + step after step `step`, must go on to the next rank: some
+  // rank further round still needs it.
+  bool GoesOn(int64_t src, int64_t step) const {
+    for (int64_t j = step + 1; j < cp_; ++j) {
+      if (Needs(src + j, src)) return true;
+    }
+    return false;
+  }
 
   Communicator* comm_;
   int64_t cp_, cp_rank_;
   int next_, prev_;
+  BlockNeeds needs_storage_;
+  const BlockNeeds* needs_ = &needs_storage_;
 };
 
 class AllToAllExchange : public KvExchange, RingGroup {
  public:
   using RingGroup::RingGroup;
 
-  void Begin(const at::Tensor& kv) override {
+  void Begin(const at::Tensor& kv, const BlockNeeds& needs) override {
+    needs_storage_ = needs;
     current_ = kv;
+    shape_ = kv;
+    own_ = at::Tensor();
     acc_in_ = at::Tensor();
     acc_transfer_ = PendingWork{};
   }
 
   void Prefetch(int64_t step) override {
     transfer_ = PendingWork{};
+    next_block_ = at::Tensor();
     if (step + 1 >= cp_) return;
-    // The next step's block, issued before this step's compute so the two overlap.
-    next_block_ = torch::empty_like(current_);
-    transfer_ = CommCall(Exchange("K/V"), [&] {
-      return comm_->SendRecv(comm_->cp_group(), current_, next_, next_block_, prev_, kKvTag);
-    });
-    comm_->stats().bytes_sent += current_.nbytes();
+    // The next step's block, issued before this step's compute so the two overlap; a block goes
+    // on only while a rank further round needs it.
+    std::vector<std::pair<at::Tensor, int>> sends;
+    std::vector<std::pair<at::Tensor*, int>> recvs;
+    if (GoesOn(cp_rank_ - step, step)) {
+      sends.push_back({current_, next_});
+      CountSent(current_, /*kv_block=*/true);
+    }
+    if (GoesOn(cp_rank_ - step - 1, step)) {
+      next_block_ = torch::empty_like(shape_);
+      recvs.push_back({&next_block_, prev_});
+    }
+    transfer_ = CommCall(Exchange("K/V"),
+                         [&] { return comm_->Exchange(comm_->cp_group(), sends, recvs, kKvTag); });
   }
 
   const at::Tensor& Block(int64_t) override { return current_; }
@@ -71,31 +104,49 @@ class AllToAllExchange : public KvExchange, RingGroup {
         WaitOverlapped(*comm_, transfer_);
         return 0;
       });
-      current_ = next_block_;
     }
+    current_ = next_block_;
     if (step + 1 == cp_) {
       // The pass is over: hold no block until the next one (a forward pass ends here).
       current_ = at::Tensor();
       next_block_ = at::Tensor();
+      shape_ = at::Tensor();
     }
   }
 
   void AddBlockGrad(int64_t step, const at::Tensor& dkv) override {
-    at::Tensor acc = dkv;
-    if (step > 0) {
+    const int64_t src = cp_rank_ - step;  // the block held at this step
+    if (acc_transfer_.pending()) {
       CommCall(Exchange("dK/dV"), [&] {
         WaitOverlapped(*comm_, acc_transfer_);
         return 0;
       });
-      acc = acc_in_.add_(acc);  // the owner's contribution first, then ring order
     }
-    // The accumulator goes on to the next rank, which holds this block at the next step (or,
-    // after the last step, owns it); the one for the block of the next step arrives from prev.
-    acc_in_ = torch::empty_like(acc);
+    // A block's accumulator goes round the ring (to arrive home after the last step) only when
+    // some other rank needed the block.
+    const bool travels = GoesOn(src, 0);
+    at::Tensor acc;
+    if (step == 0) {
+      own_ = dkv;
+      acc = dkv;
+    } else if (travels) {
+      acc = dkv.defined() ? acc_in_.add_(dkv) : acc_in_;  // the owner's first, then ring order
+    }
+    std::vector<std::pair<at::Tensor, int>> sends;
+    std::vector<std::pair<at::Tensor*, int>> recvs;
+    if (travels) {
+      sends.push_back({acc, next_});
+      CountSent(acc, /*kv_block=*/false);
+    }
+    // The accumulator of the block this rank holds next (or, after the last step, its own).
+    acc_in_ = at::Tensor();
+    if (GoesOn(src - 1, 0)) {
+      acc_in_ = torch::empty_like(own_);
+      recvs.push_back({&acc_in_, prev_});
+    }
     acc_transfer_ = CommCall(Exchange("dK/dV"), [&] {
-      return comm_->SendRecv(comm_->cp_group(), acc, next_, acc_in_, prev_, kDkvTag);
+      return comm_->Exchange(comm_->cp_group(), sends, recvs, kDkvTag);
     });
-    comm_->stats().bytes_sent += acc.nbytes();
   }
 
   at::Tensor FinishGrads() override {
@@ -103,13 +154,15 @@ class AllToAllExchange : public KvExchange, RingGroup {
       comm_->Wait(acc_transfer_);
       return 0;
     });
-    return acc_in_;
+    return GoesOn(cp_rank_, 0) ? acc_in_ : own_;
   }
 
  private:
-  at::Tensor current_;     // the block held at the current step
+  at::Tensor current_;     // the block held at the current step (undefined: not here)
   at::Tensor next_block_;  // where the next step's block arrives
+  at::Tensor shape_;       // this pass's own block: the shape of the blocks to receive
   PendingWork transfer_;
+  at::Tensor own_;     // backward: this rank's contribution to its own block
   at::Tensor acc_in_;  // the dK/dV accumulator of the block this rank holds next, from prev
   PendingWork acc_transfer_;
 };
@@ -118,56 +171,82 @@ class AllGatherExchange : public KvExchange, RingGroup {
  public:
   using RingGroup::RingGroup;
 
-  void Begin(const at::Tensor& kv) override {
-    std::vector<at::Tensor> gathered;
-    for (int64_t r = 0; r < cp_; ++r) gathered.push_back(torch::empty_like(kv));
-    comm_->stats().bytes_sent += kv.nbytes() * (cp_ - 1);
+  // Each block goes to the ranks that need it, point to point.
+  void Begin(const at::Tensor& kv, const BlockNeeds& needs) override {
+    needs_storage_ = needs;
+    std::vector<at::Tensor> gathered(static_cast<size_t>(cp_));
+    std::vector<std::pair<at::Tensor, int>> sends;
+    std::vector<std::pair<at::Tensor*, int>> recvs;
+    gathered[size_t(cp_rank_)] = kv;
+    for (int64_t r = 0; r < cp_; ++r) {
+      if (r == cp_rank_) continue;
+      if (Needs(r, cp_rank_)) {
+        sends.push_back({kv, int(r)});
+        CountSent(kv, /*kv_block=*/true);
+      }
+      if (Needs(cp_rank_, r)) gathered[size_t(r)] = torch::empty_like(kv);
+    }
+    for (int64_t r = 0; r < cp_; ++r) {
+      if (r != cp_rank_ && gathered[size_t(r)].defined())
+        recvs.push_back({&gathered[size_t(r)], int(r)});
+    }
     CommCall(absl::StrCat("ring attention: all-gather of K/V with cp rank ", prev_), [&] {
-      PendingWork work = comm_->AllGather(comm_->cp_group(), gathered, kv);
+      PendingWork work = comm_->Exchange(comm_->cp_group(), sends, recvs, kKvTag);
       comm_->Wait(work);
       return 0;
     });
     gathered_ = std::move(gathered);
-    dkv_all_ = at::Tensor();
+    contributions_.assign(size_t(cp_), at::Tensor());
   }
 
   void Prefetch(int64_t) override {}
   const at::Tensor& Block(int64_t step) override {
-    return gathered_[RingSource(cp_rank_, cp_, step)];
+    return gathered_[size_t(RingSource(cp_rank_, cp_, step))];
   }
   void Advance(int64_t step) override {
     if (step + 1 == cp_) gathered_.clear();  // the pass is over: hold no block until the next one
   }
 
   void AddBlockGrad(int64_t step, const at::Tensor& dkv) override {
-    if (!dkv_all_.defined()) {
-      // Slot j holds this rank's contribution to block j.
-      std::vector<int64_t> shape = {cp_};
-      for (int64_t d : dkv.sizes()) shape.push_back(d);
-      dkv_all_ = torch::empty(shape, dkv.options());
-    }
-    dkv_all_[RingSource(cp_rank_, cp_, step)].copy_(dkv);
+    contributions_[size_t(RingSource(cp_rank_, cp_, step))] = dkv;
   }
 
   at::Tensor FinishGrads() override {
-    // Reduce-scatter as one all-to-all: rank j receives every rank's contribution to block j.
-    at::Tensor received = torch::empty_like(dkv_all_);
-    comm_->stats().bytes_sent += dkv_all_.nbytes() / cp_ * (cp_ - 1);
+    // Each contribution to its block's owner; from each rank that needed this rank's block, its.
+    const at::Tensor& own = contributions_[size_t(cp_rank_)];
+    std::vector<at::Tensor> received(static_cast<size_t>(cp_));
+    std::vector<std::pair<at::Tensor, int>> sends;
+    std::vector<std::pair<at::Tensor*, int>> recvs;
+    for (int64_t r = 0; r < cp_; ++r) {
+      if (r == cp_rank_) continue;
+      if (contributions_[size_t(r)].defined()) {
+        sends.push_back({contributions_[size_t(r)], int(r)});
+        CountSent(contributions_[size_t(r)], /*kv_block=*/false);
+      }
+      if (Needs(r, cp_rank_)) received[size_t(r)] = torch::empty_like(own);
+    }
+    for (int64_t r = 0; r < cp_; ++r) {
+      if (r != cp_rank_ && received[size_t(r)].defined())
+        recvs.push_back({&received[size_t(r)], int(r)});
+    }
     CommCall(absl::StrCat("ring attention: reduce-scatter of dK/dV with cp rank ", prev_), [&] {
-      PendingWork work = comm_->AllToAll(comm_->cp_group(), received, dkv_all_);
+      PendingWork work = comm_->Exchange(comm_->cp_group(), sends, recvs, kDkvTag);
       comm_->Wait(work);
       return 0;
     });
     // Sum in ring order (owner first, then r+1, r+2, …), the order the alltoall method uses.
-    at::Tensor dkv = received[cp_rank_].clone();
-    for (int64_t i = 1; i < cp_; ++i) dkv.add_(received[(cp_rank_ + i) % cp_]);
-    dkv_all_ = at::Tensor();
+    at::Tensor dkv = own.clone();
+    for (int64_t i = 1; i < cp_; ++i) {
+      const at::Tensor& part = received[size_t((cp_rank_ + i) % cp_)];
+      if (part.defined()) dkv.add_(part);
+    }
+    contributions_.clear();
     return dkv;
   }
 
  private:
-  std::vector<at::Tensor> gathered_;  // every cp rank's block, by cp rank
-  at::Tensor dkv_all_;                // (cp, 2, B, Hk, Lc, D)
+  std::vector<at::Tensor> gathered_;       // by cp rank: the blocks this rank needs
+  std::vector<at::Tensor> contributions_;  // by cp rank: this rank's dK/dV of that block
 };
 
 }  // namespace

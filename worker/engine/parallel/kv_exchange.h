@@ -14,12 +14,19 @@
 // Both sum a block's gradient in the same order (the owner's contribution first, then ring order),
 // so the two methods agree bitwise.
 //
+// Blocks no query of a rank can see (BlockNeeds: the mask — causal, or packed documents — decides
+// from the batch's layout) are not computed there (ring_attention.cc), and not sent where the
+// method allows: allgather sends each block only to the ranks that need it, and its dK/dV only
+// from them; alltoall forwards a block only as far round the ring as a rank still needs it, and a
+// block's dK/dV accumulator goes round only when some other rank needed the block.
+//
 // Blocks are (2, B, Hk, Lc, D): K and V stacked. Failures throw CommError naming the peer.
 #ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_KV_EXCHANGE_H_
 #define RINGTRAIN_WORKER_ENGINE_PARALLEL_KV_EXCHANGE_H_
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <ATen/Tensor.h>
 
@@ -33,18 +40,24 @@ inline int64_t RingSource(int64_t cp_rank, int64_t cp, int64_t step) {
   return ((cp_rank - step) % cp + cp) % cp;
 }
 
+// needs[dst][src]: whether some query of cp rank dst sees some key of cp rank src's block. The
+// diagonal is always true (a token sees itself).
+using BlockNeeds = std::vector<std::vector<bool>>;
+
 class KvExchange {
  public:
   virtual ~KvExchange() = default;
-  // Starts a pass from this rank's own block `kv`; forgets the previous pass.
-  virtual void Begin(const at::Tensor& kv) = 0;
+  // Starts a pass from this rank's own block `kv`; forgets the previous pass. `needs` (the same
+  // on every rank of the group, kept until the next Begin) says which blocks go where.
+  virtual void Begin(const at::Tensor& kv, const BlockNeeds& needs) = 0;
   // Before step `step`'s compute: starts what the next step needs.
   virtual void Prefetch(int64_t step) = 0;
-  // The block held at `step`; valid until Advance(step).
+  // The block held at `step` (defined when this rank needs it); valid until Advance(step).
   virtual const at::Tensor& Block(int64_t step) = 0;
   // After step `step`'s compute: waits until the next step's block is here.
   virtual void Advance(int64_t step) = 0;
-  // Backward: this rank's contribution dkv to the gradient of the block held at `step`.
+  // Backward, at every step: this rank's contribution dkv to the gradient of the block held at
+  // `step`; undefined when it computed none (the block was hidden from it).
   virtual void AddBlockGrad(int64_t step, const at::Tensor& dkv) = 0;
   // Backward, after the last step: the gradient of this rank's own block, summed over the group.
   virtual at::Tensor FinishGrads() = 0;

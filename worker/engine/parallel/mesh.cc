@@ -1,6 +1,7 @@
 #include "worker/engine/parallel/mesh.h"
 
 #include "absl/strings/str_format.h"
+#include "worker/engine/parallel/document_balancer.h"
 
 namespace ringtrain {
 
@@ -39,11 +40,19 @@ std::string Mesh::Describe() const {
 }
 
 int64_t ShardChunkLength(int64_t seq_len, int64_t cp, LoadBalancer load_balancer) {
-  return load_balancer == LoadBalancer::kHeadTail ? seq_len / (2 * cp) : seq_len / cp;
+  switch (load_balancer) {
+    case LoadBalancer::kHeadTail: return seq_len / (2 * cp);
+    case LoadBalancer::kNone: return seq_len / cp;
+    case LoadBalancer::kDocument: return seq_len / DocumentChunkCount(seq_len, cp);
+  }
+  return seq_len / cp;
 }
 
 std::vector<int64_t> ShardPositions(int64_t seq_len, int64_t cp, int64_t cp_rank,
                                     LoadBalancer load_balancer) {
+  if (load_balancer == LoadBalancer::kDocument) {
+    return MakeCpLayout(seq_len, cp, load_balancer, nullptr).positions[size_t(cp_rank)];
+  }
   const int64_t chunk = ShardChunkLength(seq_len, cp, load_balancer);
   std::vector<int64_t> chunks = {cp_rank};
   if (load_balancer == LoadBalancer::kHeadTail) chunks.push_back(2 * cp - 1 - cp_rank);

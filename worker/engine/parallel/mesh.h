@@ -41,7 +41,9 @@ struct Mesh {
 // Which global sequence positions a CP rank holds, in its local order.
 //   headtail: 2·cp chunks of L/(2·cp); rank r holds chunks r and 2·cp−1−r (balanced causal work)
 //   none:     cp chunks of L/cp; rank r holds chunk r
-// Requires L divisible by 2·cp (headtail) or cp (none) — the config validation checks it.
+//   document: planned per batch from its documents (document_balancer.h); here, the plan for plain
+//             causal attention (one document), which ring attention falls back to
+// Requires L divisible by 2·cp (headtail, document) or cp (none) — the config validation checks it.
 std::vector<int64_t> ShardPositions(int64_t seq_len, int64_t cp, int64_t cp_rank,
                                     LoadBalancer load_balancer);
 

@@ -19,7 +19,7 @@ std::shared_ptr<AttentionPlan> MakeContextParallelPlan(ContextParallelMethod met
 }
 
 ShardedBatch DataSharding::Shard(const at::Tensor& inputs, const at::Tensor& labels) const {
-  ShardedBatch shard = CpShard(inputs, labels, cp_, cp_rank_, load_balancer_);
+  ShardedBatch shard = CpShard(inputs, labels, spec_);
   shard.inputs = shard.inputs.to(device_);
   shard.labels = shard.labels.to(device_);
   return shard;
@@ -93,14 +93,16 @@ std::unique_ptr<GradientPath> MakeGradientPath(const JobConfig& config, const Me
 }  // namespace
 
 Parallelized Parallelize(const JobConfig& config, const Mesh& mesh, Communicator* comm,
-                         c10::Device device, TransformerImpl& model) {
+                         c10::Device device, TransformerImpl& model,
+                         std::optional<int64_t> eos_id) {
   std::shared_ptr<AttentionPlan> attention = ApplyAttentionPlan(config, mesh, comm, device, model);
   ApplyPrecision(config, comm, model);
   ApplyActivationCheckpoint(config, model);
   model.to(device);  // initialised on the CPU (or not materialized: FSDP makes the shards)
-  return Parallelized{std::move(attention),
-                      DataSharding(mesh, config.parallelism.context_parallel_load_balancer, device),
-                      MakeGradientPath(config, mesh, comm, model)};
+  return Parallelized{
+      std::move(attention),
+      DataSharding(mesh, config.parallelism.context_parallel_load_balancer, eos_id, device),
+      MakeGradientPath(config, mesh, comm, model)};
 }
 
 }  // namespace ringtrain

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include <ATen/Tensor.h>
 #include <c10/core/Device.h>
@@ -29,17 +30,19 @@
 
 namespace ringtrain {
 
-// How a batch is split over the CP group: this rank's part, on the device.
+// How a batch is split over the CP group: this rank's part, on the device. With an EOS token
+// (model.attn_mask_type = "block_causal") the batch's document mask comes along.
 class DataSharding {
  public:
-  DataSharding(const Mesh& mesh, LoadBalancer load_balancer, c10::Device device)
-      : cp_(mesh.cp), cp_rank_(mesh.cp_rank()), load_balancer_(load_balancer), device_(device) {}
+  DataSharding(const Mesh& mesh, LoadBalancer load_balancer, std::optional<int64_t> eos_id,
+               c10::Device device)
+      : spec_{mesh.cp, mesh.cp_rank(), load_balancer, eos_id}, device_(device) {}
   // inputs, labels (B, L) on the host → (B, L / cp) each on the device, with their positions.
   ShardedBatch Shard(const at::Tensor& inputs, const at::Tensor& labels) const;
+  const ShardSpec& spec() const { return spec_; }
 
  private:
-  int64_t cp_, cp_rank_;
-  LoadBalancer load_balancer_;
+  ShardSpec spec_;
   c10::Device device_;
 };
 
@@ -49,10 +52,13 @@ struct Parallelized {
   std::unique_ptr<GradientPath> gradients;
 };
 
-// `comm` is null when the world is one rank; it and `model` must outlive the result. LibTorch
-// and c10d errors are thrown (the caller's boundary turns them into a Status).
+// `comm` is null when the world is one rank; it and `model` must outlive the result. `eos_id`:
+// the token that ends a document under block-causal attention (training.eos_id, or the dataset's
+// when that is -1); nullopt for causal attention. LibTorch and c10d errors are thrown (the
+// caller's boundary turns them into a Status).
 Parallelized Parallelize(const JobConfig& config, const Mesh& mesh, Communicator* comm,
-                         c10::Device device, TransformerImpl& model);
+                         c10::Device device, TransformerImpl& model,
+                         std::optional<int64_t> eos_id = std::nullopt);
 
 }  // namespace ringtrain
 

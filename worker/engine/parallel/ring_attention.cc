@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "worker/engine/kernels/document_mask.h"
 #include "worker/engine/parallel/context_parallel.h"
 #include "worker/engine/parallel/mesh.h"
 
@@ -30,26 +31,65 @@ RingAttentionPlan::RingAttentionPlan(Communicator* comm, int64_t seq_len,
     shard_positions_.push_back({ShardPositions(seq_len, cp_, r, load_balancer)});
   }
   const int64_t tile = TileFor(ShardChunkLength(seq_len, cp_, load_balancer));
+  // The document balancer's chunks are the shard's runs; head-tail's chunks split into them too.
   block_ = MakeBlockKernel(kind, comm->device(), {tile, tile});
+}
+
+const RingAttentionPlan::Layout& RingAttentionPlan::LayoutOf(const BlockPositions& positions) {
+  if (positions.cp_layout == layout_.source && positions.documents == layout_.documents &&
+      layout_.source != nullptr) {
+    return layout_;
+  }
+  Layout layout;
+  layout.source = positions.cp_layout;
+  layout.documents = positions.documents;
+  for (int64_t r = 0; r < cp_; ++r) {
+    BlockPositions p;
+    p.positions = positions.cp_layout ? (*positions.cp_layout)[size_t(r)]
+                                      : shard_positions_[size_t(r)].positions;
+    p.documents = positions.documents;
+    layout.shards.push_back(std::move(p));
+  }
+  TORCH_CHECK(positions.positions == layout.shards[size_t(cp_rank_)].positions,
+              "ring attention: the batch was not sharded with this kernel's layout");
+  // Which blocks each rank's queries can see: the rest are neither computed nor (where the rotate
+  // method allows) sent.
+  layout.needs.assign(size_t(cp_), std::vector<bool>(size_t(cp_), true));
+  for (int64_t dst = 0; dst < cp_; ++dst) {
+    for (int64_t src = 0; src < cp_; ++src) {
+      if (dst == src) continue;
+      layout.needs[size_t(dst)][size_t(src)] =
+          AnyVisible(layout.shards[size_t(dst)].positions, layout.shards[size_t(src)].positions,
+                     positions.mask());
+    }
+  }
+  layout_ = std::move(layout);
+  return layout_;
 }
 
 BlockOutput RingAttentionPlan::Forward(const at::Tensor& q, const at::Tensor& kv,
                                        const BlockPositions& positions, double scale) {
-  TORCH_CHECK(positions.positions == shard_positions_[cp_rank_].positions,
-              "ring attention: the batch was not sharded with this kernel's layout");
+  const Layout& layout = LayoutOf(positions);
   const auto acc = q.options().dtype(AccumulateType(q.scalar_type()));
   BlockOutput merged{torch::zeros(q.sizes(), acc),
                      torch::full({q.size(0), q.size(1), q.size(2)}, -INFINITY, acc)};
   stats_.scores_per_step.clear();
-  exchange_->Begin(kv);
+  exchange_->Begin(kv, layout.needs);
   for (int64_t step = 0; step < cp_; ++step) {
     const int64_t src = RingSource(cp_rank_, cp_, step);
     exchange_->Prefetch(step);
+    if (!layout.needs[size_t(cp_rank_)][size_t(src)]) {  // hidden from every query here
+      stats_.blocks_skipped += 1;
+      stats_.scores_per_step.push_back(0);
+      exchange_->Advance(step);
+      continue;
+    }
     BlockOutput block_out;
     {
       AttentionComputeTimer timer(stats_);
       const at::Tensor& block = exchange_->Block(step);
-      block_out = block_->Forward(q, block[0], block[1], positions, shard_positions_[src], scale);
+      block_out =
+          block_->Forward(q, block[0], block[1], positions, layout.shards[size_t(src)], scale);
     }
     stats_.scores_computed += block_out.scores_computed;
     stats_.scores_per_step.push_back(block_out.scores_computed);
@@ -62,18 +102,25 @@ BlockOutput RingAttentionPlan::Forward(const at::Tensor& q, const at::Tensor& kv
 std::pair<at::Tensor, at::Tensor> RingAttentionPlan::Backward(
     const at::Tensor& q, const at::Tensor& kv, const at::Tensor& out, const at::Tensor& lse,
     const at::Tensor& dout, const BlockPositions& positions, double scale) {
+  const Layout& layout = LayoutOf(positions);
   const FinalStats final = MakeFinalStats(out, lse, dout);
   at::Tensor dq = torch::zeros(q.sizes(), q.options().dtype(AccumulateType(q.scalar_type())));
-  exchange_->Begin(kv);
+  exchange_->Begin(kv, layout.needs);
   for (int64_t step = 0; step < cp_; ++step) {
     const int64_t src = RingSource(cp_rank_, cp_, step);
     exchange_->Prefetch(step);
+    if (!layout.needs[size_t(cp_rank_)][size_t(src)]) {
+      stats_.blocks_skipped += 1;
+      exchange_->AddBlockGrad(step, at::Tensor());
+      exchange_->Advance(step);
+      continue;
+    }
     BlockGrads g;
     {
       AttentionComputeTimer timer(stats_);
       const at::Tensor& block = exchange_->Block(step);
-      g = block_->Backward(q, block[0], block[1], dout, final, positions, shard_positions_[src],
-                           scale);
+      g = block_->Backward(q, block[0], block[1], dout, final, positions,
+                           layout.shards[size_t(src)], scale);
     }
     dq.add_(g.dq);
     exchange_->AddBlockGrad(step, torch::stack({g.dk, g.dv}));

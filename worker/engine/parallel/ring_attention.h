@@ -3,8 +3,11 @@
 // allgather), each block is computed with one block kernel (kernels/block_kernel.h: tiled, or the
 // fused SDPA kernels), and the partial results are merged by log-sum-exp in float32. Backward: the
 // blocks visit again, dQ accumulates locally, and each block's dK/dV is summed back to its owner by
-// the same exchange. Blocks the causal mask hides entirely are never computed; with head-tail
-// sharding every step after the first computes exactly half a block on every rank. K/V move with
+// the same exchange. Blocks the mask (causal, or block-causal over packed documents) hides
+// entirely from a rank are never computed there, nor sent where the rotate method allows
+// (kv_exchange.h); with head-tail sharding and plain causal attention every step after the first
+// computes exactly half a block on every rank. Each batch brings its layout (BlockPositions'
+// cp_layout: the document balancer plans it per batch) and its documents. K/V move with
 // n_kv_heads heads.
 //
 // Dimension letters as in kernels/tiled_attention.h; Lc = L / cp is the local length.
@@ -46,10 +49,21 @@ class RingAttentionPlan : public AttentionPlan {
   const BlockKernel& block_kernel() const { return *block_; }
 
  private:
+  // One batch's layout: every rank's positions (with the batch's documents) and which blocks each
+  // rank needs. Kept for the batch's next calls (every layer, forward and backward).
+  struct Layout {
+    std::shared_ptr<const std::vector<std::vector<int64_t>>> source;  // positions.cp_layout
+    std::shared_ptr<const DocumentMask> documents;
+    std::vector<BlockPositions> shards;  // per cp rank
+    BlockNeeds needs;
+  };
+  const Layout& LayoutOf(const BlockPositions& positions);
+
   int64_t cp_, cp_rank_;
   std::unique_ptr<KvExchange> exchange_;
-  std::vector<BlockPositions> shard_positions_;  // per cp rank
+  std::vector<BlockPositions> shard_positions_;  // per cp rank: the load balancer's fixed layout
   std::shared_ptr<BlockKernel> block_;
+  Layout layout_;
 };
 
 }  // namespace ringtrain
