@@ -10,7 +10,9 @@ budget (7 minutes; 110 s with --self-test), so the run ends well under 8 minutes
   2. the debug config on DEV against the CPU: fp32 losses within 1e-4; bf16
      (training.mixed_precision_param) on DEV against CPU fp32 and against CPU bf16: the gap.
   3. cp = 2 on DEV (two ranks through ringtrain-run, both on DEV, comm.backend = gloo) against
-     cp = 1 on DEV: losses within 1e-5.
+     cp = 1 on DEV: losses within 1e-5; and packed documents (model.attn_mask_type = block_causal,
+     EOS token 0 of the synthetic data, the document balancer) at cp = 2 on DEV against cp = 1 on
+     the CPU: losses within 1e-4.
   4. the bench shape (BENCH below) in bf16: the trainer's tokens/s (median after the warm-up steps)
      and MFU, next to PyTorch eager (eager_llama.py: SDPA, same shape, same device) and the
      device's measured bf16 matmul rate, against which both MFUs are taken.
@@ -266,6 +268,14 @@ def check_debug_and_cp(runner, report, device, self_test):
         train, runner, "debug-dev_cp2", device, DEBUG_CONFIG,
         fp32 + ["--comm.backend=gloo", "--parallelism.context_parallel_degree=2"], steps,
         LIMITS["cp"], nproc=2)
+    documents = fp32 + ["--model.attn_mask_type=block_causal", "--training.eos_id=0"]
+    runs["dev_docs_cp2"] = attempt(
+        train, runner, "debug-dev_docs_cp2", device, DEBUG_CONFIG,
+        documents + ["--comm.backend=gloo", "--parallelism.context_parallel_degree=2",
+                     "--parallelism.context_parallel_load_balancer=document"], steps,
+        LIMITS["cp"], nproc=2)
+    runs["cpu_docs"] = attempt(train, runner, "debug-cpu_docs", "cpu", DEBUG_CONFIG, documents,
+                               steps, LIMITS["debug"])
 
     label = f"debug config, {steps} steps"
     for check, a, b, tol in [
@@ -276,7 +286,9 @@ def check_debug_and_cp(runner, report, device, self_test):
             (f"{label}, bf16 on {device} vs cpu fp32, max abs Δloss", "dev_bf16", "cpu_fp32", None),
             (f"{label}, bf16 on {device} vs cpu bf16, max abs Δloss", "dev_bf16", "cpu_bf16", None),
             (f"{label}, fp32: cp = 2 (2 ranks on {device}, gloo) vs cp = 1 on {device}, "
-             f"max abs Δloss", "dev_cp2", "dev_fp32", CP_ATOL)]:
+             f"max abs Δloss", "dev_cp2", "dev_fp32", CP_ATOL),
+            (f"{label}, fp32 block_causal: cp = 2 document balancer on {device} vs cp = 1 on cpu, "
+             f"max abs Δloss", "dev_docs_cp2", "cpu_docs", FP32_ATOL)]:
         crashed = {f"debug-{k}": runs[k][1] for k in (a, b) if runs[k][1] is not None}
         if crashed:
             report.error(check, crashed)

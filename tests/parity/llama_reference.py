@@ -155,8 +155,10 @@ class Attention(nn.Module):
         xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
         keys = repeat_kv(xk, self.n_rep)
         values = repeat_kv(xv, self.n_rep)
+        # doc_ids only when given: tests/bench/torch_peer.py swaps causal_attention for SDPA's.
+        extra = () if doc_ids is None else (doc_ids,)
         out = causal_attention(xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
-                               doc_ids)
+                               *extra)
         out = out.transpose(1, 2).contiguous().view(bs, seqlen, -1)
         return self.wo(out)
 
@@ -181,7 +183,10 @@ class TransformerBlock(nn.Module):
         self.ffn_norm = RMSNorm(args.dim, args.norm_eps)
 
     def forward(self, x, freqs_cis, doc_ids=None):
-        h = x + self.attention(self.attention_norm(x), freqs_cis, doc_ids)
+        # doc_ids only when given: tests/gpu/eager_llama.py and tests/bench/torch_peer.py swap in
+        # attention modules that take (x, freqs_cis).
+        extra = () if doc_ids is None else (doc_ids,)
+        h = x + self.attention(self.attention_norm(x), freqs_cis, *extra)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
