@@ -554,6 +554,22 @@ INSTANTIATE_TEST_SUITE_P(
                  "training.token_dtype = \"int8\": must be one of \"uint16\", \"uint32\""},
         RuleCase{{"training.sampler=shuffle"},
                  "training.sampler = \"shuffle\": must be one of \"sequential\", \"random\""},
+        RuleCase{{"model.attn_mask_type=block_causal"},
+                 "model.attn_mask_type = \"block_causal\" needs the token that ends a document: "
+                 "set training.eos_id, or training.tokenizer_path (whose end-of-text token is the "
+                 "default)"},
+        RuleCase{{"model.attn_mask_type=block_causal", "training.eos_id=512"},
+                 "training.eos_id = 512 must be below model.vocab_size = 512"},
+        RuleCase{{"model.attn_mask_type=blockcausal"},
+                 "model.attn_mask_type = \"blockcausal\": must be one of \"causal\", "
+                 "\"block_causal\"; did you mean 'block_causal'?"},
+        RuleCase{{"parallelism.context_parallel_load_balancer=document",
+                  "parallelism.context_parallel_degree=3", "training.seq_len=100",
+                  "model.max_seq_len=100"},
+                 "training.seq_len = 100 must be divisible by 2 × "
+                 "parallelism.context_parallel_degree = 2 × 3 = 6 (context_parallel_load_balancer "
+                 "= \"document\" splits each sequence into 6 chunks); try training.seq_len = 96 "
+                 "or 102"},
         RuleCase{
             {"training.dataset=text", "training.dataset_path=a.txt", "model.vocab_size=128"},
             "model.vocab_size = 128: must be >= 256 when training.dataset = \"text\" without a "
