@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/record/step_record.h"
+#include "worker/launcher/launch_port.h"
 
 namespace ringtrain::testing {
 
@@ -122,16 +123,12 @@ bool IsRunning(pid_t pid) {
 }
 
 int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  // Below the kernel's ephemeral range, as ringtrain-run picks MASTER_PORT: a port from the range
+  // can be taken by any outgoing connection before the server binds it — even by a client of that
+  // very server connecting to itself (TCP simultaneous open), which then holds the port.
+  absl::StatusOr<int> port = PickFreePort("127.0.0.1");
+  if (!port.ok()) ADD_FAILURE() << port.status();
+  return port.ok() ? *port : 0;
 }
 
 std::string HttpGet(const std::string& host_port, const std::string& path) {

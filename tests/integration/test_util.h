@@ -62,7 +62,7 @@ bool WaitFor(const std::function<bool()>& done, double timeout_seconds = 10);
 // an orphan reparented to a PID 1 that never waits may stay).
 bool IsRunning(pid_t pid);
 
-// A free TCP port on 127.0.0.1 (bound and released).
+// A free TCP port on 127.0.0.1 (bound and released), below the ephemeral range (PickFreePort).
 int FreePort();
 
 // The body of http://host_port/path (HTTP/1.0 GET, 10 s timeout); "" when it cannot be fetched.

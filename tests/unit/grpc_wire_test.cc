@@ -1,8 +1,5 @@
 // The gRPC wire end to end on loopback: a callback JobService, the standard health and reflection
 // services, Status mapping, server streaming, and a bounded failure when nothing listens.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <future>
@@ -18,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "common/grpc/client_util.h"
 #include "common/grpc/server_util.h"
+#include "worker/launcher/launch_port.h"
 #include "ringtrain/v1/job_service.grpc.pb.h"
 
 namespace ringtrain {
@@ -235,17 +233,12 @@ TEST_F(GrpcWireTest, WatchJobStreamsSteps) {
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3}));
 }
 
-// A loopback port nobody listens on (bound, then released).
+// A loopback port nobody listens on: below the ephemeral range, so the client's own outgoing
+// connection cannot take it and connect to itself.
 int UnusedPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  absl::StatusOr<int> port = PickFreePort("127.0.0.1");
+  EXPECT_TRUE(port.ok()) << port.status();
+  return port.ok() ? *port : 0;
 }
 
 TEST(GrpcClientTest, UnreachableServerFailsWithinDeadline) {
