@@ -15,8 +15,8 @@
 #include "absl/strings/match.h"
 #include "common/grpc/client_util.h"
 #include "common/grpc/server_util.h"
-#include "worker/launcher/launch_port.h"
 #include "ringtrain/v1/job_service.grpc.pb.h"
+#include "worker/launcher/launch_port.h"
 
 namespace ringtrain {
 namespace {
