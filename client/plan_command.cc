@@ -38,6 +38,42 @@ std::string Bytes(int64_t bytes) {
   return FormatBytes(static_cast<uint64_t>(std::max<int64_t>(bytes, 0)));
 }
 
+// The context-parallel methods this config's cp degree and heads allow: ring, ulysses, and hybrid
+// with each Ulysses degree strictly between 1 and cp; each planned on the same mesh.
+struct MethodPlan {
+  ContextParallelMethod method;
+  int64_t ulysses;
+  MemoryPlan plan;
+};
+
+std::vector<MethodPlan> PlanMethods(const JobConfig& config, const MeshDegrees& mesh) {
+  std::vector<MethodPlan> plans;
+  if (mesh.cp <= 1) return plans;
+  auto add = [&](ContextParallelMethod method, int64_t u) {
+    if (!UlyssesSplitsHeads(config.model.n_heads, config.model.n_kv_heads, u)) return;
+    JobConfig c = config;
+    c.parallelism.context_parallel_method = method;
+    c.parallelism.context_parallel_ulysses_degree =
+        method == ContextParallelMethod::kHybrid ? u : 0;
+    MeshDegrees m = mesh;
+    m.ulysses = u;
+    plans.push_back({method, u, PlanMemory(c, m)});
+  };
+  add(ContextParallelMethod::kRing, 1);
+  add(ContextParallelMethod::kUlysses, mesh.cp);
+  for (int64_t u = 2; u < mesh.cp; ++u) {
+    if (mesh.cp % u == 0) add(ContextParallelMethod::kHybrid, u);
+  }
+  return plans;
+}
+
+std::string MethodName(const MethodPlan& m, int64_t cp) {
+  if (m.method == ContextParallelMethod::kHybrid) {
+    return absl::StrCat("hybrid ", m.ulysses, " × ", cp / m.ulysses);
+  }
+  return ChoiceName(m.method);
+}
+
 nlohmann::json PlanJson(const PlanFlags& flags, const JobConfig& config, int64_t world,
                         const MemoryPlan& plan, int64_t device, int64_t largest_seq) {
   nlohmann::json j;
@@ -59,8 +95,20 @@ nlohmann::json PlanJson(const PlanFlags& flags, const JobConfig& config, int64_t
                 {"gathered_parameters", plan.gathered_parameters},
                 {"activations", plan.activations},
                 {"ring_buffers", plan.ring_buffers},
+                {"ulysses_buffers", plan.ulysses_buffers},
                 {"largest_transient", plan.largest_transient},
                 {"total", plan.total}};
+  j["context_parallel_method"] = ChoiceName(config.parallelism.context_parallel_method);
+  j["ulysses_degree"] = plan.mesh.ulysses;
+  j["attention_bytes_per_step"] = plan.attention_bytes_per_step;
+  j["methods"] = nlohmann::json::array();
+  for (const MethodPlan& m : PlanMethods(config, plan.mesh)) {
+    j["methods"].push_back({{"method", ChoiceName(m.method)},
+                            {"ulysses_degree", m.ulysses},
+                            {"total", m.plan.total},
+                            {"fits", m.plan.Fits(device)},
+                            {"attention_bytes_per_step", m.plan.attention_bytes_per_step}});
+  }
   j["checkpoint"] = {{"writers", plan.checkpoint_writers},
                      {"bytes_written_per_rank", plan.checkpoint_bytes_written},
                      {"host_memory_per_rank", plan.checkpoint_host_memory},
@@ -95,6 +143,8 @@ std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t w
        F > 1 ? "full units in the param dtype" : "bf16 weight casts kept for the backward"},
       {"activations", Bytes(plan.activations), "saved for the backward"},
       {"ring buffers", Bytes(plan.ring_buffers), "K/V blocks and dK/dV accumulators in flight"},
+      {"ulysses buffers", Bytes(plan.ulysses_buffers),
+       "all-to-all buffers: the group's sequence for this rank's heads"},
       {"largest transient", Bytes(plan.largest_transient), plan.largest_transient_what},
       {"peak", Bytes(plan.total), plan.peak_phase},
   };
@@ -112,6 +162,20 @@ std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t w
                   config.checkpoint.async_mode == AsyncMode::kAsync
                       ? " of async staging, reused between saves\n"
                       : " of staging on a GPU (none for a CPU sync save)\n");
+  const std::vector<MethodPlan> methods = PlanMethods(config, m);
+  if (!methods.empty()) {
+    absl::StrAppend(&out, "context-parallel attention sends ", Bytes(plan.attention_bytes_per_step),
+                    " per rank per step (causal; a document mask sends less); by method:\n");
+    std::vector<std::vector<std::string>> by_method;
+    for (const MethodPlan& method : methods) {
+      const bool chosen = method.method == config.parallelism.context_parallel_method &&
+                          method.ulysses == m.ulysses;
+      by_method.push_back({MethodName(method, m.cp) + (chosen ? " *" : ""),
+                           Bytes(method.plan.total), Bytes(method.plan.attention_bytes_per_step),
+                           method.plan.Fits(device) ? "yes" : "no"});
+    }
+    out += FormatTable({"CP METHOD", "PEAK", "SENT PER STEP", "FITS"}, by_method);
+  }
   if (largest_seq > 0) {
     absl::StrAppend(&out, "largest seq_len that fits: ", largest_seq, "\n");
   } else {

@@ -39,9 +39,13 @@ enum class ReshardAfterForward {
   kDefault,
   kAlways,
   kNever
-};                                                  // parallelism.fsdp_reshard_after_forward
-enum class AcMode { kNone, kFull, kSelective };     // activation_checkpoint.mode
-enum class ContextParallelMethod { kRing };         // parallelism.context_parallel_method
+};                                               // parallelism.fsdp_reshard_after_forward
+enum class AcMode { kNone, kFull, kSelective };  // activation_checkpoint.mode
+enum class ContextParallelMethod {
+  kRing,
+  kUlysses,
+  kHybrid
+};                                                  // parallelism.context_parallel_method
 enum class RopeType { kDefault, kLlama3 };          // model.rope_type
 enum class AttnMaskType { kCausal, kBlockCausal };  // model.attn_mask_type
 enum class AsyncMode { kDisabled, kAsync };         // checkpoint.async_mode
@@ -96,7 +100,7 @@ struct ChoiceSpelling<AttentionKernelKind> {
 };
 template <>
 struct ChoiceSpelling<ContextParallelMethod> {
-  static constexpr std::array<const char*, 1> kNames = {"ring"};
+  static constexpr std::array<const char*, 3> kNames = {"ring", "ulysses", "hybrid"};
 };
 
 template <>

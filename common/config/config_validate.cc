@@ -306,6 +306,69 @@ void CheckLrScheduler(Checker& c) {
   // (common/config/lr_phases.h).
 }
 
+// The Ulysses degree against the method, the cp degree and the heads it splits.
+void CheckUlysses(const JobConfig& config, Checker& c) {
+  const ParallelismSection& p = config.parallelism;
+  const int64_t cp = p.context_parallel_degree;
+  const int64_t given = p.context_parallel_ulysses_degree;
+  if (cp <= 0 || given < 0) return;
+  switch (p.context_parallel_method) {
+    case ContextParallelMethod::kRing:
+      if (given > 1) {
+        c.Add(absl::StrCat("parallelism.context_parallel_ulysses_degree = ", given,
+                           " needs parallelism.context_parallel_method = \"ulysses\" or "
+                           "\"hybrid\" (ring attention has no Ulysses groups)"));
+        return;
+      }
+      break;
+    case ContextParallelMethod::kUlysses:
+      if (given != 0 && given != cp) {
+        c.Add(absl::StrCat("parallelism.context_parallel_ulysses_degree = ", given,
+                           " must equal parallelism.context_parallel_degree = ", cp,
+                           " (or be unset) with context_parallel_method = \"ulysses\"; Ulysses "
+                           "in smaller groups with the ring across them is "
+                           "context_parallel_method = \"hybrid\""));
+        return;
+      }
+      break;
+    case ContextParallelMethod::kHybrid:
+      if (given == 0) {
+        c.Add(
+            absl::StrCat("parallelism.context_parallel_method = \"hybrid\" needs "
+                         "parallelism.context_parallel_ulysses_degree, a divisor of "
+                         "context_parallel_degree = ",
+                         cp, " (", absl::StrJoin(Divisors(cp), ", "), ")"));
+        return;
+      }
+      if (cp % given != 0) {
+        c.Add(absl::StrCat("parallelism.context_parallel_ulysses_degree = ", given,
+                           " must divide parallelism.context_parallel_degree = ", cp,
+                           " (hybrid runs rings of cp / ulysses_degree Ulysses groups; divisors "
+                           "of ",
+                           cp, ": ", absl::StrJoin(Divisors(cp), ", "), ")"));
+        return;
+      }
+      break;
+  }
+  const int64_t u = UlyssesDegree(p);
+  const ModelSection& m = config.model;
+  // A Hugging Face model's heads are known once its config.json is read (ResolveHfAssets).
+  if (u <= 1 || (config.hf_pending && config.given_keys.count("model.n_heads") == 0)) return;
+  if (m.n_heads <= 0 || m.n_kv_heads <= 0 || UlyssesSplitsHeads(m.n_heads, m.n_kv_heads, u)) return;
+  if (m.n_heads % u != 0) {
+    c.Add(absl::StrCat("model.n_heads = ", m.n_heads,
+                       " is not divisible by parallelism.context_parallel_ulysses_degree = ", u,
+                       " (Ulysses gives each rank of a group n_heads / ", u,
+                       " query heads); Ulysses degrees that divide it: ",
+                       absl::StrJoin(Divisors(m.n_heads), ", ")));
+  } else {
+    c.Add(absl::StrCat("model.n_kv_heads = ", m.n_kv_heads,
+                       " and parallelism.context_parallel_ulysses_degree = ", u,
+                       ": one must divide the other (K/V heads are split over a Ulysses group "
+                       "when the degree divides them, replicated when they divide the degree)"));
+  }
+}
+
 void CheckParallelism(const JobConfig& config, Checker& c) {
   const ParallelismSection& p = config.parallelism;
   // The coordinator stores degrees and world sizes as 32-bit integers: each degree is bounded by
@@ -324,7 +387,9 @@ void CheckParallelism(const JobConfig& config, Checker& c) {
   c.Choice<ReshardAfterForward>("parallelism.fsdp_reshard_after_forward");
   c.Choice<LoadBalancer>("parallelism.context_parallel_load_balancer");
   c.Choice<RotateMethod>("parallelism.context_parallel_rotate_method");
-  c.Choice<ContextParallelMethod>("parallelism.context_parallel_method");
+  if (c.Choice<ContextParallelMethod>("parallelism.context_parallel_method")) {
+    CheckUlysses(config, c);
+  }
 }
 
 // The trainer sizes its datasets as steps × samples per step × seq_len tokens (int64): a product

@@ -9,6 +9,7 @@
 #ifndef RINGTRAIN_COMMON_CONFIG_JOB_CONFIG_H_
 #define RINGTRAIN_COMMON_CONFIG_JOB_CONFIG_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -129,9 +130,31 @@ struct ParallelismSection {
   ReshardAfterForward fsdp_reshard_after_forward = ReshardAfterForward::kDefault;
   LoadBalancer context_parallel_load_balancer = LoadBalancer::kHeadTail;
   RotateMethod context_parallel_rotate_method = RotateMethod::kAllToAll;
-  // How attention runs across the cp ranks of a sequence (worker/engine/parallel/parallelize.h).
+  // How attention runs across the cp ranks of a sequence (worker/engine/parallel/parallelize.h):
+  // ring attention, Ulysses (all-to-all from sequence to head shards), or hybrid (Ulysses inside
+  // groups of context_parallel_ulysses_degree consecutive cp ranks, the ring across the groups).
   ContextParallelMethod context_parallel_method = ContextParallelMethod::kRing;
+  // The Ulysses group size: 0 = by the method (ring 1, ulysses the whole cp group; hybrid needs it
+  // set). UlyssesDegree (common/config/mesh.h) resolves it.
+  int64_t context_parallel_ulysses_degree = 0;
 };
+
+// The Ulysses group size `p` asks for: 1 for ring, the cp degree for ulysses, the given degree for
+// hybrid (at least 1; the validation refuses what does not divide the cp degree).
+inline int64_t UlyssesDegree(const ParallelismSection& p) {
+  switch (p.context_parallel_method) {
+    case ContextParallelMethod::kRing: return 1;
+    case ContextParallelMethod::kUlysses: return std::max<int64_t>(1, p.context_parallel_degree);
+    case ContextParallelMethod::kHybrid: break;
+  }
+  return std::max<int64_t>(1, p.context_parallel_ulysses_degree);
+}
+
+// Whether a Ulysses group of `u` ranks can split the model's heads: n_heads divisible by u, and
+// n_kv_heads divisible by u (split) or dividing it (replicated).
+inline bool UlyssesSplitsHeads(int64_t n_heads, int64_t n_kv_heads, int64_t u) {
+  return u >= 1 && n_heads % u == 0 && (n_kv_heads % u == 0 || u % n_kv_heads == 0);
+}
 
 struct CheckpointSection {
   bool enable = false;

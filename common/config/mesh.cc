@@ -70,6 +70,7 @@ MeshDegrees Fill(const ParallelismSection& p, int64_t world_size) {
   MeshDegrees mesh;
   mesh.world = world_size;
   mesh.cp = std::max<int64_t>(1, p.context_parallel_degree);
+  mesh.ulysses = UlyssesDegree(p);
   if (p.data_parallel_shard_degree == -1) {
     mesh.replicate = std::max<int64_t>(1, p.data_parallel_replicate_degree);
     mesh.shard = std::max<int64_t>(1, world_size / (mesh.cp * mesh.replicate));

@@ -20,6 +20,8 @@ struct MeshDegrees {
   int64_t replicate = 1;
   int64_t shard = 1;
   int64_t cp = 1;
+  // Ulysses group size within cp (UlyssesDegree): 1 for ring; cp / ulysses rings of it (hybrid).
+  int64_t ulysses = 1;
   // FSDP is on when the shard degree is > 1, or -1 in the config (then over shard × cp even when
   // shard fills to 1, as torchtitan shards over cp alone); shard = 1 keeps every rank a replica.
   bool sharded = false;

@@ -141,13 +141,49 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
   const int64_t saved_at_loss = saved_blocks + final_norm + logits;  // + log-softmax output
   plan.activations = std::max(saved_at_loss, saved_blocks + recompute);
 
-  // ---- ring attention ----
-  const int64_t kv_block = e * 2 * B * s.Ck * Lc;  // (2, B, Hk, Lc, D)
-  if (plan.mesh.cp > 1) {
+  // ---- context-parallel attention: the Ulysses all-to-alls, then the ring ----
+  // With Ulysses groups of u ranks a rank attends over the group's u·Lc positions for H/u query
+  // heads, and Ck/u of the K/V width (or one head's, replicated, when u exceeds the K/V heads);
+  // the ring then runs across cp/u groups with blocks of that size. Ring alone is u = 1.
+  const int64_t u = std::max<int64_t>(1, plan.mesh.ulysses);
+  const int64_t ring = plan.mesh.cp / u;
+  const int64_t kv_heads = s.head_dim > 0 ? s.Ck / s.head_dim : 1;
+  const int64_t Cku = u == 1 || kv_heads % u == 0 ? s.Ck / u : s.head_dim;
+  const int64_t kv_block = e * 2 * B * Cku * u * Lc;  // (2, B, Hk/u, u·Lc, D)
+  if (ring > 1) {
     // Backward: the current and the next K/V block, the dK/dV accumulator arriving and the one
     // leaving.
     plan.ring_buffers = 4 * kv_block;
   }
+  int64_t ulysses_fwd = 0, ulysses_bwd = 0;  // the all-to-alls' buffers, live during attention
+  int64_t attention_fwd_sent = 0, attention_bwd_sent = 0;  // per layer
+  if (u > 1) {
+    // Each tensor three times: sent, received, and put in ascending positions (or back).
+    const int64_t qkv = e * BL * (s.Cq + 2 * u * Cku);  // Q and K/V as sent, replicas included
+    const int64_t out_back = e * BL * s.Cq + 4 * B * s.H * Lc;  // the output and log-sum-exp
+    const int64_t bwd_in = qkv + 2 * e * BL * s.Cq + 4 * B * s.H * Lc;  // + output, its gradient
+    const int64_t grads_back = 4 * BL * (s.Cq + 2 * u * Cku);           // dQ, dK/dV in float32
+    ulysses_fwd = 3 * qkv + 3 * out_back;
+    ulysses_bwd = 3 * bwd_in + 2 * grads_back;
+    plan.ulysses_buffers = std::max(ulysses_fwd, ulysses_bwd);
+    // A rank keeps its own row of each all-to-all.
+    attention_fwd_sent += (qkv + out_back) / u * (u - 1);
+    attention_bwd_sent += (bwd_in + grads_back) / u * (u - 1);
+  }
+  if (ring > 1) {
+    // Every block visits every other rank of the ring (the causal upper bound: blocks a mask hides
+    // are not sent), and in backward each block's float32 dK/dV goes home as well.
+    attention_fwd_sent += (ring - 1) * kv_block;
+    attention_bwd_sent += (ring - 1) * (kv_block + kv_block / e * 4);
+  }
+  // Full or per-N checkpointing recomputes a block's forward, attention and its transfers too;
+  // op mode keeps the attention output and does not.
+  int64_t recomputed = 0;
+  for (int64_t i = 0; i < s.n_layers; ++i)
+    recomputed += plan.ac_every > 0 && Checkpointed(plan.ac_every, i);
+  plan.attention_bytes_per_step =
+      mesh.accumulation *
+      (s.n_layers * (attention_fwd_sent + attention_bwd_sent) + recomputed * attention_fwd_sent);
 
   // ---- transients ----
   // One block's backward: the FFN's (grad of the product, then of silu's input and output), or
@@ -182,12 +218,13 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
       F > 1 ? 4 * (RoundUp(units.back(), F) + RoundUp(block_params, F)) / F
             : 4 * (units.back() + block_params) + (bf16 ? e * block_params : 0);
   const std::vector<Live> phases = {
-      {fixed + grads_fwd + gathered_fwd + saved_blocks + attn_fwd + plan.ring_buffers / 2,
+      {fixed + grads_fwd + gathered_fwd + saved_blocks + attn_fwd + plan.ring_buffers / 2 +
+           ulysses_fwd,
        "forward (last block's attention)"},
       {fixed + grads_fwd + gathered_fwd + saved_at_loss + logits, "forward (loss)"},
       {fixed + grads_fwd + gathered_fwd + saved_at_loss + 2 * logits, "backward (cross-entropy)"},
       {fixed + std::max(grads_fwd, grads_first_block) + gathered_fwd + saved_blocks + recompute +
-           std::max(block_bwd, fsdp_rs) + plan.ring_buffers,
+           std::max(block_bwd, fsdp_rs) + plan.ring_buffers + ulysses_bwd,
        "backward (last block)"},
       {fixed + plan.gradients + flats, "gradient all-reduce"},
   };
@@ -203,6 +240,8 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
       {2 * logits, "cross-entropy gradient (two (B, Lc, V) float32)"},
       {block_bwd, "one block's backward"},
       {attn_fwd, plan.mesh.cp > 1 ? "ring attention merge" : "attention forward"},
+      {plan.ulysses_buffers,
+       "Ulysses all-to-all buffers (the group's sequence, this rank's heads)"},
       {fsdp_rs, "FSDP unit gradient and reduce-scatter"},
       {flats, "gradient all-reduce buckets"},
   };

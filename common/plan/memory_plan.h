@@ -11,9 +11,10 @@
 // AdamW state (a 1/F shard of each under FSDP); the weights' compute-dtype copies autograd keeps
 // for the backward (the bfloat16 casts, or FSDP's gathered units); what the forward saves for the
 // backward under the activation-checkpoint mode; the ring attention's K/V blocks and dK/dV
-// accumulators in flight; and the transients of the step (the logits and the cross-entropy's
-// gradient, one block's backward, the gradient all-reduce's flat buckets, FSDP's reduce-scatter).
-// The peak (`total`) is the largest of the step's phases, each the sum of what is live then.
+// accumulators in flight, and Ulysses' all-to-all buffers; and the transients of the step (the
+// logits and the cross-entropy's gradient, one block's backward, the gradient all-reduce's flat
+// buckets, FSDP's reduce-scatter). The peak (`total`) is the largest of the step's phases, each the
+// sum of what is live then.
 #ifndef RINGTRAIN_COMMON_PLAN_MEMORY_PLAN_H_
 #define RINGTRAIN_COMMON_PLAN_MEMORY_PLAN_H_
 
@@ -38,11 +39,20 @@ struct MemoryPlan {
   int64_t optimizer_state = 0;      // AdamW exp_avg and exp_avg_sq, float32
   int64_t gathered_parameters = 0;  // bf16 weight casts kept for the backward, or FSDP's full units
   int64_t activations = 0;          // saved by the forward for the backward, log-softmax included
-  int64_t ring_buffers = 0;         // cp > 1: K/V blocks and dK/dV accumulators in flight
-  int64_t largest_transient = 0;    // the largest short-lived working set of the step
+  int64_t ring_buffers = 0;         // a ring of > 1: K/V blocks and dK/dV accumulators in flight
+  // ulysses or hybrid: the all-to-alls' send, receive and reordered buffers of one attention call
+  // (its backward's, the larger): Q, K/V (and output, its gradient, dQ, dK/dV) of the group's
+  // whole sequence for this rank's heads.
+  int64_t ulysses_buffers = 0;
+  int64_t largest_transient = 0;       // the largest short-lived working set of the step
   std::string largest_transient_what;  // which one, in words
   std::string peak_phase;              // the phase the peak is in, in words
   int64_t total = 0;                   // the step's peak: the largest phase
+
+  // Bytes one rank's context-parallel attention sends in a step (every layer, forward, backward
+  // and any recompute, every micro-batch): the ring's K/V blocks and dK/dV, the Ulysses
+  // all-to-alls. Plain causal attention; a document mask makes the ring send less.
+  int64_t attention_bytes_per_step = 0;
 
   // A checkpoint save (worker/engine/checkpoint), per writing rank — every rank of a replicated
   // mesh, the first replica's shard × cp ranks under FSDP: its part of the parameters and both

@@ -148,7 +148,12 @@ absl::StatusOr<std::vector<RankFigures>> GatherRankFigures(Trainer::State& s) {
   mine.device_memory_peak_bytes = static_cast<double>(DevicePeakBytes(s.device));
   const int64_t cp_rank = s.mesh.cp_rank();
   if (cp_rank < int64_t(s.step_cp_work.size())) {
-    mine.attention_pairs = static_cast<double>(s.step_cp_work[size_t(cp_rank)]);
+    // A Ulysses group shares its members' queries by heads: each member does the group's mean.
+    const int64_t u = s.mesh.ulysses;
+    const int64_t first = cp_rank - s.mesh.ulysses_rank();
+    double work = 0;
+    for (int64_t j = first; j < first + u; ++j) work += double(s.step_cp_work[size_t(j)]);
+    mine.attention_pairs = work / double(u);
   }
   if (!s.comm) return std::vector<RankFigures>{mine};
   const std::vector<std::vector<double>> rows =

@@ -347,8 +347,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   auto s = std::make_unique<State>();
   s->config = config;
   s->rank = rank;
-  s->mesh =
-      Mesh{rank.rank, rank.world_size, degrees.dp(), degrees.cp, degrees.shard, degrees.sharded};
+  s->mesh = Mesh{rank.rank,     rank.world_size, degrees.dp(),   degrees.cp,
+                 degrees.shard, degrees.sharded, degrees.ulysses};
   const bool eval = config.job.mode == JobMode::kEval;
   RT_RETURN_IF_ERROR(ChooseDevice(*s));
   RT_RETURN_IF_ERROR(JoinWorld(*s));

@@ -176,6 +176,15 @@ void Communicator::BuildGroups() {
   world_ = make("world", mesh_.rank, mesh_.world);
   cp_ = make(absl::StrCat("cp", mesh_.dp_rank()), mesh_.cp_rank(), mesh_.cp);
   dp_ = make(absl::StrCat("dp", mesh_.cp_rank()), mesh_.dp_rank(), mesh_.dp);
+  ulysses_ = ring_ = cp_;
+  if (mesh_.ulysses > 1 && mesh_.ulysses < mesh_.cp) {
+    ulysses_ = make(absl::StrCat("ulysses", mesh_.dp_rank(), "_", mesh_.ring_rank()),
+                    mesh_.ulysses_rank(), mesh_.ulysses);
+  }
+  if (mesh_.ulysses > 1 && mesh_.ring() > 1) {
+    ring_ = make(absl::StrCat("ring", mesh_.dp_rank(), "_", mesh_.ulysses_rank()),
+                 mesh_.ring_rank(), mesh_.ring());
+  }
   if (mesh_.sharded) {
     fsdp_ =
         make(absl::StrCat("fsdp", mesh_.replicate_rank()), mesh_.fsdp_rank(), mesh_.fsdp_size());

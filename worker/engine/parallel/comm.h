@@ -125,6 +125,12 @@ class Communicator {
   // FSDP (mesh().sharded) only: the shard × cp ranks of this replica, and this FSDP rank's
   // replicas. Built only when the mesh is sharded.
   c10d::ProcessGroup& fsdp_group() { return *fsdp_; }
+  // Context parallelism by method (mesh().ulysses): this rank's Ulysses group (the ulysses
+  // consecutive ranks of its cp group, in ulysses_rank order) and its ring (the cp ranks of the
+  // same ulysses_rank, in ring_rank order). Ring attention alone: the ring is the cp group;
+  // Ulysses alone: the Ulysses group is.
+  c10d::ProcessGroup& ulysses_group() { return *ulysses_; }
+  c10d::ProcessGroup& ring_group() { return *ring_; }
   c10d::ProcessGroup& replicate_group() { return *replicate_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   const c10::Device& device() const { return device_; }
@@ -184,7 +190,7 @@ class Communicator {
   c10::Device device_;
   CommBackend backend_;
   bool staged_ = false;  // Gloo for device tensors: every tensor goes through host memory
-  c10::intrusive_ptr<c10d::ProcessGroup> world_, cp_, dp_, fsdp_, replicate_;
+  c10::intrusive_ptr<c10d::ProcessGroup> world_, cp_, dp_, fsdp_, replicate_, ulysses_, ring_;
   CommStats stats_;
   std::atomic<bool> stop_{false};
   std::thread heartbeat_;

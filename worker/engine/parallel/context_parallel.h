@@ -1,7 +1,8 @@
 // Context-parallel methods: how the attention of a sequence sharded over the CP group is
 // computed. One ContextParallelMethod value (parallelism.context_parallel_method), one file in
 // parallel/ that makes its attention plan, and one case in MakeContextParallelPlan
-// (parallelize.cc). Today: ring (ring_attention.h).
+// (parallelize.cc). Today: ring (ring_attention.h), and ulysses and hybrid (ulysses_attention.h:
+// the communicator's mesh says how many cp ranks a Ulysses group has).
 #ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_CONTEXT_PARALLEL_H_
 #define RINGTRAIN_WORKER_ENGINE_PARALLEL_CONTEXT_PARALLEL_H_
 
@@ -11,6 +12,7 @@
 #include "common/config/choices.h"
 #include "worker/engine/model/attention_plan.h"
 #include "worker/engine/parallel/comm.h"
+#include "worker/engine/parallel/ulysses_attention.h"
 
 namespace ringtrain {
 
@@ -25,6 +27,7 @@ struct ContextParallelArgs {
 
 // ring_attention.cc.
 std::shared_ptr<AttentionPlan> MakeRingAttentionPlan(const ContextParallelArgs& args);
+// ulysses_attention.cc (declared in ulysses_attention.h): ulysses and hybrid.
 
 // The registry: `method`'s plan.
 std::shared_ptr<AttentionPlan> MakeContextParallelPlan(ContextParallelMethod method,

@@ -23,18 +23,19 @@ void WaitOverlapped(Communicator& comm, PendingWork& transfer) {
 
 class RingGroup {
  public:
-  explicit RingGroup(Communicator* comm)
+  RingGroup(Communicator* comm, const RingMembers& ring)
       : comm_(comm),
-        cp_(comm->mesh().cp),
-        cp_rank_(comm->mesh().cp_rank()),
-        next_(int((cp_rank_ + 1) % cp_)),
-        prev_(int((cp_rank_ + cp_ - 1) % cp_)) {}
+        ring_(ring),
+        ring_size_(ring.size),
+        ring_rank_(ring.rank),
+        next_(int((ring_rank_ + 1) % ring_size_)),
+        prev_(int((ring_rank_ + ring_size_ - 1) % ring_size_)) {}
 
  protected:
   // "exchange of K/V (to cp rank 1, from cp rank 3)": names both peers of a ring transfer.
   std::string Exchange(const char* what) const {
-    return absl::StrCat("ring attention: exchange of ", what, " (send to cp rank ", next_,
-                        ", receive from cp rank ", prev_, ")");
+    return absl::StrCat("ring attention: exchange of ", what, " (send to ", ring_.member, " ",
+                        next_, ", receive from ", ring_.member, " ", prev_, ")");
   }
   // A K/V block or a dK/dV accumulator sent: into the communicator's figures.
   void CountSent(const at::Tensor& t, bool kv_block) const {
@@ -43,21 +44,22 @@ class RingGroup {
     stats.ring_bytes_sent += t.nbytes();
     stats.kv_blocks_sent += kv_block ? 1 : 0;
   }
-  int64_t Mod(int64_t r) const { return ((r % cp_) + cp_) % cp_; }
+  int64_t Mod(int64_t r) const { return ((r % ring_size_) + ring_size_) % ring_size_; }
   bool Needs(int64_t dst, int64_t src) const {
     return (*needs_)[size_t(Mod(dst))][size_t(Mod(src))];
   }
   // Whether block `src`, at rank src + step after step `step`, must go on to the next rank: some
   // rank further round still needs it.
   bool GoesOn(int64_t src, int64_t step) const {
-    for (int64_t j = step + 1; j < cp_; ++j) {
+    for (int64_t j = step + 1; j < ring_size_; ++j) {
       if (Needs(src + j, src)) return true;
     }
     return false;
   }
 
   Communicator* comm_;
-  int64_t cp_, cp_rank_;
+  RingMembers ring_;
+  int64_t ring_size_, ring_rank_;
   int next_, prev_;
   BlockNeeds needs_storage_;
   const BlockNeeds* needs_ = &needs_storage_;
@@ -79,21 +81,21 @@ class AllToAllExchange : public KvExchange, RingGroup {
   void Prefetch(int64_t step) override {
     transfer_ = PendingWork{};
     next_block_ = at::Tensor();
-    if (step + 1 >= cp_) return;
+    if (step + 1 >= ring_size_) return;
     // The next step's block, issued before this step's compute so the two overlap; a block goes
     // on only while a rank further round needs it.
     std::vector<std::pair<at::Tensor, int>> sends;
     std::vector<std::pair<at::Tensor*, int>> recvs;
-    if (GoesOn(cp_rank_ - step, step)) {
+    if (GoesOn(ring_rank_ - step, step)) {
       sends.push_back({current_, next_});
       CountSent(current_, /*kv_block=*/true);
     }
-    if (GoesOn(cp_rank_ - step - 1, step)) {
+    if (GoesOn(ring_rank_ - step - 1, step)) {
       next_block_ = torch::empty_like(shape_);
       recvs.push_back({&next_block_, prev_});
     }
     transfer_ = CommCall(Exchange("K/V"),
-                         [&] { return comm_->Exchange(comm_->cp_group(), sends, recvs, kKvTag); });
+                         [&] { return comm_->Exchange(*ring_.group, sends, recvs, kKvTag); });
   }
 
   const at::Tensor& Block(int64_t) override { return current_; }
@@ -106,7 +108,7 @@ class AllToAllExchange : public KvExchange, RingGroup {
       });
     }
     current_ = next_block_;
-    if (step + 1 == cp_) {
+    if (step + 1 == ring_size_) {
       // The pass is over: hold no block until the next one (a forward pass ends here).
       current_ = at::Tensor();
       next_block_ = at::Tensor();
@@ -115,7 +117,7 @@ class AllToAllExchange : public KvExchange, RingGroup {
   }
 
   void AddBlockGrad(int64_t step, const at::Tensor& dkv) override {
-    const int64_t src = cp_rank_ - step;  // the block held at this step
+    const int64_t src = ring_rank_ - step;  // the block held at this step
     if (acc_transfer_.pending()) {
       CommCall(Exchange("dK/dV"), [&] {
         WaitOverlapped(*comm_, acc_transfer_);
@@ -144,9 +146,8 @@ class AllToAllExchange : public KvExchange, RingGroup {
       acc_in_ = torch::empty_like(own_);
       recvs.push_back({&acc_in_, prev_});
     }
-    acc_transfer_ = CommCall(Exchange("dK/dV"), [&] {
-      return comm_->Exchange(comm_->cp_group(), sends, recvs, kDkvTag);
-    });
+    acc_transfer_ = CommCall(Exchange("dK/dV"),
+                             [&] { return comm_->Exchange(*ring_.group, sends, recvs, kDkvTag); });
   }
 
   at::Tensor FinishGrads() override {
@@ -154,7 +155,7 @@ class AllToAllExchange : public KvExchange, RingGroup {
       comm_->Wait(acc_transfer_);
       return 0;
     });
-    return GoesOn(cp_rank_, 0) ? acc_in_ : own_;
+    return GoesOn(ring_rank_, 0) ? acc_in_ : own_;
   }
 
  private:
@@ -174,70 +175,74 @@ class AllGatherExchange : public KvExchange, RingGroup {
   // Each block goes to the ranks that need it, point to point.
   void Begin(const at::Tensor& kv, const BlockNeeds& needs) override {
     needs_storage_ = needs;
-    std::vector<at::Tensor> gathered(static_cast<size_t>(cp_));
+    std::vector<at::Tensor> gathered(static_cast<size_t>(ring_size_));
     std::vector<std::pair<at::Tensor, int>> sends;
     std::vector<std::pair<at::Tensor*, int>> recvs;
-    gathered[size_t(cp_rank_)] = kv;
-    for (int64_t r = 0; r < cp_; ++r) {
-      if (r == cp_rank_) continue;
-      if (Needs(r, cp_rank_)) {
+    gathered[size_t(ring_rank_)] = kv;
+    for (int64_t r = 0; r < ring_size_; ++r) {
+      if (r == ring_rank_) continue;
+      if (Needs(r, ring_rank_)) {
         sends.push_back({kv, int(r)});
         CountSent(kv, /*kv_block=*/true);
       }
-      if (Needs(cp_rank_, r)) gathered[size_t(r)] = torch::empty_like(kv);
+      if (Needs(ring_rank_, r)) gathered[size_t(r)] = torch::empty_like(kv);
     }
-    for (int64_t r = 0; r < cp_; ++r) {
-      if (r != cp_rank_ && gathered[size_t(r)].defined())
+    for (int64_t r = 0; r < ring_size_; ++r) {
+      if (r != ring_rank_ && gathered[size_t(r)].defined())
         recvs.push_back({&gathered[size_t(r)], int(r)});
     }
-    CommCall(absl::StrCat("ring attention: all-gather of K/V with cp rank ", prev_), [&] {
-      PendingWork work = comm_->Exchange(comm_->cp_group(), sends, recvs, kKvTag);
-      comm_->Wait(work);
-      return 0;
-    });
+    CommCall(absl::StrCat("ring attention: all-gather of K/V with ", ring_.member, " ", prev_),
+             [&] {
+               PendingWork work = comm_->Exchange(*ring_.group, sends, recvs, kKvTag);
+               comm_->Wait(work);
+               return 0;
+             });
     gathered_ = std::move(gathered);
-    contributions_.assign(size_t(cp_), at::Tensor());
+    contributions_.assign(size_t(ring_size_), at::Tensor());
   }
 
   void Prefetch(int64_t) override {}
   const at::Tensor& Block(int64_t step) override {
-    return gathered_[size_t(RingSource(cp_rank_, cp_, step))];
+    return gathered_[size_t(RingSource(ring_rank_, ring_size_, step))];
   }
   void Advance(int64_t step) override {
-    if (step + 1 == cp_) gathered_.clear();  // the pass is over: hold no block until the next one
+    if (step + 1 == ring_size_)
+      gathered_.clear();  // the pass is over: hold no block until the next one
   }
 
   void AddBlockGrad(int64_t step, const at::Tensor& dkv) override {
-    contributions_[size_t(RingSource(cp_rank_, cp_, step))] = dkv;
+    contributions_[size_t(RingSource(ring_rank_, ring_size_, step))] = dkv;
   }
 
   at::Tensor FinishGrads() override {
     // Each contribution to its block's owner; from each rank that needed this rank's block, its.
-    const at::Tensor& own = contributions_[size_t(cp_rank_)];
-    std::vector<at::Tensor> received(static_cast<size_t>(cp_));
+    const at::Tensor& own = contributions_[size_t(ring_rank_)];
+    std::vector<at::Tensor> received(static_cast<size_t>(ring_size_));
     std::vector<std::pair<at::Tensor, int>> sends;
     std::vector<std::pair<at::Tensor*, int>> recvs;
-    for (int64_t r = 0; r < cp_; ++r) {
-      if (r == cp_rank_) continue;
+    for (int64_t r = 0; r < ring_size_; ++r) {
+      if (r == ring_rank_) continue;
       if (contributions_[size_t(r)].defined()) {
         sends.push_back({contributions_[size_t(r)], int(r)});
         CountSent(contributions_[size_t(r)], /*kv_block=*/false);
       }
-      if (Needs(r, cp_rank_)) received[size_t(r)] = torch::empty_like(own);
+      if (Needs(r, ring_rank_)) received[size_t(r)] = torch::empty_like(own);
     }
-    for (int64_t r = 0; r < cp_; ++r) {
-      if (r != cp_rank_ && received[size_t(r)].defined())
+    for (int64_t r = 0; r < ring_size_; ++r) {
+      if (r != ring_rank_ && received[size_t(r)].defined())
         recvs.push_back({&received[size_t(r)], int(r)});
     }
-    CommCall(absl::StrCat("ring attention: reduce-scatter of dK/dV with cp rank ", prev_), [&] {
-      PendingWork work = comm_->Exchange(comm_->cp_group(), sends, recvs, kDkvTag);
-      comm_->Wait(work);
-      return 0;
-    });
+    CommCall(
+        absl::StrCat("ring attention: reduce-scatter of dK/dV with ", ring_.member, " ", prev_),
+        [&] {
+          PendingWork work = comm_->Exchange(*ring_.group, sends, recvs, kDkvTag);
+          comm_->Wait(work);
+          return 0;
+        });
     // Sum in ring order (owner first, then r+1, r+2, …), the order the alltoall method uses.
     at::Tensor dkv = own.clone();
-    for (int64_t i = 1; i < cp_; ++i) {
-      const at::Tensor& part = received[size_t((cp_rank_ + i) % cp_)];
+    for (int64_t i = 1; i < ring_size_; ++i) {
+      const at::Tensor& part = received[size_t((ring_rank_ + i) % ring_size_)];
       if (part.defined()) dkv.add_(part);
     }
     contributions_.clear();
@@ -245,18 +250,25 @@ class AllGatherExchange : public KvExchange, RingGroup {
   }
 
  private:
-  std::vector<at::Tensor> gathered_;       // by cp rank: the blocks this rank needs
-  std::vector<at::Tensor> contributions_;  // by cp rank: this rank's dK/dV of that block
+  std::vector<at::Tensor> gathered_;       // by ring rank: the blocks this rank needs
+  std::vector<at::Tensor> contributions_;  // by ring rank: this rank's dK/dV of that block
 };
 
 }  // namespace
 
-std::unique_ptr<KvExchange> MakeKvExchange(RotateMethod method, Communicator* comm) {
+RingMembers RingMembers::Of(Communicator& comm) {
+  const Mesh& mesh = comm.mesh();
+  if (mesh.ulysses <= 1) return RingMembers{&comm.cp_group(), mesh.cp, mesh.cp_rank(), "cp rank"};
+  return RingMembers{&comm.ring_group(), mesh.ring(), mesh.ring_rank(), "ring rank"};
+}
+
+std::unique_ptr<KvExchange> MakeKvExchange(RotateMethod method, Communicator* comm,
+                                           const RingMembers& ring) {
   switch (method) {
-    case RotateMethod::kAllGather: return std::make_unique<AllGatherExchange>(comm);
+    case RotateMethod::kAllGather: return std::make_unique<AllGatherExchange>(comm, ring);
     case RotateMethod::kAllToAll: break;
   }
-  return std::make_unique<AllToAllExchange>(comm);
+  return std::make_unique<AllToAllExchange>(comm, ring);
 }
 
 }  // namespace ringtrain

@@ -1,5 +1,7 @@
-// How ring attention's K/V blocks reach every rank of the CP group, and how each block's dK/dV
-// gets back to the rank that owns it: the two rotate methods as two strategies behind one loop.
+// How ring attention's K/V blocks reach every rank of the ring, and how each block's dK/dV gets
+// back to the rank that owns it: the two rotate methods as two strategies behind one loop. The
+// ring is the CP group, or with hybrid context parallelism one ring across the Ulysses groups
+// (RingMembers); below, cp and cp rank are the ring's size and a rank's place in it.
 //
 // A pass (forward or backward) visits cp steps; at step s this rank holds the block of cp rank
 // RingSource(s) = (cp_rank − s) mod cp. The loop is, for each step:
@@ -63,8 +65,21 @@ class KvExchange {
   virtual at::Tensor FinishGrads() = 0;
 };
 
-// `comm` must outlive the exchange; its CP group carries the blocks.
-std::unique_ptr<KvExchange> MakeKvExchange(RotateMethod method, Communicator* comm);
+// The ranks the blocks go round: a group of the communicator and this rank's place in it.
+struct RingMembers {
+  c10d::ProcessGroup* group = nullptr;
+  int64_t size = 1;
+  int64_t rank = 0;
+  const char* member = "cp rank";  // how errors name a peer: "cp rank 1", "ring rank 1"
+
+  // The ring of `comm`'s mesh: its CP group (ring attention), or with Ulysses groups
+  // (mesh().ulysses > 1) the ring across them that this rank's Ulysses rank belongs to.
+  static RingMembers Of(Communicator& comm);
+};
+
+// `comm` must outlive the exchange; `ring` names the group that carries the blocks.
+std::unique_ptr<KvExchange> MakeKvExchange(RotateMethod method, Communicator* comm,
+                                           const RingMembers& ring);
 
 }  // namespace ringtrain
 

@@ -1,5 +1,7 @@
 #include "worker/engine/parallel/mesh.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 #include "worker/engine/parallel/document_balancer.h"
 
@@ -29,9 +31,25 @@ std::vector<int64_t> Mesh::ReplicateGroupRanks() const {
   return ranks;
 }
 
+std::vector<int64_t> UlyssesGroupPositions(const std::vector<std::vector<int64_t>>& shards,
+                                           int64_t ulysses, int64_t ring_rank) {
+  if (ulysses <= 1) return shards[size_t(ring_rank)];
+  std::vector<int64_t> merged;
+  for (int64_t u = 0; u < ulysses; ++u) {
+    const std::vector<int64_t>& shard = shards[size_t(ring_rank * ulysses + u)];
+    merged.insert(merged.end(), shard.begin(), shard.end());
+  }
+  std::sort(merged.begin(), merged.end());
+  return merged;
+}
+
 std::string Mesh::Describe() const {
   std::string text = absl::StrFormat("rank %d of %d: dp %d/%d, cp %d/%d", rank, world, dp_rank(),
                                      dp, cp_rank(), cp);
+  if (ulysses > 1) {
+    absl::StrAppendFormat(&text, " (ulysses %d/%d, ring %d/%d)", ulysses_rank(), ulysses,
+                          ring_rank(), ring());
+  }
   if (sharded) {
     absl::StrAppendFormat(&text, ", fsdp %d/%d (replica %d/%d)", fsdp_rank(), fsdp_size(),
                           replicate_rank(), replicate());

@@ -1,5 +1,6 @@
 // The DP × CP device mesh, torch-free. world = dp × cp with cp innermost:
-//   rank = dp_rank · cp + cp_rank, so ranks 0 … cp−1 form CP group 0.
+//   rank = dp_rank · cp + cp_rank, so ranks 0 … cp−1 form CP group 0;
+//   cp_rank = ring_rank · ulysses + ulysses_rank, so a Ulysses group is consecutive ranks.
 // A CP group shares one sequence (ring attention); a DP group (same cp_rank) shares gradients with
 // the other replicas. The data-parallel ranks are replicate × shard (shard inner): with FSDP
 // (`sharded`) the parameters are sharded over the FSDP group, the shard × cp consecutive ranks of
@@ -23,9 +24,16 @@ struct Mesh {
   int64_t cp = 1;
   int64_t shard = 1;     // divides dp
   bool sharded = false;  // FSDP over shard × cp
+  // Context-parallel attention by Ulysses groups of `ulysses` consecutive cp ranks (innermost), and
+  // rings of cp / ulysses ranks across them (one per Ulysses rank): ring attention is ulysses = 1,
+  // Ulysses alone ulysses = cp, hybrid anything between.
+  int64_t ulysses = 1;
 
   int64_t dp_rank() const { return rank / cp; }
   int64_t cp_rank() const { return rank % cp; }
+  int64_t ring() const { return cp / ulysses; }
+  int64_t ulysses_rank() const { return cp_rank() % ulysses; }
+  int64_t ring_rank() const { return cp_rank() / ulysses; }
   int64_t fsdp_size() const { return shard * cp; }
   int64_t fsdp_rank() const { return rank % fsdp_size(); }
   int64_t replicate() const { return dp / shard; }
@@ -35,7 +43,9 @@ struct Mesh {
   // Global ranks of this rank's CP group (in cp_rank order) and DP group (in dp_rank order).
   std::vector<int64_t> CpGroupRanks() const;
   std::vector<int64_t> DpGroupRanks() const;
-  std::string Describe() const;  // "rank 3 of 4: dp 1/2, cp 1/2" (+ ", fsdp 3/4" when sharded)
+  // "rank 3 of 4: dp 1/2, cp 1/2" (+ " (ulysses 1/2, ring 0/1)" with Ulysses groups, + ", fsdp
+  // 3/4" when sharded)
+  std::string Describe() const;
 };
 
 // Which global sequence positions a CP rank holds, in its local order.
@@ -46,6 +56,12 @@ struct Mesh {
 // Requires L divisible by 2·cp (headtail, document) or cp (none) — the config validation checks it.
 std::vector<int64_t> ShardPositions(int64_t seq_len, int64_t cp, int64_t cp_rank,
                                     LoadBalancer load_balancer);
+
+// The positions Ulysses group `ring_rank` holds together: its members' shards (`shards`, by cp
+// rank; the group is cp ranks ring_rank · ulysses … + ulysses − 1) merged in ascending order. With
+// ulysses = 1, cp rank ring_rank's shard as it is.
+std::vector<int64_t> UlyssesGroupPositions(const std::vector<std::vector<int64_t>>& shards,
+                                           int64_t ulysses, int64_t ring_rank);
 
 // Length of the contiguous position runs (chunks) a shard is made of.
 int64_t ShardChunkLength(int64_t seq_len, int64_t cp, LoadBalancer load_balancer);

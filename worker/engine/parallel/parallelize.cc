@@ -14,6 +14,10 @@ std::shared_ptr<AttentionPlan> MakeContextParallelPlan(ContextParallelMethod met
                                                        const ContextParallelArgs& args) {
   switch (method) {
     case ContextParallelMethod::kRing: return MakeRingAttentionPlan(args);
+    case ContextParallelMethod::kUlysses:
+    case ContextParallelMethod::kHybrid:
+      return MakeUlyssesAttentionPlan(args.comm, args.seq_len, args.load_balancer,
+                                      args.rotate_method, args.block_kernel);
   }
   return MakeRingAttentionPlan(args);
 }

@@ -24,13 +24,18 @@ int64_t TileFor(int64_t chunk) {
 RingAttentionPlan::RingAttentionPlan(Communicator* comm, int64_t seq_len,
                                      LoadBalancer load_balancer, RotateMethod rotate_method,
                                      AttentionKernelKind kind)
-    : cp_(comm->mesh().cp),
-      cp_rank_(comm->mesh().cp_rank()),
-      exchange_(MakeKvExchange(rotate_method, comm)) {
+    : ring_(RingMembers::Of(*comm)),
+      cp_(ring_.size),
+      cp_rank_(ring_.rank),
+      ulysses_(comm->mesh().ulysses),
+      exchange_(MakeKvExchange(rotate_method, comm, ring_)) {
+  const int64_t cp = comm->mesh().cp;
+  std::vector<std::vector<int64_t>> shards;
+  for (int64_t r = 0; r < cp; ++r) shards.push_back(ShardPositions(seq_len, cp, r, load_balancer));
   for (int64_t r = 0; r < cp_; ++r) {
-    shard_positions_.push_back({ShardPositions(seq_len, cp_, r, load_balancer)});
+    shard_positions_.push_back({UlyssesGroupPositions(shards, ulysses_, r)});
   }
-  const int64_t tile = TileFor(ShardChunkLength(seq_len, cp_, load_balancer));
+  const int64_t tile = TileFor(ShardChunkLength(seq_len, cp, load_balancer));
   // The document balancer's chunks are the shard's runs; head-tail's chunks split into them too.
   block_ = MakeBlockKernel(kind, comm->device(), {tile, tile});
 }
@@ -45,7 +50,7 @@ const RingAttentionPlan::Layout& RingAttentionPlan::LayoutOf(const BlockPosition
   layout.documents = positions.documents;
   for (int64_t r = 0; r < cp_; ++r) {
     BlockPositions p;
-    p.positions = positions.cp_layout ? (*positions.cp_layout)[size_t(r)]
+    p.positions = positions.cp_layout ? UlyssesGroupPositions(*positions.cp_layout, ulysses_, r)
                                       : shard_positions_[size_t(r)].positions;
     p.documents = positions.documents;
     layout.shards.push_back(std::move(p));
@@ -130,6 +135,10 @@ std::pair<at::Tensor, at::Tensor> RingAttentionPlan::Backward(
 }
 
 std::string RingAttentionPlan::Describe() const {
+  if (ulysses_ > 1) {
+    return absl::StrCat("ring over ", cp_, " Ulysses groups of ", ulysses_, ", blocks ",
+                        block_->Describe());
+  }
   return absl::StrCat("ring over cp ", cp_, ", blocks ", block_->Describe());
 }
 

@@ -31,6 +31,9 @@ class RingAttentionPlan : public AttentionPlan {
  public:
   // `comm` must outlive the kernel. `seq_len` is the global length L; shards follow
   // ShardPositions(L, cp, ·, load_balancer). Own it with std::make_shared (AttentionPlan).
+  // With Ulysses groups (comm->mesh().ulysses > 1: inside UlyssesAttentionPlan, hybrid) the ring
+  // runs across the groups (RingMembers::Of): a rank's shard is then its whole group's positions
+  // (UlyssesGroupPositions) for the heads the Ulysses all-to-all gave it.
   // `kind` picks the block kernel for comm->device() (MakeBlockKernel); the tiled kernel's tiles
   // divide the shard's chunks.
   RingAttentionPlan(Communicator* comm, int64_t seq_len, LoadBalancer load_balancer,
@@ -49,19 +52,21 @@ class RingAttentionPlan : public AttentionPlan {
   const BlockKernel& block_kernel() const { return *block_; }
 
  private:
-  // One batch's layout: every rank's positions (with the batch's documents) and which blocks each
-  // rank needs. Kept for the batch's next calls (every layer, forward and backward).
+  // One batch's layout: every ring rank's positions (with the batch's documents) and which blocks
+  // each rank needs. Kept for the batch's next calls (every layer, forward and backward).
   struct Layout {
     std::shared_ptr<const std::vector<std::vector<int64_t>>> source;  // positions.cp_layout
     std::shared_ptr<const DocumentMask> documents;
-    std::vector<BlockPositions> shards;  // per cp rank
+    std::vector<BlockPositions> shards;  // per ring rank
     BlockNeeds needs;
   };
   const Layout& LayoutOf(const BlockPositions& positions);
 
-  int64_t cp_, cp_rank_;
+  RingMembers ring_;
+  int64_t cp_, cp_rank_;  // the ring's size and this rank's place in it
+  int64_t ulysses_;       // the Ulysses group size (1: the ring is the cp group)
   std::unique_ptr<KvExchange> exchange_;
-  std::vector<BlockPositions> shard_positions_;  // per cp rank: the load balancer's fixed layout
+  std::vector<BlockPositions> shard_positions_;  // per ring rank: the load balancer's fixed layout
   std::shared_ptr<BlockKernel> block_;
   Layout layout_;
 };
