@@ -64,8 +64,8 @@ struct RankResult {
 };
 
 std::vector<RankResult> RunUlysses(const Case& c, const at::Tensor& tokens, const at::Tensor& q,
-                                   const at::Tensor& k, const at::Tensor& v,
-                                   const at::Tensor& dout, double scale) {
+                                   const at::Tensor& k, const at::Tensor& v, const at::Tensor& dout,
+                                   double scale) {
   const int64_t length = q.size(2);
   std::vector<RankResult> results(size_t(c.cp));
   Mesh mesh{0, c.cp, 1, c.cp};
@@ -82,8 +82,8 @@ std::vector<RankResult> RunUlysses(const Case& c, const at::Tensor& tokens, cons
     auto vl = v.index_select(2, idx).requires_grad_();
     const at::Tensor out = plan->Attend(ql, kl, vl, shard.positions, scale);
     const auto g = torch::autograd::grad({out}, {ql, kl, vl}, {dout.index_select(2, idx)});
-    results[size_t(r)] = {out.detach(), g[0], g[1], g[2], shard.positions.positions,
-                          plan->stats().scores_computed};
+    results[size_t(r)] = {
+        out.detach(), g[0], g[1], g[2], shard.positions.positions, plan->stats().scores_computed};
   });
   return results;
 }

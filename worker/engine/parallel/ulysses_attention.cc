@@ -165,8 +165,7 @@ BlockOutput UlyssesAttentionPlan::Forward(const at::Tensor& q, const at::Tensor&
       AllToAll({SendByHeads(q, 1, at::Tensor()), SendByHeads(kv, 2, heads)}, "Q and K/V");
   const at::Tensor qg = ToHeads(in[0], 1, layout);   // (B, Hu, Lg, D)
   const at::Tensor kvg = ToHeads(in[1], 2, layout);  // (2, B, Hk / u or 1, Lg, D)
-  const BlockOutput group =
-      Inner([&] { return inner_->Forward(qg, kvg, layout.group, scale); });
+  const BlockOutput group = Inner([&] { return inner_->Forward(qg, kvg, layout.group, scale); });
   // The output in the compute dtype (Attend's rounding, done before the transfer).
   const std::vector<at::Tensor> back =
       AllToAll({SendByPositions(group.out.to(q.scalar_type()), 1, layout),
@@ -184,11 +183,11 @@ std::pair<at::Tensor, at::Tensor> UlyssesAttentionPlan::Backward(
     const at::Tensor& dout, const BlockPositions& positions, double scale) {
   const Layout& layout = LayoutOf(positions, q.device());
   const at::Tensor heads = KvHeads(q.size(1), kv.size(2), q.device());
-  const std::vector<at::Tensor> in = AllToAll(
-      {SendByHeads(q, 1, at::Tensor()), SendByHeads(kv, 2, heads),
-       SendByHeads(out, 1, at::Tensor()), SendByHeads(dout, 1, at::Tensor()),
-       SendByHeads(lse, 1, at::Tensor())},
-      "Q, K/V, the output and its gradient");
+  const std::vector<at::Tensor> in =
+      AllToAll({SendByHeads(q, 1, at::Tensor()), SendByHeads(kv, 2, heads),
+                SendByHeads(out, 1, at::Tensor()), SendByHeads(dout, 1, at::Tensor()),
+                SendByHeads(lse, 1, at::Tensor())},
+               "Q, K/V, the output and its gradient");
   const auto [dqg, dkvg] = Inner([&] {
     return inner_->Backward(ToHeads(in[0], 1, layout), ToHeads(in[1], 2, layout),
                             ToHeads(in[2], 1, layout), ToHeads(in[4], 1, layout),
