@@ -98,7 +98,7 @@ absl::StatusOr<JobRecord> AdmitSubmitRequest(const v1::SubmitJobRequest& request
   job.config_toml = request.config_toml();
   job.overrides = std::move(overrides);
   job.degrees = {static_cast<int>(mesh.world), static_cast<int>(mesh.dp()),
-                 static_cast<int>(mesh.cp)};
+                 static_cast<int>(mesh.cp), static_cast<int>(mesh.ulysses)};
   job.device_kind = device_kind;
   job.total_steps = config->job.mode == JobMode::kEval ? 0 : config->training.steps;
   job.restart.max_restarts = static_cast<int>(config->job.max_restarts);

@@ -35,7 +35,8 @@ std::vector<std::string> SetSplit(const MeshDegrees& own, int64_t dp, Parallelis
 }
 
 RunMesh RunMeshOf(const MeshDegrees& mesh) {
-  return {static_cast<int>(mesh.world), static_cast<int>(mesh.dp()), static_cast<int>(mesh.cp)};
+  return {static_cast<int>(mesh.world), static_cast<int>(mesh.dp()), static_cast<int>(mesh.cp),
+          static_cast<int>(mesh.ulysses)};
 }
 
 }  // namespace

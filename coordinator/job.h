@@ -45,6 +45,9 @@ struct RunMesh {
   int world = 0;
   int dp = 0;
   int cp = 0;
+  // Ulysses groups (context_parallel_method ulysses/hybrid): consecutive cp ranks the placement
+  // keeps on one host when a CP group has to be spread (1: ring attention).
+  int ulysses = 1;
 };
 
 // Where one rank runs. cp_group = dp_index (the cp ranks of one data-parallel replica).

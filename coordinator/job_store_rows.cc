@@ -43,6 +43,7 @@ void ReadRestartJson(const nlohmann::json& r, JobRecord* job) {
   for (const auto& o : r.value("mesh_overrides", nlohmann::json::array())) {
     job->mesh_overrides.push_back(o.get<std::string>());
   }
+  job->degrees.ulysses = r.value("ulysses", 1);
 }
 
 absl::StatusOr<nlohmann::json> ParseJsonColumn(const std::string& text, const char* column) {
@@ -82,7 +83,8 @@ std::optional<std::string> ErrorJson(const std::optional<JobError>& error) {
   return ErrorToJson(*error).dump();
 }
 
-// The restart policy, the restarts so far with every failure, and an elastic restart's overrides.
+// The restart policy, the restarts so far with every failure, an elastic restart's overrides, and
+// the mesh's Ulysses degree (placement; the degrees' other numbers have columns of their own).
 std::string RestartJson(const JobRecord& job) {
   nlohmann::json failures = nlohmann::json::array();
   for (const JobError& e : job.failures) failures.push_back(ErrorToJson(e));
@@ -91,7 +93,8 @@ std::string RestartJson(const JobRecord& job) {
                         {"elastic", job.restart.elastic},
                         {"restart_count", job.restart_count},
                         {"failures", failures},
-                        {"mesh_overrides", job.mesh_overrides}}
+                        {"mesh_overrides", job.mesh_overrides},
+                        {"ulysses", job.degrees.ulysses}}
       .dump();
 }
 

@@ -58,16 +58,23 @@ std::vector<RankPlacement> PlaceRanks(const PendingJob& job,
   placements.reserve(mesh.world);
   for (int dp_index = 0; dp_index < mesh.dp; ++dp_index) {
     std::vector<std::string> group;  // worker ids of this CP group, by cp_rank
-    const std::vector<std::string> hosts = HostsByFreeDesc(free_by_host);
-    for (const std::string& host : hosts) {
-      std::deque<std::string>& free = free_by_host[host];
-      // The first host has the most free workers: if it cannot hold the whole group none can,
-      // and the group is spread over the hosts in this order.
-      while (!free.empty() && group.size() < cp) {
-        group.push_back(free.front());
-        free.pop_front();
+    // The first host has the most free workers: if it cannot hold the whole group none can, and
+    // the group is spread — by Ulysses groups, each onto the host with the most free workers then,
+    // so that their all-to-alls stay inside a host; a unit no host holds is spread in turn.
+    const size_t ulysses = static_cast<size_t>(std::max(1, mesh.ulysses));
+    const std::vector<std::string> first = HostsByFreeDesc(free_by_host);
+    const size_t unit =
+        ulysses > 1 && cp % ulysses == 0 && free_by_host[first.front()].size() < cp ? ulysses : cp;
+    while (group.size() < cp) {
+      const size_t want = group.size() + unit;
+      for (const std::string& host : HostsByFreeDesc(free_by_host)) {
+        std::deque<std::string>& free = free_by_host[host];
+        while (!free.empty() && group.size() < want) {
+          group.push_back(free.front());
+          free.pop_front();
+        }
+        if (group.size() == want) break;
       }
-      if (group.size() == cp) break;
     }
     for (int cp_rank = 0; cp_rank < mesh.cp; ++cp_rank) {
       placements.push_back({dp_index * mesh.cp + cp_rank, group[cp_rank], dp_index, dp_index});

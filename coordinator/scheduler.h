@@ -44,7 +44,9 @@ struct PendingJob {
 // (the cp ranks of one dp_index) goes onto one host when some host still has cp free workers: the
 // host with the most free workers, ties broken by host_label; within a host, workers are taken in
 // worker_id order. Only when no host has cp free workers is a group spread, taking workers from
-// the hosts with the most free workers first. Rank 0's worker serves the rendezvous.
+// the hosts with the most free workers first — with Ulysses groups (degrees.ulysses > 1) one
+// Ulysses group at a time, each onto the host with the most free workers then, so that a Ulysses
+// group shares a host whenever one can hold it. Rank 0's worker serves the rendezvous.
 // Returns world_size placements ordered by rank, {rank, worker_id, cp_group = dp_index, dp_index};
 // returns an empty vector when the mesh is invalid (world_size <= 0 or != dp × cp) or there are
 // fewer than world_size workers.

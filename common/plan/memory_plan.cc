@@ -172,9 +172,12 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
   }
   if (ring > 1) {
     // Every block visits every other rank of the ring (the causal upper bound: blocks a mask hides
-    // are not sent), and in backward each block's float32 dK/dV goes home as well.
+    // are not sent), and in backward each block's float32 dK/dV goes home as well: from each of
+    // the other ranks (allgather), or as one accumulator round the whole ring (alltoall).
+    const bool alltoall =
+        config.parallelism.context_parallel_rotate_method == RotateMethod::kAllToAll;
     attention_fwd_sent += (ring - 1) * kv_block;
-    attention_bwd_sent += (ring - 1) * (kv_block + kv_block / e * 4);
+    attention_bwd_sent += (ring - 1) * kv_block + (alltoall ? ring : ring - 1) * (kv_block / e * 4);
   }
   // Full or per-N checkpointing recomputes a block's forward, attention and its transfers too;
   // op mode keeps the attention output and does not.

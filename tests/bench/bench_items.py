@@ -1,4 +1,4 @@
-"""The eight comparisons of ringtrain-bench (issues 16 and 30), each a function of the bench context that
+"""The nine comparisons of ringtrain-bench (issues 16, 30 and 31), each a function of the bench context that
 adds rows (figure, ours, peer, ratio, target) and keeps its raw figures. Sizes come from SIZES:
 "quick" runs each comparison at a tiny size so the test suite keeps it working; "full" is the run
 RESULTS.md records. Standard library only.
@@ -17,7 +17,7 @@ SIZES = {
         "kernel_head_dims": [32, 64, 128], "kernel_seqs": [256], "kernel_reps": 2, "gemm": 256,
         "grow_seqs": [256, 512], "grow_steps": 3, "cp_seq": 512, "service_seq": 256,
         "service_steps": 4, "doc_seq": 1024, "doc_train_bytes": 200_000,
-        "doc_corpus_bytes": 300_000, "doc_vocab": 1000,
+        "doc_corpus_bytes": 300_000, "doc_vocab": 1000, "method_seq": 1024,
     },
     "full": {
         "compare_seqs": [512, 2048, 8192, 16384],
@@ -25,7 +25,7 @@ SIZES = {
         "kernel_head_dims": [32, 64, 128], "kernel_seqs": [4096], "kernel_reps": 3, "gemm": 2048,
         "grow_seqs": [1024, 2048, 4096, 8192], "grow_steps": 3, "cp_seq": 8192,
         "service_seq": 2048, "service_steps": 6, "doc_seq": 16384, "doc_train_bytes": 2 << 20,
-        "doc_corpus_bytes": 4 << 20, "doc_vocab": 16000,
+        "doc_corpus_bytes": 4 << 20, "doc_vocab": 16000, "method_seq": 16384,
     },
 }
 WARMUP = 2        # items 1 and 7: steps 1 and 2 left out (the issue's "steps 3…N") ...
@@ -316,11 +316,48 @@ def packed_documents(b):
     b.raw["documents"]["causal_step_seconds"] = causal.step_seconds()
 
 
+# ---- 9. context-parallel methods ------------------------------------------------------------
+def cp_methods(b):
+    """Ring (alltoall, allgather), Ulysses and hybrid 2 × 2 at cp 4, one rank and one thread per
+    cp rank: step time; the context-parallel attention's bytes per rank per step (ring K/V and
+    dK/dV, Ulysses all-to-alls: the records' ring_bytes_sent, max over ranks); the exposed
+    attention communication (ring_wait_seconds: alltoall's waits its compute did not hide, and every
+    all-to-all wait, which nothing overlaps) and all communication waits (comm_wait_seconds, the
+    gradient all-reduce included), max over ranks."""
+    seq, cp = b.size["method_seq"], 4
+    methods = {
+        "ring alltoall": ((), "alltoall"),
+        "ring allgather": ((), "allgather"),
+        "ulysses": (("--parallelism.context_parallel_method=ulysses",), "alltoall"),
+        "hybrid 2x2": (("--parallelism.context_parallel_method=hybrid",
+                        "--parallelism.context_parallel_ulysses_degree=2"), "alltoall"),
+    }
+    b.raw["methods"] = {}
+    ring_step = None
+    for name, (extra, rotate) in methods.items():
+        r = b.run.trainer(f"{name} cp={cp} L={seq}", seq, b.size["grow_steps"], GROW_WARMUP,
+                          nproc=cp, threads=1, kernel=b.kernels[0], cp=cp, rotate=rotate,
+                          extra=extra)
+        sent = max(r.per_rank("ring_bytes_sent"))
+        exposed = max(r.per_rank("ring_wait_seconds"))
+        waits = max(r.per_rank("comm_wait_seconds"))
+        ring_step = ring_step or r.step_seconds()
+        b.row(9, f"cp 4 {name}: step s (vs ring alltoall), L {seq}", r.step_seconds(), ring_step,
+              fmt="{:.3f}")
+        b.row(9, f"cp 4 {name}: attention bytes sent per rank per step, L {seq}", sent,
+              fmt="{:,.0f}")
+        b.row(9, f"cp 4 {name}: exposed attention comm s/step, all comm waits s/step", exposed,
+              waits, fmt="{:.3f}")
+        b.raw["methods"][name] = {"step_seconds": r.step_seconds(), "bytes_sent": sent,
+                                  "ring_wait_seconds": exposed, "comm_wait_seconds": waits}
+
+
 ITEMS = {1: compare_eager, 2: kernel_rate, 3: growth, 4: cp_scaling, 5: overlap,
-         6: load_balance, 7: service_overhead, 8: packed_documents}
+         6: load_balance, 7: service_overhead, 8: packed_documents, 9: cp_methods}
 TITLES = {1: "step time and peak memory vs PyTorch eager", 2: "GEMM rate, kernel rate, MFU",
           3: "cost vs sequence length per cp", 4: "CP scaling", 5: "ring transfer overlap",
-          6: "load balance", 7: "service overhead", 8: "packed documents"}
+          6: "load balance", 7: "service overhead", 8: "packed documents",
+          9: "context-parallel methods"}
 
 
 def cpu_model():

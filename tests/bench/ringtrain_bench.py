@@ -41,7 +41,7 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="every comparison at a tiny size")
     p.add_argument("--out", help="write the results as JSON here")
     p.add_argument("--markdown", help="write the table as Markdown here (tests/bench/RESULTS.md)")
-    p.add_argument("--only", help="comma-separated items to run (default: all, 1-8)")
+    p.add_argument("--only", help="comma-separated items to run (default: all, 1-9)")
     p.add_argument("--threads", type=int, default=2,
                    help="intra-op threads of single-rank runs and the GEMM (default 2)")
     p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"),
@@ -55,9 +55,9 @@ def parse_args(argv):
     try:
         args.items = sorted({int(i) for i in args.only.split(",")}) if args.only else list(ITEMS)
     except ValueError:
-        p.error(f"--only {args.only!r}: give item numbers 1-8, e.g. --only 1,3")
+        p.error(f"--only {args.only!r}: give item numbers 1-9, e.g. --only 1,3")
     if not set(args.items) <= set(ITEMS) or args.threads < 1:
-        p.error(f"--only {args.only!r} / --threads {args.threads}: items are 1-8, threads >= 1")
+        p.error(f"--only {args.only!r} / --threads {args.threads}: items are 1-9, threads >= 1")
     return args
 
 

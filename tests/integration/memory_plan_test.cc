@@ -82,6 +82,13 @@ TEST(MemoryPlanTest, Cp2RingAttention) {
   ExpectPlanNearMeasured("cp 2, AC none", 2, {"--parallelism.context_parallel_degree=2"});
 }
 
+// Ulysses at cp 2: the all-to-alls' buffers instead of the ring's.
+TEST(MemoryPlanTest, Cp2Ulysses) {
+  ExpectPlanNearMeasured(
+      "cp 2 ulysses, AC none", 2,
+      {"--parallelism.context_parallel_degree=2", "--parallelism.context_parallel_method=ulysses"});
+}
+
 // torchtitan's layout: shard degree -1 with cp 2 shards the weights over the cp ranks.
 TEST(MemoryPlanTest, Cp2ShardedOverCp) {
   ExpectPlanNearMeasured(
@@ -157,6 +164,38 @@ TEST(MemoryPlanCommandTest, AcceptsPackedDocuments) {
   EXPECT_EQ(no_eos.exit_code, 2) << no_eos.output;
   EXPECT_NE(no_eos.output.find("training.eos_id"), std::string::npos) << no_eos.output;
   EXPECT_NE(no_eos.output.find("training.tokenizer_path"), std::string::npos) << no_eos.output;
+}
+
+// With cp > 1 the plan compares the methods the heads allow (8 heads, 4 K/V heads: ulysses 4
+// replicates nothing, every hybrid degree divides), marking the job's own.
+TEST(MemoryPlanCommandTest, ComparesTheContextParallelMethods) {
+  const std::vector<std::string> cp4 = {"--world", "4", "--parallelism.context_parallel_degree=4",
+                                        "--parallelism.context_parallel_method=hybrid",
+                                        "--parallelism.context_parallel_ulysses_degree=2"};
+  const CommandResult table = Plan(cp4);
+  EXPECT_EQ(table.exit_code, 0) << table.output;
+  for (const char* row :
+       {"CP METHOD", "ring ", "ulysses ", "hybrid 2 × 2 *", "context-parallel attention sends"}) {
+    EXPECT_NE(table.output.find(row), std::string::npos) << row << " not in:\n" << table.output;
+  }
+  std::vector<std::string> json_args = cp4;
+  json_args.insert(json_args.end(), {"--output", "json"});
+  const CommandResult json = Plan(json_args);
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  const nlohmann::json plan = nlohmann::json::parse(json.output);
+  EXPECT_EQ(plan.at("ulysses_degree").get<int64_t>(), 2);
+  EXPECT_GT(plan.at("bytes").at("ulysses_buffers").get<int64_t>(), 0);
+  ASSERT_EQ(plan.at("methods").size(), 3u);  // ring, ulysses, hybrid 2 × 2
+  for (const auto& m : plan.at("methods")) EXPECT_GT(m.at("attention_bytes_per_step"), 0);
+  // A degree the heads cannot take is refused, naming both numbers.
+  const CommandResult refused =
+      Plan({"--world", "3", "--parallelism.context_parallel_degree=3",
+            "--parallelism.context_parallel_method=ulysses", "--training.seq_len=1536"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("model.n_heads = 8 is not divisible by "
+                                "parallelism.context_parallel_ulysses_degree = 3"),
+            std::string::npos)
+      << refused.output;
 }
 
 }  // namespace

@@ -35,18 +35,39 @@ class UlyssesParityTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir();
     const std::string script = SourceDir() + "/tests/parity/llama_reference.py";
-    std::vector<std::string> fixture = {PythonPath(), script,       "make-fixture",  "--out-dir",
-                                        dir_->path(), "--seed",     "3",             "--num-tokens",
-                                        "1200",       "--eos-id",   kEos,            "--doc-lengths",
+    std::vector<std::string> fixture = {PythonPath(),
+                                        script,
+                                        "make-fixture",
+                                        "--out-dir",
+                                        dir_->path(),
+                                        "--seed",
+                                        "3",
+                                        "--num-tokens",
+                                        "1200",
+                                        "--eos-id",
+                                        kEos,
+                                        "--doc-lengths",
                                         "1,1,7,60,3,1,25,2,90,4"};
     fixture.insert(fixture.end(), kModel.begin(), kModel.end());
     const auto made = RunCommand(fixture);
     ASSERT_EQ(made.exit_code, 0) << made.output;
     for (const bool documents : {false, true}) {
-      std::vector<std::string> reference = {PythonPath(), script, "train", "--init",
-                                            *dir_ / "init.pt", "--tokens", *dir_ / "tokens.bin",
-                                            "--seq-len", "48", "--batch", "4", "--steps",
-                                            std::to_string(kSteps), "--lr", "0.01", "--out",
+      std::vector<std::string> reference = {PythonPath(),
+                                            script,
+                                            "train",
+                                            "--init",
+                                            *dir_ / "init.pt",
+                                            "--tokens",
+                                            *dir_ / "tokens.bin",
+                                            "--seq-len",
+                                            "48",
+                                            "--batch",
+                                            "4",
+                                            "--steps",
+                                            std::to_string(kSteps),
+                                            "--lr",
+                                            "0.01",
+                                            "--out",
                                             *dir_ / (documents ? "documents.json" : "causal.json")};
       if (documents) {
         reference.push_back("--eos-id");
@@ -92,6 +113,7 @@ class UlyssesParityTest : public ::testing::Test {
     extra.push_back("--metrics.jsonl=" + (dir / name));
     const auto r = RunCommand(LauncherCommand(nproc, Options(extra)));
     EXPECT_EQ(r.exit_code, 0) << r.output;
+    last_output_ = r.output;
     return dir / name;
   }
 
@@ -103,9 +125,11 @@ class UlyssesParityTest : public ::testing::Test {
   }
 
   static TempDir* dir_;
+  static std::string last_output_;  // the last Train's output (the trainers' logs)
 };
 
 TempDir* UlyssesParityTest::dir_ = nullptr;
+std::string UlyssesParityTest::last_output_;
 
 std::vector<double> Column(const std::string& path, const std::string& key) {
   std::vector<double> values;
@@ -156,9 +180,15 @@ void CheckRuns(const std::vector<Run>& runs) {
       UlyssesParityTest::Train(dir, "cp1_documents.jsonl", 1, kDocuments);
   for (const Run& run : runs) {
     const std::string file = run.documents ? "documents.json" : "causal.json";
-    const std::string path = UlyssesParityTest::Train(
-        dir, std::string(run.name) + ".jsonl", run.nproc,
-        run.documents ? Plus(run.options, kDocuments) : run.options);
+    const std::string path =
+        UlyssesParityTest::Train(dir, std::string(run.name) + ".jsonl", run.nproc,
+                                 run.documents ? Plus(run.options, kDocuments) : run.options);
+    // The method the log names is the one asked for.
+    const std::string method = std::string(run.name).find("hybrid") != std::string::npos
+                                   ? "ulysses over groups of 2 (cp 4), then ring over 2"
+                                   : "ulysses over groups of";
+    EXPECT_NE(UlyssesParityTest::last_output_.find(method), std::string::npos)
+        << run.name << ": " << UlyssesParityTest::last_output_;
     ExpectWithin(Column(path, "loss"), UlyssesParityTest::Reference(file, "loss"), 1e-4,
                  std::string(run.name) + " vs reference");
     ExpectWithin(Column(path, "grad_norm"), UlyssesParityTest::Reference(file, "grad_norm"), 1e-4,
@@ -173,15 +203,13 @@ TEST_F(UlyssesParityTest, UlyssesAndHybridMatchThePyTorchReferenceAndCp1) {
              // 2 K/V heads over 4 ranks: each rank gets the one its query head uses.
              {"ulysses_cp4_kv_replicated", 4, Ulysses(4)},
              {"hybrid_2x2", 4, Hybrid(2, 2)},
-             {"hybrid_2x2_allgather",
-              4,
+             {"hybrid_2x2_allgather", 4,
               Plus(Hybrid(2, 2), {"--parallelism.context_parallel_rotate_method=allgather",
                                   "--parallelism.context_parallel_load_balancer=none"})}});
 }
 
 TEST_F(UlyssesParityTest, DocumentsAndDataParallelMeshesMatchThePyTorchReferenceAndCp1) {
-  CheckRuns({{"hybrid_2x2_documents",
-              4,
+  CheckRuns({{"hybrid_2x2_documents", 4,
               Plus(Hybrid(2, 2), {"--parallelism.context_parallel_load_balancer=document"}),
               /*documents=*/true},
              // The same global batch of 4: two replicas (or FSDP shards) of 2.
@@ -220,8 +248,8 @@ TEST_F(UlyssesParityTest, RepeatsBitwiseResumesBitwiseAndResumesUnderAnotherMeth
             std::vector<std::string>(losses.begin() + 3, losses.end()));
   ExpectWithin(Column(resume("as_ulysses", Ulysses(4)), "loss"), tail, 1e-6,
                "hybrid checkpoint resumed as ulysses 4");
-  ExpectWithin(Column(resume("as_ring", {"--parallelism.context_parallel_degree=4"}), "loss"),
-               tail, 1e-6, "hybrid checkpoint resumed as ring 4");
+  ExpectWithin(Column(resume("as_ring", {"--parallelism.context_parallel_degree=4"}), "loss"), tail,
+               1e-6, "hybrid checkpoint resumed as ring 4");
 }
 
 // Activation checkpointing (op keeps the attention output and log-sum-exp: the all-to-alls are not

@@ -2,6 +2,7 @@
 // the TOML round trip. Every validation rule is exercised at least once through an override on an
 // empty file, which also exercises the override path.
 #include "common/config/job_config.h"
+#include "common/config/mesh.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -818,13 +819,71 @@ TEST(JobConfigTest, OldSpellingOfAChoiceStillWorksWithAWarning) {
   EXPECT_TRUE(config->warnings.empty());
 }
 
-TEST(JobConfigTest, ContextParallelMethodIsRing) {
+TEST(JobConfigTest, ContextParallelMethodsAndTheirUlyssesDegree) {
   absl::StatusOr<JobConfig> config = Parse("[parallelism]\ncontext_parallel_method = \"ring\"\n");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->parallelism.context_parallel_method, ContextParallelMethod::kRing);
-  EXPECT_THAT(
-      ParseError("[parallelism]\ncontext_parallel_method = \"rings\"\n"),
-      HasSubstr("parallelism.context_parallel_method = \"rings\": must be one of \"ring\""));
+  EXPECT_EQ(UlyssesDegree(config->parallelism), 1);
+  EXPECT_THAT(ParseError("[parallelism]\ncontext_parallel_method = \"rings\"\n"),
+              HasSubstr("parallelism.context_parallel_method = \"rings\": must be one of "
+                        "\"ring\", \"ulysses\", \"hybrid\""));
+  const std::string heads = "[model]\nn_heads = 8\nn_kv_heads = 2\ndim = 128\n";
+  // ulysses: the whole cp group (unset or equal); hybrid: a divisor of cp, required.
+  config = Parse(heads +
+                 "[parallelism]\ncontext_parallel_degree = 4\n"
+                 "context_parallel_method = \"ulysses\"\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(UlyssesDegree(config->parallelism), 4);  // 2 K/V heads replicated over 4 ranks
+  config = Parse(heads +
+                 "[parallelism]\ncontext_parallel_degree = 8\n"
+                 "context_parallel_method = \"hybrid\"\n"
+                 "context_parallel_ulysses_degree = 2\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(UlyssesDegree(config->parallelism), 2);
+  EXPECT_THAT(ParseError(heads + "[parallelism]\ncontext_parallel_degree = 4\n"
+                                 "context_parallel_method = \"hybrid\"\n"),
+              HasSubstr("parallelism.context_parallel_method = \"hybrid\" needs "
+                        "parallelism.context_parallel_ulysses_degree, a divisor of "
+                        "context_parallel_degree = 4 (1, 2, 4)"));
+  EXPECT_THAT(ParseError(heads + "[parallelism]\ncontext_parallel_degree = 4\n"
+                                 "context_parallel_method = \"hybrid\"\n"
+                                 "context_parallel_ulysses_degree = 3\n"),
+              HasSubstr("parallelism.context_parallel_ulysses_degree = 3 must divide "
+                        "parallelism.context_parallel_degree = 4"));
+  EXPECT_THAT(ParseError(heads + "[parallelism]\ncontext_parallel_degree = 4\n"
+                                 "context_parallel_method = \"ulysses\"\n"
+                                 "context_parallel_ulysses_degree = 2\n"),
+              HasSubstr("parallelism.context_parallel_ulysses_degree = 2 must equal "
+                        "parallelism.context_parallel_degree = 4"));
+  EXPECT_THAT(ParseError(heads + "[parallelism]\ncontext_parallel_degree = 4\n"
+                                 "context_parallel_ulysses_degree = 2\n"),
+              HasSubstr("parallelism.context_parallel_ulysses_degree = 2 needs "
+                        "parallelism.context_parallel_method = \"ulysses\" or \"hybrid\""));
+  // Heads the degree cannot split: n_heads by the degree; K/V heads neither split nor replicated.
+  EXPECT_THAT(ParseError("[model]\nn_heads = 6\nn_kv_heads = 2\ndim = 96\n"
+                         "[parallelism]\ncontext_parallel_degree = 4\n"
+                         "context_parallel_method = \"ulysses\"\n"),
+              HasSubstr("model.n_heads = 6 is not divisible by "
+                        "parallelism.context_parallel_ulysses_degree = 4"));
+  EXPECT_THAT(ParseError("[model]\nn_heads = 24\nn_kv_heads = 4\ndim = 192\n"
+                         "[parallelism]\ncontext_parallel_degree = 6\n"
+                         "context_parallel_method = \"ulysses\"\n"),
+              HasSubstr("model.n_kv_heads = 4 and parallelism.context_parallel_ulysses_degree = "
+                        "6: one must divide the other"));
+}
+
+TEST(JobConfigTest, UlyssesOnAMeshTheWorldCannotHoldNamesTheKeys) {
+  absl::StatusOr<JobConfig> config = Parse(
+      "[parallelism]\ncontext_parallel_degree = 4\ncontext_parallel_method = "
+      "\"ulysses\"\ndata_parallel_replicate_degree = 1\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<MeshDegrees> mesh = ResolveMesh(*config, 2);
+  ASSERT_FALSE(mesh.ok());
+  EXPECT_THAT(std::string(mesh.status().message()),
+              HasSubstr("context_parallel_degree (4) = 4 but the world size is 2"));
+  mesh = ResolveMesh(*config, 4);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  EXPECT_EQ(mesh->ulysses, 4);
 }
 
 TEST(JobConfigTest, ActivationCheckpointIntervals) {

@@ -28,7 +28,7 @@ JobRecord SampleJob(const std::string& name) {
   job.name = name;
   job.config_toml = "[model]\nflavor = \"debug\"\n";
   job.overrides = {"training.steps=10", "parallelism.cp=2"};
-  job.degrees = {4, 2, 2};  // world, dp, cp
+  job.degrees = {4, 2, 2, 2};  // world, dp, cp, ulysses
   job.mesh = {{0, "w-a", 0, 0}, {1, "w-a", 0, 0}, {2, "w-b", 1, 1}, {3, "w-b", 1, 1}};
   job.total_steps = 10;
   return job;
@@ -63,6 +63,8 @@ TEST(JobStoreTest, CreateGetList) {
   EXPECT_EQ(got->config_toml, SampleJob("x").config_toml);
   EXPECT_EQ(got->overrides, SampleJob("x").overrides);
   ASSERT_EQ(got->mesh.size(), 4u);
+  EXPECT_EQ(got->degrees.cp, 2);
+  EXPECT_EQ(got->degrees.ulysses, 2);  // placement keeps Ulysses groups on a host after a restart
   EXPECT_EQ(got->mesh[2].worker_id, "w-b");
   EXPECT_EQ(got->mesh[2].cp_group, 1);
   EXPECT_EQ(got->mesh[3].dp_index, 1);

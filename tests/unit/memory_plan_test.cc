@@ -169,6 +169,48 @@ TEST(MemoryPlanTest, ContextParallelSplitsTheSequence) {
   EXPECT_GT(two.activations, one.activations / 2 - one.activations / 8);
 }
 
+TEST(MemoryPlanTest, UlyssesHoldsItsGroupsSequenceAndEachMethodSendsItsOwnBytes) {
+  // The debug model: 8 heads, 4 K/V heads of 16, float32; cp 4, L 1024: Lc = 256.
+  const std::vector<std::string> cp4 = {"training.seq_len=1024", "training.local_batch_size=1",
+                                        "parallelism.context_parallel_degree=4"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), cp4.begin(), cp4.end());
+    return Load("debug_model.toml", extra);
+  };
+  const JobConfig ring_config = with({});
+  const int64_t layers = ring_config.model.n_layers;
+  const MemoryPlan ring = Plan(ring_config, 4);
+  const MemoryPlan ulysses = Plan(with({"parallelism.context_parallel_method=ulysses"}), 4);
+  const MemoryPlan hybrid = Plan(with({"parallelism.context_parallel_method=hybrid",
+                                       "parallelism.context_parallel_ulysses_degree=2"}),
+                                 4);
+  EXPECT_EQ(ulysses.mesh.ulysses, 4);
+  EXPECT_EQ(hybrid.mesh.ulysses, 2);
+  // Ring: 3 of 4 blocks (2, 1, 4, 256, 16) float32 come in forward, and in backward again, each
+  // block's dK/dV accumulator going round all 4 (alltoall) or 3 dK/dV coming home (allgather).
+  // (Measured by ringtrain-bench item 9: the bytes the ranks report are exactly these.)
+  const int64_t kv_block = 4 * 2 * 4 * 256 * 16;
+  EXPECT_EQ(ring.attention_bytes_per_step, layers * (3 + 3 + 4) * kv_block);
+  const MemoryPlan allgather =
+      Plan(with({"parallelism.context_parallel_rotate_method=allgather"}), 4);
+  EXPECT_EQ(allgather.attention_bytes_per_step, layers * (3 + 3 + 3) * kv_block);
+  EXPECT_EQ(ring.ulysses_buffers, 0);
+  // Ulysses: no ring; 3/4 of each all-to-all leaves the rank. Forward: Q (256 × 128) and K/V
+  // (2 × 256 × 64) out, the output and the log-sum-exp (8 × 256) back; backward: Q, K/V, the
+  // output, its gradient and the log-sum-exp out, dQ and dK/dV back.
+  EXPECT_EQ(ulysses.ring_buffers, 0);
+  EXPECT_GT(ulysses.ulysses_buffers, 0);
+  const int64_t q = 4 * 256 * 128, kv = 4 * 2 * 256 * 64, lse = 4 * 8 * 256;
+  EXPECT_EQ(ulysses.attention_bytes_per_step,
+            layers * 3 * ((q + kv + q + lse) + (q + kv + 2 * q + lse + q + kv)) / 4);
+  // Hybrid 2 × 2 sits between: half of each all-to-all, and a ring of 2 with blocks of 2 heads
+  // over 512 positions.
+  EXPECT_GT(hybrid.ring_buffers, 0);
+  EXPECT_GT(hybrid.ulysses_buffers, 0);
+  EXPECT_LT(ulysses.attention_bytes_per_step, hybrid.attention_bytes_per_step);
+  EXPECT_LT(hybrid.attention_bytes_per_step, ring.attention_bytes_per_step);
+}
+
 TEST(MemoryPlanTest, ShardDegreeMinusOneShardsOverCp) {
   const MemoryPlan plan =
       Plan(Load("debug_model.toml", {"parallelism.data_parallel_shard_degree=-1",

@@ -19,8 +19,9 @@ WorkerInfo Worker(const std::string& id, const std::string& host, const std::str
   return {id, kind, host, host + ":7000", idle};
 }
 
-PendingJob Job(const std::string& id, int dp, int cp, const std::string& kind = "cpu") {
-  return {id, dp * cp, dp, cp, kind};
+PendingJob Job(const std::string& id, int dp, int cp, const std::string& kind = "cpu",
+               int ulysses = 1) {
+  return {id, RunMesh{dp * cp, dp, cp, ulysses}, kind};
 }
 
 // worker_id → host_label, to see where a placement landed.
@@ -88,6 +89,23 @@ TEST(PlaceRanksTest, SpreadsAGroupOnlyWhenNoHostHoldsIt) {
   EXPECT_EQ(HostsOfGroup(placement, 1, host_of), (std::set<std::string>{"b", "c"}));
 }
 
+TEST(PlaceRanksTest, ASpreadGroupKeepsEachUlyssesGroupOnOneHost) {
+  // cp 4 as Ulysses 2 × ring 2 over two hosts of 3: the group is spread, but by Ulysses group.
+  const std::vector<WorkerInfo> workers = {Worker("w-a1", "a"), Worker("w-a2", "a"),
+                                           Worker("w-a3", "a"), Worker("w-b1", "b"),
+                                           Worker("w-b2", "b"), Worker("w-b3", "b")};
+  std::vector<RankPlacement> placement = PlaceRanks(Job("job-000001", 1, 4, "cpu", 2), workers);
+  ASSERT_EQ(placement.size(), 4u);
+  std::vector<std::string> ids;
+  for (const RankPlacement& p : placement) ids.push_back(p.worker_id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"w-a1", "w-a2", "w-b1", "w-b2"}));
+  // Ring attention alone fills the fullest host first, as before: ranks 2 and 3 split.
+  placement = PlaceRanks(Job("job-000002", 1, 4), workers);
+  ids.clear();
+  for (const RankPlacement& p : placement) ids.push_back(p.worker_id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"w-a1", "w-a2", "w-a3", "w-b1"}));
+}
+
 TEST(PlaceRanksTest, DeterministicWhateverTheInputOrder) {
   std::vector<WorkerInfo> workers = {Worker("w-b2", "b"), Worker("w-a2", "a"), Worker("w-c1", "c"),
                                      Worker("w-a1", "a"), Worker("w-b1", "b"), Worker("w-c2", "c")};
@@ -107,8 +125,8 @@ TEST(PlaceRanksTest, DeterministicWhateverTheInputOrder) {
 TEST(PlaceRanksTest, EmptyForInvalidMeshOrTooFewWorkers) {
   std::vector<WorkerInfo> workers = {Worker("w1", "h"), Worker("w2", "h")};
   EXPECT_TRUE(PlaceRanks(Job("job-000001", 2, 2), workers).empty());
-  EXPECT_TRUE(PlaceRanks({"job-000002", 3, 1, 2, "cpu"}, workers).empty());
-  EXPECT_TRUE(PlaceRanks({"job-000003", 0, 0, 0, "cpu"}, workers).empty());
+  EXPECT_TRUE(PlaceRanks(PendingJob{"job-000002", RunMesh{3, 1, 2}, "cpu"}, workers).empty());
+  EXPECT_TRUE(PlaceRanks(PendingJob{"job-000003", RunMesh{0, 0, 0}, "cpu"}, workers).empty());
 }
 
 TEST(ScheduleTest, SecondJobWaitsThenStartsOnceWorkersFree) {
@@ -176,7 +194,7 @@ TEST(ScheduleTest, HeadOfLineBlocksSameKindOnly) {
 TEST(ScheduleTest, InvalidMeshWaitsWithoutBlocking) {
   std::vector<WorkerInfo> workers = {Worker("w1", "h"), Worker("w2", "h")};
   ScheduleDecision decision =
-      Schedule({{"job-000001", 3, 1, 2, "cpu"}, Job("job-000002", 1, 2)}, workers);
+      Schedule({PendingJob{"job-000001", RunMesh{3, 1, 2}, "cpu"}, Job("job-000002", 1, 2)}, workers);
   ASSERT_EQ(decision.start.size(), 1u);
   EXPECT_EQ(decision.start[0].first, "job-000002");
   EXPECT_THAT(decision.waiting.at("job-000001"), HasSubstr("invalid mesh"));
@@ -206,7 +224,7 @@ TEST(CheckCanEverRunTest, Messages) {
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(status.message()), HasSubstr("expects at most 8"));
 
-  status = CheckCanEverRun({"job-000005", 3, 1, 2, "cpu"}, workers);
+  status = CheckCanEverRun(PendingJob{"job-000005", RunMesh{3, 1, 2}, "cpu"}, workers);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
 }
 
