@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ringtrain-bench: the performance comparisons of issue 16, in one go on the machine at hand.
+"""ringtrain-bench: the performance comparisons of issues 16, 30 and 31, in one go on the machine at hand.
 
   ringtrain-bench [--quick] [--out results.json] [--markdown RESULTS.md] [--only 1,2,...]
                   [--threads 2] [--bin DIR] [--kernels cpu_flash,torch_flash,tiled] [--keep DIR]
@@ -11,6 +11,8 @@
   5  share of ring transfer hidden behind compute, alltoall vs allgather
   6  per-rank attention compute max/min at cp = 4, headtail vs none
   7  the same job through the coordinator vs ringtrain-run
+  8  packed documents: each balancer's work imbalance, block_causal vs causal, ring bytes
+  9  context-parallel methods at cp = 4: ring (alltoall, allgather), ulysses, hybrid 2 x 2
 
 Prints each run as it goes, then a table (figure, ours, peer, ratio, target, met) and writes the
 rows, the raw figures and the machine to --out as JSON. Exits 1 when a run fails or a figure is
