@@ -9,7 +9,7 @@
 #    runtime is older than the build machine's),
 #    and checks with ldd that every library resolves (naming the ones that do not);
 # 3. runs tests/gpu/run_checks.py: attention, the debug config on the device against the CPU (also
-#    block-causal documents at cp = 2 against cp = 1 on the CPU), cp = 2
+#    block-causal documents at cp = 2 against cp = 1 on the CPU), cp = 2 (ring, and ulysses)
 #    on the one device against cp = 1, and a larger config's tokens/s and MFU next to PyTorch
 #    eager; it prints one table and writes it to OUT/results.{json,md} (default ./gpu-check-out).
 # --self-test: the same plumbing with --device cpu and small shapes (CI runs it; < 2 min).

@@ -10,7 +10,8 @@ budget (7 minutes; 110 s with --self-test), so the run ends well under 8 minutes
   2. the debug config on DEV against the CPU: fp32 losses within 1e-4; bf16
      (training.mixed_precision_param) on DEV against CPU fp32 and against CPU bf16: the gap.
   3. cp = 2 on DEV (two ranks through ringtrain-run, both on DEV, comm.backend = gloo) against
-     cp = 1 on DEV: losses within 1e-5; and packed documents (model.attn_mask_type = block_causal,
+     cp = 1 on DEV: losses within 1e-5; the same with context_parallel_method = ulysses (the
+     all-to-alls around attention); and packed documents (model.attn_mask_type = block_causal,
      EOS token 0 of the synthetic data, the document balancer) at cp = 2 on DEV against cp = 1 on
      the CPU: losses within 1e-4.
   4. the bench shape (BENCH below) in bf16: the trainer's tokens/s (median after the warm-up steps)
@@ -268,6 +269,10 @@ def check_debug_and_cp(runner, report, device, self_test):
         train, runner, "debug-dev_cp2", device, DEBUG_CONFIG,
         fp32 + ["--comm.backend=gloo", "--parallelism.context_parallel_degree=2"], steps,
         LIMITS["cp"], nproc=2)
+    runs["dev_ulysses_cp2"] = attempt(
+        train, runner, "debug-dev_ulysses_cp2", device, DEBUG_CONFIG,
+        fp32 + ["--comm.backend=gloo", "--parallelism.context_parallel_degree=2",
+                "--parallelism.context_parallel_method=ulysses"], steps, LIMITS["cp"], nproc=2)
     documents = fp32 + ["--model.attn_mask_type=block_causal", "--training.eos_id=0"]
     runs["dev_docs_cp2"] = attempt(
         train, runner, "debug-dev_docs_cp2", device, DEBUG_CONFIG,
@@ -287,6 +292,8 @@ def check_debug_and_cp(runner, report, device, self_test):
             (f"{label}, bf16 on {device} vs cpu bf16, max abs Δloss", "dev_bf16", "cpu_bf16", None),
             (f"{label}, fp32: cp = 2 (2 ranks on {device}, gloo) vs cp = 1 on {device}, "
              f"max abs Δloss", "dev_cp2", "dev_fp32", CP_ATOL),
+            (f"{label}, fp32: ulysses cp = 2 (2 ranks on {device}, gloo) vs cp = 1 on {device}, "
+             f"max abs Δloss", "dev_ulysses_cp2", "dev_fp32", CP_ATOL),
             (f"{label}, fp32 block_causal: cp = 2 document balancer on {device} vs cp = 1 on cpu, "
              f"max abs Δloss", "dev_docs_cp2", "cpu_docs", FP32_ATOL)]:
         crashed = {f"debug-{k}": runs[k][1] for k in (a, b) if runs[k][1] is not None}

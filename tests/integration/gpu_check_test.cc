@@ -99,10 +99,10 @@ TEST_F(GpuCheckTest, SelfTestOnTheCpuPrintsTheTableAndPasses) {
     }
   }
   EXPECT_GT(attention, 0);
-  // fp32 vs cpu, fp32 twice, bf16 vs cpu fp32, bf16 vs cpu bf16, cp = 2 vs cp = 1, block_causal
-  // cp = 2 (document balancer) vs cp = 1
-  EXPECT_EQ(debug, 6);
-  EXPECT_EQ(cp, 2);
+  // fp32 vs cpu, fp32 twice, bf16 vs cpu fp32, bf16 vs cpu bf16, cp = 2 vs cp = 1, ulysses
+  // cp = 2 vs cp = 1, block_causal cp = 2 (document balancer) vs cp = 1
+  EXPECT_EQ(debug, 7);
+  EXPECT_EQ(cp, 3);
   EXPECT_EQ(bench, 5);  // matmul, trainer and eager tokens/s and MFU
   EXPECT_TRUE(fs::exists(dir_ / "out/results.md"));
 }
