@@ -193,8 +193,8 @@ TEST(ScheduleTest, HeadOfLineBlocksSameKindOnly) {
 
 TEST(ScheduleTest, InvalidMeshWaitsWithoutBlocking) {
   std::vector<WorkerInfo> workers = {Worker("w1", "h"), Worker("w2", "h")};
-  ScheduleDecision decision =
-      Schedule({PendingJob{"job-000001", RunMesh{3, 1, 2}, "cpu"}, Job("job-000002", 1, 2)}, workers);
+  ScheduleDecision decision = Schedule(
+      {PendingJob{"job-000001", RunMesh{3, 1, 2}, "cpu"}, Job("job-000002", 1, 2)}, workers);
   ASSERT_EQ(decision.start.size(), 1u);
   EXPECT_EQ(decision.start[0].first, "job-000002");
   EXPECT_THAT(decision.waiting.at("job-000001"), HasSubstr("invalid mesh"));

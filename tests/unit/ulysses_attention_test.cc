@@ -3,8 +3,9 @@
 // over the whole sequence (cp = 1, the tiled kernel) within 1e-5, for Ulysses over the whole cp
 // group and hybrid groups; K/V heads split and replicated (fewer K/V heads than the degree); the
 // headtail, none and document balancers; plain causal and packed documents; both rotate methods
-// for the ring part. Also: every rank of a Ulysses group computes the same number of scores
-// whatever the balancer, and a run repeated gives bitwise the same results.
+// for the ring part; the cpu_flash, torch_flash and tiled block kernels. Also: every rank of a
+// Ulysses group computes the same number of scores whatever the balancer, and a run repeated gives
+// bitwise the same results.
 #include "worker/engine/parallel/ulysses_attention.h"
 
 #include <gtest/gtest.h>
@@ -31,6 +32,7 @@ struct Case {
   LoadBalancer balancer;
   RotateMethod rotate;
   std::vector<int64_t> doc_lengths;  // empty: plain causal
+  AttentionKernelKind kernel = AttentionKernelKind::kCpuFlash;
 };
 
 std::string Name(const Case& c) {
@@ -39,7 +41,7 @@ std::string Name(const Case& c) {
                                              std::to_string(c.cp / c.ulysses);
   return name + "_h" + std::to_string(c.heads) + "kv" + std::to_string(c.kv_heads) + "_" +
          ChoiceName(c.balancer) + "_" + ChoiceName(c.rotate) +
-         (c.doc_lengths.empty() ? "" : "_documents");
+         (c.doc_lengths.empty() ? "" : "_documents") + "_" + ChoiceName(c.kernel);
 }
 
 // Tokens (B, L): EOS tokens end documents of the cycled lengths (row b starts b into the cycle);
@@ -71,8 +73,8 @@ std::vector<RankResult> RunUlysses(const Case& c, const at::Tensor& tokens, cons
   Mesh mesh{0, c.cp, 1, c.cp};
   mesh.ulysses = c.ulysses;
   RunOnMesh(mesh, [&](int64_t r, Communicator& comm) {
-    auto plan = std::make_shared<UlyssesAttentionPlan>(&comm, length, c.balancer, c.rotate,
-                                                       AttentionKernelKind::kCpuFlash);
+    auto plan =
+        std::make_shared<UlyssesAttentionPlan>(&comm, length, c.balancer, c.rotate, c.kernel);
     std::optional<int64_t> eos;
     if (!c.doc_lengths.empty()) eos = kEos;
     const ShardedBatch shard = CpShard(tokens, tokens, ShardSpec{c.cp, r, c.balancer, eos});
@@ -147,7 +149,20 @@ INSTANTIATE_TEST_SUITE_P(
         Case{4, 2, 4, 1, LoadBalancer::kNone, RotateMethod::kAllGather, {}},
         Case{4, 2, 4, 2, LoadBalancer::kDocument, RotateMethod::kAllToAll, kMixed},
         Case{4, 4, 8, 2, LoadBalancer::kHeadTail, RotateMethod::kAllToAll, kMixed},
-        Case{2, 2, 4, 4, LoadBalancer::kDocument, RotateMethod::kAllGather, kMixed}),
+        Case{2, 2, 4, 4, LoadBalancer::kDocument, RotateMethod::kAllGather, kMixed},
+        // Every block kernel: PyTorch's fused ones (cut at document bounds) and the tiled one.
+        Case{4, 4, 8, 2, LoadBalancer::kHeadTail, RotateMethod::kAllToAll, kMixed,
+             AttentionKernelKind::kTorchFlash},
+        Case{4,
+             2,
+             4,
+             2,
+             LoadBalancer::kHeadTail,
+             RotateMethod::kAllToAll,
+             {},
+             AttentionKernelKind::kTorchFlash},
+        Case{4, 2, 4, 1, LoadBalancer::kDocument, RotateMethod::kAllGather, kMixed,
+             AttentionKernelKind::kTiled}),
     [](const auto& info) { return Name(info.param); });
 
 TEST(UlyssesAttentionRepeat, SameInputsGiveBitwiseTheSameResults) {
