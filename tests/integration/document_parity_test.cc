@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/integration/document_fixture.h"
 #include "tests/integration/test_util.h"
 
 namespace ringtrain::testing {
@@ -19,59 +20,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kSteps = 5;
-const std::string kEos = "5";
-
-const std::vector<std::string> kModel = {
-    "--dim",        "64", "--n-layers",    "2",  "--n-heads",  "4",    "--n-kv-heads", "2",
-    "--vocab-size", "97", "--multiple-of", "32", "--norm-eps", "1e-5", "--rope-theta", "10000"};
-
-// The fixture (init.pt, tokens.bin of documents) and the reference's losses, made once for all the
-// tests of this file.
+// The fixture (init.pt, tokens.bin of documents, document_fixture.h) and the reference's losses,
+// made once for all the tests of this file.
 class DocumentParityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    const std::string script = SourceDir() + "/tests/parity/llama_reference.py";
-    // Documents of 1, 1, 7, 60, 3, 1, 25, 2, 90 and 4 tokens, cycled through the stream: windows
-    // of 48 start mid-document, and chunks at cp 4 (6 tokens) hold several or a part of one.
-    std::vector<std::string> fixture = {PythonPath(),
-                                        script,
-                                        "make-fixture",
-                                        "--out-dir",
-                                        dir_->path(),
-                                        "--seed",
-                                        "3",
-                                        "--num-tokens",
-                                        "1200",
-                                        "--eos-id",
-                                        kEos,
-                                        "--doc-lengths",
-                                        "1,1,7,60,3,1,25,2,90,4"};
-    fixture.insert(fixture.end(), kModel.begin(), kModel.end());
-    const auto made = RunCommand(fixture);
+    const auto made = MakeDocumentFixture(dir_->path());
     ASSERT_EQ(made.exit_code, 0) << made.output;
-    std::vector<std::string> reference = {PythonPath(),
-                                          script,
-                                          "train",
-                                          "--init",
-                                          *dir_ / "init.pt",
-                                          "--tokens",
-                                          *dir_ / "tokens.bin",
-                                          "--seq-len",
-                                          "48",
-                                          "--batch",
-                                          "4",
-                                          "--steps",
-                                          std::to_string(kSteps),
-                                          "--lr",
-                                          "0.01",
-                                          "--eos-id",
-                                          kEos,
-                                          "--out",
-                                          *dir_ / "reference.json"};
-    reference.insert(reference.end(), kModel.begin(), kModel.end());
-    const auto ref = RunCommand(reference);
+    const auto ref = TrainDocumentReference(dir_->path(), "reference.json", /*documents=*/true);
     ASSERT_EQ(ref.exit_code, 0) << ref.output;
   }
   static void TearDownTestSuite() {
@@ -81,26 +38,9 @@ class DocumentParityTest : public ::testing::Test {
 
   // The trainer's options for the fixture's model, data and optimizer, block-causal.
   static std::vector<std::string> Options(const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {ConfigPath("debug_model.toml"),
-                                     "--model.dim=64",
-                                     "--model.n_layers=2",
-                                     "--model.n_heads=4",
-                                     "--model.n_kv_heads=2",
-                                     "--model.vocab_size=97",
-                                     "--model.multiple_of=32",
-                                     "--model.norm_eps=1e-5",
-                                     "--model.rope_theta=10000",
-                                     "--model.attn_mask_type=block_causal",
-                                     "--training.eos_id=" + kEos,
-                                     "--training.seq_len=48",
-                                     "--training.local_batch_size=4",
-                                     "--training.steps=" + std::to_string(kSteps),
-                                     "--training.dataset=bin",
-                                     "--training.dataset_path=" + (*dir_ / "tokens.bin"),
-                                     "--optimizer.lr=0.01",
-                                     "--lr_scheduler.warmup_steps=0",
-                                     "--lr_scheduler.decay_ratio=0",
-                                     "--checkpoint.initial_load_path=" + (*dir_ / "init.pt")};
+    std::vector<std::string> args = DocumentTrainerOptions(dir_->path());
+    args.insert(args.end(),
+                {"--model.attn_mask_type=block_causal", "--training.eos_id=" + kDocumentEos});
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -115,33 +55,13 @@ class DocumentParityTest : public ::testing::Test {
   }
 
   static std::vector<double> Reference(const std::string& key) {
-    std::vector<double> values;
-    const nlohmann::json reference = nlohmann::json::parse(ReadFile(*dir_ / "reference.json"));
-    for (const auto& s : reference.at("steps")) {
-      values.push_back(s[key].get<double>());
-    }
-    return values;
+    return ReferenceColumn(*dir_ / "reference.json", key);
   }
 
   static TempDir* dir_;
 };
 
 TempDir* DocumentParityTest::dir_ = nullptr;
-
-std::vector<double> Column(const std::string& path, const std::string& key) {
-  std::vector<double> values;
-  for (const std::string& v : ReadJsonlColumn(path, key)) values.push_back(std::stod(v));
-  return values;
-}
-
-void ExpectWithin(const std::vector<double>& got, const std::vector<double>& want, double tol,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], tol) << what << " step " << i + 1;
-  }
-  std::printf("%-40s max |diff| %.3e\n", what.c_str(), MaxDiff(got, want));
-}
 
 struct Mesh {
   const char* name;
@@ -157,7 +77,7 @@ TEST_F(DocumentParityTest, EveryMeshMatchesThePyTorchReferenceAndCp1) {
   TempDir dir;
   constexpr double kTol = 1e-5;
   const std::vector<double> ref_loss = Reference("loss"), ref_norm = Reference("grad_norm");
-  ASSERT_EQ(ref_loss.size(), size_t(kSteps));
+  ASSERT_EQ(ref_loss.size(), size_t(kDocumentSteps));
   const std::string causal = Train(dir, "causal.jsonl", 1, {"--model.attn_mask_type=causal"});
   const double causal_diff = MaxDiff(Column(causal, "loss"), ref_loss);
   std::printf("plain causal vs the block-causal reference: max |diff| %.3e\n", causal_diff);
@@ -196,7 +116,7 @@ TEST_F(DocumentParityTest, EveryMeshMatchesThePyTorchReferenceAndCp1) {
   }
   // The document balancer's plan is reported per step, no worse than head-tail's.
   const auto doc = ReadJsonl(dir / "cp4_document_allgather.jsonl");
-  ASSERT_EQ(doc.size(), size_t(kSteps));
+  ASSERT_EQ(doc.size(), size_t(kDocumentSteps));
   for (const auto& step : doc) {
     ASSERT_TRUE(step.count("attention_imbalance")) << "no attention_imbalance in the JSONL";
     EXPECT_GE(std::stod(step.at("attention_imbalance")), 1.0);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/integration/document_fixture.h"
 #include "tests/integration/test_util.h"
 
 namespace ringtrain::testing {
@@ -20,61 +21,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kSteps = 5;
-const std::string kEos = "5";
-
-// 4 query heads, 2 K/V heads: ulysses 2 splits the K/V heads, ulysses 4 replicates them.
-const std::vector<std::string> kModel = {
-    "--dim",        "64", "--n-layers",    "2",  "--n-heads",  "4",    "--n-kv-heads", "2",
-    "--vocab-size", "97", "--multiple-of", "32", "--norm-eps", "1e-5", "--rope-theta", "10000"};
-
-// The fixture (init.pt, tokens.bin with documents) and the reference's losses, causal and
-// block-causal, made once for all the tests of this file.
+// The fixture (init.pt, tokens.bin with documents, document_fixture.h: 4 query heads, 2 K/V heads,
+// so ulysses 2 splits the K/V heads and ulysses 4 replicates them) and the reference's losses,
+// causal and block-causal, made once for all the tests of this file.
 class UlyssesParityTest : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    const std::string script = SourceDir() + "/tests/parity/llama_reference.py";
-    std::vector<std::string> fixture = {PythonPath(),
-                                        script,
-                                        "make-fixture",
-                                        "--out-dir",
-                                        dir_->path(),
-                                        "--seed",
-                                        "3",
-                                        "--num-tokens",
-                                        "1200",
-                                        "--eos-id",
-                                        kEos,
-                                        "--doc-lengths",
-                                        "1,1,7,60,3,1,25,2,90,4"};
-    fixture.insert(fixture.end(), kModel.begin(), kModel.end());
-    const auto made = RunCommand(fixture);
+    const auto made = MakeDocumentFixture(dir_->path());
     ASSERT_EQ(made.exit_code, 0) << made.output;
     for (const bool documents : {false, true}) {
-      std::vector<std::string> reference = {PythonPath(),
-                                            script,
-                                            "train",
-                                            "--init",
-                                            *dir_ / "init.pt",
-                                            "--tokens",
-                                            *dir_ / "tokens.bin",
-                                            "--seq-len",
-                                            "48",
-                                            "--batch",
-                                            "4",
-                                            "--steps",
-                                            std::to_string(kSteps),
-                                            "--lr",
-                                            "0.01",
-                                            "--out",
-                                            *dir_ / (documents ? "documents.json" : "causal.json")};
-      if (documents) {
-        reference.push_back("--eos-id");
-        reference.push_back(kEos);
-      }
-      reference.insert(reference.end(), kModel.begin(), kModel.end());
-      const auto ref = RunCommand(reference);
+      const auto ref = TrainDocumentReference(
+          dir_->path(), documents ? "documents.json" : "causal.json", documents);
       ASSERT_EQ(ref.exit_code, 0) << ref.output;
     }
   }
@@ -83,45 +41,20 @@ class UlyssesParityTest : public ::testing::Test {
     dir_ = nullptr;
   }
 
-  // The trainer's options for the fixture's model, data and optimizer (plain causal).
-  static std::vector<std::string> Options(const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {ConfigPath("debug_model.toml"),
-                                     "--model.dim=64",
-                                     "--model.n_layers=2",
-                                     "--model.n_heads=4",
-                                     "--model.n_kv_heads=2",
-                                     "--model.vocab_size=97",
-                                     "--model.multiple_of=32",
-                                     "--model.norm_eps=1e-5",
-                                     "--model.rope_theta=10000",
-                                     "--training.seq_len=48",
-                                     "--training.local_batch_size=4",
-                                     "--training.steps=" + std::to_string(kSteps),
-                                     "--training.dataset=bin",
-                                     "--training.dataset_path=" + (*dir_ / "tokens.bin"),
-                                     "--optimizer.lr=0.01",
-                                     "--lr_scheduler.warmup_steps=0",
-                                     "--lr_scheduler.decay_ratio=0",
-                                     "--checkpoint.initial_load_path=" + (*dir_ / "init.pt")};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return args;
-  }
-
   // ringtrain-run on `nproc` ranks into a fresh JSONL; returns its path.
   static std::string Train(const TempDir& dir, const std::string& name, int nproc,
                            std::vector<std::string> extra) {
     extra.push_back("--metrics.jsonl=" + (dir / name));
-    const auto r = RunCommand(LauncherCommand(nproc, Options(extra)));
+    std::vector<std::string> args = DocumentTrainerOptions(dir_->path());
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = RunCommand(LauncherCommand(nproc, args));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     last_output_ = r.output;
     return dir / name;
   }
 
   static std::vector<double> Reference(const std::string& file, const std::string& key) {
-    std::vector<double> values;
-    const nlohmann::json reference = nlohmann::json::parse(ReadFile(*dir_ / file));
-    for (const auto& s : reference.at("steps")) values.push_back(s[key].get<double>());
-    return values;
+    return ReferenceColumn(*dir_ / file, key);
   }
 
   static TempDir* dir_;
@@ -130,21 +63,6 @@ class UlyssesParityTest : public ::testing::Test {
 
 TempDir* UlyssesParityTest::dir_ = nullptr;
 std::string UlyssesParityTest::last_output_;
-
-std::vector<double> Column(const std::string& path, const std::string& key) {
-  std::vector<double> values;
-  for (const std::string& v : ReadJsonlColumn(path, key)) values.push_back(std::stod(v));
-  return values;
-}
-
-void ExpectWithin(const std::vector<double>& got, const std::vector<double>& want, double tol,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], tol) << what << " step " << i + 1;
-  }
-  std::printf("%-44s max |diff| %.3e\n", what.c_str(), MaxDiff(got, want));
-}
 
 struct Run {
   const char* name;
@@ -170,7 +88,7 @@ std::vector<std::string> Plus(std::vector<std::string> a, const std::vector<std:
 }
 
 const std::vector<std::string> kDocuments = {"--model.attn_mask_type=block_causal",
-                                             "--training.eos_id=" + kEos};
+                                             "--training.eos_id=" + kDocumentEos};
 
 // Every method and mesh against the reference (the 1e-4) and against CP = 1 (1e-6).
 void CheckRuns(const std::vector<Run>& runs) {

@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "tests/unit/packed_documents.h"
 #include "tests/unit/thread_world.h"
 #include "worker/engine/kernels/block_kernel.h"
 #include "worker/engine/kernels/document_mask.h"
@@ -36,27 +37,6 @@ std::vector<int64_t> Iota(int64_t n, int64_t from = 0) {
   std::vector<int64_t> p(static_cast<size_t>(n));
   std::iota(p.begin(), p.end(), from);
   return p;
-}
-
-// Tokens (B, L) whose EOS tokens end documents of the given lengths (cycled; the last document of
-// a row runs off its end, so the next window would start mid-document). Row b starts `b` tokens
-// into the cycle, so rows differ.
-at::Tensor PackedTokens(int64_t batch, int64_t length, const std::vector<int64_t>& doc_lengths) {
-  auto tokens = torch::full({batch, length}, int64_t{7}, torch::kInt64);
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t end = -1;
-    for (size_t i = size_t(b);; ++i) {
-      end += doc_lengths[i % doc_lengths.size()];
-      if (end >= length) break;
-      tokens[b][end] = kEos;
-    }
-  }
-  return tokens;
-}
-
-std::shared_ptr<const DocumentMask> MaskOf(const at::Tensor& tokens) {
-  return std::make_shared<const DocumentMask>(MakeDocumentMask(
-      tokens.contiguous().data_ptr<int64_t>(), tokens.size(0), tokens.size(1), kEos));
 }
 
 // Which (query, key) pairs of each row are hidden, from the EOS tokens directly: same document iff
@@ -137,7 +117,7 @@ class DocumentKernelTest : public ::testing::TestWithParam<Case> {};
 TEST_P(DocumentKernelTest, MatchesPlainAttentionWithADocumentMaskInFloat64) {
   const Case c = GetParam();
   const int64_t batch = 2, heads = 4, kv_heads = 2, length = 96, dim = 16;
-  const at::Tensor tokens = PackedTokens(batch, length, c.doc_lengths);
+  const at::Tensor tokens = PackedTokens(batch, length, c.doc_lengths, kEos);
   BlockPositions q_pos{Iota(length)}, k_pos{Iota(length)};
   switch (c.layout) {
     case Layout::kWhole: break;
@@ -151,14 +131,14 @@ TEST_P(DocumentKernelTest, MatchesPlainAttentionWithADocumentMaskInFloat64) {
       break;
     }
     case Layout::kDocumentBalancer: {
-      const auto mask = MaskOf(tokens);
+      const auto mask = MaskOf(tokens, kEos);
       const CpLayout layout = MakeCpLayout(length, 3, LoadBalancer::kDocument, mask.get());
       q_pos.positions = layout.positions[1];
       k_pos.positions = layout.positions[2];
       break;
     }
   }
-  q_pos.documents = MaskOf(tokens);
+  q_pos.documents = MaskOf(tokens, kEos);
   const int64_t lq = int64_t(q_pos.positions.size()), lk = int64_t(k_pos.positions.size());
   torch::manual_seed(11);
   const auto q = torch::randn({batch, heads, lq, dim});
@@ -207,8 +187,8 @@ INSTANTIATE_TEST_SUITE_P(
 // some key of it: the count of scores equals the tiles counted pair by pair, times tile area.
 TEST(DocumentKernelCount, ComputesExactlyTheTilesSomeQuerySees) {
   const int64_t batch = 2, heads = 2, length = 128, tile = 16;
-  const at::Tensor tokens = PackedTokens(batch, length, kMixed);
-  const auto mask = MaskOf(tokens);
+  const at::Tensor tokens = PackedTokens(batch, length, kMixed, kEos);
+  const auto mask = MaskOf(tokens, kEos);
   const auto hidden = HiddenPairs(tokens, Iota(length), Iota(length));
   int64_t expected = 0, causal_tiles = 0;
   for (int64_t b = 0; b < batch; ++b) {
@@ -279,7 +259,7 @@ int64_t ExpectedBlocksPerPass(const RingCase& c, const std::vector<std::vector<i
 TEST_P(DocumentRingTest, MatchesPlainAttentionAndSendsOnlyNeededBlocks) {
   const RingCase c = GetParam();
   const int64_t batch = 2, heads = 4, kv_heads = 2, length = 96, dim = 8;
-  const at::Tensor tokens = PackedTokens(batch, length, c.doc_lengths);
+  const at::Tensor tokens = PackedTokens(batch, length, c.doc_lengths, kEos);
   torch::manual_seed(21);
   const auto q = torch::randn({batch, heads, length, dim});
   const auto k = torch::randn({batch, kv_heads, length, dim});
@@ -344,7 +324,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(DocumentRing, ShortDocumentsInContiguousChunksNeedNoTransfer) {
   const int64_t cp = 4, length = 64;
   // Documents of 8 and 4 tokens: every chunk of 16 holds whole documents.
-  const at::Tensor tokens = PackedTokens(1, length, {8, 4, 4});
+  const at::Tensor tokens = PackedTokens(1, length, {8, 4, 4}, kEos);
   const auto qkv = torch::randn({1, 2, length, 8});
   std::vector<int64_t> sent(cp), skipped(cp);
   RunOnThreads(cp, 1, [&](int64_t r, Communicator& comm) {

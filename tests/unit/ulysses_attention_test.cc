@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/packed_documents.h"
 #include "tests/unit/thread_world.h"
-#include "worker/engine/kernels/document_mask.h"
 #include "worker/engine/parallel/cp_shard.h"
 #include "worker/engine/parallel/mesh.h"
 
@@ -42,21 +42,6 @@ std::string Name(const Case& c) {
   return name + "_h" + std::to_string(c.heads) + "kv" + std::to_string(c.kv_heads) + "_" +
          ChoiceName(c.balancer) + "_" + ChoiceName(c.rotate) +
          (c.doc_lengths.empty() ? "" : "_documents") + "_" + ChoiceName(c.kernel);
-}
-
-// Tokens (B, L): EOS tokens end documents of the cycled lengths (row b starts b into the cycle);
-// without lengths, no EOS at all.
-at::Tensor Tokens(int64_t batch, int64_t length, const std::vector<int64_t>& doc_lengths) {
-  auto tokens = torch::full({batch, length}, int64_t{7}, torch::kInt64);
-  for (int64_t b = 0; b < batch && !doc_lengths.empty(); ++b) {
-    int64_t end = -1;
-    for (size_t i = size_t(b);; ++i) {
-      end += doc_lengths[i % doc_lengths.size()];
-      if (end >= length) break;
-      tokens[b][end] = kEos;
-    }
-  }
-  return tokens;
 }
 
 struct RankResult {
@@ -99,7 +84,7 @@ class UlyssesAttentionTest : public ::testing::TestWithParam<Case> {};
 TEST_P(UlyssesAttentionTest, MatchesLocalAttentionOverTheWholeSequence) {
   const Case c = GetParam();
   const int64_t batch = 2, length = 64, dim = 8;
-  const at::Tensor tokens = Tokens(batch, length, c.doc_lengths);
+  const at::Tensor tokens = PackedTokens(batch, length, c.doc_lengths, kEos);
   torch::manual_seed(31);
   const auto q = torch::randn({batch, c.heads, length, dim});
   const auto k = torch::randn({batch, c.kv_heads, length, dim});
@@ -110,11 +95,7 @@ TEST_P(UlyssesAttentionTest, MatchesLocalAttentionOverTheWholeSequence) {
   BlockPositions all;
   all.positions.resize(size_t(length));
   std::iota(all.positions.begin(), all.positions.end(), 0);
-  if (!c.doc_lengths.empty()) {
-    const at::Tensor t = tokens.contiguous();
-    all.documents = std::make_shared<const DocumentMask>(
-        MakeDocumentMask(t.data_ptr<int64_t>(), batch, length, kEos));
-  }
+  if (!c.doc_lengths.empty()) all.documents = MaskOf(tokens, kEos);
   const auto qr = q.clone().requires_grad_(), kr = k.clone().requires_grad_(),
              vr = v.clone().requires_grad_();
   const at::Tensor want = LocalCausalAttention(qr, kr, vr, all, scale, {16, 16});
@@ -167,7 +148,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(UlyssesAttentionRepeat, SameInputsGiveBitwiseTheSameResults) {
   const Case c{4, 2, 4, 2, LoadBalancer::kHeadTail, RotateMethod::kAllToAll, kMixed};
-  const at::Tensor tokens = Tokens(1, 32, c.doc_lengths);
+  const at::Tensor tokens = PackedTokens(1, 32, c.doc_lengths, kEos);
   torch::manual_seed(5);
   const auto q = torch::randn({1, 4, 32, 8});
   const auto k = torch::randn({1, 2, 32, 8});

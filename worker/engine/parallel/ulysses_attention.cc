@@ -69,19 +69,26 @@ const UlyssesAttentionPlan::Layout& UlyssesAttentionPlan::LayoutOf(const BlockPo
   return layout_;
 }
 
-at::Tensor UlyssesAttentionPlan::KvHeads(int64_t q_heads, int64_t heads,
-                                         const c10::Device& device) const {
+const UlyssesAttentionPlan::KvHeadChoice& UlyssesAttentionPlan::KvHeads(int64_t q_heads,
+                                                                        int64_t heads,
+                                                                        const c10::Device& device) {
+  if (kv_heads_.q_heads == q_heads && kv_heads_.heads == heads &&
+      (kv_heads_.index.empty() || kv_heads_.on_device.device() == device)) {
+    return kv_heads_;
+  }
   TORCH_CHECK(q_heads % ulysses_ == 0, "ulysses attention: ", q_heads,
               " query heads are not divisible by the Ulysses degree ", ulysses_);
   TORCH_CHECK(heads % ulysses_ == 0 || ulysses_ % heads == 0, "ulysses attention: ", heads,
               " K/V heads and the Ulysses degree ", ulysses_, ": one must divide the other");
-  if (heads % ulysses_ == 0) return at::Tensor();  // split: head group j is the j-th slice
+  kv_heads_ = KvHeadChoice{q_heads, heads, {}, at::Tensor()};
+  if (heads % ulysses_ == 0) return kv_heads_;  // split: head group j is the j-th slice
   // Replicated: each group rank gets the one K/V head its query heads share.
   const int64_t group = q_heads / heads;  // query heads per K/V head
   const int64_t per_rank = q_heads / ulysses_;
-  std::vector<int64_t> index;
-  for (int64_t j = 0; j < ulysses_; ++j) index.push_back(j * per_rank / group);
-  return torch::tensor(index, torch::TensorOptions().dtype(torch::kLong)).to(device);
+  for (int64_t j = 0; j < ulysses_; ++j) kv_heads_.index.push_back(j * per_rank / group);
+  kv_heads_.on_device =
+      torch::tensor(kv_heads_.index, torch::TensorOptions().dtype(torch::kLong)).to(device);
+  return kv_heads_;
 }
 
 template <typename F>
@@ -160,7 +167,7 @@ at::Tensor FromHeadGroups(const at::Tensor& received, int64_t h) {
 BlockOutput UlyssesAttentionPlan::Forward(const at::Tensor& q, const at::Tensor& kv,
                                           const BlockPositions& positions, double scale) {
   const Layout& layout = LayoutOf(positions, q.device());
-  const at::Tensor heads = KvHeads(q.size(1), kv.size(2), q.device());
+  const at::Tensor& heads = KvHeads(q.size(1), kv.size(2), q.device()).on_device;
   const std::vector<at::Tensor> in =
       AllToAll({SendByHeads(q, 1, at::Tensor()), SendByHeads(kv, 2, heads)}, "Q and K/V");
   const at::Tensor qg = ToHeads(in[0], 1, layout);   // (B, Hu, Lg, D)
@@ -182,7 +189,8 @@ std::pair<at::Tensor, at::Tensor> UlyssesAttentionPlan::Backward(
     const at::Tensor& q, const at::Tensor& kv, const at::Tensor& out, const at::Tensor& lse,
     const at::Tensor& dout, const BlockPositions& positions, double scale) {
   const Layout& layout = LayoutOf(positions, q.device());
-  const at::Tensor heads = KvHeads(q.size(1), kv.size(2), q.device());
+  const KvHeadChoice& kv_heads = KvHeads(q.size(1), kv.size(2), q.device());
+  const at::Tensor& heads = kv_heads.on_device;
   const std::vector<at::Tensor> in =
       AllToAll({SendByHeads(q, 1, at::Tensor()), SendByHeads(kv, 2, heads),
                 SendByHeads(out, 1, at::Tensor()), SendByHeads(dout, 1, at::Tensor()),
@@ -199,9 +207,8 @@ std::pair<at::Tensor, at::Tensor> UlyssesAttentionPlan::Backward(
   if (!heads.defined()) return {dq, FromHeadGroups(back[1], 2)};
   // Replicated K/V heads: each replica's gradient summed into its head, in group-rank order.
   at::Tensor dkv = torch::zeros(kv.sizes(), back[1].options());
-  const at::Tensor index = heads.cpu();
   for (int64_t j = 0; j < ulysses_; ++j) {
-    dkv.narrow(2, index[j].item<int64_t>(), 1).add_(back[1][j]);
+    dkv.narrow(2, kv_heads.index[size_t(j)], 1).add_(back[1][j]);
   }
   return {dq, dkv};
 }

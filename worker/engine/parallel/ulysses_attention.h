@@ -75,8 +75,15 @@ class UlyssesAttentionPlan : public AttentionPlan {
     at::Tensor unsort;     // (Lg,) the inverse
   };
   const Layout& LayoutOf(const BlockPositions& positions, const c10::Device& device);
-  // Which K/V heads go to each group rank: `heads` K/V heads, `q_heads` query heads.
-  at::Tensor KvHeads(int64_t q_heads, int64_t heads, const c10::Device& device) const;
+  // Which K/V head goes to each group rank when they are replicated (`index`, one per group rank,
+  // and the same on the device); both empty when the K/V heads split evenly. Worked out for the
+  // first call's head counts and kept.
+  struct KvHeadChoice {
+    int64_t q_heads = -1, heads = -1;
+    std::vector<int64_t> index;
+    at::Tensor on_device;
+  };
+  const KvHeadChoice& KvHeads(int64_t q_heads, int64_t heads, const c10::Device& device);
   // The inner plan's call, its figures kept in this plan's.
   template <typename F>
   auto Inner(F&& f) -> decltype(f());
@@ -96,6 +103,7 @@ class UlyssesAttentionPlan : public AttentionPlan {
   std::vector<std::vector<int64_t>> shard_positions_;  // per cp rank: the fixed layout
   std::shared_ptr<AttentionPlan> inner_;
   Layout layout_;
+  KvHeadChoice kv_heads_;
 };
 
 // context_parallel.h's registry entry for both ulysses and hybrid (the mesh's ulysses degree
