@@ -64,12 +64,12 @@ void Round(const LoadRoundOptions& options, int pair, const char* name, Kind* ki
   for (const std::string& line : result.problems) std::printf("  problem: %s\n", line.c_str());
   std::printf(
       "pair %d %-9s median step %.4f s, coordinator RSS before %.1f MiB, loaded %.1f MiB, "
-      "peak %.1f MiB, after %.1f MiB; %lld events delivered; subscribed by step %lld; "
+      "peak %.1f MiB, after %.1f MiB; %lld events delivered; subscribed within %.1f s; "
       "%d streams reopened%s; CPU coordinator %.2f s, this process %.2f s; %.1f s; %s\n",
       pair, name, result.median_step_seconds, MiB(result.before.rss_kib),
       MiB(result.loaded.rss_kib), MiB(result.after.hwm_kib), MiB(result.after.rss_kib),
-      static_cast<long long>(result.events_delivered),
-      static_cast<long long>(result.step_when_subscribed), result.streams_reopened,
+      static_cast<long long>(result.events_delivered), result.subscribe_seconds,
+      result.streams_reopened,
       result.open_error.empty() ? "" : (" (" + result.open_error + ")").c_str(),
       result.coordinator_cpu_seconds, result.client_cpu_seconds, result.seconds,
       problems == 0 ? "nothing lost" : "PROBLEMS");

@@ -24,6 +24,8 @@ using Deadline = std::chrono::system_clock::time_point;
 // per watcher.
 constexpr size_t kMaxProblemLines = 25;
 constexpr int kListPageSize = 25;  // small, so a hundred queued jobs take several pages
+// The gate job's steps: more than it can run before it is cancelled.
+constexpr int kGateSteps = 100000;
 
 class Problems {
  public:
@@ -123,7 +125,7 @@ std::string EndedEarly(const std::vector<WatcherLog>& logs) {
 // at most kOpenAttempts times, and counted; a stream that has delivered anything is never retried.
 void Watch(const std::string& address, const std::string& job_id, Deadline deadline,
            WatcherLog* log) {
-  constexpr int kOpenAttempts = 3;
+  constexpr int kOpenAttempts = 8;
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto stub = v1::JobService::NewStub(
@@ -143,7 +145,7 @@ void Watch(const std::string& address, const std::string& job_id, Deadline deadl
       break;
     }
     if (log->reopened++ == 0) log->open_error = log->status.error_message();
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(250 * attempt));
   }
   log->ended.store(true);
 }
@@ -158,6 +160,18 @@ std::vector<std::thread> StartWatchers(const std::string& address, const std::st
         [&address, &job_id, deadline, &log] { Watch(address, job_id, deadline, &log); });
   }
   return threads;
+}
+
+// Cancels `job_id`, a problem when the call fails.
+void Cancel(LocalCluster& cluster, const std::string& job_id, Deadline round_deadline,
+            Problems* problems) {
+  v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  v1::Job job;
+  grpc::ClientContext context;
+  context.set_deadline(Within(10, round_deadline));
+  const grpc::Status status = cluster.stub().CancelJob(&context, request, &job);
+  if (!status.ok()) problems->Add("CancelJob " + job_id + ": " + status.error_message());
 }
 
 // Every job ListJobs returns, following next_page_token; empty (and a problem) on an error.
@@ -222,15 +236,7 @@ void CheckQueued(LocalCluster& cluster, const std::vector<std::string>& ids,
 
 void CancelAll(LocalCluster& cluster, const std::vector<std::string>& ids, Deadline round_deadline,
                Problems* problems) {
-  for (const std::string& id : ids) {
-    v1::CancelJobRequest request;
-    request.set_job_id(id);
-    v1::Job job;
-    grpc::ClientContext context;
-    context.set_deadline(Within(10, round_deadline));
-    const grpc::Status status = cluster.stub().CancelJob(&context, request, &job);
-    if (!status.ok()) problems->Add("CancelJob " + id + ": " + status.error_message());
-  }
+  for (const std::string& id : ids) Cancel(cluster, id, round_deadline, problems);
 }
 
 // Every cancelled queued job is CANCELLED and was never placed.
@@ -370,6 +376,19 @@ LoadRoundResult RunLoadRound(LocalCluster& cluster, const LoadRoundOptions& opti
   const std::string config_path = ConfigPath("debug_model.toml");
   const std::string config = ReadFile(config_path);
   const std::vector<std::string> overrides = JobOverrides(options);
+  // With watchers or a queue, a gate job holds every worker until all of them are in place, so the
+  // watched job runs its every step under the load however slowly 200 connections open on a busy
+  // machine (unheld, a short job could end before they did).
+  std::string gate;
+  if (options.watchers > 0 || options.queued > 0) {
+    LoadRoundOptions gate_options = options;
+    gate_options.steps = kGateSteps;
+    gate = cluster.Submit(config_path, JobOverrides(gate_options)).job_id();
+    if (gate.empty()) {
+      result.problems = {"the gate job was not submitted"};
+      return result;
+    }
+  }
   result.job_id = cluster.Submit(config_path, overrides).job_id();
   if (result.job_id.empty()) {
     result.problems = {"the watched job was not submitted"};
@@ -377,6 +396,7 @@ LoadRoundResult RunLoadRound(LocalCluster& cluster, const LoadRoundOptions& opti
   }
 
   std::vector<WatcherLog> logs(options.watchers);
+  const Clock::time_point watchers_start = Clock::now();
   std::vector<std::thread> watchers =
       StartWatchers(cluster.address(), result.job_id, deadline, &logs);
   std::vector<std::string> queued;
@@ -392,8 +412,18 @@ LoadRoundResult RunLoadRound(LocalCluster& cluster, const LoadRoundOptions& opti
                  " of " + std::to_string(options.watchers) + " watchers subscribed within 60 s; " +
                  EndedEarly(logs));
   }
-  result.step_when_subscribed = cluster.Get(result.job_id).last_step();
+  result.subscribe_seconds = SecondsSince(watchers_start);
   result.loaded = ReadProcessMemory(coordinator);
+  if (!gate.empty()) {
+    Cancel(cluster, gate, deadline, &problems);
+    // The queue is checked while the watched job runs, as a user's would be.
+    cluster.WaitForJob(
+        result.job_id,
+        [](const v1::Job& j) {
+          return j.state() != v1::JOB_STATE_QUEUED && j.state() != v1::JOB_STATE_ASSIGNED;
+        },
+        std::min(60.0, SecondsLeft(deadline)), "the watched job to start after the gate");
+  }
 
   if (!queued.empty()) {
     // Only while the watched job holds the workers do the queued jobs have to be QUEUED; once it

@@ -3,7 +3,9 @@
 // threshold): on a LocalCluster, one small job (configs/debug_model.toml, dp 1 × cp ranks) runs
 // while `watchers` clients follow it with WatchJob from step 0 and `queued` more jobs of the same
 // config wait behind it (FIFO: the job holds every worker). The round checks what the clients saw
-// against the store and measures the job's step times and the coordinator's memory.
+// against the store and measures the job's step times and the coordinator's memory. With watchers
+// or a queue, a gate job of the same config holds the workers until every watcher is counted and
+// every queued job submitted, and is then cancelled: the watched job runs all its steps watched.
 //
 // "Nothing lost" means, for every watcher: its stream ends OK; its step events are exactly those
 // of a replay of the finished job from the store — steps 1..N, each once, in order, record_json
@@ -62,7 +64,7 @@ struct LoadRoundResult {
   // fan-out: the connection could not be made) and were opened again; not a loss, but printed.
   int streams_reopened = 0;
   std::string open_error;             // the first such failure's message
-  int64_t step_when_subscribed = -1;  // the job's last step once every watcher was counted
+  double subscribe_seconds = 0;       // from the first watcher's start until all were counted
   double seconds = 0;                 // submit to idle workers
   std::vector<std::string> problems;  // what was lost or wrong, one line each; empty when none
 };

@@ -71,7 +71,7 @@ TEST(LoadTest, TwoHundredWatchersAndAHundredQueuedJobsLoseNothing) {
       "rounds; median step time (steps >= %lld) unwatched %.4f s, watched %.4f s, ratio %.3f; "
       "coordinator RSS before %.1f MiB, loaded %.1f MiB, peak (VmHWM) %.1f MiB, after round 1 "
       "%.1f MiB, after round 2 %.1f MiB; events delivered %lld + %lld; every watcher subscribed "
-      "by step %lld; streams reopened before their first event %d%s; CPU s coordinator %.2f / "
+      "within %.1f s; streams reopened before their first event %d%s; CPU s coordinator %.2f / "
       "%.2f + %.2f, this process %.2f / %.2f + %.2f (unwatched / watched); rounds %.1f + %.1f + "
       "%.1f s; test %.1f s\n",
       kWatchers, kQueued, kSteps, kWorkers, static_cast<long long>(kFirstTimedStep), unwatched_step,
@@ -79,7 +79,7 @@ TEST(LoadTest, TwoHundredWatchersAndAHundredQueuedJobsLoseNothing) {
       MiB(first.loaded.rss_kib), MiB(second.after.hwm_kib), MiB(first.after.rss_kib),
       MiB(second.after.rss_kib), static_cast<long long>(first.events_delivered),
       static_cast<long long>(second.events_delivered),
-      static_cast<long long>(std::max(first.step_when_subscribed, second.step_when_subscribed)),
+      std::max(first.subscribe_seconds, second.subscribe_seconds),
       first.streams_reopened + second.streams_reopened,
       (first.open_error + second.open_error).empty()
           ? ""
