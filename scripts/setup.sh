@@ -19,6 +19,8 @@ PACKAGES=(
   build-essential cmake pkg-config git
   ccache   # scripts/build.sh compiles through it: a rebuild, or CI's clean clone, reuses objects
   python3 python3-venv
+  python3-dev   # Python.h: torch.compile (inductor) builds its C++ kernels against it, with g++
+                # (build-essential); ringtrain-bench's compiled peer (tests/bench/torch_peer.py)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev prometheus libsqlite3-dev
   libgtest-dev libgmock-dev

@@ -13,7 +13,8 @@ MiB = 1024 * 1024
 
 SIZES = {
     "quick": {
-        "compare_seqs": [256], "compare_steps": {256: 4}, "all_kernels_up_to": 256,
+        "compare_seqs": [256], "compare_steps": {256: 4}, "compile_seqs": [256],
+        "all_kernels_up_to": 256,
         "kernel_head_dims": [32, 64, 128], "kernel_seqs": [256], "kernel_reps": 2, "gemm": 256,
         "grow_seqs": [256, 512], "grow_steps": 3, "cp_seq": 512, "service_seq": 256,
         "service_steps": 4, "doc_seq": 1024, "doc_train_bytes": 200_000,
@@ -21,7 +22,8 @@ SIZES = {
     },
     "full": {
         "compare_seqs": [512, 2048, 8192, 16384],
-        "compare_steps": {512: 6, 2048: 6, 8192: 4, 16384: 3}, "all_kernels_up_to": 2048,
+        "compare_steps": {512: 6, 2048: 6, 8192: 4, 16384: 3},
+        "compile_seqs": [512, 2048, 8192, 16384], "all_kernels_up_to": 2048,
         "kernel_head_dims": [32, 64, 128], "kernel_seqs": [4096], "kernel_reps": 3, "gemm": 2048,
         "grow_seqs": [1024, 2048, 4096, 8192], "grow_steps": 3, "cp_seq": 8192,
         "service_seq": 2048, "service_steps": 6, "doc_seq": 16384, "doc_train_bytes": 2 << 20,
@@ -95,21 +97,50 @@ def available_bytes():
     return 0
 
 
-# ---- 1. step time and peak memory vs PyTorch eager -------------------------------------------
+# ---- 1. step time and peak memory vs PyTorch eager and torch.compile -------------------------
+# The PyTorch peers: name -> (attention, under torch.compile). "compile" is the forward and loss
+# under torch.compile (inductor) with SDPA attention; it compiles in its warm-up steps.
+PEERS = {"sdpa": ("sdpa", False), "math": ("math", False), "compile": ("sdpa", True)}
+# ours / peer step time targets (the first kernel's), by peer and L.
+STEP_TARGETS = {"sdpa": {2048: 0.7, 8192: 0.6}, "compile": {2048: 0.9, 8192: 0.9}}
+
+
+def run_peers(b, seq, steps, fixture):
+    """The peers that can run at `seq`: math where its L × L tensors fit in half the free memory,
+    compile where torch.compile can build its kernels (else one line says what is missing)."""
+    peers = {}
+    for name, (attention, compiled) in PEERS.items():
+        if name == "math" and math_attention_bytes(seq) > available_bytes() / 2:
+            need = math_attention_bytes(seq)
+            b.raw[f"peer {name} L={seq}"] = f"skipped: needs ~{need / 2**30:.0f} GiB"
+            continue
+        if compiled and seq not in b.size["compile_seqs"]:
+            continue
+        if compiled and b.run.compile_missing():
+            if f"peer {name}" not in b.raw:  # said once, not at every L
+                b.raw[f"peer {name}"] = f"skipped: {b.run.compile_missing()}"
+                print(f"  [torch compile] skipped: torch.compile cannot build its kernels here: "
+                      f"{b.run.compile_missing()} (scripts/setup.sh installs g++ and python3-dev)",
+                      flush=True)
+            continue
+        mode = "compile" if compiled else "eager"
+        peers[name] = b.run.peer(f"torch {mode} {attention} L={seq}", fixture, seq, steps,
+                                 warmup(steps), b.threads, attention, compiled)
+        b.raw[f"peer {name} L={seq}"] = peers[name]
+        if compiled:
+            print(f"  [torch compile L={seq}] step 0 (compiling, {peers[name]['graph_breaks']} "
+                  f"graph breaks) took {peers[name]['compile_seconds']:.1f} s more than a "
+                  f"measured step; kernels cached in {peers[name]['inductor_cache_dir']}",
+                  flush=True)
+    return peers
+
+
 def compare_eager(b):
     s, t = b.size, b.threads
     for seq in s["compare_seqs"]:
         steps = s["compare_steps"][seq]
         fixture = b.run.fixture(max(seq * steps + 1, 4096))
-        peers = {}
-        for attention in ("sdpa", "math"):
-            need = math_attention_bytes(seq)
-            if attention == "math" and need > available_bytes() / 2:
-                b.raw[f"peer {attention} L={seq}"] = f"skipped: needs ~{need / 2**30:.0f} GiB"
-                continue
-            peers[attention] = b.run.peer(f"torch eager {attention} L={seq}", fixture, seq, steps,
-                                          warmup(steps), t, attention)
-            b.raw[f"peer {attention} L={seq}"] = peers[attention]
+        peers = run_peers(b, seq, steps, fixture)
         kernels = b.kernels if seq <= s["all_kernels_up_to"] else b.kernels[:1]
         for kernel in kernels:
             ours = b.run.trainer(f"ringtrain {kernel} L={seq}", seq, steps, warmup(steps),
@@ -117,20 +148,18 @@ def compare_eager(b):
             b.raw[f"ours {kernel} L={seq}"] = ours.records
             step, mem = ours.step_seconds(), ours.peak_tensor_bytes()
             primary = kernel == b.kernels[0]
-            for attention, peer in peers.items():
-                target = None
-                if primary and attention == "sdpa":
-                    bound = {2048: 0.8, 8192: 0.6}.get(seq)
-                    target = ("<=", bound, "ratio") if bound else None
-                b.row(1, f"step s, {kernel} vs {attention}, L {seq}", step,
+            for name, peer in peers.items():
+                bound = STEP_TARGETS.get(name, {}).get(seq)
+                target = ("<=", bound, "ratio") if primary and bound else None
+                b.row(1, f"step s, {kernel} vs {name}, L {seq}", step,
                       peer["median_step_seconds"], target)
-                b.row(1, f"peak tensor MiB, {kernel} vs {attention}, L {seq}", mem / MiB,
+                b.row(1, f"peak tensor MiB, {kernel} vs {name}, L {seq}", mem / MiB,
                       peer["peak_tensor_bytes"] / MiB,
-                      ("<=", 1.0, "ratio") if primary and attention == "sdpa" else None, "{:.1f}")
+                      ("<=", 1.0, "ratio") if primary and name == "sdpa" else None, "{:.1f}")
                 loss_ours, loss_peer = ours.records[0]["loss"], peer["losses"][0]
                 if abs(loss_ours - loss_peer) > 1e-3 * abs(loss_peer):
                     raise CaseError(f"L={seq}: step-1 loss {loss_ours} (ours, {kernel}) and "
-                                    f"{loss_peer} (torch {attention}) differ: not the same model")
+                                    f"{loss_peer} (torch {name}) differ: not the same model")
             b.row(1, f"step max/min steps {warmup(steps) + 1}..N, {kernel}, L {seq}",
                   ours.step_spread(),
                   target=("<=", 1.1, "ours") if primary else None)
@@ -354,7 +383,8 @@ def cp_methods(b):
 
 ITEMS = {1: compare_eager, 2: kernel_rate, 3: growth, 4: cp_scaling, 5: overlap,
          6: load_balance, 7: service_overhead, 8: packed_documents, 9: cp_methods}
-TITLES = {1: "step time and peak memory vs PyTorch eager", 2: "GEMM rate, kernel rate, MFU",
+TITLES = {1: "step time and peak memory vs PyTorch eager and torch.compile",
+          2: "GEMM rate, kernel rate, MFU",
           3: "cost vs sequence length per cp", 4: "CP scaling", 5: "ring transfer overlap",
           6: "load balance", 7: "service overhead", 8: "packed documents",
           9: "context-parallel methods"}

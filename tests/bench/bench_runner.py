@@ -1,5 +1,6 @@
-"""The processes ringtrain-bench measures: trainer runs through ringtrain-run, the PyTorch eager peer,
-attention_bench, and a job through a local coordinator. Standard library only.
+"""The processes ringtrain-bench measures: trainer runs through ringtrain-run, the PyTorch peers
+(eager, and under torch.compile), attention_bench, and a job through a local coordinator. Standard
+library only.
 
 Every run is named, printed as it starts and ends (with its wall time), and its output kept under
 the run folder; a run that fails raises CaseError with its log's tail. Trainer runs are cached by
@@ -7,6 +8,7 @@ their settings, so items that need the same run (cp = 2 alltoall for items 4 and
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -82,6 +84,7 @@ class Runner:
         self.cache = {}
         self.fixtures = {}
         self.count = 0
+        self._compile_missing = None
 
     def _run(self, name, cmd, env=None, timeout=None):
         """Runs cmd with its output in <dir>/<name>.log; returns the log path."""
@@ -162,13 +165,34 @@ class Runner:
         self.cache[key] = (name, run)
         return run
 
-    def peer(self, name, fixture, seq, steps, warmup, threads, attention):
-        log_path = self._run(name, [self.python, PEER, "--init", f"{fixture}/init.pt",
-                                    "--tokens", f"{fixture}/tokens.bin", "--seq-len", str(seq),
-                                    "--steps", str(steps), "--warmup", str(warmup),
-                                    "--threads", str(threads), "--attention", attention]
-                             + model_flags())
-        return last_json(log_path, name)
+    def peer(self, name, fixture, seq, steps, warmup, threads, attention, compiled=False):
+        """torch_peer.py; compiled: under torch.compile, its kernels cached in inductor_cache()."""
+        cmd = [self.python, PEER, "--init", f"{fixture}/init.pt", "--tokens",
+               f"{fixture}/tokens.bin", "--seq-len", str(seq), "--steps", str(steps), "--warmup",
+               str(warmup), "--threads", str(threads), "--attention", attention] + model_flags()
+        env = None
+        if compiled:
+            cmd.append("--compile")
+            env = {"TORCHINDUCTOR_CACHE_DIR": inductor_cache()}
+        return last_json(self._run(name, cmd, env=env), name)
+
+    def compile_missing(self):
+        """What torch.compile (inductor, CPU) lacks on this machine, in words, or None. Inductor
+        builds the C++ it generates with $CXX, else g++, against the Python headers of the
+        interpreter it runs in (the peer's: --python)."""
+        if self._compile_missing is None:
+            missing = []
+            cxx = os.environ.get("CXX", "g++")
+            if not shutil.which(cxx):
+                missing.append(f"no C++ compiler: {cxx} ($CXX, else g++) is not on PATH")
+            include = subprocess.run(
+                [self.python, "-c", "import sysconfig; print(sysconfig.get_path('include'))"],
+                capture_output=True, text=True).stdout.strip()
+            if not include or not os.path.isfile(os.path.join(include, "Python.h")):
+                missing.append(f"no Python.h in {include or 'the include folder'} of "
+                               f"{self.python}")
+            self._compile_missing = "; ".join(missing)
+        return self._compile_missing or None
 
     def attention_bench(self, name, kernels, head_dims, seqs, threads, reps, gemm_size):
         log_path = self._run(name, [os.path.join(self.bin, "attention_bench"),
@@ -242,6 +266,13 @@ class Runner:
         if len(records) != steps:
             raise CaseError(f"{name}: {len(records)} step records of {steps} in {log_path}")
         return records
+
+
+def inductor_cache():
+    """Inductor's compiled kernels, kept across runs so a rerun loads them instead of compiling:
+    $TORCHINDUCTOR_CACHE_DIR when set, else ~/.cache/ringtrain/inductor."""
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(home, "ringtrain", "inductor")
 
 
 def model_flags():

@@ -4,7 +4,8 @@
   ringtrain-bench [--quick] [--out results.json] [--markdown RESULTS.md] [--only 1,2,...]
                   [--threads 2] [--bin DIR] [--kernels cpu_flash,torch_flash,tiled] [--keep DIR]
 
-  1  step time and peak memory vs PyTorch eager (SDPA, and the plain-math attention)
+  1  step time and peak memory vs PyTorch eager (SDPA, and the plain-math attention) and under
+     torch.compile (inductor, SDPA; skipped, with a line saying why, without a C++ compiler)
   2  the machine's float32 GEMM rate; attention fwd+bwd rate per head dim; the step's MFU
   3  step time and peak memory per rank vs sequence length, cp = 1, 2, 4
   4  cp = 2 vs cp = 1 at a long sequence, one thread per rank

@@ -1,14 +1,24 @@
 #!/usr/bin/env python3
-"""The PyTorch eager peer of ringtrain-bench (item 1): the same Llama model as the trainer
+"""The PyTorch peers of ringtrain-bench (item 1): the same Llama model as the trainer
 (tests/parity/llama_reference.py, loaded from the same init.pt), the same token windows, batch and
-intra-op threads, trained with torch.optim.AdamW in eager mode; prints one JSON object.
+intra-op threads, trained with torch.optim.AdamW, in eager mode or (--compile) with the forward
+and loss under torch.compile; prints one JSON object.
 
   torch_peer.py --init D/init.pt --tokens D/tokens.bin --seq-len L --steps N --warmup W
-                --threads T --attention sdpa|math MODEL FLAGS (as llama_reference.py) OPTIM FLAGS
+                --threads T --attention sdpa|math [--compile]
+                MODEL FLAGS (as llama_reference.py) OPTIM FLAGS
 
 Attention: `sdpa` is F.scaled_dot_product_attention(is_causal=True) on repeat_kv'd K/V (what
 torchtitan's eager model runs; on the CPU PyTorch picks its flash kernel), `math` the explicit
 softmax(QKᵀ·scale + causal mask)·V that older PyTorch models used (llama_reference's own).
+
+--compile: torch.compile (default backend, inductor, which generates C++ for the CPU and builds
+it with $CXX or g++ against the Python headers) of the forward and the loss, one graph at the
+run's fixed L (dynamic=False); AOTAutograd derives the backward graph, inductor compiles both.
+clip_grad_norm_ and AdamW stay eager, as in the eager peer. Compiling happens in step 0 (the
+forward at its call, the backward at its first run), inside the warm-up steps: `compile_seconds`
+is step 0's time less the median of the measured steps. Compiled code is cached in
+$TORCHINDUCTOR_CACHE_DIR (ringtrain-bench sets it), so a rerun compiles faster.
 
 A step is what the trainer times: zero_grad(set_to_none) → forward → loss → backward →
 clip_grad_norm_ → AdamW step → loss.item(). Step k (0-based) reads window k of the tokens
@@ -81,6 +91,8 @@ def main():
     p.add_argument("--warmup", type=int, default=2, help="first steps left out of the median")
     p.add_argument("--threads", type=int, required=True)
     p.add_argument("--attention", choices=("sdpa", "math"), required=True)
+    p.add_argument("--compile", action="store_true",
+                   help="forward and loss under torch.compile (inductor); compiles in step 0")
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--beta1", type=float, default=0.9)
     p.add_argument("--beta2", type=float, default=0.95)
@@ -107,10 +119,20 @@ def main():
     opt = torch.optim.AdamW(params, lr=ns.lr, betas=(ns.beta1, ns.beta2), eps=ns.eps,
                             weight_decay=ns.weight_decay)
 
+    def forward_loss(inputs, labels):  # (1, L) each
+        return ref.loss_fn(model(inputs), labels)
+
+    if ns.compile:
+        from torch._inductor import config as inductor_config  # here: 2 s to import
+        # Inductor's kernels are written for a thread count, which its cache keys leave out
+        # unless it is set: a kernel cached by a 1-thread run would run on 1 thread at 2.
+        inductor_config.cpp.threads = ns.threads
+        forward_loss = torch.compile(forward_loss, dynamic=False)
+
     def step(k):
         window = tokens[(k % windows) * L: (k % windows) * L + L + 1].unsqueeze(0)  # (1, L+1)
         opt.zero_grad(set_to_none=True)
-        loss = ref.loss_fn(model(window[:, :-1]), window[:, 1:])
+        loss = forward_loss(window[:, :-1], window[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, ns.max_norm)
         opt.step()
@@ -126,10 +148,16 @@ def main():
     baseline = live_storage_bytes(params + optimizer_tensors(opt))
     peak = baseline + profiled_peak_bytes(lambda: step(ns.steps))
     measured = step_seconds[ns.warmup:] or step_seconds
+    median_step = statistics.median(measured)
+    compiled = {}
+    if ns.compile:
+        compiled = {"compile_seconds": step_seconds[0] - median_step,
+                    "graph_breaks": sum(torch._dynamo.utils.counters["graph_break"].values()),
+                    "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
     print(json.dumps({
-        "attention": ns.attention, "seq_len": L, "threads": ns.threads,
-        "torch_version": torch.__version__, "step_seconds": step_seconds,
-        "median_step_seconds": statistics.median(measured), "losses": losses,
+        "attention": ns.attention, "compile": ns.compile, **compiled, "seq_len": L,
+        "threads": ns.threads, "torch_version": torch.__version__, "step_seconds": step_seconds,
+        "median_step_seconds": median_step, "losses": losses,
         "peak_tensor_bytes": peak, "baseline_tensor_bytes": baseline,
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }))
