@@ -1,7 +1,8 @@
 // ringtrain's fused CPU attention kernel against plain softmax attention computed in float64
 // (PyTorch autograd): forward and backward, GQA, ragged tiles, head-tail shard positions, key
 // positions in no order, rows that see no key; its exp against std::exp; the same result twice
-// (bitwise) and on 1 and 2 threads; and the kernel inside ring attention.
+// (bitwise) and on 1 and 2 threads; and the kernel inside ring attention. The row code is tested at
+// every level this CPU has (cpu_isa.h), forced in turn.
 #include "worker/engine/kernels/fused_cpu_attention.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 
 #include "tests/unit/reference_attention.h"
 #include "worker/engine/kernels/attention_rows.h"
+#include "worker/engine/kernels/cpu_isa.h"
 #include "worker/engine/parallel/mesh.h"
 
 namespace ringtrain {
@@ -104,16 +106,20 @@ TEST_P(FusedCpuAttentionTest, MatchesPlainAttentionInFloat64) {
       break;
   }
   const double scale = 1.0 / std::sqrt(double(c.dim));
-  const Result got = RunFused(q, k, v, dout, qp, kp, scale, c.tiling);
   const Result want = RunReference(q, k, v, dout, qp, kp, scale);
-  const double tol = 2e-5;
-  EXPECT_LE(MaxDiff(got.out, want.out), tol);
-  EXPECT_LE(MaxDiff(got.dq, want.dq), tol);
-  EXPECT_LE(MaxDiff(got.dk, want.dk), tol);
-  EXPECT_LE(MaxDiff(got.dv, want.dv), tol);
-  const auto finite = torch::isfinite(want.lse);
-  EXPECT_TRUE(torch::equal(torch::isfinite(got.lse), finite));
-  EXPECT_LE(MaxDiff(got.lse.masked_select(finite), want.lse.masked_select(finite)), tol);
+  for (CpuIsa isa : AvailableCpuIsas()) {
+    SCOPED_TRACE(CpuIsaName(isa));
+    ScopedCpuIsa level(isa);
+    const Result got = RunFused(q, k, v, dout, qp, kp, scale, c.tiling);
+    const double tol = 2e-5;
+    EXPECT_LE(MaxDiff(got.out, want.out), tol);
+    EXPECT_LE(MaxDiff(got.dq, want.dq), tol);
+    EXPECT_LE(MaxDiff(got.dk, want.dk), tol);
+    EXPECT_LE(MaxDiff(got.dv, want.dv), tol);
+    const auto finite = torch::isfinite(want.lse);
+    EXPECT_TRUE(torch::equal(torch::isfinite(got.lse), finite));
+    EXPECT_LE(MaxDiff(got.lse.masked_select(finite), want.lse.masked_select(finite)), tol);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -180,36 +186,46 @@ TEST(AttentionRows, ExpMatchesStdExpAndNeverMakesDenormals) {
   std::vector<float> x;
   for (float t = -100.0f; t <= 88.0f; t += 0.0137f) x.push_back(t);
   x.push_back(-std::numeric_limits<float>::infinity());
-  std::vector<float> y(x.size());
-  VecExp(x.data(), y.data(), int64_t(x.size()));
-  for (size_t i = 0; i < x.size(); ++i) {
-    const float want = std::exp(x[i]);
-    if (x[i] < -87.0f) {
-      EXPECT_EQ(y[i], 0.0f) << "x = " << x[i];
-    } else {
-      EXPECT_NEAR(y[i], want, 3e-7 * want) << "x = " << x[i];
-      EXPECT_EQ(std::fpclassify(y[i]), FP_NORMAL) << "x = " << x[i];
+  for (CpuIsa isa : AvailableCpuIsas()) {
+    SCOPED_TRACE(CpuIsaName(isa));
+    ScopedCpuIsa level(isa);
+    std::vector<float> y(x.size());
+    VecExp(x.data(), y.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = std::exp(x[i]);
+      if (x[i] < -87.0f) {
+        EXPECT_EQ(y[i], 0.0f) << "x = " << x[i];
+      } else {
+        EXPECT_NEAR(y[i], want, 3e-7 * want) << "x = " << x[i];
+        EXPECT_EQ(std::fpclassify(y[i]), FP_NORMAL) << "x = " << x[i];
+      }
     }
   }
 }
 
 TEST(AttentionRows, SoftmaxStepMatchesTwoPassSoftmax) {
   // Two tiles of one row, the second only partly visible, against exp(s − max) / Σ over all.
-  std::vector<float> s1 = {0.5f, -1.0f, 3.0f, 2.0f, 0.0f, 1.0f, -2.0f, 4.0f, 0.25f};
-  std::vector<float> s2 = {5.0f, 1.5f, 9.0f};  // the last entry is masked
-  float max = -std::numeric_limits<float>::infinity(), sum = 0.0f;
-  std::vector<float> acc(3, 0.0f);
-  SoftmaxRowStep(s1.data(), 9, 9, &max, &sum, acc.data(), 3);
-  acc = {1.0f, 2.0f, 3.0f};  // stands for P·V so far: must be rescaled by the next step
-  SoftmaxRowStep(s2.data(), 3, 2, &max, &sum, acc.data(), 3);
-  EXPECT_FLOAT_EQ(max, 5.0f);
-  EXPECT_EQ(s2[2], 0.0f);
-  double want_sum = 0;
-  for (float v : {0.5f, -1.0f, 3.0f, 2.0f, 0.0f, 1.0f, -2.0f, 4.0f, 0.25f, 5.0f, 1.5f}) {
-    want_sum += std::exp(double(v) - 5.0);
+  for (CpuIsa isa : AvailableCpuIsas()) {
+    SCOPED_TRACE(CpuIsaName(isa));
+    ScopedCpuIsa level(isa);
+    std::vector<float> s1 = {0.5f, -1.0f, 3.0f, 2.0f,  0.0f, 1.0f, -2.0f, 4.0f, 0.25f,
+                             1.0f, 2.0f,  0.5f, -0.5f, 3.5f, 2.5f, 1.5f,  0.75f};
+    std::vector<float> s2 = {5.0f, 1.5f, 9.0f};  // the last entry is masked
+    float max = -std::numeric_limits<float>::infinity(), sum = 0.0f;
+    std::vector<float> acc(3, 0.0f);
+    SoftmaxRowStep(s1.data(), 17, 17, &max, &sum, acc.data(), 3);
+    acc = {1.0f, 2.0f, 3.0f};  // stands for P·V so far: must be rescaled by the next step
+    SoftmaxRowStep(s2.data(), 3, 2, &max, &sum, acc.data(), 3);
+    EXPECT_FLOAT_EQ(max, 5.0f);
+    EXPECT_EQ(s2[2], 0.0f);
+    double want_sum = 0;
+    for (float v : {0.5f, -1.0f, 3.0f, 2.0f, 0.0f, 1.0f, -2.0f, 4.0f, 0.25f, 1.0f, 2.0f, 0.5f,
+                    -0.5f, 3.5f, 2.5f, 1.5f, 0.75f, 5.0f, 1.5f}) {
+      want_sum += std::exp(double(v) - 5.0);
+    }
+    EXPECT_NEAR(sum, want_sum, 1e-6);
+    EXPECT_NEAR(acc[1], 2.0 * std::exp(4.0 - 5.0), 1e-6);
   }
-  EXPECT_NEAR(sum, want_sum, 1e-6);
-  EXPECT_NEAR(acc[1], 2.0 * std::exp(4.0 - 5.0), 1e-6);
 }
 
 }  // namespace

@@ -74,19 +74,11 @@ ShardedBatch Shard(const Trainer::State& s, const TokenBatch& batch) {
   return s.data->Shard(inputs, labels);
 }
 
-// Sum of token cross-entropies: logits (B, Lc, V), labels (B, Lc).
-at::Tensor LossSum(const at::Tensor& logits, const at::Tensor& labels) {
-  return torch::nn::functional::cross_entropy(
-      logits.flatten(0, 1), labels.flatten(),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-}
-
 // This rank's part of the global token-mean loss: divided by the GLOBAL token count of the whole
 // step (every rank, every micro-batch), so that summing over the micro-batches and the ranks gives
 // the mean over every token of the step.
 at::Tensor ForwardLoss(Trainer::State& s, const ShardedBatch& shard, int64_t global_tokens) {
-  const at::Tensor logits = s.model->forward(shard.inputs, shard.positions);  // (B, Lc, V)
-  return LossSum(logits, shard.labels) / double(global_tokens);
+  return s.model->Loss(shard.inputs, shard.positions, shard.labels) / double(global_tokens);
 }
 
 // Adds this micro-batch's gradients into .grad (zeroed once, before the step's first).
@@ -316,8 +308,7 @@ absl::Status Trainer::Evaluate() {
     torch::NoGradGuard no_grad;
     for (int64_t batch_index = 0; batch_index < c.validation.steps; ++batch_index) {
       const ShardedBatch shard = Shard(s, NextBatch(s, batch_index, /*micro_batch=*/0));
-      loss_sum +=
-          LossSum(s.model->forward(shard.inputs, shard.positions), shard.labels).item<double>();
+      loss_sum += s.model->Loss(shard.inputs, shard.positions, shard.labels).item<double>();
       tokens += s.sampler->global_batch() * c.training.seq_len;
     }
     if (s.comm) loss_sum = AllReduceSum(*s.comm, loss_sum);

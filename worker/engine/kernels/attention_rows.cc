@@ -1,93 +1,33 @@
 #include "worker/engine/kernels/attention_rows.h"
 
-#include <cmath>
 #include <cstring>
-#include <limits>
 
-// The 8-float vectors below live in registers inside always-inline helpers; the note that passing
-// them by value would change the ABI without AVX does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
+#include "worker/engine/kernels/cpu_isa.h"
+#include "worker/engine/kernels/simd.h"
 
 namespace ringtrain {
 namespace {
 
-// 8 floats; GCC lowers the operators to one AVX register under target("avx2,fma") and to two SSE
-// registers otherwise.
-typedef float F8 __attribute__((vector_size(32)));
-typedef int32_t I8 __attribute__((vector_size(32)));
-constexpr int64_t kLanes = 8;
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-#define RT_INLINE inline __attribute__((always_inline))
-
-RT_INLINE F8 Splat(float x) { return F8{x, x, x, x, x, x, x, x}; }
-RT_INLINE F8 Load(const float* p) {
-  F8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-RT_INLINE void Store(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
-// The first n (< 8) lanes from p, the others `fill`.
-RT_INLINE F8 LoadPartial(const float* p, int64_t n, float fill) {
-  F8 v = Splat(fill);
-  std::memcpy(&v, p, size_t(n) * sizeof(float));
-  return v;
-}
-RT_INLINE void StorePartial(float* p, F8 v, int64_t n) {
-  std::memcpy(p, &v, size_t(n) * sizeof(float));
-}
-RT_INLINE F8 Select(I8 mask, F8 a, F8 b) {
-  return reinterpret_cast<F8>((reinterpret_cast<I8>(a) & mask) | (reinterpret_cast<I8>(b) & ~mask));
-}
-RT_INLINE F8 Max(F8 a, F8 b) { return Select(a > b, a, b); }
-RT_INLINE float HorizontalMax(F8 v) {
-  float m = v[0];
-  for (int i = 1; i < kLanes; ++i) m = v[i] > m ? v[i] : m;
-  return m;
-}
-RT_INLINE float HorizontalSum(F8 v) {
-  // Pairwise, in a fixed order.
-  return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
-}
-
-RT_INLINE F8 Exp(F8 x) {
-  const I8 underflow = x < Splat(-87.0f);         // also −inf (and NaN compares false: stays NaN)
-  x = Select(x > Splat(88.0f), Splat(88.0f), x);  // exp(88) < FLT_MAX
-  x = Select(underflow, Splat(0.0f), x);
-  // n = round(x / ln2) by the 1.5·2^23 trick, exact for |x / ln2| < 2^22.
-  const F8 magic = Splat(12582912.0f);
-  const F8 fn = (x * Splat(1.44269504088896341f) + magic) - magic;
-  // r = x − n·ln2 in two parts (Cody–Waite).
-  F8 r = x - fn * Splat(0.693359375f);
-  r = r - fn * Splat(-2.12194440e-4f);
-  F8 p = Splat(1.9875691500E-4f);
-  p = p * r + Splat(1.3981999507E-3f);
-  p = p * r + Splat(8.3334519073E-3f);
-  p = p * r + Splat(4.1665795894E-2f);
-  p = p * r + Splat(1.6666665459E-1f);
-  p = p * r + Splat(5.0000001201E-1f);
-  p = p * (r * r) + r + Splat(1.0f);
-  const I8 n = __builtin_convertvector(fn, I8);
-  const F8 two_n = reinterpret_cast<F8>((n + 127) << 23);
-  return Select(underflow, Splat(0.0f), p * two_n);
-}
+using simd::kNegInf;
 
 // ---- the bodies, compiled once per instruction set below ----
 
+template <int N>
 RT_INLINE void ScaleRowBody(float* x, int64_t n, float a) {
-  const F8 va = Splat(a);
+  const simd::Vec<N> va = simd::Splat<N>(a);
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) Store(x + j, Load(x + j) * va);
+  for (; j + N <= n; j += N) simd::Store<N>(x + j, simd::Load<N>(x + j) * va);
   for (; j < n; ++j) x[j] *= a;
 }
 
+template <int N>
 RT_INLINE void SoftmaxRowStepBody(float* s, int64_t n, int64_t visible, float* max, float* sum,
                                   float* acc, int64_t dim) {
-  F8 vmax = Splat(kNegInf);
+  simd::Vec<N> vmax = simd::Splat<N>(kNegInf);
   int64_t j = 0;
-  for (; j + kLanes <= visible; j += kLanes) vmax = Max(vmax, Load(s + j));
-  if (j < visible) vmax = Max(vmax, LoadPartial(s + j, visible - j, kNegInf));
-  const float tile_max = HorizontalMax(vmax);
+  for (; j + N <= visible; j += N) vmax = simd::Max<N>(vmax, simd::Load<N>(s + j));
+  if (j < visible) vmax = simd::Max<N>(vmax, simd::LoadPartial<N>(s + j, visible - j, kNegInf));
+  const float tile_max = simd::HorizontalMax<N>(vmax);
   const float new_max = tile_max > *max ? tile_max : *max;
   if (new_max == kNegInf) {  // nothing visible to this row yet
     std::memset(s, 0, size_t(n) * sizeof(float));
@@ -95,51 +35,59 @@ RT_INLINE void SoftmaxRowStepBody(float* s, int64_t n, int64_t visible, float* m
   }
   if (*max != new_max) {
     // The first tile with a visible key: sum and acc are still 0 (and exp(−inf) would be 0 too).
-    const float rescale = *max == kNegInf ? 0.0f : Exp(Splat(*max - new_max))[0];
+    const float rescale = *max == kNegInf ? 0.0f : simd::Exp<N>(simd::Splat<N>(*max - new_max))[0];
     *sum *= rescale;
-    ScaleRowBody(acc, dim, rescale);
+    ScaleRowBody<N>(acc, dim, rescale);
     *max = new_max;
   }
-  const F8 shift = Splat(new_max);
-  F8 vsum = Splat(0.0f);
+  const simd::Vec<N> shift = simd::Splat<N>(new_max);
+  simd::Vec<N> vsum = simd::Splat<N>(0.0f);
   j = 0;
-  for (; j + kLanes <= visible; j += kLanes) {
-    const F8 p = Exp(Load(s + j) - shift);
-    Store(s + j, p);
+  for (; j + N <= visible; j += N) {
+    const simd::Vec<N> p = simd::Exp<N>(simd::Load<N>(s + j) - shift);
+    simd::Store<N>(s + j, p);
     vsum += p;
   }
   if (j < visible) {
-    const F8 p = Exp(LoadPartial(s + j, visible - j, kNegInf) - shift);
-    StorePartial(s + j, p, visible - j);
+    const simd::Vec<N> p = simd::Exp<N>(simd::LoadPartial<N>(s + j, visible - j, kNegInf) - shift);
+    simd::StorePartial<N>(s + j, p, visible - j);
     vsum += p;
     j = visible;
   }
   if (n > visible) std::memset(s + visible, 0, size_t(n - visible) * sizeof(float));
-  *sum += HorizontalSum(vsum);
+  *sum += simd::HorizontalSum<N>(vsum);
 }
 
+template <int N>
 RT_INLINE void ProbabilityRowBody(float* s, int64_t n, int64_t visible, float lse) {
   if (lse == kNegInf) visible = 0;
-  const F8 shift = Splat(lse);
+  const simd::Vec<N> shift = simd::Splat<N>(lse);
   int64_t j = 0;
-  for (; j + kLanes <= visible; j += kLanes) Store(s + j, Exp(Load(s + j) - shift));
+  for (; j + N <= visible; j += N)
+    simd::Store<N>(s + j, simd::Exp<N>(simd::Load<N>(s + j) - shift));
   if (j < visible) {
-    StorePartial(s + j, Exp(LoadPartial(s + j, visible - j, kNegInf) - shift), visible - j);
+    simd::StorePartial<N>(s + j,
+                          simd::Exp<N>(simd::LoadPartial<N>(s + j, visible - j, kNegInf) - shift),
+                          visible - j);
   }
   if (n > visible) std::memset(s + visible, 0, size_t(n - visible) * sizeof(float));
 }
 
+template <int N>
 RT_INLINE void ScoreGradRowBody(float* dp, const float* p, int64_t n, float delta) {
-  const F8 vd = Splat(delta);
+  const simd::Vec<N> vd = simd::Splat<N>(delta);
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) Store(dp + j, Load(p + j) * (Load(dp + j) - vd));
+  for (; j + N <= n; j += N)
+    simd::Store<N>(dp + j, simd::Load<N>(p + j) * (simd::Load<N>(dp + j) - vd));
   for (; j < n; ++j) dp[j] = p[j] * (dp[j] - delta);
 }
 
+template <int N>
 RT_INLINE void VecExpBody(const float* x, float* y, int64_t n) {
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) Store(y + j, Exp(Load(x + j)));
-  if (j < n) StorePartial(y + j, Exp(LoadPartial(x + j, n - j, 0.0f)), n - j);
+  for (; j + N <= n; j += N) simd::Store<N>(y + j, simd::Exp<N>(simd::Load<N>(x + j)));
+  if (j < n)
+    simd::StorePartial<N>(y + j, simd::Exp<N>(simd::LoadPartial<N>(x + j, n - j, 0.0f)), n - j);
 }
 
 struct RowFunctions {
@@ -148,43 +96,39 @@ struct RowFunctions {
   void (*score_grad)(float*, const float*, int64_t, float);
   void (*scale)(float*, int64_t, float);
   void (*exp)(const float*, float*, int64_t);
-  const char* isa;
 };
 
-#define RT_ROW_FUNCTIONS(SUFFIX, ATTR)                                                           \
+#define RT_ROW_FUNCTIONS(SUFFIX, N, ATTR)                                                        \
   ATTR void SoftmaxRowStep##SUFFIX(float* s, int64_t n, int64_t visible, float* max, float* sum, \
                                    float* acc, int64_t dim) {                                    \
-    SoftmaxRowStepBody(s, n, visible, max, sum, acc, dim);                                       \
+    SoftmaxRowStepBody<N>(s, n, visible, max, sum, acc, dim);                                    \
   }                                                                                              \
   ATTR void ProbabilityRow##SUFFIX(float* s, int64_t n, int64_t visible, float lse) {            \
-    ProbabilityRowBody(s, n, visible, lse);                                                      \
+    ProbabilityRowBody<N>(s, n, visible, lse);                                                   \
   }                                                                                              \
   ATTR void ScoreGradRow##SUFFIX(float* dp, const float* p, int64_t n, float delta) {            \
-    ScoreGradRowBody(dp, p, n, delta);                                                           \
+    ScoreGradRowBody<N>(dp, p, n, delta);                                                        \
   }                                                                                              \
-  ATTR void ScaleRow##SUFFIX(float* x, int64_t n, float a) { ScaleRowBody(x, n, a); }            \
-  ATTR void VecExp##SUFFIX(const float* x, float* y, int64_t n) { VecExpBody(x, y, n); }
+  ATTR void ScaleRow##SUFFIX(float* x, int64_t n, float a) { ScaleRowBody<N>(x, n, a); }         \
+  ATTR void VecExp##SUFFIX(const float* x, float* y, int64_t n) { VecExpBody<N>(x, y, n); }      \
+  constexpr RowFunctions k##SUFFIX##Rows = {SoftmaxRowStep##SUFFIX, ProbabilityRow##SUFFIX,      \
+                                            ScoreGradRow##SUFFIX, ScaleRow##SUFFIX,              \
+                                            VecExp##SUFFIX};
 
-RT_ROW_FUNCTIONS(Baseline, )
+RT_ROW_FUNCTIONS(Baseline, 8, )
 #if defined(__x86_64__)
-RT_ROW_FUNCTIONS(Avx2, __attribute__((target("avx2,fma"))))
+RT_ROW_FUNCTIONS(Avx2, 8, __attribute__((target("avx2,fma"))))
+RT_ROW_FUNCTIONS(Avx512, 16, __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma"))))
 #endif
 
-RowFunctions Choose() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    return {SoftmaxRowStepAvx2, ProbabilityRowAvx2, ScoreGradRowAvx2,
-            ScaleRowAvx2,       VecExpAvx2,         "avx2+fma"};
-  }
-#endif
-  return {SoftmaxRowStepBaseline, ProbabilityRowBaseline, ScoreGradRowBaseline,
-          ScaleRowBaseline,       VecExpBaseline,         "sse2"};
-}
-
+// Indexed by CpuIsa; the levels a build for another architecture lacks run the baseline.
 const RowFunctions& Rows() {
-  static const RowFunctions functions = Choose();
-  return functions;
+#if defined(__x86_64__)
+  static constexpr RowFunctions kRows[kCpuIsaCount] = {kBaselineRows, kAvx2Rows, kAvx512Rows};
+#else
+  static constexpr RowFunctions kRows[kCpuIsaCount] = {kBaselineRows, kBaselineRows, kBaselineRows};
+#endif
+  return kRows[static_cast<int>(ActiveCpuIsa())];
 }
 
 }  // namespace
@@ -201,6 +145,6 @@ void ScoreGradRow(float* dp, const float* p, int64_t n, float delta) {
 }
 void ScaleRow(float* x, int64_t n, float a) { Rows().scale(x, n, a); }
 void VecExp(const float* x, float* y, int64_t n) { Rows().exp(x, y, n); }
-const char* AttentionRowsIsa() { return Rows().isa; }
+const char* AttentionRowsIsa() { return CpuIsaName(ActiveCpuIsa()); }
 
 }  // namespace ringtrain

@@ -1,11 +1,6 @@
-// The element-wise row work of the fused CPU attention kernel (fused_cpu_attention.h), vectorised:
-// 8-wide float vectors with a polynomial exp, compiled twice — for AVX2 + FMA and for the baseline
-// x86-64 (SSE2) — and chosen once at start-up by what the CPU supports. Torch-free.
-//
-// exp: x = n·ln2 + r with |r| <= ln2/2, exp(r) by a degree-7 polynomial (Cephes' expf
-// coefficients), 2^n by the exponent bits; relative error within 2 ulp of std::exp over the range
-// that matters. Results below 2^-126 (x < −87.3, and −inf) are exactly 0: no denormal is ever
-// produced.
+// The element-wise row work of the fused CPU attention kernel (fused_cpu_attention.h), vectorised
+// with simd.h's vectors and exp at the level cpu_isa.h chooses (AVX-512, AVX2 + FMA or the
+// baseline). Torch-free. exp results below 2^-126 are exactly 0: no denormal is ever produced.
 #ifndef RINGTRAIN_WORKER_ENGINE_KERNELS_ATTENTION_ROWS_H_
 #define RINGTRAIN_WORKER_ENGINE_KERNELS_ATTENTION_ROWS_H_
 
@@ -33,7 +28,7 @@ void ScaleRow(float* x, int64_t n, float a);
 // exp of each of x[0..n) into y (both may alias): the same exp the rows use, for the tests.
 void VecExp(const float* x, float* y, int64_t n);
 
-// "avx2+fma" or "sse2": the code the row functions run.
+// "avx512", "avx2" or "baseline": the level the row functions run (ActiveCpuIsa()).
 const char* AttentionRowsIsa();
 
 }  // namespace ringtrain

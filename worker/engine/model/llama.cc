@@ -3,8 +3,11 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "worker/engine/model/activation_checkpoint.h"
+#include "worker/engine/model/chunked_loss.h"
+#include "worker/engine/model/fused_blocks.h"
 #include "worker/engine/model/initial_values.h"
 
 namespace ringtrain {
@@ -40,7 +43,8 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps, c10::Device device) : eps_(eps
                                              : torch::ones({dim}));
 }
 
-at::Tensor RMSNormImpl::forward(const at::Tensor& x, const at::Tensor& weight) {
+at::Tensor RMSNormImpl::forward(const at::Tensor& x, const at::Tensor& weight, bool fused) {
+  if (fused && FusedBlocksApply(x)) return FusedRmsNorm(x, weight, eps_);
   const at::Tensor xf = x.to(torch::kFloat32);
   const at::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps_);
   return normed.to(x.scalar_type()) * weight.to(x.scalar_type());
@@ -68,12 +72,16 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const AttentionWeights& w
   at::Tensor xq = Project(w.wq, x).view({batch, length, n_heads_, head_dim_});
   at::Tensor xk = Project(w.wk, x).view({batch, length, n_kv_heads_, head_dim_});
   at::Tensor xv = Project(w.wv, x).view({batch, length, n_kv_heads_, head_dim_});
-  xq = ctx.rope->Apply(xq, ctx.positions);
-  xk = ctx.rope->Apply(xk, ctx.positions);
-  // (B, L, heads, D) → (B, heads, L, D) for the kernel.
+  // RoPE, and (B, L, heads, D) → (B, heads, L, D) for the kernel.
+  at::Tensor q, k;
+  if (ctx.fused_blocks && FusedBlocksApply(x)) {
+    std::tie(q, k) = FusedRopeQK(xq, xk, ctx.rope->cos(), ctx.rope->sin(), ctx.positions);
+  } else {
+    q = ctx.rope->Apply(xq, ctx.positions).transpose(1, 2).contiguous();
+    k = ctx.rope->Apply(xk, ctx.positions).transpose(1, 2).contiguous();
+  }
   const at::Tensor out =
-      ctx.attention->Attend(xq.transpose(1, 2).contiguous(), xk.transpose(1, 2).contiguous(),
-                            xv.transpose(1, 2).contiguous(), ctx.host_positions,
+      ctx.attention->Attend(q, k, xv.transpose(1, 2).contiguous(), ctx.host_positions,
                             1.0 / std::sqrt(double(head_dim_)), ctx.attention_memo);
   return Project(w.wo, out.transpose(1, 2).reshape({batch, length, n_heads_ * head_dim_}));
 }
@@ -89,8 +97,9 @@ FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden_dim, c10::Device de
   register_module("w3", w3);
 }
 
-at::Tensor FeedForwardImpl::forward(const at::Tensor& x, const FeedForwardWeights& w) {
-  return Project(w.w2, torch::silu(Project(w.w1, x)) * Project(w.w3, x));
+at::Tensor FeedForwardImpl::forward(const at::Tensor& x, const FeedForwardWeights& w, bool fused) {
+  const at::Tensor a = Project(w.w1, x), b = Project(w.w3, x);
+  return Project(w.w2, fused && FusedBlocksApply(x) ? FusedSwiGlu(a, b) : torch::silu(a) * b);
 }
 
 // ---- TransformerBlock ----
@@ -110,9 +119,10 @@ TransformerBlockImpl::TransformerBlockImpl(int64_t layer_id, const ModelArgs& ar
 
 at::Tensor TransformerBlockImpl::forward(const at::Tensor& x, const BlockWeights& w,
                                          const ForwardContext& ctx) {
+  const bool fused = ctx.fused_blocks;
   const at::Tensor h =
-      x + attention->forward(attention_norm->forward(x, w.attention_norm), w.attention, ctx);
-  return h + feed_forward->forward(ffn_norm->forward(h, w.ffn_norm), w.feed_forward);
+      x + attention->forward(attention_norm->forward(x, w.attention_norm, fused), w.attention, ctx);
+  return h + feed_forward->forward(ffn_norm->forward(h, w.ffn_norm, fused), w.feed_forward, fused);
 }
 
 // ---- Transformer ----
@@ -138,9 +148,10 @@ TransformerImpl::TransformerImpl(const ModelArgs& args, bool materialize)
   }
 }
 
-at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const BlockPositions& positions) {
-  const ForwardContext ctx{&rope_, positions.AsTensor().to(tokens.device()), positions,
-                           attention_plan_.get()};
+at::Tensor TransformerImpl::Trunk(const at::Tensor& tokens, const BlockPositions& positions) {
+  ForwardContext ctx{&rope_, positions.AsTensor().to(tokens.device()), positions,
+                     attention_plan_.get()};
+  ctx.fused_blocks = fused_blocks_;
   const std::vector<at::Tensor> embedding = Gather(0, /*recompute=*/false);
   // The one place the compute dtype enters: every later op follows the activations' dtype.
   at::Tensor h = AfterForward(0, at::embedding(embedding[0], tokens).to(compute_dtype_),
@@ -150,14 +161,37 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const BlockPositio
             ? CheckpointBlock(layer_id, h, ctx)
             : RunBlock(layer_id, h, ctx, /*recompute=*/false);
   }
-  const int64_t last = args_.n_layers + 1;
-  const std::vector<at::Tensor> head = Gather(last, /*recompute=*/false);  // norm[, output]
+  return h;
+}
+
+std::pair<at::Tensor, at::Tensor> TransformerImpl::Head(const at::Tensor& h) {
+  const std::vector<at::Tensor> head = Gather(args_.n_layers + 1, /*recompute=*/false);
   // Tied: the embedding unit's weight again (a source gathers it once more; its gradient from here
   // and from the embedding add up in the one parameter). recompute = true: nothing to prefetch.
   const at::Tensor projection =
       args_.tie_word_embeddings ? Gather(0, /*recompute=*/true)[0] : head[1];
-  const at::Tensor logits = Project(projection, norm->forward(h, head[0])).to(torch::kFloat32);
-  return AfterForward(last, logits, /*recompute=*/false);  // (B, L, V)
+  return {norm->forward(h, head[0], fused_blocks_), projection};
+}
+
+at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const BlockPositions& positions) {
+  const auto [normed, projection] = Head(Trunk(tokens, positions));
+  const at::Tensor logits = Project(projection, normed).to(torch::kFloat32);
+  return AfterForward(args_.n_layers + 1, logits, /*recompute=*/false);  // (B, L, V)
+}
+
+at::Tensor TransformerImpl::Loss(const at::Tensor& tokens, const BlockPositions& positions,
+                                 const at::Tensor& labels) {
+  const auto [normed, projection] = Head(Trunk(tokens, positions));
+  at::Tensor loss;
+  if (chunked_loss_) {
+    loss = ChunkedCrossEntropySum(normed.flatten(0, 1), projection, labels.flatten());
+  } else {
+    const at::Tensor logits = Project(projection, normed).to(torch::kFloat32);
+    loss = torch::nn::functional::cross_entropy(
+        logits.flatten(0, 1), labels.flatten(),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  }
+  return AfterForward(args_.n_layers + 1, loss, /*recompute=*/false);
 }
 
 std::vector<UnitParameters> TransformerImpl::Units() {

@@ -28,10 +28,11 @@
 namespace ringtrain {
 
 // RMSNorm computed in float32: x · rsqrt(mean(x²) + eps), cast back, times weight (in x's dtype).
+// `fused`: the fused CPU block (fused_blocks.h) where it applies, else the ATen chain.
 class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps, c10::Device device = c10::kCPU);
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& weight);  // weight (C,)
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, bool fused);  // weight (C,)
   const at::Tensor& weight() const { return weight_; }
 
  private:
@@ -57,6 +58,7 @@ struct ForwardContext {
   BlockPositions host_positions;            // the same, on the host
   AttentionPlan* attention;                 // must outlive the call
   AttentionMemo* attention_memo = nullptr;  // selective "op" checkpointing only (AttentionMemo)
+  bool fused_blocks = true;                 // TransformerImpl::SetFusedBlocks
 };
 
 // The weights a module's forward uses: its own parameters or a ParamSource's, float32 or already
@@ -88,7 +90,8 @@ TORCH_MODULE(Attention);
 class FeedForwardImpl : public torch::nn::Module {
  public:
   FeedForwardImpl(int64_t dim, int64_t hidden_dim, c10::Device device);
-  at::Tensor forward(const at::Tensor& x, const FeedForwardWeights& w);  // w2(silu(w1 x) · w3 x)
+  // w2(silu(w1 x) · w3 x); `fused` as RMSNormImpl's.
+  at::Tensor forward(const at::Tensor& x, const FeedForwardWeights& w, bool fused);
 
  private:
   Weight w1{nullptr}, w2{nullptr}, w3{nullptr};
@@ -121,6 +124,11 @@ class TransformerImpl : public torch::nn::Module {
 
   // tokens (B, L) int64 at `positions` (L,) → logits (B, L, V) float32.
   at::Tensor forward(const at::Tensor& tokens, const BlockPositions& positions);
+  // The summed token cross-entropy against `labels` (B, L) int64 (kIgnoreLabel left out), a
+  // float32 scalar: forward and the loss without the logits when the loss is chunked
+  // (SetChunkedLoss, chunked_loss.h), else forward() then F.cross_entropy.
+  at::Tensor Loss(const at::Tensor& tokens, const BlockPositions& positions,
+                  const at::Tensor& labels);
 
   // The units of param_source.h in forward order: 0 = tok_embeddings, 1 … n_layers = the blocks,
   // n_layers + 1 = the final norm and the output projection (the norm alone with tied embeddings:
@@ -154,10 +162,20 @@ class TransformerImpl : public torch::nn::Module {
   // backward gathers the weights again (recompute = true), reruns the forward with autograd and
   // back-propagates through it — bitwise the same gradients. Only when grad mode is on.
   void SetActivationCheckpoint(int64_t every) { checkpoint_every_ = every; }
+  // The fused CPU blocks (fused_blocks.h) for RMSNorm, RoPE and SwiGLU where they apply (CPU
+  // activations in float32 or bfloat16): on by default; off runs the ATen chains everywhere.
+  void SetFusedBlocks(bool on) { fused_blocks_ = on; }
+  bool fused_blocks() const { return fused_blocks_; }
+  // Loss() through the chunked head (chunked_loss.h): on by default; off holds the whole logits.
+  void SetChunkedLoss(bool on) { chunked_loss_ = on; }
   const ModelArgs& args() const { return args_; }
 
  private:
   bool Checkpointed(int64_t layer_id) const;
+  // The embedding and the blocks: tokens → h (B, L, C) in the compute dtype.
+  at::Tensor Trunk(const at::Tensor& tokens, const BlockPositions& positions);
+  // The final norm of h, and the output projection's weight (V, C) (the embedding's when tied).
+  std::pair<at::Tensor, at::Tensor> Head(const at::Tensor& h);
   // The unit's weights, from the source or the registered parameters, and its output as the
   // source returns it.
   std::vector<at::Tensor> Gather(int64_t unit, bool recompute);
@@ -175,6 +193,8 @@ class TransformerImpl : public torch::nn::Module {
   std::shared_ptr<ParamSource> source_;
   c10::ScalarType compute_dtype_ = c10::ScalarType::Float;
   int64_t checkpoint_every_ = 0;
+  bool fused_blocks_ = true;
+  bool chunked_loss_ = true;
   bool materialized_ = true;
   Weight tok_embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};

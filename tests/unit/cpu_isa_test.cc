@@ -1,0 +1,62 @@
+// The CPU level dispatch (cpu_isa.h): the levels this machine has, forcing each, refusing what it
+// lacks, and the attention rows following the forced level. The kernels at each level are tested
+// against float64 where they are (fused_cpu_attention_test, fused_rows_test).
+#include "worker/engine/kernels/cpu_isa.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "worker/engine/kernels/attention_rows.h"
+
+namespace ringtrain {
+namespace {
+
+TEST(CpuIsa, AvailableLevelsRunFromTheBaselineToTheDetectedOne) {
+  const std::vector<CpuIsa> levels = AvailableCpuIsas();
+  ASSERT_FALSE(levels.empty());
+  EXPECT_EQ(levels.front(), CpuIsa::kBaseline);
+  EXPECT_EQ(levels.back(), DetectedCpuIsa());
+  std::printf("this CPU: %s\n", CpuIsaName(DetectedCpuIsa()));
+}
+
+TEST(CpuIsa, EachAvailableLevelCanBeForcedAndIsRestored) {
+  const CpuIsa before = ActiveCpuIsa();
+  for (CpuIsa isa : AvailableCpuIsas()) {
+    {
+      ScopedCpuIsa forced(isa);
+      EXPECT_EQ(ActiveCpuIsa(), isa);
+      EXPECT_EQ(std::string(AttentionRowsIsa()), CpuIsaName(isa));
+    }
+    EXPECT_EQ(ActiveCpuIsa(), before);
+  }
+}
+
+TEST(CpuIsa, ParsesEachNameAndRefusesUnknownOrMissingLevels) {
+  for (CpuIsa isa : AvailableCpuIsas()) {
+    EXPECT_EQ(ParseCpuIsa(CpuIsaName(isa), "RINGTRAIN_CPU_ISA"), isa);
+  }
+  try {
+    ParseCpuIsa("avx1024", "RINGTRAIN_CPU_ISA");
+    FAIL() << "avx1024 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("RINGTRAIN_CPU_ISA=avx1024 is not a level: use baseline, "
+                                         "avx2 or avx512"),
+              std::string::npos)
+        << e.what();
+  }
+  if (DetectedCpuIsa() != CpuIsa::kAvx512) {
+    EXPECT_THROW(ScopedCpuIsa(CpuIsa::kAvx512), std::invalid_argument);
+    try {
+      ParseCpuIsa("avx512", "RINGTRAIN_CPU_ISA");
+      FAIL() << "avx512 was accepted on a CPU without it";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("this CPU has no avx512"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringtrain

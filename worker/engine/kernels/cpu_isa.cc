@@ -1,0 +1,100 @@
+#include "worker/engine/kernels/cpu_isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace ringtrain {
+namespace {
+
+constexpr const char* kVariable = "RINGTRAIN_CPU_ISA";
+
+CpuIsa Detect() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("fma")) {
+    return CpuIsa::kAvx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuIsa::kAvx2;
+#endif
+  return CpuIsa::kBaseline;
+}
+
+std::string AvailableNames() {
+  std::string names;
+  for (CpuIsa isa : AvailableCpuIsas()) names += std::string(names.empty() ? "" : ", ") + CpuIsaName(isa);
+  return names;
+}
+
+void CheckAvailable(CpuIsa isa, const std::string& what) {
+  if (static_cast<int>(isa) > static_cast<int>(DetectedCpuIsa())) {
+    throw std::invalid_argument(what + ": this CPU has no " + CpuIsaName(isa) +
+                                " (available: " + AvailableNames() + ")");
+  }
+}
+
+CpuIsa FromEnvironment() {
+  const char* value = std::getenv(kVariable);
+  if (value == nullptr || *value == '\0') return DetectedCpuIsa();
+  return ParseCpuIsa(value, kVariable);
+}
+
+// -1 until the first ActiveCpuIsa().
+std::atomic<int> active{-1};
+
+}  // namespace
+
+CpuIsa ParseCpuIsa(const std::string& name, const std::string& what) {
+  for (int i = 0; i < kCpuIsaCount; ++i) {
+    const CpuIsa isa = static_cast<CpuIsa>(i);
+    if (name == CpuIsaName(isa)) {
+      CheckAvailable(isa, what + "=" + name);
+      return isa;
+    }
+  }
+  throw std::invalid_argument(what + "=" + name +
+                              " is not a level: use baseline, avx2 or avx512 (this CPU: " +
+                              AvailableNames() + ")");
+}
+
+const char* CpuIsaName(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kBaseline: return "baseline";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+CpuIsa DetectedCpuIsa() {
+  static const CpuIsa detected = Detect();
+  return detected;
+}
+
+std::vector<CpuIsa> AvailableCpuIsas() {
+  std::vector<CpuIsa> isas;
+  for (int i = 0; i <= static_cast<int>(DetectedCpuIsa()); ++i) isas.push_back(static_cast<CpuIsa>(i));
+  return isas;
+}
+
+CpuIsa ActiveCpuIsa() {
+  int level = active.load(std::memory_order_relaxed);
+  if (level < 0) {
+    static const CpuIsa chosen = FromEnvironment();  // once; throws again on every call if bad
+    int expected = -1;
+    active.compare_exchange_strong(expected, static_cast<int>(chosen));
+    level = active.load(std::memory_order_relaxed);
+  }
+  return static_cast<CpuIsa>(level);
+}
+
+ScopedCpuIsa::ScopedCpuIsa(CpuIsa isa) : previous_(ActiveCpuIsa()) {
+  CheckAvailable(isa, std::string("ScopedCpuIsa(") + CpuIsaName(isa) + ")");
+  active.store(static_cast<int>(isa));
+}
+
+ScopedCpuIsa::~ScopedCpuIsa() { active.store(static_cast<int>(previous_)); }
+
+}  // namespace ringtrain

@@ -1,0 +1,52 @@
+// Which x86 vector width the CPU kernels run (the fused attention rows and the fused element-wise
+// blocks): the widest the CPU supports, chosen once at start-up, or the one RINGTRAIN_CPU_ISA names
+// (baseline | avx2 | avx512; one the CPU lacks is refused at start-up, naming what the CPU has).
+// Tests force each available level in turn (ScopedCpuIsa). Torch-free.
+//
+//   baseline  x86-64 SSE2, 8-float vectors as two registers (also every non-x86 build)
+//   avx2      AVX2 + FMA, 8 floats a register
+//   avx512    AVX-512 F/BW/DQ/VL + FMA, 16 floats a register
+//
+// Results differ between levels only in the order horizontal sums add their lanes (a few ulp);
+// on one machine and level every kernel is bitwise repeatable.
+#ifndef RINGTRAIN_WORKER_ENGINE_KERNELS_CPU_ISA_H_
+#define RINGTRAIN_WORKER_ENGINE_KERNELS_CPU_ISA_H_
+
+#include <string>
+#include <vector>
+
+namespace ringtrain {
+
+enum class CpuIsa { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+inline constexpr int kCpuIsaCount = 3;
+
+const char* CpuIsaName(CpuIsa isa);  // "baseline", "avx2", "avx512"
+// The widest level this CPU supports.
+CpuIsa DetectedCpuIsa();
+// baseline … DetectedCpuIsa(), in order.
+std::vector<CpuIsa> AvailableCpuIsas();
+// The level named `name`; std::invalid_argument naming `what` (where the name came from), the
+// value and the levels available when it is not a level or the CPU lacks it.
+CpuIsa ParseCpuIsa(const std::string& name, const std::string& what);
+
+// The level the kernels run now: RINGTRAIN_CPU_ISA when set, else DetectedCpuIsa(). The first call
+// reads the variable; a value that is unknown or beyond the CPU throws std::invalid_argument
+// naming the variable, the value and the levels available. Thread-safe.
+CpuIsa ActiveCpuIsa();
+
+// Runs the kernels at `isa` while in scope (tests and benchmarks; not thread-safe against kernels
+// running on other threads). Throws std::invalid_argument when the CPU lacks `isa`.
+class ScopedCpuIsa {
+ public:
+  explicit ScopedCpuIsa(CpuIsa isa);
+  ~ScopedCpuIsa();
+  ScopedCpuIsa(const ScopedCpuIsa&) = delete;
+  ScopedCpuIsa& operator=(const ScopedCpuIsa&) = delete;
+
+ private:
+  CpuIsa previous_;
+};
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_ENGINE_KERNELS_CPU_ISA_H_

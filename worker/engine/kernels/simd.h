@@ -1,0 +1,176 @@
+// Float vectors of N lanes for the CPU kernels' row code (attention_rows.cc, fused_rows.cc), as
+// GCC vector extensions: a body written once over Vec<N> is compiled per level (cpu_isa.h) inside
+// functions with __attribute__((target(...))): N 8 is one AVX register (two SSE registers at the
+// baseline), N 16 one AVX-512 register. Include only from those .cc files: the helpers are always
+// inlined into their per-level callers. Torch-free.
+//
+// Exp: x = n·ln2 + r with |r| <= ln2/2, exp(r) by a degree-7 polynomial (Cephes' expf
+// coefficients), 2^n by the exponent bits; relative error within 2 ulp of std::exp over the range
+// that matters. Results below 2^-126 (x < −87, and −inf) are exactly 0: no denormal is produced.
+#ifndef RINGTRAIN_WORKER_ENGINE_KERNELS_SIMD_H_
+#define RINGTRAIN_WORKER_ENGINE_KERNELS_SIMD_H_
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+// The vectors live in registers inside always-inline helpers; GCC's note that passing them by
+// value would change the ABI without AVX does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace ringtrain::simd {
+
+#define RT_INLINE inline __attribute__((always_inline))
+
+// (GCC applies a vector_size that depends on N only to typedefs at class scope: one inside a
+// function template silently declares a scalar.)
+template <int N>
+struct Types {
+  typedef float F __attribute__((vector_size(N * sizeof(float))));
+  typedef int32_t I __attribute__((vector_size(N * sizeof(float))));
+  typedef uint32_t U __attribute__((vector_size(N * sizeof(float))));
+  typedef uint16_t H __attribute__((vector_size(N * sizeof(uint16_t))));
+};
+template <int N>
+using Vec = typename Types<N>::F;
+template <int N>
+using Mask = typename Types<N>::I;
+template <int N>
+using Bits = typename Types<N>::U;
+template <int N>
+using Halves = typename Types<N>::H;
+
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+template <int N>
+RT_INLINE Vec<N> Splat(float x) {
+  return Vec<N>{} + x;
+}
+template <int N>
+RT_INLINE Vec<N> Load(const float* p) {
+  Vec<N> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <int N>
+RT_INLINE void Store(float* p, Vec<N> v) {
+  std::memcpy(p, &v, sizeof v);
+}
+// The first n (< N) lanes from p, the others `fill`.
+template <int N>
+RT_INLINE Vec<N> LoadPartial(const float* p, int64_t n, float fill) {
+  Vec<N> v = Splat<N>(fill);
+  std::memcpy(&v, p, size_t(n) * sizeof(float));
+  return v;
+}
+template <int N>
+RT_INLINE void StorePartial(float* p, Vec<N> v, int64_t n) {
+  std::memcpy(p, &v, size_t(n) * sizeof(float));
+}
+template <int N>
+RT_INLINE Vec<N> Select(Mask<N> mask, Vec<N> a, Vec<N> b) {
+  return reinterpret_cast<Vec<N>>((reinterpret_cast<Mask<N>>(a) & mask) |
+                                  (reinterpret_cast<Mask<N>>(b) & ~mask));
+}
+template <int N>
+RT_INLINE Vec<N> Max(Vec<N> a, Vec<N> b) {
+  return Select<N>(a > b, a, b);
+}
+template <int N>
+RT_INLINE float HorizontalMax(Vec<N> v) {
+  float m = v[0];
+  for (int i = 1; i < N; ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+// Pairwise, in a fixed order: lanes i and i + N/2 first, halving until one is left.
+template <int N>
+RT_INLINE float HorizontalSum(Vec<N> v) {
+  if constexpr (N == 16) {
+    const Vec<8> lo = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+    const Vec<8> hi = {v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15]};
+    return HorizontalSum<8>(lo + hi);
+  } else {
+    static_assert(N == 8);
+    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+  }
+}
+
+template <int N>
+RT_INLINE Vec<N> Exp(Vec<N> x) {
+  const Mask<N> underflow = x < Splat<N>(-87.0f);  // also −inf (and NaN compares false: stays NaN)
+  x = Select<N>(x > Splat<N>(88.0f), Splat<N>(88.0f), x);  // exp(88) < FLT_MAX
+  x = Select<N>(underflow, Splat<N>(0.0f), x);
+  // n = round(x / ln2) by the 1.5·2^23 trick, exact for |x / ln2| < 2^22.
+  const Vec<N> magic = Splat<N>(12582912.0f);
+  const Vec<N> fn = (x * Splat<N>(1.44269504088896341f) + magic) - magic;
+  // r = x − n·ln2 in two parts (Cody–Waite).
+  Vec<N> r = x - fn * Splat<N>(0.693359375f);
+  r = r - fn * Splat<N>(-2.12194440e-4f);
+  Vec<N> p = Splat<N>(1.9875691500E-4f);
+  p = p * r + Splat<N>(1.3981999507E-3f);
+  p = p * r + Splat<N>(8.3334519073E-3f);
+  p = p * r + Splat<N>(4.1665795894E-2f);
+  p = p * r + Splat<N>(1.6666665459E-1f);
+  p = p * r + Splat<N>(5.0000001201E-1f);
+  p = p * (r * r) + r + Splat<N>(1.0f);
+  const Mask<N> n = __builtin_convertvector(fn, Mask<N>);
+  const Vec<N> two_n = reinterpret_cast<Vec<N>>((n + 127) << 23);
+  return Select<N>(underflow, Splat<N>(0.0f), p * two_n);
+}
+
+// bfloat16 as its 16 bits: widening is exact; narrowing rounds to nearest even (NaN stays NaN),
+// as PyTorch's float → bfloat16 does.
+RT_INLINE float Bf16ToFloat(uint16_t b) {
+  const uint32_t bits = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+RT_INLINE uint16_t FloatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t((bits >> 16) | 0x40);  // quiet NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
+
+// N elements of T (float or bfloat16 bits) as floats, and back.
+template <int N, typename T>
+RT_INLINE Vec<N> LoadAs(const T* p) {
+  if constexpr (sizeof(T) == sizeof(float)) {
+    return Load<N>(reinterpret_cast<const float*>(p));
+  } else {
+    Halves<N> u;
+    std::memcpy(&u, p, sizeof u);
+    const Mask<N> wide = __builtin_convertvector(u, Mask<N>) << 16;
+    return reinterpret_cast<Vec<N>>(wide);
+  }
+}
+template <int N, typename T>
+RT_INLINE void StoreAs(T* p, Vec<N> v) {
+  if constexpr (sizeof(T) == sizeof(float)) {
+    Store<N>(reinterpret_cast<float*>(p), v);
+  } else {
+    for (int i = 0; i < N; ++i) p[i] = FloatToBf16(v[i]);
+  }
+}
+template <typename T>
+RT_INLINE float ScalarAs(T x) {
+  if constexpr (sizeof(T) == sizeof(float)) {
+    return x;
+  } else {
+    return Bf16ToFloat(x);
+  }
+}
+template <typename T>
+RT_INLINE T FromFloat(float x) {
+  if constexpr (sizeof(T) == sizeof(float)) {
+    return x;
+  } else {
+    return FloatToBf16(x);
+  }
+}
+
+}  // namespace ringtrain::simd
+
+#endif  // RINGTRAIN_WORKER_ENGINE_KERNELS_SIMD_H_
