@@ -46,7 +46,12 @@ struct MethodPlan {
   MemoryPlan plan;
 };
 
-std::vector<MethodPlan> PlanMethods(const JobConfig& config, const MeshDegrees& mesh) {
+PlanDevice DeviceOf(const PlanFlags& flags) {
+  return flags.device == "cpu" ? PlanDevice::kCpu : PlanDevice::kCuda;
+}
+
+std::vector<MethodPlan> PlanMethods(const JobConfig& config, const MeshDegrees& mesh,
+                                    PlanDevice device) {
   std::vector<MethodPlan> plans;
   if (mesh.cp <= 1) return plans;
   auto add = [&](ContextParallelMethod method, int64_t u) {
@@ -57,7 +62,7 @@ std::vector<MethodPlan> PlanMethods(const JobConfig& config, const MeshDegrees& 
         method == ContextParallelMethod::kHybrid ? u : 0;
     MeshDegrees m = mesh;
     m.ulysses = u;
-    plans.push_back({method, u, PlanMemory(c, m)});
+    plans.push_back({method, u, PlanMemory(c, m, device)});
   };
   add(ContextParallelMethod::kRing, 1);
   add(ContextParallelMethod::kUlysses, mesh.cp);
@@ -102,7 +107,7 @@ nlohmann::json PlanJson(const PlanFlags& flags, const JobConfig& config, int64_t
   j["ulysses_degree"] = plan.mesh.ulysses;
   j["attention_bytes_per_step"] = plan.attention_bytes_per_step;
   j["methods"] = nlohmann::json::array();
-  for (const MethodPlan& m : PlanMethods(config, plan.mesh)) {
+  for (const MethodPlan& m : PlanMethods(config, plan.mesh, DeviceOf(flags))) {
     j["methods"].push_back({{"method", ChoiceName(m.method)},
                             {"ulysses_degree", m.ulysses},
                             {"total", m.plan.total},
@@ -162,7 +167,7 @@ std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t w
                   config.checkpoint.async_mode == AsyncMode::kAsync
                       ? " of async staging, reused between saves\n"
                       : " of staging on a GPU (none for a CPU sync save)\n");
-  const std::vector<MethodPlan> methods = PlanMethods(config, m);
+  const std::vector<MethodPlan> methods = PlanMethods(config, m, DeviceOf(flags));
   if (!methods.empty()) {
     absl::StrAppend(&out, "context-parallel attention sends ", Bytes(plan.attention_bytes_per_step),
                     " per rank per step (causal; a document mask sends less); by method:\n");
@@ -197,6 +202,11 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* flags) {
                   "Ranks (default: the config's replicate × shard × cp, -1 read as 1)");
   cmd->add_option("--device-memory", flags->device_memory,
                   "Memory of one rank's device, e.g. 80GiB, 141GB, 85899345920")
+      ->capture_default_str();
+  cmd->add_option("--device", flags->device,
+                  "cuda or cpu: the ranks' device (CPU ranks run the fused RMSNorm, RoPE and "
+                  "SwiGLU blocks, which keep less for the backward)")
+      ->check(CLI::IsMember({"cuda", "cpu"}))
       ->capture_default_str();
   cmd->allow_extras();  // the --section.key=value overrides
   cmd->footer(
@@ -236,8 +246,8 @@ int RunPlan(const PlanFlags& flags) {
     std::cerr << "ringctl plan: " << mesh.status().message() << std::endl;
     return kExitUsage;
   }
-  const MemoryPlan plan = PlanMemory(*config, *mesh);
-  const int64_t largest_seq = LargestFittingSeqLen(*config, *mesh, *device);
+  const MemoryPlan plan = PlanMemory(*config, *mesh, DeviceOf(flags));
+  const int64_t largest_seq = LargestFittingSeqLen(*config, *mesh, DeviceOf(flags), *device);
   if (flags.output == "json") {
     std::cout << PlanJson(flags, *config, world, plan, *device, largest_seq).dump() << std::endl;
   } else {

@@ -27,6 +27,7 @@ struct PlanFlags : CommonFlags {
   std::string config;
   int64_t world = 0;                    // not given: RequestedWorldSize(config)
   std::string device_memory = "80GiB";  // ParseByteSize (common/byte_size.h)
+  std::string device = "cuda";          // cuda | cpu: the ranks' device kind (PlanDevice)
   CLI::App* plan = nullptr;             // for its extra `--section.key=value` args
 };
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/config/model_shape.h"
+#include "common/plan/loss_chunks.h"
 
 namespace ringtrain {
 namespace {
@@ -64,7 +65,7 @@ int64_t PlannedParameterCount(const ModelSection& model) {
   return total;
 }
 
-MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
+MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh, PlanDevice device) {
   MemoryPlan plan;
   plan.mesh = mesh;
   const Shape s = ShapeOf(config.model);
@@ -119,9 +120,15 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
   // float32 q and k, then in e: the attention's q and stacked k/v, its output twice (the kernel's,
   // and the (B, Lc, Cq) copy wo reads), the residual h, the block output, and the FFN's w1/w3
   // outputs, silu and the product; the log-sum-exp in float32.
-  const int64_t a_block = 16 * BL * s.C + 4 * BL * (s.Cq + s.Ck) +
-                          e * (3 * BL * s.Cq + 2 * BL * s.C + 2 * BL * s.Ck + 4 * BL * s.Hf) +
-                          4 * B * s.H * Lc;
+  // On CPU ranks the fused blocks save less: each RMSNorm its normed output (in e) and a float32
+  // statistic per row, RoPE nothing (its output is the attention's q and k), SwiGLU its two inputs
+  // and the product w2 reads.
+  const bool fused = device == PlanDevice::kCpu;
+  const int64_t norms = fused ? 2 * (e * BL * s.C + 4 * BL) : 16 * BL * s.C;
+  const int64_t rope_saved = fused ? 0 : 4 * BL * (s.Cq + s.Ck);
+  const int64_t ffn = (fused ? 3 : 4) * e * BL * s.Hf;
+  const int64_t a_block = norms + rope_saved + e * (3 * BL * s.Cq + 2 * BL * s.C + 2 * BL * s.Ck) +
+                          ffn + 4 * B * s.H * Lc;
   const int64_t block_input = e * BL * s.C;
   const int64_t op_kept = e * BL * s.Cq + 4 * B * s.H * Lc;  // attention output + lse
   int64_t blocks_kept = 0;
@@ -135,10 +142,16 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
   const bool recomputes = plan.ac_every != 0;
   const int64_t recompute = recomputes ? a_block : 0;  // one block's, during its backward
   const int64_t embedding_out = e * BL * s.C;
-  const int64_t final_norm = 8 * BL * s.C;
-  const int64_t logits = 4 * BL * s.V;  // float32 (B, Lc, V); the log-softmax output is as large
+  const int64_t final_norm = fused ? e * BL * s.C + 4 * BL : 8 * BL * s.C;
+  // The chunked loss (loss_chunks.h): the logits exist a chunk of R rows at a time; the forward
+  // keeps each row's float32 log-sum-exp, and holds a chunk's logits and logsumexp's exp of them;
+  // the backward a chunk's float32 gradient (and its compute-dtype copy) and dh (B, Lc, C).
+  const int64_t R = std::min(BL, LossChunkRows(s.V));
+  const int64_t loss_lse = 4 * BL;
+  const int64_t loss_fwd = 2 * 4 * R * s.V;
+  const int64_t loss_bwd = (4 + (bf16 ? e : 0)) * R * s.V + e * BL * s.C;
   const int64_t saved_blocks = embedding_out + blocks_kept;
-  const int64_t saved_at_loss = saved_blocks + final_norm + logits;  // + log-softmax output
+  const int64_t saved_at_loss = saved_blocks + final_norm + loss_lse;
   plan.activations = std::max(saved_at_loss, saved_blocks + recompute);
 
   // ---- context-parallel attention: the Ulysses all-to-alls, then the ring ----
@@ -224,8 +237,9 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
       {fixed + grads_fwd + gathered_fwd + saved_blocks + attn_fwd + plan.ring_buffers / 2 +
            ulysses_fwd,
        "forward (last block's attention)"},
-      {fixed + grads_fwd + gathered_fwd + saved_at_loss + logits, "forward (loss)"},
-      {fixed + grads_fwd + gathered_fwd + saved_at_loss + 2 * logits, "backward (cross-entropy)"},
+      {fixed + grads_fwd + gathered_fwd + saved_at_loss + loss_fwd, "forward (loss)"},
+      {fixed + std::max(grads_fwd, grads_first_block) + gathered_fwd + saved_at_loss + loss_bwd,
+       "backward (cross-entropy)"},
       {fixed + std::max(grads_fwd, grads_first_block) + gathered_fwd + saved_blocks + recompute +
            std::max(block_bwd, fsdp_rs) + plan.ring_buffers + ulysses_bwd,
        "backward (last block)"},
@@ -239,8 +253,8 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
   plan.peak_phase = peak->what;
 
   const std::vector<Live> transients = {
-      {logits, "logits (B, Lc, V) float32 while the loss is computed"},
-      {2 * logits, "cross-entropy gradient (two (B, Lc, V) float32)"},
+      {loss_fwd, "loss forward (a chunk's float32 logits, twice)"},
+      {loss_bwd, "loss backward (a chunk's logit gradient, and dh)"},
       {block_bwd, "one block's backward"},
       {attn_fwd, plan.mesh.cp > 1 ? "ring attention merge" : "attention forward"},
       {plan.ulysses_buffers,
@@ -257,7 +271,7 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh) {
   return plan;
 }
 
-int64_t LargestFittingSeqLen(const JobConfig& config, const MeshDegrees& mesh,
+int64_t LargestFittingSeqLen(const JobConfig& config, const MeshDegrees& mesh, PlanDevice device,
                              int64_t device_bytes) {
   const int64_t step = config.parallelism.context_parallel_load_balancer == LoadBalancer::kHeadTail
                            ? 2 * mesh.cp
@@ -266,7 +280,7 @@ int64_t LargestFittingSeqLen(const JobConfig& config, const MeshDegrees& mesh,
     JobConfig c = config;
     c.training.seq_len = multiples * step;
     c.model.max_seq_len = std::max(c.model.max_seq_len, c.training.seq_len);
-    return PlanMemory(c, mesh).Fits(device_bytes);
+    return PlanMemory(c, mesh, device).Fits(device_bytes);
   };
   if (!fits(1)) return 0;
   // Memory grows with the length: double until it does not fit, then bisect.

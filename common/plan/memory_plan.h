@@ -12,9 +12,9 @@
 // for the backward (the bfloat16 casts, or FSDP's gathered units); what the forward saves for the
 // backward under the activation-checkpoint mode; the ring attention's K/V blocks and dK/dV
 // accumulators in flight, and Ulysses' all-to-all buffers; and the transients of the step (the
-// logits and the cross-entropy's gradient, one block's backward, the gradient all-reduce's flat
-// buckets, FSDP's reduce-scatter). The peak (`total`) is the largest of the step's phases, each the
-// sum of what is live then.
+// chunked loss's logits and their gradient, a chunk of rows at a time, one block's backward, the
+// gradient all-reduce's flat buckets, FSDP's reduce-scatter). The peak (`total`) is the largest of
+// the step's phases, each the sum of what is live then.
 #ifndef RINGTRAIN_COMMON_PLAN_MEMORY_PLAN_H_
 #define RINGTRAIN_COMMON_PLAN_MEMORY_PLAN_H_
 
@@ -66,13 +66,18 @@ struct MemoryPlan {
   bool Fits(int64_t device_bytes) const { return total <= device_bytes; }
 };
 
+// Where the ranks run: CUDA ranks run the ATen chains for RMSNorm, RoPE and SwiGLU, CPU ranks the
+// fused blocks (worker/engine/model/fused_blocks.h), which save less for the backward.
+enum class PlanDevice { kCuda, kCpu };
+
 // The plan of `config` on the mesh ResolveMesh(config, world) gave.
-MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh);
+MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh,
+                      PlanDevice device = PlanDevice::kCuda);
 
 // The largest training.seq_len (a multiple of 2·cp with the headtail load balancer, of cp without)
 // whose plan fits `device_bytes`, with model.max_seq_len raised to it; 0 when none does.
 // `mesh` is ResolveMesh(config, world)'s.
-int64_t LargestFittingSeqLen(const JobConfig& config, const MeshDegrees& mesh,
+int64_t LargestFittingSeqLen(const JobConfig& config, const MeshDegrees& mesh, PlanDevice device,
                              int64_t device_bytes);
 
 // Parameters of the Llama 3 model the config describes (torchtitan's shapes; the same count as

@@ -62,7 +62,9 @@ void ExpectPlanNearMeasured(const std::string& name, int nproc,
                                         "--world",
                                         std::to_string(nproc),
                                         "--output",
-                                        "json"};
+                                        "json",
+                                        "--device",
+                                        "cpu"};
   plan_argv.insert(plan_argv.end(), overrides.begin(), overrides.end());
   const CommandResult planned = RunCommand(plan_argv);
   ASSERT_EQ(planned.exit_code, 0) << planned.output;

@@ -208,12 +208,19 @@ class TrainerBadInputTest : public ::testing::TestWithParam<BadInput> {};
 
 TEST_P(TrainerBadInputTest, FailsWithAClearMessageAndNoCheckpoint) {
   TempDir dir;
-  std::vector<std::string> argv = {Trainer()};
+  // An argument "ENV NAME=value" runs the trainer with that variable (through env).
+  std::vector<std::string> argv = {"/usr/bin/env"};
+  for (const std::string& a : GetParam().args) {
+    if (a.rfind("ENV ", 0) == 0) argv.push_back(a.substr(4));
+  }
+  argv.push_back(Trainer());
+  const size_t before_config = argv.size();
   for (std::string a : GetParam().args) {
+    if (a.rfind("ENV ", 0) == 0) continue;
     if (a == "CONFIG") a = ConfigPath("debug_model.toml");
     for (size_t p; (p = a.find("$DIR")) != std::string::npos;) a.replace(p, 4, dir.path());
     argv.push_back(a);
-    if (argv.size() == 2) {  // right after the config, so that a case can override them
+    if (argv.size() == before_config + 1) {  // right after the config: a case can override them
       argv.push_back("--checkpoint.enable=true");
       argv.push_back("--checkpoint.folder=" + (dir / "ckpt"));
       argv.push_back("--checkpoint.interval=1");
@@ -255,6 +262,9 @@ INSTANTIATE_TEST_SUITE_P(
                  {"CONFIG", "--checkpoint.initial_load_path=$DIR/w.pt"},
                  "unexpected: w"},
         BadInput{"not_a_device", {"CONFIG", "--device=tpu"}, "'tpu' is not a device"},
+        BadInput{"unknown_cpu_level",
+                 {"ENV RINGTRAIN_CPU_ISA=avx1024", "CONFIG"},
+                 "RINGTRAIN_CPU_ISA=avx1024 is not a level: use baseline, avx2 or avx512"},
         BadInput{"cuda_on_a_cpu_build", {"CONFIG", "--device=cuda:0"}, "-DRINGTRAIN_CUDA=ON"},
         BadInput{"diverging_lr",
                  {"CONFIG", "--optimizer.lr=1e9", "--training.max_norm=1e9",

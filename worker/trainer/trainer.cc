@@ -19,6 +19,7 @@
 #include "common/progress.h"
 #include "common/status_macros.h"
 #include "common/trainer_exit.h"
+#include "worker/engine/kernels/cpu_isa.h"
 #include "worker/engine/kernels/denormals.h"
 #include "worker/engine/serialize/torch_save_reader.h"
 #include "worker/trainer/tensor_memory.h"
@@ -182,6 +183,16 @@ absl::Status OpenData(Trainer::State& s, int64_t micro_batches) {
 // (Parallelize → Fsdp::Create).
 absl::Status BuildModel(Trainer::State& s) {
   const JobConfig& config = s.config;
+  // The CPU kernels' level, chosen once here so that a bad RINGTRAIN_CPU_ISA stops the start.
+  try {
+    const CpuIsa isa = ActiveCpuIsa();
+    if (s.rank.rank == 0 && s.device.is_cpu()) {
+      RT_LOG(Info) << "CPU kernels: " << CpuIsaName(isa)
+                   << " (this CPU: " << CpuIsaName(DetectedCpuIsa()) << ")";
+    }
+  } catch (const std::invalid_argument& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
   RT_RETURN_IF_ERROR(Guarded(s, "building the model", [&]() -> absl::Status {
     FlushDenormalsOnComputeThreads();
     torch::manual_seed(static_cast<uint64_t>(config.training.seed));

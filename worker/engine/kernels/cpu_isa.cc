@@ -24,7 +24,8 @@ CpuIsa Detect() {
 
 std::string AvailableNames() {
   std::string names;
-  for (CpuIsa isa : AvailableCpuIsas()) names += std::string(names.empty() ? "" : ", ") + CpuIsaName(isa);
+  for (CpuIsa isa : AvailableCpuIsas())
+    names += std::string(names.empty() ? "" : ", ") + CpuIsaName(isa);
   return names;
 }
 
@@ -54,9 +55,9 @@ CpuIsa ParseCpuIsa(const std::string& name, const std::string& what) {
       return isa;
     }
   }
-  throw std::invalid_argument(what + "=" + name +
-                              " is not a level: use baseline, avx2 or avx512 (this CPU: " +
-                              AvailableNames() + ")");
+  throw std::invalid_argument(
+      what + "=" + name +
+      " is not a level: use baseline, avx2 or avx512 (this CPU: " + AvailableNames() + ")");
 }
 
 const char* CpuIsaName(CpuIsa isa) {
@@ -75,7 +76,8 @@ CpuIsa DetectedCpuIsa() {
 
 std::vector<CpuIsa> AvailableCpuIsas() {
   std::vector<CpuIsa> isas;
-  for (int i = 0; i <= static_cast<int>(DetectedCpuIsa()); ++i) isas.push_back(static_cast<CpuIsa>(i));
+  for (int i = 0; i <= static_cast<int>(DetectedCpuIsa()); ++i)
+    isas.push_back(static_cast<CpuIsa>(i));
   return isas;
 }
 

@@ -113,10 +113,10 @@ RT_INLINE void RmsNormGradRowBody(const T* dy, const T* x, const float* w, float
     StoreTo<N>(dx + j, grad(simd::LoadAs<N>(dy + j), simd::LoadAs<N>(x + j), simd::Load<N>(w + j)));
   }
   if (j < c) {
-    StoreTail<N>(dx + j,
-                 grad(LoadTail<N>(dy + j, c - j), LoadTail<N>(x + j, c - j),
-                      LoadTail<N>(w + j, c - j)),
-                 c - j);
+    StoreTail<N>(
+        dx + j,
+        grad(LoadTail<N>(dy + j, c - j), LoadTail<N>(x + j, c - j), LoadTail<N>(w + j, c - j)),
+        c - j);
   }
 }
 
@@ -141,9 +141,9 @@ RT_INLINE void RotateHeadsBody(const T* in, int64_t in_stride, T* out, int64_t o
     }
     if (j < d) {
       const Vec<N> v = LoadTail<N>(src + j, d - j);
-      StoreTail<N>(dst + j,
-                   v * LoadTail<N>(cos2 + j, d - j) + SwapPairs<N>(v) * LoadTail<N>(sin2 + j, d - j),
-                   d - j);
+      StoreTail<N>(
+          dst + j,
+          v * LoadTail<N>(cos2 + j, d - j) + SwapPairs<N>(v) * LoadTail<N>(sin2 + j, d - j), d - j);
     }
   }
 }
@@ -160,7 +160,8 @@ template <int N, typename T>
 RT_INLINE void SwiGluRowBody(const T* a, const T* b, T* h, int64_t n) {
   auto body = [](Vec<N> va, Vec<N> vb) { return (va * Sigmoid<N>(va)) * vb; };
   int64_t j = 0;
-  for (; j + N <= n; j += N) StoreTo<N>(h + j, body(simd::LoadAs<N>(a + j), simd::LoadAs<N>(b + j)));
+  for (; j + N <= n; j += N)
+    StoreTo<N>(h + j, body(simd::LoadAs<N>(a + j), simd::LoadAs<N>(b + j)));
   if (j < n) StoreTail<N>(h + j, body(LoadTail<N>(a + j, n - j), LoadTail<N>(b + j, n - j)), n - j);
 }
 
@@ -264,12 +265,12 @@ void SwiGluGradRow(const T* dh, const T* a, const T* b, T* da, T* db, int64_t n)
   Rows<T>().swiglu_grad(dh, a, b, da, db, n);
 }
 
-#define RT_INSTANTIATE(T)                                                                      \
-  template float RmsNormRow<T>(const T*, const float*, T*, int64_t, float);                     \
+#define RT_INSTANTIATE(T)                                                                        \
+  template float RmsNormRow<T>(const T*, const float*, T*, int64_t, float);                      \
   template void RmsNormGradRow<T>(const T*, const T*, const float*, float, T*, float*, int64_t); \
   template void RotateHeads<T>(const T*, int64_t, T*, int64_t, int64_t, int64_t, const float*,   \
-                               const float*);                                                   \
-  template void SwiGluRow<T>(const T*, const T*, T*, int64_t);                                  \
+                               const float*);                                                    \
+  template void SwiGluRow<T>(const T*, const T*, T*, int64_t);                                   \
   template void SwiGluGradRow<T>(const T*, const T*, const T*, T*, T*, int64_t);
 RT_INSTANTIATE(float)
 RT_INSTANTIATE(uint16_t)

@@ -12,15 +12,13 @@ using torch::autograd::AutogradContext;
 using torch::autograd::Function;
 using torch::autograd::tensor_list;
 
-constexpr int64_t kChunkLogitBytes = int64_t{64} << 20;
-
 // One chunk's float32 logits (n, V) and its labels with ignored rows made 0 (a valid index).
 struct Chunk {
   at::Tensor logits, labels, valid;
 };
 
-Chunk ChunkLogits(const at::Tensor& h, const at::Tensor& w, const at::Tensor& labels,
-                  int64_t begin, int64_t end) {
+Chunk ChunkLogits(const at::Tensor& h, const at::Tensor& w, const at::Tensor& labels, int64_t begin,
+                  int64_t end) {
   const at::Tensor lab = labels.slice(0, begin, end);
   const at::Tensor valid = lab != kIgnoreLabel;
   return {at::linear(h.slice(0, begin, end), w).to(at::kFloat), at::where(valid, lab, 0), valid};
@@ -40,11 +38,13 @@ class ChunkedCrossEntropyFunction : public Function<ChunkedCrossEntropyFunction>
       const at::Tensor chunk_lse = at::logsumexp(c.logits, 1);
       lse.slice(0, begin, end).copy_(chunk_lse);
       const at::Tensor picked = c.logits.gather(1, c.labels.unsqueeze(1)).squeeze(1);
-      total += ((chunk_lse - picked) * c.valid).sum().to(at::kDouble);
+      // Each row's float32 loss, added in float64: the sum does not depend on how the rows are
+      // chunked or split over ranks beyond the last bits of a double.
+      total += ((chunk_lse - picked) * c.valid).to(at::kDouble).sum();
     }
     ctx->save_for_backward({h, weight, labels, lse});
     ctx->saved_data["chunk_rows"] = chunk_rows;
-    return total.to(at::kFloat);
+    return total;
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
@@ -63,17 +63,13 @@ class ChunkedCrossEntropyFunction : public Function<ChunkedCrossEntropyFunction>
       // buffer is the chunk's only (n, V) tensor.
       at::Tensor& d = c.logits;
       d.sub_(lse.slice(0, begin, end).unsqueeze(1)).exp_();
-      d.scatter_add_(1, c.labels.unsqueeze(1),
-                     at::full({end - begin, 1}, -1.0f, d.options()));
+      d.scatter_add_(1, c.labels.unsqueeze(1), at::full({end - begin, 1}, -1.0f, d.options()));
       d.mul_((c.valid.to(at::kFloat) * g).unsqueeze(1));
-      const at::Tensor dc = d.to(h.scalar_type());  // the gradient as the projection sees it
+      // dh in h's dtype (the gradient rounded as the projection's backward would see it); dW
+      // accumulated in float32 from the float32 gradient, so no (V, C) temporary is made.
       const at::Tensor hc = h.slice(0, begin, end);
-      dh.slice(0, begin, end).copy_(at::mm(dc, w));
-      if (h.scalar_type() == at::kFloat) {
-        dw.addmm_(dc.t(), hc);
-      } else {
-        dw.add_(at::mm(dc.t(), hc).to(at::kFloat));
-      }
+      dh.slice(0, begin, end).copy_(at::mm(d.to(h.scalar_type()), w));
+      dw.addmm_(d.t(), hc.to(at::kFloat));
     }
     return {dh, dw.to(weight.scalar_type()), at::Tensor(), at::Tensor()};
   }
@@ -81,15 +77,10 @@ class ChunkedCrossEntropyFunction : public Function<ChunkedCrossEntropyFunction>
 
 }  // namespace
 
-int64_t LossChunkRows(int64_t vocab) {
-  return std::clamp<int64_t>(kChunkLogitBytes / (std::max<int64_t>(1, vocab) * 4), 128, 4096);
-}
-
 at::Tensor ChunkedCrossEntropySum(const at::Tensor& h, const at::Tensor& weight,
                                   const at::Tensor& labels, int64_t chunk_rows) {
   TORCH_CHECK(h.dim() == 2 && weight.dim() == 2 && h.size(1) == weight.size(1),
-              "chunked loss: h (N, C) and weight (V, C), got ", h.sizes(), " and ",
-              weight.sizes());
+              "chunked loss: h (N, C) and weight (V, C), got ", h.sizes(), " and ", weight.sizes());
   TORCH_CHECK(labels.numel() == h.size(0), "chunked loss: ", labels.numel(), " labels for ",
               h.size(0), " rows");
   if (chunk_rows <= 0) chunk_rows = LossChunkRows(weight.size(0));

@@ -15,19 +15,18 @@
 
 #include <ATen/Tensor.h>
 
+#include "common/plan/loss_chunks.h"
+
 namespace ringtrain {
 
 // Labels equal to this are left out of the sum (and get no gradient), as F.cross_entropy's
 // default ignore_index.
 inline constexpr int64_t kIgnoreLabel = -100;
 
-// The rows a chunk holds for vocabulary `vocab`: about 64 MiB of float32 logits, between 128 and
-// 4096 rows (a GEMM narrower than 128 rows runs far below the machine's rate).
-int64_t LossChunkRows(int64_t vocab);
-
 // h (N, C) float32 or bfloat16, weight (V, C) any float dtype (cast to h's for the GEMMs; its
-// gradient comes back in its own dtype), labels (N,) int64 → the summed loss, a float32 scalar.
-// chunk_rows 0: LossChunkRows(V).
+// gradient comes back in its own dtype), labels (N,) int64 → the summed loss, a float64 scalar
+// (each row's float32 loss added in float64, so the sum hardly depends on how rows are split).
+// chunk_rows 0: LossChunkRows(V) (common/plan/loss_chunks.h).
 at::Tensor ChunkedCrossEntropySum(const at::Tensor& h, const at::Tensor& weight,
                                   const at::Tensor& labels, int64_t chunk_rows = 0);
 

@@ -125,9 +125,9 @@ void PairTables(const float* cos_row, const float* sin_row, int64_t d, bool inve
 
 // Rotates every head of x (B, L, heads, D) into out (B, heads, L, D) — or, `inverse`, the
 // gradient (B, heads, L, D) back into (B, L, heads, D) — at the tokens' positions.
-void RotateAll(const at::Tensor& in, at::Tensor& out, int64_t batch, int64_t length,
-               int64_t heads, int64_t d, const at::Tensor& cos, const at::Tensor& sin,
-               const int64_t* positions, bool inverse) {
+void RotateAll(const at::Tensor& in, at::Tensor& out, int64_t batch, int64_t length, int64_t heads,
+               int64_t d, const at::Tensor& cos, const at::Tensor& sin, const int64_t* positions,
+               bool inverse) {
   ByDtype(in, [&](auto tag) {
     using T = decltype(tag);
     const T* ip = Data<T>(in);
@@ -226,8 +226,7 @@ class SwiGluFunction : public Function<SwiGluFunction> {
 }  // namespace
 
 bool FusedBlocksApply(const at::Tensor& x) {
-  return x.device().is_cpu() &&
-         (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
+  return x.device().is_cpu() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
 }
 
 at::Tensor FusedRmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {

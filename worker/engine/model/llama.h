@@ -125,8 +125,8 @@ class TransformerImpl : public torch::nn::Module {
   // tokens (B, L) int64 at `positions` (L,) → logits (B, L, V) float32.
   at::Tensor forward(const at::Tensor& tokens, const BlockPositions& positions);
   // The summed token cross-entropy against `labels` (B, L) int64 (kIgnoreLabel left out), a
-  // float32 scalar: forward and the loss without the logits when the loss is chunked
-  // (SetChunkedLoss, chunked_loss.h), else forward() then F.cross_entropy.
+  // scalar: forward and the loss without the logits when the loss is chunked (SetChunkedLoss,
+  // chunked_loss.h; float64), else forward() then F.cross_entropy (float32).
   at::Tensor Loss(const at::Tensor& tokens, const BlockPositions& positions,
                   const at::Tensor& labels);
 
