@@ -61,16 +61,24 @@ Options Parse(int argc, char** argv) {
       std::exit(2);
     }
     const char* v = argv[++i];
-    if (a == "--seq") o.seq = Int(v);
-    else if (a == "--dim") o.dim = Int(v);
-    else if (a == "--heads") o.heads = Int(v);
-    else if (a == "--kv-heads") o.kv_heads = Int(v);
-    else if (a == "--ffn") o.ffn = Int(v);
-    else if (a == "--threads") o.threads = Int(v);
-    else if (a == "--reps") o.reps = Int(v);
+    if (a == "--seq")
+      o.seq = Int(v);
+    else if (a == "--dim")
+      o.dim = Int(v);
+    else if (a == "--heads")
+      o.heads = Int(v);
+    else if (a == "--kv-heads")
+      o.kv_heads = Int(v);
+    else if (a == "--ffn")
+      o.ffn = Int(v);
+    else if (a == "--threads")
+      o.threads = Int(v);
+    else if (a == "--reps")
+      o.reps = Int(v);
     else if (a == "--vocabs") {
       o.vocabs.clear();
-      for (absl::string_view p : absl::StrSplit(v, ',')) o.vocabs.push_back(Int(std::string(p).c_str()));
+      for (absl::string_view p : absl::StrSplit(v, ','))
+        o.vocabs.push_back(Int(std::string(p).c_str()));
     } else {
       std::fprintf(stderr, "blocks_bench: unknown flag %s\n", a.c_str());
       std::exit(2);
@@ -106,10 +114,11 @@ int main(int argc, char** argv) {
   at::set_num_threads(static_cast<int>(o.threads));
   torch::manual_seed(0);
   const int64_t L = o.seq, C = o.dim, D = o.dim / o.heads;
-  std::printf("blocks_bench: L %lld, C %lld, H %lld, Hk %lld, D %lld, F %lld, %lld thread(s), "
-              "this CPU: %s\n",
-              (long long)L, (long long)C, (long long)o.heads, (long long)o.kv_heads, (long long)D,
-              (long long)o.ffn, (long long)o.threads, ringtrain::CpuIsaName(ringtrain::DetectedCpuIsa()));
+  std::printf(
+      "blocks_bench: L %lld, C %lld, H %lld, Hk %lld, D %lld, F %lld, %lld thread(s), "
+      "this CPU: %s\n",
+      (long long)L, (long long)C, (long long)o.heads, (long long)o.kv_heads, (long long)D,
+      (long long)o.ffn, (long long)o.threads, ringtrain::CpuIsaName(ringtrain::DetectedCpuIsa()));
   std::printf("%-44s %12s %12s %8s\n", "fwd+bwd", "ours", "ATen chain", "speed-up");
 
   const at::Tensor x = torch::randn({1, L, C}), w = torch::rand({C}) + 0.5,
@@ -166,7 +175,8 @@ int main(int argc, char** argv) {
   const auto kernel =
       ringtrain::MakeBlockKernel(ringtrain::AttentionKernelKind::kCpuFlash, c10::Device(c10::kCPU));
   const at::Tensor aq = torch::randn({1, o.heads, L, D}), ak = torch::randn({1, o.kv_heads, L, D}),
-                   av = torch::randn({1, o.kv_heads, L, D}), adout = torch::randn({1, o.heads, L, D});
+                   av = torch::randn({1, o.kv_heads, L, D}),
+                   adout = torch::randn({1, o.heads, L, D});
   ringtrain::BlockPositions pos;
   for (int64_t i = 0; i < L; ++i) pos.positions.push_back(i);
   std::vector<std::pair<std::string, double>> attention;

@@ -94,12 +94,15 @@ class UnshardFunction : public torch::autograd::Function<UnshardFunction> {
       if (grads[i].defined())
         flat.narrow(0, unit.offsets[i], unit.numels[i]).copy_(grads[i].reshape(-1));
     }
+    // The previous unit's reduce-scatter had this unit's backward to complete in.
+    fsdp.FinishReduce();
     at::Tensor mine = at::empty({unit.shard_numel}, options);
     PendingWork work = fsdp.comm_.ReduceScatter(fsdp.comm_.fsdp_group(), mine, flat);
     fsdp.comm_.stats().bytes_sent += flat.nbytes() / fsdp.group_size_ * (fsdp.group_size_ - 1);
-    fsdp.comm_.Wait(work);
+    fsdp.in_flight_ = {call->unit, flat, mine, std::move(work)};
     fsdp.Free(call->unit);  // every use of the parameters has its gradient: reshard
-    return {mine.to(at::kFloat), at::Tensor()};
+    // The shard's gradient is added by FinishReduce once the reduce-scatter is done.
+    return {at::Tensor(), at::Tensor()};
   }
 };
 
@@ -249,7 +252,22 @@ at::Tensor Fsdp::AfterForward(int64_t u, const at::Tensor& output, bool recomput
                                     c10::make_intrusive<FsdpUnitCall>(shared_from_this(), u));
 }
 
+void Fsdp::FinishReduce() {
+  if (!in_flight_.work) return;
+  comm_.Wait(*in_flight_.work);
+  torch::NoGradGuard no_grad;
+  const at::Tensor gradient = in_flight_.mine.to(at::kFloat);
+  at::Tensor& grad = units_[in_flight_.unit]->shard.mutable_grad();
+  if (grad.defined()) {
+    grad.add_(gradient);
+  } else {
+    grad = gradient;
+  }
+  in_flight_ = {};
+}
+
 void Fsdp::FinishGradients() {
+  FinishReduce();
   torch::NoGradGuard no_grad;
   const bool replicated = comm_.mesh().replicate() > 1;
   std::vector<at::Tensor> reduced;

@@ -16,8 +16,10 @@
 //             backward runs.
 //   backward  once every use of u's parameters has its gradient, they are flattened in the reduce
 //             dtype and reduce-scattered to their owners (a sum over the group, the loss being
-//             divided by the global token count as in the replicated path), widened to float32 and
-//             accumulated into the shard's .grad; the gathered buffer is freed.
+//             divided by the global token count as in the replicated path); the gathered buffer
+//             is freed. The reduce-scatter runs while the backward goes on: it is waited for at
+//             the next unit's backward (or FinishGradients), then widened to float32 and added
+//             into the shard's .grad — one reduce-scatter in flight at a time.
 //   then      FinishGradients all-reduces every shard's gradient over the replicas (reduce dtype).
 //
 // Buffers are freed by releasing their storage's memory, not the tensor: the autograd graph keeps
@@ -28,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,8 +75,9 @@ class Fsdp : public ParamSource, public std::enable_shared_from_this<Fsdp> {
   std::vector<at::Tensor> Gather(int64_t unit, bool recompute) override;
   at::Tensor AfterForward(int64_t unit, const at::Tensor& output, bool recompute) override;
 
-  // After the step's last backward: sums every shard's gradient over the replicas (a zero gradient
-  // first for a unit that got none, so every rank contributes the same layout).
+  // After the step's last backward: waits for the reduce-scatter in flight, then sums every shard's
+  // gradient over the replicas (a zero gradient first for a unit that got none, so every rank
+  // contributes the same layout).
   void FinishGradients();
   // Sum of `value` over the FSDP group (float64): the squared gradient norms of the shards.
   double SumOverGroup(double value);
@@ -110,6 +114,8 @@ class Fsdp : public ParamSource, public std::enable_shared_from_this<Fsdp> {
   void EnsureGathered(int64_t unit);
   void Free(int64_t unit);
   bool ReshardsAfterForward(int64_t unit) const;
+  // Waits for the reduce-scatter in flight, if any, and adds its result into its shard's .grad.
+  void FinishReduce();
   friend class UnshardFunction;
   friend class PreBackwardFunction;
 
@@ -119,6 +125,14 @@ class Fsdp : public ParamSource, public std::enable_shared_from_this<Fsdp> {
   int64_t group_rank_ = 0;
   std::vector<std::shared_ptr<Unit>> units_;
   NamedTensors shards_;
+  // The reduce-scatter in flight: its unit, its input (kept alive until it completes), the
+  // shard-sized output, the work.
+  struct PendingReduce {
+    int64_t unit = -1;
+    at::Tensor flat, mine;
+    std::optional<PendingWork> work;
+  };
+  PendingReduce in_flight_;
 };
 
 }  // namespace ringtrain
