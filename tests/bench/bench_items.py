@@ -155,7 +155,7 @@ def compare_eager(b):
                       peer["median_step_seconds"], target)
                 b.row(1, f"peak tensor MiB, {kernel} vs {name}, L {seq}", mem / MiB,
                       peer["peak_tensor_bytes"] / MiB,
-                      ("<=", 1.0, "ratio") if primary and name == "sdpa" else None, "{:.1f}")
+                      ("<=", 0.9, "ratio") if primary and name == "sdpa" else None, "{:.1f}")
                 loss_ours, loss_peer = ours.records[0]["loss"], peer["losses"][0]
                 if abs(loss_ours - loss_peer) > 1e-3 * abs(loss_peer):
                     raise CaseError(f"L={seq}: step-1 loss {loss_ours} (ours, {kernel}) and "
@@ -163,7 +163,7 @@ def compare_eager(b):
             b.row(1, f"step max/min steps {warmup(steps) + 1}..N, {kernel}, L {seq}",
                   ours.step_spread(),
                   target=("<=", 1.1, "ours") if primary else None)
-            bound = {2048: 0.5, 8192: 0.45}.get(seq)
+            bound = {2048: 0.75, 8192: 0.75}.get(seq)
             b.row(2, f"step MFU (of the GEMM rate, {t} threads), {kernel}, L {seq}",
                   step_flops(seq) / step / b.gemm(t),
                   target=(">=", bound, "ours") if primary and bound else None, fmt="{:.1%}")
