@@ -143,15 +143,15 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh, PlanDevi
   const int64_t recompute = recomputes ? a_block : 0;  // one block's, during its backward
   const int64_t embedding_out = e * BL * s.C;
   const int64_t final_norm = fused ? e * BL * s.C + 4 * BL : 8 * BL * s.C;
-  // The chunked loss (loss_chunks.h): the logits exist a chunk of R rows at a time; the forward
-  // keeps each row's float32 log-sum-exp, and holds a chunk's logits and logsumexp's exp of them;
-  // the backward a chunk's float32 gradient (and its compute-dtype copy) and dh (B, Lc, C).
+  // The chunked loss (loss_chunks.h): the logits exist a chunk of R rows at a time (a chunk's
+  // float32 logits and logsumexp's exp of them at once), and the forward makes the gradients while
+  // they do: dh (B, Lc, C) in e and the output projection's float32 dW, held into the backward,
+  // which hands them on.
   const int64_t R = std::min(BL, LossChunkRows(s.V));
-  const int64_t loss_lse = 4 * BL;
-  const int64_t loss_fwd = 2 * 4 * R * s.V;
-  const int64_t loss_bwd = (4 + (bf16 ? e : 0)) * R * s.V + e * BL * s.C;
+  const int64_t loss_fwd = 2 * 4 * R * s.V + 4 * s.V * s.C;
+  const int64_t loss_dh = e * BL * s.C;
   const int64_t saved_blocks = embedding_out + blocks_kept;
-  const int64_t saved_at_loss = saved_blocks + final_norm + loss_lse;
+  const int64_t saved_at_loss = saved_blocks + final_norm + loss_dh;
   plan.activations = std::max(saved_at_loss, saved_blocks + recompute);
 
   // ---- context-parallel attention: the Ulysses all-to-alls, then the ring ----
@@ -238,8 +238,6 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh, PlanDevi
            ulysses_fwd,
        "forward (last block's attention)"},
       {fixed + grads_fwd + gathered_fwd + saved_at_loss + loss_fwd, "forward (loss)"},
-      {fixed + std::max(grads_fwd, grads_first_block) + gathered_fwd + saved_at_loss + loss_bwd,
-       "backward (cross-entropy)"},
       {fixed + std::max(grads_fwd, grads_first_block) + gathered_fwd + saved_blocks + recompute +
            std::max(block_bwd, fsdp_rs) + plan.ring_buffers + ulysses_bwd,
        "backward (last block)"},
@@ -253,8 +251,7 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh, PlanDevi
   plan.peak_phase = peak->what;
 
   const std::vector<Live> transients = {
-      {loss_fwd, "loss forward (a chunk's float32 logits, twice)"},
-      {loss_bwd, "loss backward (a chunk's logit gradient, and dh)"},
+      {loss_fwd, "loss (a chunk's float32 logits twice, and the head's dW)"},
       {block_bwd, "one block's backward"},
       {attn_fwd, plan.mesh.cp > 1 ? "ring attention merge" : "attention forward"},
       {plan.ulysses_buffers,

@@ -1,11 +1,13 @@
 // The model's head and loss in one: Σ over rows of cross-entropy(h · Wᵀ, label), computed a chunk
 // of rows at a time so that the (N, V) logits and their gradient never exist — for Llama 3 8B at
-// long sequences they are the largest transient of the step (`ringctl plan`). The forward keeps
-// each row's log-sum-exp; the backward recomputes a chunk's logits from h and W, turns them into
-// softmax − one-hot and accumulates dh and dW chunk by chunk. Logits and softmax are float32 (as
-// the unchunked head's .to(float32) and F.cross_entropy); the projections run in h's dtype. The
-// same inputs give bitwise the same loss and gradients; against the unchunked head the result
-// differs only by the order the GEMMs add (dW sums chunks).
+// long sequences they are the largest transient of the step (`ringctl plan`). When a backward will
+// follow (grad mode on, h or W requiring grad), each chunk's softmax − one-hot is turned into its
+// share of dh and dW while its logits exist, in the forward: the backward only scales them by the
+// loss's gradient, so no logits are recomputed (three GEMMs a chunk, as the unchunked head's).
+// Logits and softmax are float32 (as the unchunked head's .to(float32) and F.cross_entropy); the
+// projections run in h's dtype, dW accumulates in float32. The same inputs give bitwise the same
+// loss and gradients; against the unchunked head the result differs only by the order the GEMMs
+// add (dW sums chunks).
 //
 // N rows (B·L), C model dim, V vocabulary.
 #ifndef RINGTRAIN_WORKER_ENGINE_MODEL_CHUNKED_LOSS_H_
