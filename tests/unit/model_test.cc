@@ -5,6 +5,9 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "common/config/job_config.h"
 #include "worker/engine/model/model_args.h"
@@ -194,6 +197,43 @@ TEST(TransformerTest, TiedEmbeddingsAreOneParameterExplicitShapesAreTaken) {
   const at::Tensor seen = torch::zeros({301}, torch::kBool).index_fill_(0, tokens.flatten(), true);
   const int64_t unseen = (~seen).nonzero().select(1, 0)[0].item<int64_t>();
   EXPECT_GT(grad[unseen].abs().sum().item<double>(), 0.0);
+}
+
+// Transformer::Loss with the fused blocks and the chunked loss (the defaults) against the ATen
+// chains and F.cross_entropy on forward()'s logits: the same loss and parameter gradients to float
+// rounding, tied embeddings included (the head's gradient reaches the one embedding weight).
+TEST(TransformerTest, LossWithFusedBlocksAndChunkedLossMatchesTheChains) {
+  ModelArgs a;
+  a.dim = 64;
+  a.n_layers = 2;
+  a.n_heads = 4;
+  a.n_kv_heads = 2;
+  a.vocab_size = 301;
+  a.tie_word_embeddings = true;
+  a.max_seq_len = 64;
+  const at::Tensor tokens = torch::randint(0, 301, {2, 40});
+  const at::Tensor labels = torch::randint(0, 301, {2, 40});
+  BlockPositions positions;
+  for (int64_t p = 0; p < 40; ++p) positions.positions.push_back(p);
+  auto run = [&](bool fused) {
+    Transformer model(a);
+    model->init_weights(5);
+    model->SetFusedBlocks(fused);
+    model->SetChunkedLoss(fused);
+    const at::Tensor loss = model->Loss(tokens, positions, labels);
+    loss.backward();
+    std::map<std::string, at::Tensor> grads;
+    for (const auto& p : model->named_parameters()) grads[p.key()] = p.value().grad().clone();
+    return std::make_pair(loss.item<double>(), grads);
+  };
+  const auto [fused_loss, fused_grads] = run(true);
+  const auto [chain_loss, chain_grads] = run(false);
+  EXPECT_NEAR(fused_loss, chain_loss, 1e-6 * std::fabs(chain_loss));
+  ASSERT_EQ(fused_grads.size(), chain_grads.size());
+  for (const auto& [name, g] : chain_grads) {
+    const double scale = g.abs().max().item<double>();
+    EXPECT_LE((fused_grads.at(name) - g).abs().max().item<double>(), 1e-5 * scale) << name;
+  }
 }
 
 // Positions, not order, determine the rotation: rotating a permuted sequence at permuted positions
