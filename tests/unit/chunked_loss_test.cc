@@ -12,21 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/tensor_compare.h"
 #include "worker/trainer/tensor_memory.h"
 
 namespace ringtrain {
 namespace {
-
-double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
-}
-
-// Max |a − b| over max |b|.
-double RelDiff(const at::Tensor& a, const at::Tensor& b) {
-  return MaxDiff(a, b) / b.to(torch::kFloat64).abs().max().item<double>();
-}
-
-at::Tensor Leaf(const at::Tensor& t) { return t.detach().clone().requires_grad_(); }
 
 struct LossGrads {
   at::Tensor loss, dh, dw;

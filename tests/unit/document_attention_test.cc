@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/unit/packed_documents.h"
+#include "tests/unit/tensor_compare.h"
 #include "tests/unit/thread_world.h"
 #include "worker/engine/kernels/block_kernel.h"
 #include "worker/engine/kernels/document_mask.h"
@@ -28,10 +29,6 @@ namespace ringtrain {
 namespace {
 
 constexpr int64_t kEos = 3;
-
-double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
-}
 
 std::vector<int64_t> Iota(int64_t n, int64_t from = 0) {
   std::vector<int64_t> p(static_cast<size_t>(n));

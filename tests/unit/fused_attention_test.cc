@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "tests/unit/reference_attention.h"
+#include "tests/unit/tensor_compare.h"
 #include "tests/unit/thread_world.h"
 #include "worker/engine/model/attention_plan.h"
 #include "worker/engine/parallel/mesh.h"
@@ -19,10 +20,6 @@
 
 namespace ringtrain {
 namespace {
-
-double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
-}
 
 BlockPositions Iota(int64_t n) {
   BlockPositions p;

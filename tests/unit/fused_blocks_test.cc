@@ -12,22 +12,12 @@
 #include <cmath>
 #include <vector>
 
+#include "tests/unit/tensor_compare.h"
 #include "worker/engine/kernels/cpu_isa.h"
 #include "worker/engine/model/rope.h"
 
 namespace ringtrain {
 namespace {
-
-double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
-}
-
-// Max |a − b| over max |b|: a relative error for tensors whose entries vary in size.
-double RelDiff(const at::Tensor& a, const at::Tensor& b) {
-  return MaxDiff(a, b) / std::max(1e-30, b.to(torch::kFloat64).abs().max().item<double>());
-}
-
-at::Tensor Leaf(const at::Tensor& t) { return t.detach().clone().requires_grad_(); }
 
 // ---- RMSNorm ----
 

@@ -16,16 +16,13 @@
 #include <vector>
 
 #include "tests/unit/reference_attention.h"
+#include "tests/unit/tensor_compare.h"
 #include "worker/engine/kernels/attention_rows.h"
 #include "worker/engine/kernels/cpu_isa.h"
 #include "worker/engine/parallel/mesh.h"
 
 namespace ringtrain {
 namespace {
-
-double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
-}
 
 std::vector<int64_t> Iota(int64_t n, int64_t from = 0) {
   std::vector<int64_t> p(static_cast<size_t>(n));

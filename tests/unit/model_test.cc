@@ -161,17 +161,23 @@ TEST(RopeTest, Llama3ScalingFollowsItsDefinition) {
   EXPECT_GT(smoothed, 0);
 }
 
-TEST(TransformerTest, TiedEmbeddingsAreOneParameterExplicitShapesAreTaken) {
+// A small model with tied embeddings (dim 64, 2 layers, 4 heads, 2 kv heads, vocab 301).
+ModelArgs SmallTiedArgs() {
   ModelArgs a;
   a.dim = 64;
   a.n_layers = 2;
   a.n_heads = 4;
   a.n_kv_heads = 2;
   a.vocab_size = 301;
-  a.explicit_head_dim = 24;  // not 64 / 4
-  a.intermediate_size = 150;
   a.tie_word_embeddings = true;
   a.max_seq_len = 64;
+  return a;
+}
+
+TEST(TransformerTest, TiedEmbeddingsAreOneParameterExplicitShapesAreTaken) {
+  ModelArgs a = SmallTiedArgs();
+  a.explicit_head_dim = 24;  // not 64 / 4
+  a.intermediate_size = 150;
   Transformer model(a);
   ExpectParametersAreTheShapes(model, a);
   const auto params = model->named_parameters();
@@ -203,14 +209,7 @@ TEST(TransformerTest, TiedEmbeddingsAreOneParameterExplicitShapesAreTaken) {
 // chains and F.cross_entropy on forward()'s logits: the same loss and parameter gradients to float
 // rounding, tied embeddings included (the head's gradient reaches the one embedding weight).
 TEST(TransformerTest, LossWithFusedBlocksAndChunkedLossMatchesTheChains) {
-  ModelArgs a;
-  a.dim = 64;
-  a.n_layers = 2;
-  a.n_heads = 4;
-  a.n_kv_heads = 2;
-  a.vocab_size = 301;
-  a.tie_word_embeddings = true;
-  a.max_seq_len = 64;
+  const ModelArgs a = SmallTiedArgs();
   const at::Tensor tokens = torch::randint(0, 301, {2, 40});
   const at::Tensor labels = torch::randint(0, 301, {2, 40});
   BlockPositions positions;
