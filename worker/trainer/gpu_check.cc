@@ -2,13 +2,15 @@
 // the CPU result — the engine's LocalAttentionPlan (the autograd function the model calls) with
 // the block kernel a rank would use there, forward and gradients, MHA and GQA, causal, in float32
 // and in bfloat16, and on CUDA each fused kernel forced in turn (flash, memory-efficient, cuDNN).
-// The reference is the tiled kernel on the CPU in float64 (float32 rows) or on the bf16-rounded
-// inputs (bf16 rows: the gap is reported, not checked).
+// The reference is the tiled kernel on the CPU in float64 on the inputs as the device sees them
+// (bf16 rows: rounded to bf16 first). float32 rows must be within 1e-5; bf16 rows within 0.1 (the
+// flash and tiled kernels are within 0.03 on an H200; a kernel that reads its arguments wrongly
+// is off by units). A 16-bit kernel that does not run is reported, not failed.
 //
 // Prints one JSON object per line (tests/gpu/check.sh builds its table from them):
 //   {"check":"attention","case":"GQA bf16 flash","out":…,"dq":…,"dk":…,"dv":…,
-//    "max_abs_diff":…,"tolerance":1e-05|null,"ok":true|false[,"error":"…"]}
-// Exit status 0 when every row with a tolerance is within it, 1 otherwise, 2 on a usage error.
+//    "max_abs_diff":…,"tolerance":1e-05,"ok":true|false[,"error":"…"]}
+// Exit status 0 when every row is ok, 1 otherwise, 2 on a usage error.
 #include <torch/torch.h>
 
 #include <cmath>
@@ -29,6 +31,7 @@ namespace ringtrain {
 namespace {
 
 constexpr double kFloat32Tolerance = 1e-5;
+constexpr double kBfloat16Tolerance = 0.1;
 
 struct Result {
   at::Tensor out, dq, dk, dv;
@@ -117,8 +120,7 @@ int RunAttention(const c10::Device& device) {
         }
         const std::string case_name =
             absl::StrCat(shape, " ", bf16 ? "bf16" : "fp32", " ", label, " (", device.str(), ")");
-        const std::optional<double> tolerance =
-            bf16 ? std::nullopt : std::optional<double>(kFloat32Tolerance);
+        const double tolerance = bf16 ? kBfloat16Tolerance : kFloat32Tolerance;
         JsonRecord row;
         row.Add("check", std::string("attention")).Add("case", case_name);
         try {
@@ -129,20 +131,21 @@ int RunAttention(const c10::Device& device) {
           const double d_out = Diff(got.out, want.out), d_q = Diff(got.dq, want.dq),
                        d_k = Diff(got.dk, want.dk), d_v = Diff(got.dv, want.dv);
           const double worst = std::max({d_out, d_q, d_k, d_v});
-          const bool ok = !tolerance || worst <= *tolerance;
+          const bool ok = worst <= tolerance;
           all_ok = all_ok && ok;
           row.Add("out", d_out)
               .Add("dq", d_q)
               .Add("dk", d_k)
               .Add("dv", d_v)
               .Add("max_abs_diff", worst);
-          row.AddRaw("tolerance", tolerance ? FormatDouble17(*tolerance) : "null");
+          row.AddRaw("tolerance", FormatDouble17(tolerance));
           row.AddRaw("ok", ok ? "true" : "false");
         } catch (const std::exception& e) {
-          // A kernel this GPU or this PyTorch lacks: a failure only where a tolerance is checked.
-          const bool ok = !tolerance && name != "auto" && name != "tiled";
+          // A 16-bit kernel this GPU or this PyTorch lacks is reported, not failed; auto, tiled
+          // and every float32 kernel must run.
+          const bool ok = bf16 && name != "auto" && name != "tiled";
           all_ok = all_ok && ok;
-          row.AddRaw("tolerance", tolerance ? FormatDouble17(*tolerance) : "null");
+          row.AddRaw("tolerance", FormatDouble17(tolerance));
           row.AddRaw("ok", ok ? "true" : "false");
           std::string what = e.what();
           if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {

@@ -1,5 +1,6 @@
 #include "worker/engine/kernels/block_kernel.h"
 
+#include <ATen/SDPBackend.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -17,8 +18,10 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// PyTorch's sdp::SDPBackend numbering, as at::_fused_sdp_choice returns it.
-constexpr int64_t kSdpFlash = 1, kSdpEfficient = 2, kSdpCudnn = 4;
+// at::_fused_sdp_choice returns an at::SDPBackend as an integer.
+constexpr int64_t kSdpFlash = int64_t(at::SDPBackend::flash_attention);
+constexpr int64_t kSdpEfficient = int64_t(at::SDPBackend::efficient_attention);
+constexpr int64_t kSdpCudnn = int64_t(at::SDPBackend::cudnn_attention);
 
 // K/V heads repeated for the query heads, torchtitan's repeat_kv order (kv head j serves query
 // heads j·G … j·G + G − 1), so every fused kernel sees plain multi-head attention.
@@ -45,8 +48,19 @@ at::Tensor NormalizeLse(const at::Tensor& lse, int64_t rows) {
 }
 
 // Placeholders for the dropout RNG state the backward kernels take; with dropout 0 they are not
-// read (the forward kernels return such empty tensors too).
-at::Tensor NoRngState() { return at::empty({}, at::TensorOptions().dtype(at::kLong)); }
+// read. cuDNN's backward requires them on the device of its inputs.
+at::Tensor NoRngState(const c10::Device& device = c10::kCPU) {
+  return at::zeros({}, at::TensorOptions(device).dtype(at::kLong));
+}
+
+// `x` (B, H, n, D) laid out in memory as (B, n, H, D). The memory-efficient backward reads the
+// output's rows with that stride whatever strides it is given (its forward returns its output so;
+// a (B, H, n, D)-contiguous output gave dq and dk off by units on an H200, tests/gpu/RESULTS.md).
+// cuDNN gets the same layout for out and dout on every call: PyTorch 2.11 reuses its cuDNN graphs
+// across calls whose out/dout strides differ, which gave wrong gradients there.
+at::Tensor RowMajorHeads(const at::Tensor& x) {
+  return x.transpose(1, 2).contiguous().transpose(1, 2);
+}
 
 }  // namespace
 
@@ -150,8 +164,9 @@ CallResult CallForward(FusedBackend backend, const at::Tensor& q, const at::Tens
       return {std::get<0>(r), NormalizeLse(std::get<1>(r), q.size(2))};
     }
     case FusedBackend::kCudnn: {
-      auto r =
-          at::_scaled_dot_product_cudnn_attention(q, k, v, {}, true, 0.0, causal, false, scale);
+      // Contiguous q, k, v: one layout on every call (see RowMajorHeads).
+      auto r = at::_scaled_dot_product_cudnn_attention(
+          q.contiguous(), k.contiguous(), v.contiguous(), {}, true, 0.0, causal, false, scale);
       return {std::get<0>(r), NormalizeLse(std::get<1>(r), q.size(2))};
     }
     case FusedBackend::kAuto: break;
@@ -177,14 +192,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> CallBackward(
       at::Tensor padded = at::zeros({lse.size(0), lse.size(1), RoundUp(lq, 32)}, lse.options());
       padded.narrow(2, 0, lq).copy_(lse);
       auto r = at::_scaled_dot_product_efficient_attention_backward(
-          dout, q, k, v, at::Tensor(), out, padded, NoRngState(), NoRngState(), 0.0,
-          {true, true, true, false}, causal, scale);
+          RowMajorHeads(dout), q, k, v, at::Tensor(), RowMajorHeads(out), padded, NoRngState(),
+          NoRngState(), 0.0, {true, true, true, false}, causal, scale);
       return {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
     }
     case FusedBackend::kCudnn:
       return at::_scaled_dot_product_cudnn_attention_backward(
-          dout, q, k, v, out, lse.unsqueeze(-1), NoRngState(), NoRngState(), at::Tensor(),
-          at::Tensor(), at::Tensor(), lq, lk, 0.0, causal, scale);
+          RowMajorHeads(dout), q.contiguous(), k.contiguous(), v.contiguous(), RowMajorHeads(out),
+          lse.unsqueeze(-1).contiguous(), NoRngState(q.device()), NoRngState(q.device()),
+          at::Tensor(), at::Tensor(), at::Tensor(), lq, lk, 0.0, causal, scale);
     case FusedBackend::kAuto: break;
   }
   TORCH_CHECK(false, "fused attention: backend not resolved");
