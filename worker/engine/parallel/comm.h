@@ -85,9 +85,10 @@ class PendingWork {
 struct CommStats {
   double wait_seconds = 0;  // blocked waiting for transfers/collectives to finish
   int64_t bytes_sent = 0;   // payload bytes this rank sent (ring, all-gather, all-reduce input)
-  // Time blocked on ring receives that were overlapped with a block's compute (alltoall): the part
-  // of the ring transfers the compute did not hide. (Gloo's Work::isCompleted only turns true in
-  // wait(), so whether a transfer finished early cannot be observed directly.)
+  // Time blocked on context-parallel attention transfers: of those overlapped with a block's
+  // compute (alltoall), the part the compute did not hide; of those nothing overlaps (allgather,
+  // the last dK/dV hop home, Ulysses' all-to-alls), all of it. (Gloo's Work::isCompleted only
+  // turns true in wait(), so whether a transfer finished early cannot be observed directly.)
   double ring_wait_seconds = 0;
   int64_t kv_blocks_sent = 0;   // ring attention's K/V blocks sent (forward and backward)
   int64_t ring_bytes_sent = 0;  // ring attention's K/V and dK/dV bytes (also in bytes_sent)

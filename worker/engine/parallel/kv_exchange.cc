@@ -13,8 +13,10 @@ namespace {
 constexpr int kKvTag = 1;   // K/V blocks moving forward around the ring
 constexpr int kDkvTag = 2;  // dK/dV accumulators travelling home
 
-// Waits for a ring transfer that was overlapped with compute, recording the exposed wait.
-void WaitOverlapped(Communicator& comm, PendingWork& transfer) {
+// Waits for a ring transfer, recording the wait as exposed ring time
+// (CommStats::ring_wait_seconds): what compute did not hide of an overlapped transfer, or all of
+// one that nothing overlaps.
+void WaitRing(Communicator& comm, PendingWork& transfer) {
   CommStats& stats = comm.stats();
   const double before = stats.wait_seconds;
   comm.Wait(transfer);
@@ -103,7 +105,7 @@ class AllToAllExchange : public KvExchange, RingGroup {
   void Advance(int64_t step) override {
     if (transfer_.pending()) {
       CommCall(Exchange("K/V"), [&] {
-        WaitOverlapped(*comm_, transfer_);
+        WaitRing(*comm_, transfer_);
         return 0;
       });
     }
@@ -120,7 +122,7 @@ class AllToAllExchange : public KvExchange, RingGroup {
     const int64_t src = ring_rank_ - step;  // the block held at this step
     if (acc_transfer_.pending()) {
       CommCall(Exchange("dK/dV"), [&] {
-        WaitOverlapped(*comm_, acc_transfer_);
+        WaitRing(*comm_, acc_transfer_);
         return 0;
       });
     }
@@ -152,7 +154,7 @@ class AllToAllExchange : public KvExchange, RingGroup {
 
   at::Tensor FinishGrads() override {
     CommCall(Exchange("dK/dV"), [&] {
-      comm_->Wait(acc_transfer_);
+      WaitRing(*comm_, acc_transfer_);
       return 0;
     });
     return GoesOn(ring_rank_, 0) ? acc_in_ : own_;
@@ -194,7 +196,7 @@ class AllGatherExchange : public KvExchange, RingGroup {
     CommCall(absl::StrCat("ring attention: all-gather of K/V with ", ring_.member, " ", prev_),
              [&] {
                PendingWork work = comm_->Exchange(*ring_.group, sends, recvs, kKvTag);
-               comm_->Wait(work);
+               WaitRing(*comm_, work);
                return 0;
              });
     gathered_ = std::move(gathered);
@@ -236,7 +238,7 @@ class AllGatherExchange : public KvExchange, RingGroup {
         absl::StrCat("ring attention: reduce-scatter of dK/dV with ", ring_.member, " ", prev_),
         [&] {
           PendingWork work = comm_->Exchange(*ring_.group, sends, recvs, kDkvTag);
-          comm_->Wait(work);
+          WaitRing(*comm_, work);
           return 0;
         });
     // Sum in ring order (owner first, then r+1, r+2, …), the order the alltoall method uses.
