@@ -147,7 +147,7 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh, PlanDevi
   // float32 logits and logsumexp's exp of them at once), and the forward makes the gradients while
   // they do: dh (B, Lc, C) in e and the output projection's float32 dW, held into the backward,
   // which hands them on.
-  const int64_t R = std::min(BL, LossChunkRows(s.V));
+  const int64_t R = std::min(BL, LossChunkRows(s.V, device == PlanDevice::kCuda));
   const int64_t loss_fwd = 2 * 4 * R * s.V + 4 * s.V * s.C;
   const int64_t loss_dh = e * BL * s.C;
   const int64_t saved_blocks = embedding_out + blocks_kept;

@@ -254,7 +254,7 @@ TEST(MemoryPlanTest, LargestFittingSeqLenIsTheLastThatFits) {
 
 // The chunked loss holds a chunk of logits, not (B, Lc, V): for 8B at 256 Ki tokens over cp 8
 // (32 Ki a rank) the two float32 (B, Lc, V) tensors would be 31.3 GiB; a chunk of
-// LossChunkRows(128256) = 130 rows is 64 MiB.
+// LossChunkRows(128256) = 130 rows is 64 MiB on a CPU, of 1046 rows 512 MiB on a GPU.
 TEST(MemoryPlanTest, TheChunkedLossNeverHoldsTheWholeLogits) {
   const JobConfig config =
       Load("llama3_8b.toml", {"training.seq_len=262144", "model.max_seq_len=262144"});
@@ -262,6 +262,7 @@ TEST(MemoryPlanTest, TheChunkedLossNeverHoldsTheWholeLogits) {
   const int64_t whole_logits = int64_t{4} * 32768 * 128256;
   EXPECT_LT(plan.largest_transient, whole_logits / 4) << plan.largest_transient_what;
   EXPECT_EQ(LossChunkRows(128256), 130);
+  EXPECT_EQ(LossChunkRows(128256, /*on_gpu=*/true), 1046);  // 512 MiB
   EXPECT_TRUE(plan.Fits(int64_t{80} << 30));
 }
 

@@ -59,10 +59,19 @@ class ChunkedCrossEntropyFunction : public Function<ChunkedCrossEntropyFunction>
       if (!with_grads) continue;
       LogitGradient(c, chunk_lse);
       // dh in h's dtype (the gradient rounded as the projection's backward would see it); dW
-      // accumulated in float32 from the float32 gradient, so no (V, C) temporary is made.
+      // accumulated in float32 (from the float32 gradient, or on CUDA the 16-bit one), so no
+      // (V, C) temporary is made.
       const at::Tensor& d = c.logits;
-      dh.slice(0, begin, end).copy_(at::mm(d.to(h.scalar_type()), w));
-      dw.addmm_(d.t(), h.slice(0, begin, end).to(at::kFloat));
+      const at::Tensor d_h = d.to(h.scalar_type());
+      dh.slice(0, begin, end).copy_(at::mm(d_h, w));
+      if (h.is_cuda() && h.scalar_type() != at::kFloat) {
+        // 16-bit on CUDA: the tensor cores' matmul of the 16-bit gradient (what the projection's
+        // own backward would multiply) accumulated in float32 straight into dW; a float32 matmul
+        // there runs without them, several times slower.
+        at::addmm_out(dw, dw, d_h.t(), h.slice(0, begin, end), at::kFloat);
+      } else {
+        dw.addmm_(d.t(), h.slice(0, begin, end).to(at::kFloat));
+      }
     }
     // Kept as plain values, not saved variables: the backward scales them in place.
     ctx->saved_data["dh"] = dh;
@@ -92,7 +101,7 @@ at::Tensor ChunkedCrossEntropySum(const at::Tensor& h, const at::Tensor& weight,
               "chunked loss: h (N, C) and weight (V, C), got ", h.sizes(), " and ", weight.sizes());
   TORCH_CHECK(labels.numel() == h.size(0), "chunked loss: ", labels.numel(), " labels for ",
               h.size(0), " rows");
-  if (chunk_rows <= 0) chunk_rows = LossChunkRows(weight.size(0));
+  if (chunk_rows <= 0) chunk_rows = LossChunkRows(weight.size(0), h.is_cuda());
   const bool with_grads =
       at::GradMode::is_enabled() && (h.requires_grad() || weight.requires_grad());
   return ChunkedCrossEntropyFunction::apply(

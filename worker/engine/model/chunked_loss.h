@@ -28,7 +28,7 @@ inline constexpr int64_t kIgnoreLabel = -100;
 // h (N, C) float32 or bfloat16, weight (V, C) any float dtype (cast to h's for the GEMMs; its
 // gradient comes back in its own dtype), labels (N,) int64 → the summed loss, a float64 scalar
 // (each row's float32 loss added in float64, so the sum hardly depends on how rows are split).
-// chunk_rows 0: LossChunkRows(V) (common/plan/loss_chunks.h).
+// chunk_rows 0: LossChunkRows(V, on CUDA) (common/plan/loss_chunks.h).
 at::Tensor ChunkedCrossEntropySum(const at::Tensor& h, const at::Tensor& weight,
                                   const at::Tensor& labels, int64_t chunk_rows = 0);
 
