@@ -96,6 +96,7 @@ nlohmann::json PlanJson(const PlanFlags& flags, const JobConfig& config, int64_t
   j["activation_checkpoint"] = AcName(plan.ac_every);
   j["bytes"] = {{"parameters", plan.parameters},
                 {"gradients", plan.gradients},
+                {"held_gradients", plan.held_gradients},
                 {"optimizer_state", plan.optimizer_state},
                 {"gathered_parameters", plan.gathered_parameters},
                 {"activations", plan.activations},
@@ -139,7 +140,7 @@ std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t w
       plan.local_seq_len, config.training.local_batch_size,
       DtypeName(config.training.mixed_precision_param), AcName(plan.ac_every));
   const std::string shard = F > 1 ? absl::StrCat(" (1/", F, ")") : "";
-  const std::vector<std::vector<std::string>> rows = {
+  std::vector<std::vector<std::string>> rows = {
       {"parameters", Bytes(plan.parameters), "float32 master weights" + shard},
       {"gradients", Bytes(plan.gradients), "float32" + shard},
       {"optimizer state", Bytes(plan.optimizer_state),
@@ -153,6 +154,11 @@ std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t w
       {"largest transient", Bytes(plan.largest_transient), plan.largest_transient_what},
       {"peak", Bytes(plan.total), plan.peak_phase},
   };
+  if (plan.held_gradients > 0) {
+    rows.insert(rows.begin() + 2,
+                {"held gradients", Bytes(plan.held_gradients),
+                 "unsharded float32, between micro-batches (fsdp_gradient_sync)"});
+  }
   out += FormatTable({"PER RANK", "BYTES", "WHAT"}, rows);
   if (plan.Fits(device)) {
     absl::StrAppend(&out, "fits ", Bytes(device), " (", Bytes(device - plan.total), " to spare)\n");

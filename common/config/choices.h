@@ -39,8 +39,9 @@ enum class ReshardAfterForward {
   kDefault,
   kAlways,
   kNever
-};                                               // parallelism.fsdp_reshard_after_forward
-enum class AcMode { kNone, kFull, kSelective };  // activation_checkpoint.mode
+};                                                   // parallelism.fsdp_reshard_after_forward
+enum class AcMode { kNone, kFull, kSelective };      // activation_checkpoint.mode
+enum class FsdpGradientSync { kMicroBatch, kStep };  // parallelism.fsdp_gradient_sync
 enum class ContextParallelMethod {
   kRing,
   kUlysses,
@@ -127,6 +128,10 @@ struct ChoiceOldSpellings<AttentionKernelKind> {
 template <>
 struct ChoiceSpelling<ReshardAfterForward> {
   static constexpr std::array<const char*, 3> kNames = {"default", "always", "never"};
+};
+template <>
+struct ChoiceSpelling<FsdpGradientSync> {
+  static constexpr std::array<const char*, 2> kNames = {"micro_batch", "step"};
 };
 template <>
 struct ChoiceSpelling<AsyncMode> {

@@ -115,6 +115,7 @@ std::vector<Section> Sections(JobConfig& c) {
         {"context_parallel_degree", &c.parallelism.context_parallel_degree,
          Count(1, kMaxWorldSize, " (the largest world size)")},
         {"fsdp_reshard_after_forward", Choice(&c.parallelism.fsdp_reshard_after_forward)},
+        {"fsdp_gradient_sync", Choice(&c.parallelism.fsdp_gradient_sync)},
         {"context_parallel_load_balancer", Choice(&c.parallelism.context_parallel_load_balancer)},
         {"context_parallel_rotate_method", Choice(&c.parallelism.context_parallel_rotate_method)},
         {"context_parallel_method", Choice(&c.parallelism.context_parallel_method)},

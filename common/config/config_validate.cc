@@ -385,6 +385,7 @@ void CheckParallelism(const JobConfig& config, Checker& c) {
     }
   }
   c.Choice<ReshardAfterForward>("parallelism.fsdp_reshard_after_forward");
+  c.Choice<FsdpGradientSync>("parallelism.fsdp_gradient_sync");
   c.Choice<LoadBalancer>("parallelism.context_parallel_load_balancer");
   c.Choice<RotateMethod>("parallelism.context_parallel_rotate_method");
   if (c.Choice<ContextParallelMethod>("parallelism.context_parallel_method")) {

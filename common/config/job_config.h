@@ -128,6 +128,11 @@ struct ParallelismSection {
   // When a block's gathered parameters are freed after its forward (torchtitan's name): default =
   // always, except the last block, whose backward comes next; never keeps them until backward.
   ReshardAfterForward fsdp_reshard_after_forward = ReshardAfterForward::kDefault;
+  // With gradient accumulation, when FSDP reduce-scatters the gradients: after every micro-batch's
+  // backward ("micro_batch", holding only shards), or once, after the step's last ("step": FSDP2's
+  // set_requires_gradient_sync(False) on the others; each rank holds every unit's unsharded
+  // float32 gradient between the micro-batches).
+  FsdpGradientSync fsdp_gradient_sync = FsdpGradientSync::kMicroBatch;
   LoadBalancer context_parallel_load_balancer = LoadBalancer::kHeadTail;
   RotateMethod context_parallel_rotate_method = RotateMethod::kAllToAll;
   // How attention runs across the cp ranks of a sequence (worker/engine/parallel/parallelize.h):

@@ -227,7 +227,12 @@ MemoryPlan PlanMemory(const JobConfig& config, const MeshDegrees& mesh, PlanDevi
   // the first micro-batch's backward; with gradient accumulation the later micro-batches' forward
   // and backward run with all of them.
   const bool accumulates = mesh.accumulation > 1;
-  const int64_t grads_fwd = accumulates ? plan.gradients : 0;
+  if (F > 1 && accumulates && config.parallelism.fsdp_gradient_sync == FsdpGradientSync::kStep) {
+    int64_t padded = 0;
+    for (int64_t u : units) padded += RoundUp(u, F);
+    plan.held_gradients = 4 * padded;
+  }
+  const int64_t grads_fwd = accumulates ? plan.gradients + plan.held_gradients : 0;
   // The first block of the backward: the output projection's and the last block's gradients (their
   // shards under FSDP, whose full-size gradient is in fsdp_rs).
   const int64_t grads_first_block =

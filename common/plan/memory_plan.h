@@ -34,8 +34,11 @@ struct MemoryPlan {
   int64_t ac_every = 0;         // ActivationCheckpointEvery
 
   // Bytes per rank, each at its own largest.
-  int64_t parameters = 0;           // float32 master weights (their 1/F shard) and the RoPE tables
-  int64_t gradients = 0;            // float32 gradients (their 1/F shard)
+  int64_t parameters = 0;  // float32 master weights (their 1/F shard) and the RoPE tables
+  int64_t gradients = 0;   // float32 gradients (their 1/F shard)
+  // FSDP with gradient accumulation and parallelism.fsdp_gradient_sync = "step": every unit's
+  // unsharded float32 gradient, held from the first micro-batch's backward to the last's.
+  int64_t held_gradients = 0;
   int64_t optimizer_state = 0;      // AdamW exp_avg and exp_avg_sq, float32
   int64_t gathered_parameters = 0;  // bf16 weight casts kept for the backward, or FSDP's full units
   int64_t activations = 0;          // saved by the forward for the backward, log-softmax included

@@ -208,6 +208,67 @@ TEST(FsdpTest, BfloatReduceStaysCloseToFloat) {
   }
 }
 
+// Two micro-batches per rank (InputOf(rank), then InputOf(rank + 10)): each rank's gradients,
+// gathered to full tensors, and the bytes it sent in the backwards. `once`: gradient sync off for
+// the first micro-batch (FSDP2's set_requires_gradient_sync), so each unit reduce-scatters once.
+struct Accumulated {
+  std::vector<NamedTensors> grads;
+  std::vector<int64_t> backward_bytes;
+};
+Accumulated AccumulatedGradients(const Mesh& mesh, bool once) {
+  Accumulated out{std::vector<NamedTensors>(mesh.world), std::vector<int64_t>(mesh.world)};
+  RunOnMesh(mesh, [&](int64_t rank, Communicator& comm) {
+    auto fsdp = Fsdp::Create(MakeUnits(), comm, FsdpOptions{});
+    int64_t in_backward = 0;  // bytes sent by the backwards: gathers again, reduce-scatters
+    for (int64_t m = 0; m < 2; ++m) {
+      fsdp->SetGradientSync(!once || m == 1);
+      at::Tensor loss = Loss(
+          InputOf(rank + 10 * m), [&](int64_t u) { return fsdp->Gather(u, false); },
+          [&](int64_t u, at::Tensor t) { return fsdp->AfterForward(u, t, false); });
+      const int64_t sent = comm.stats().bytes_sent;
+      loss.backward();
+      in_backward += comm.stats().bytes_sent - sent;
+    }
+    fsdp->FinishGradients();
+    out.backward_bytes[rank] = in_backward;
+    std::vector<at::Tensor> grads;
+    for (const at::Tensor& shard : fsdp->shard_tensors()) grads.push_back(shard.grad());
+    out.grads[rank] = fsdp->GatherFull(grads);
+  });
+  return out;
+}
+
+// Reduced once per step, the gradients are those of a reduce-scatter per micro-batch (to float32
+// rounding: the micro-batches are summed before the ranks instead of after), and each backward's
+// bytes are halved or less (only the second micro-batch's backward reduce-scatters).
+TEST(FsdpTest, GradientSyncOncePerStepGivesTheGradientsOfEveryMicroBatchsSync) {
+  for (const Mesh& mesh : {Sharded(4, 4, 1), Sharded(4, 2, 2)}) {
+    SCOPED_TRACE(mesh.Describe());
+    const Accumulated every = AccumulatedGradients(mesh, /*once=*/false);
+    const Accumulated once = AccumulatedGradients(mesh, /*once=*/true);
+    for (int64_t r = 0; r < mesh.world; ++r) {
+      ExpectNear(once.grads[r], every.grads[r], 1e-6);
+      EXPECT_LT(once.backward_bytes[r], every.backward_bytes[r]) << "rank " << r;
+    }
+    // The same run twice: bitwise.
+    const Accumulated again = AccumulatedGradients(mesh, /*once=*/true);
+    for (int64_t r = 0; r < mesh.world; ++r) ExpectNear(again.grads[r], once.grads[r], 0);
+  }
+}
+
+// A gradient held with sync off must be reduced by a later backward before the step finishes.
+TEST(FsdpTest, FinishingWithAnUnreducedGradientIsRefused) {
+  RunOnMesh(Sharded(2, 2, 1), [&](int64_t rank, Communicator& comm) {
+    auto fsdp = Fsdp::Create(MakeUnits(), comm, FsdpOptions{});
+    fsdp->SetGradientSync(false);
+    Loss(
+        InputOf(rank), [&](int64_t u) { return fsdp->Gather(u, false); },
+        [&](int64_t u, at::Tensor t) { return fsdp->AfterForward(u, t, false); })
+        .backward();
+    EXPECT_THROW(fsdp->FinishGradients(), c10::Error);
+  });
+}
+
 // A model that is never materialized, sharded with the initial-value function: at shard 1, 2 and 4
 // (and over shard × cp) the gathered weights are bitwise those of the materialized model's
 // init_weights — no rank held a whole parameter.

@@ -76,6 +76,7 @@ void ExpectConfigEq(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.training.global_batch_size, b.training.global_batch_size);
   EXPECT_EQ(a.parallelism.data_parallel_shard_degree, b.parallelism.data_parallel_shard_degree);
   EXPECT_EQ(a.parallelism.fsdp_reshard_after_forward, b.parallelism.fsdp_reshard_after_forward);
+  EXPECT_EQ(a.parallelism.fsdp_gradient_sync, b.parallelism.fsdp_gradient_sync);
   EXPECT_EQ(a.activation_checkpoint.mode, b.activation_checkpoint.mode);
   EXPECT_EQ(a.activation_checkpoint.selective_ac_option,
             b.activation_checkpoint.selective_ac_option);
@@ -164,6 +165,7 @@ data_parallel_replicate_degree = 2
 data_parallel_shard_degree = 2
 context_parallel_degree = 4
 fsdp_reshard_after_forward = "never"
+fsdp_gradient_sync = "step"
 context_parallel_load_balancer = "none"
 context_parallel_rotate_method = "allgather"
 
@@ -225,8 +227,13 @@ JobConfig FullFileConfig() {
   c.model.attn_mask_type = AttnMaskType::kBlockCausal;
   c.optimizer = {OptimizerName::kAdamW, 3e-4, 0.8, 0.99, 1e-9, 0.0};
   c.lr_scheduler = {20, 0.5, DecayType::kCosine, 0.1};
-  c.parallelism = {
-      2, 2, 4, ReshardAfterForward::kNever, LoadBalancer::kNone, RotateMethod::kAllGather};
+  c.parallelism = {2,
+                   2,
+                   4,
+                   ReshardAfterForward::kNever,
+                   FsdpGradientSync::kStep,
+                   LoadBalancer::kNone,
+                   RotateMethod::kAllGather};
   c.activation_checkpoint = {AcMode::kSelective, "2"};
   c.checkpoint = {true, "/tmp/ckpt", 25, 2, AsyncMode::kAsync, "/tmp/init.pt"};
   c.metrics = {10, "/tmp/metrics.jsonl"};
@@ -641,6 +648,9 @@ INSTANTIATE_TEST_SUITE_P(
                  "parallelism.fsdp_reshard_after_forward = \"sometimes\": must be one of "
                  "\"default\", \"always\", "
                  "\"never\""},
+        RuleCase{{"parallelism.fsdp_gradient_sync=never"},
+                 "parallelism.fsdp_gradient_sync = \"never\": must be one of \"micro_batch\", "
+                 "\"step\""},
         RuleCase{{"parallelism.context_parallel_load_balancer=zigzag"},
                  "parallelism.context_parallel_load_balancer = \"zigzag\": must be one of "
                  "\"headtail\", \"none\""},

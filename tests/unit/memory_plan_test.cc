@@ -267,6 +267,32 @@ TEST(MemoryPlanTest, TheChunkedLossNeverHoldsTheWholeLogits) {
 }
 
 // CPU ranks run the fused blocks, which keep less for the backward than the ATen chains.
+// fsdp_gradient_sync = "step" with accumulation holds every unit's unsharded float32 gradient
+// (padded to the group) between the micro-batches; without accumulation, or reducing per
+// micro-batch, nothing is held.
+TEST(MemoryPlanTest, ReducingOncePerStepHoldsTheUnshardedGradients) {
+  const std::vector<std::string> mesh = {"parallelism.data_parallel_shard_degree=4",
+                                         "training.local_batch_size=1"};
+  auto plan = [&](std::vector<std::string> more) {
+    more.insert(more.end(), mesh.begin(), mesh.end());
+    const JobConfig config = Load("debug_model.toml", more);
+    return PlanMemory(config, *ResolveMesh(config, 4), PlanDevice::kCpu);
+  };
+  const MemoryPlan once =
+      plan({"parallelism.fsdp_gradient_sync=step", "training.global_batch_size=8"});
+  const MemoryPlan every = plan({"training.global_batch_size=8"});
+  const MemoryPlan single = plan({"parallelism.fsdp_gradient_sync=step"});
+  // Units: the embedding (512 × 128), four blocks, the final norm with the output (128 + 512 ×
+  // 128).
+  const int64_t block =
+      (PlannedParameterCount(Load("debug_model.toml").model) - 2 * 512 * 128 - 128) / 4;
+  const int64_t padded = 512 * 128 + 4 * ((block + 3) / 4 * 4) + (128 + 512 * 128 + 3) / 4 * 4;
+  EXPECT_EQ(once.held_gradients, 4 * padded);
+  EXPECT_EQ(every.held_gradients, 0);
+  EXPECT_EQ(single.held_gradients, 0);
+  EXPECT_EQ(once.total, every.total + once.held_gradients) << once.peak_phase;
+}
+
 TEST(MemoryPlanTest, CpuRanksKeepLessWithTheFusedBlocks) {
   const JobConfig config = Load("debug_model.toml");
   const MeshDegrees mesh = *ResolveMesh(config, 1);

@@ -109,7 +109,12 @@ absl::Status RunStep(Trainer::State& s, int64_t step, StepReport* report) {
   // The micro-batches' losses, added on the device in float64: one host read per step.
   at::Tensor local_loss = torch::zeros({}, torch::dtype(torch::kFloat64).device(s.device));
   s.step_cp_work.clear();
-  for (int64_t m = 0; m < s.sampler->micro_batches(); ++m) {
+  const int64_t micro_batches = s.sampler->micro_batches();
+  const bool sync_once =
+      s.config.parallelism.fsdp_gradient_sync == FsdpGradientSync::kStep && micro_batches > 1;
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    // parallelism.fsdp_gradient_sync = "step": only the last micro-batch's backward reduces.
+    if (sync_once) s.gradients->SetGradientSync(m + 1 == micro_batches);
     const ShardedBatch shard = Shard(s, NextBatch(s, step - 1, m));
     s.step_cp_work.resize(shard.cp_work.size(), 0);
     for (size_t r = 0; r < shard.cp_work.size(); ++r) s.step_cp_work[r] += shard.cp_work[r];

@@ -171,8 +171,11 @@ absl::Status OpenData(Trainer::State& s, int64_t micro_batches) {
   RT_ASSIGN_OR_RETURN(WindowSampler sampler, WindowSampler::Create(s.dataset.get(), spec));
   s.sampler.emplace(std::move(sampler));
   if (micro_batches > 1 && s.rank.rank == 0) {
+    const bool once =
+        s.mesh.sharded && config.parallelism.fsdp_gradient_sync == FsdpGradientSync::kStep;
     RT_LOG(Info) << "gradient accumulation: " << micro_batches << " micro-batches of "
-                 << config.training.local_batch_size;
+                 << config.training.local_batch_size
+                 << (once ? "; FSDP reduce-scatters once per step" : "");
   }
   return absl::OkStatus();
 }

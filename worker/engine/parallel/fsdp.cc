@@ -21,6 +21,9 @@ struct Fsdp::Unit {
   bool resident = false;    // `full` holds the gathered parameters
   bool in_flight = false;   // an all-gather into `full` is pending
   PendingWork gather;
+  // With gradient sync off: the unit's full float32 gradient, summed over the micro-batches since
+  // the last reduce-scatter (undefined when none is held).
+  at::Tensor held;
 };
 
 namespace {
@@ -89,10 +92,28 @@ class UnshardFunction : public torch::autograd::Function<UnshardFunction> {
     Fsdp& fsdp = *call->fsdp;
     Fsdp::Unit& unit = *fsdp.units_[call->unit];
     const auto options = unit.shard.options().dtype(fsdp.options_.reduce_dtype);
-    at::Tensor flat = at::zeros({fsdp.group_size_ * unit.shard_numel}, options);
+    const int64_t padded = fsdp.group_size_ * unit.shard_numel;
+    // Sync off, or a gradient held from earlier micro-batches: this one is added into the held
+    // float32 gradient (in micro-batch order), which is reduce-scattered once sync is back on.
+    const bool hold = !fsdp.gradient_sync_ || unit.held.defined();
+    if (hold && !unit.held.defined()) unit.held = at::zeros({padded}, unit.shard.options());
+    at::Tensor flat = hold ? unit.held : at::zeros({padded}, options);
     for (size_t i = 0; i < unit.names.size(); ++i) {
-      if (grads[i].defined())
-        flat.narrow(0, unit.offsets[i], unit.numels[i]).copy_(grads[i].reshape(-1));
+      if (!grads[i].defined()) continue;
+      at::Tensor part = flat.narrow(0, unit.offsets[i], unit.numels[i]);
+      if (hold) {
+        part.add_(grads[i].reshape(-1));
+      } else {
+        part.copy_(grads[i].reshape(-1));
+      }
+    }
+    if (!fsdp.gradient_sync_) {
+      fsdp.Free(call->unit);
+      return {at::Tensor(), at::Tensor()};
+    }
+    if (hold) {
+      flat = unit.held.to(fsdp.options_.reduce_dtype);  // a copy when the reduce dtype is float32
+      unit.held = at::Tensor();
     }
     // The previous unit's reduce-scatter had this unit's backward to complete in.
     fsdp.FinishReduce();
@@ -273,6 +294,9 @@ void Fsdp::FinishGradients() {
   std::vector<at::Tensor> reduced;
   std::vector<PendingWork> works;
   for (const auto& unit : units_) {
+    TORCH_CHECK(!unit->held.defined(),
+                "fsdp: a unit still holds an unreduced gradient; SetGradientSync(true) must come "
+                "before the step's last backward");
     if (!unit->shard.grad().defined()) unit->shard.mutable_grad() = at::zeros_like(unit->shard);
     if (!replicated) continue;
     reduced.push_back(

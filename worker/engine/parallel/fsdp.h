@@ -20,6 +20,11 @@
 //             is freed. The reduce-scatter runs while the backward goes on: it is waited for at
 //             the next unit's backward (or FinishGradients), then widened to float32 and added
 //             into the shard's .grad — one reduce-scatter in flight at a time.
+//             With gradient sync off (SetGradientSync(false), FSDP2's set_requires_gradient_sync:
+//             every micro-batch of a step but the last) no reduce-scatter runs: the unit's full
+//             gradient is added into a float32 buffer it holds, and the next backward with sync on
+//             adds its own and reduce-scatters the sum — one reduce-scatter per unit per step, at
+//             the memory of an unsharded float32 gradient held between the micro-batches.
 //   then      FinishGradients all-reduces every shard's gradient over the replicas (reduce dtype).
 //
 // Buffers are freed by releasing their storage's memory, not the tensor: the autograd graph keeps
@@ -74,6 +79,11 @@ class Fsdp : public ParamSource, public std::enable_shared_from_this<Fsdp> {
 
   std::vector<at::Tensor> Gather(int64_t unit, bool recompute) override;
   at::Tensor AfterForward(int64_t unit, const at::Tensor& output, bool recompute) override;
+
+  // Whether the backwards that follow reduce-scatter their gradients (on by default) or hold them
+  // unsharded until a backward with sync on. Off only between the micro-batches of one step: a
+  // held gradient must be reduced before FinishGradients.
+  void SetGradientSync(bool sync) { gradient_sync_ = sync; }
 
   // After the step's last backward: waits for the reduce-scatter in flight, then sums every shard's
   // gradient over the replicas (a zero gradient first for a unit that got none, so every rank
@@ -133,6 +143,7 @@ class Fsdp : public ParamSource, public std::enable_shared_from_this<Fsdp> {
     std::optional<PendingWork> work;
   };
   PendingReduce in_flight_;
+  bool gradient_sync_ = true;
 };
 
 }  // namespace ringtrain

@@ -143,6 +143,7 @@ class ShardedGradients : public GradientPath {
       : GradientPath(fsdp->shards(), adam), fsdp_(std::move(fsdp)) {}
 
   void FinishBackward() override { fsdp_->FinishGradients(); }
+  void SetGradientSync(bool sync) override { fsdp_->SetGradientSync(sync); }
   double ClipGradNorm(double max_norm) override {
     return ClipShardedGradNorm(params_, max_norm, [&](double v) { return fsdp_->SumOverGroup(v); });
   }

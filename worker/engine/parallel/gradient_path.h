@@ -45,6 +45,10 @@ class GradientPath {
 
   // Forgets the gradients (set to none) before a step's first backward.
   void ZeroGrad();
+  // Whether the backwards that follow reduce their gradients as they go (sharded: FSDP's
+  // reduce-scatter per unit, Fsdp::SetGradientSync) or hold them until one with sync on; the
+  // replicated path reduces once, in FinishBackward, either way. On by default.
+  virtual void SetGradientSync(bool sync) { (void)sync; }
   // After the step's last backward: every parameter's gradient summed over the world.
   virtual void FinishBackward() = 0;
   // The global gradient norm before clipping; the gradients are scaled to at most `max_norm`.
