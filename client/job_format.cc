@@ -367,6 +367,35 @@ uint64_t DeviceMemoryPeakBytes(const v1::StepEvent& event) {
   return std::isfinite(peak) && peak > 0 ? static_cast<uint64_t>(peak) : 0;
 }
 
+StragglerNote StragglerOf(const v1::StepEvent& event) {
+  const absl::StatusOr<std::optional<StepRecord>> record =
+      ParseStepRecord(event.record_json(), MissingFigure::kZero);
+  if (!record.ok() || !record->has_value()) return {};
+  const StepRecord& r = **record;
+  if (!std::isfinite(r.straggler_ratio) || r.straggler_ratio <= 0 || r.straggler_rank < 0) {
+    return {};
+  }
+  return {static_cast<int64_t>(r.straggler_rank), r.straggler_ratio};
+}
+
+std::string StragglerLine(int64_t step, const StragglerNote& now, const StragglerNote& before) {
+  if (now.rank < 0) {
+    return absl::StrCat("step ", step, ": rank ", before.rank, " is no longer a straggler");
+  }
+  return absl::StrFormat(
+      "step %d: rank %d is a straggler: its compute took %.2fx the median of the other ranks'",
+      step, now.rank, now.ratio);
+}
+
+std::string StragglerEventJson(const std::string& job_id, int64_t step, const StragglerNote& now) {
+  nlohmann::json event = {{"event", "straggler"},
+                          {"job_id", job_id},
+                          {"step", step},
+                          {"rank", now.rank},
+                          {"ratio", now.ratio}};
+  return event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string ProgressLine(const Progress& p) {
   std::string line = absl::StrCat("step ", p.step);
   if (p.total_steps > 0) absl::StrAppend(&line, "/", p.total_steps);

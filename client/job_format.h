@@ -81,6 +81,20 @@ std::string StepEventJson(const v1::StepEvent& event);
 // trainers), not a positive number, or the record is not a step record.
 uint64_t DeviceMemoryPeakBytes(const v1::StepEvent& event);
 
+// The rank the trainer named a straggler after the event's step (the record's straggler_rank and
+// straggler_ratio: consistently slower at computing than the other ranks), or none (rank -1).
+struct StragglerNote {
+  int64_t rank = -1;
+  double ratio = 0;  // its compute / the median of the others'; 0 when none
+};
+StragglerNote StragglerOf(const v1::StepEvent& event);
+// Watch output when the named straggler changes at `step` (`before`: the one named until then).
+// Table: "step 9: rank 1 is a straggler: its compute took 1.83x the median of the other ranks'"
+// or "step 20: rank 1 is no longer a straggler". Json: {"event":"straggler","job_id":..,"step":N,
+// "rank":R,"ratio":X} with rank -1 and ratio 0 when none is named any more.
+std::string StragglerLine(int64_t step, const StragglerNote& now, const StragglerNote& before);
+std::string StragglerEventJson(const std::string& job_id, int64_t step, const StragglerNote& now);
+
 // A failed coordinator call as a command shows it on stderr (no newline): "ringctl COMMAND:
 // MESSAGE". For NOT_FOUND with a job id: "no job JOB: " before the message (unless it names the
 // job) and the hint "; `ringctl list` shows the jobs" after it.

@@ -96,6 +96,11 @@ absl::StatusOr<RankTable> RankTableFromRecord(const std::string& record_json, in
     table.rows[slowest].slowest = true;
     table.slowest_rank = static_cast<int>(table.rows[slowest].rank);
   }
+  if (std::isfinite(step.straggler_ratio) && step.straggler_ratio > 0) {
+    table.straggler_rank = static_cast<int>(step.straggler_rank);
+    table.straggler_ratio = step.straggler_ratio;
+    for (RankRow& row : table.rows) row.straggler = row.rank == table.straggler_rank;
+  }
   return table;
 }
 
@@ -115,7 +120,8 @@ std::string FormatRankTable(const RankTable& table) {
         absl::StrAppendFormat(&out, " %10.4f", value);
       }
     }
-    absl::StrAppend(&out, r.slowest ? "  <- slowest" : "", "\n");
+    absl::StrAppend(&out, r.slowest ? "  <- slowest" : "", r.straggler ? "  <- straggler" : "",
+                    "\n");
   }
   for (const CpGroupFigures& g : table.groups) {
     absl::StrAppendFormat(&out, "cp group %d: attention max/min %s (max %.4f s, min %.4f s)",
@@ -127,6 +133,10 @@ std::string FormatRankTable(const RankTable& table) {
     }
     out += "\n";
   }
+  if (table.straggler_rank >= 0) {
+    absl::StrAppendFormat(&out, "straggler: rank %d, compute %.2fx the median of the others'\n",
+                          table.straggler_rank, table.straggler_ratio);
+  }
   return out;
 }
 
@@ -136,9 +146,14 @@ std::string RankTableJson(const std::string& job_id, const RankTable& table) {
   out["step"] = table.step;
   out["step_seconds"] = table.step_seconds;
   out["slowest_rank"] = table.slowest_rank;
+  out["straggler_rank"] = table.straggler_rank;
+  out["straggler_ratio"] = table.straggler_ratio;
   json ranks = json::array();
   for (const RankRow& r : table.rows) {
-    json entry = {{"rank", r.rank}, {"cp_group", r.cp_group}, {"slowest", r.slowest}};
+    json entry = {{"rank", r.rank},
+                  {"cp_group", r.cp_group},
+                  {"slowest", r.slowest},
+                  {"straggler", r.straggler}};
     for (const auto& f : kRankFields) entry[f.name] = r.*f.member;
     ranks.push_back(std::move(entry));
   }

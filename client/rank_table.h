@@ -18,8 +18,9 @@ namespace ringtrain {
 // per-rank figure is one member there; the JSON of RankTableJson follows, a text column is one
 // row of the column table in rank_table.cc), with where the rank sits.
 struct RankRow : RankFigures {
-  int cp_group = 0;      // rank / cp (cp innermost)
-  bool slowest = false;  // see RankTable::slowest_rank
+  int cp_group = 0;        // rank / cp (cp innermost)
+  bool slowest = false;    // see RankTable::slowest_rank
+  bool straggler = false;  // see RankTable::straggler_rank
 };
 
 struct CpGroupFigures {
@@ -42,6 +43,10 @@ struct RankTable {
   // The rank with the most attention compute in the step: its CP group's ring waits for it (the
   // others show it as communication wait). -1 when there are no rows.
   int slowest_rank = -1;
+  // The rank the trainer named a straggler after this step (worker/trainer/straggler.h:
+  // consistently slower at computing than the others), and by how much; -1 and 0 when none.
+  int straggler_rank = -1;
+  double straggler_ratio = 0;
 };
 
 // Reads a step record (one JSON object, ParseStepRecord; a figure the record lacks or holds as
@@ -53,11 +58,12 @@ absl::StatusOr<RankTable> RankTableFromRecord(const std::string& record_json, in
 // group, e.g.
 //   RANK  CP  ATTN s   ATTN CPU s  COMM WAIT s  RING WAIT s  SENT      PEAK MEM
 //   0     0   0.0123   ...                                                       <- slowest
+// and, when the trainer named one, "straggler: rank 1, compute 1.83x the median of the others'".
 std::string FormatRankTable(const RankTable& table);
 
-// {"step", "step_seconds", "slowest_rank", "ranks": [{rank, cp_group, attention_seconds, …,
-// "slowest"}], "cp_groups": [{cp_group, ranks, max_attention_seconds, min_attention_seconds,
-// imbalance}]} as one line; `job_id` first.
+// {"step", "step_seconds", "slowest_rank", "straggler_rank", "straggler_ratio", "ranks": [{rank,
+// cp_group, attention_seconds, …, "slowest", "straggler"}], "cp_groups": [{cp_group, ranks,
+// max_attention_seconds, min_attention_seconds, imbalance}]} as one line; `job_id` first.
 std::string RankTableJson(const std::string& job_id, const RankTable& table);
 
 }  // namespace ringtrain

@@ -50,10 +50,21 @@ void WatchPrinter::OnState(const v1::StateChange& change) {
 void WatchPrinter::OnStep(const v1::StepEvent& event) {
   ++steps_seen_;
   step_seconds_sum_ += event.step_seconds();
+  const StragglerNote straggler = StragglerOf(event);
+  const bool straggler_changed = straggler.rank != straggler_.rank;
   if (format_ == OutputFormat::kJson) {
     *out_ << StepEventJson(event) << std::endl;
+    if (straggler_changed) {
+      *out_ << StragglerEventJson(event.job_id(), event.step(), straggler) << std::endl;
+    }
+    straggler_ = straggler;
     return;
   }
+  if (straggler_changed) {
+    EndLine();
+    *out_ << StragglerLine(event.step(), straggler, straggler_) << std::endl;
+  }
+  straggler_ = straggler;
   Progress progress;
   progress.step = event.step();
   progress.total_steps = total_steps_;

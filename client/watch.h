@@ -19,7 +19,8 @@ namespace ringtrain {
 
 // Prints watch events as they arrive. Table mode: a line per state change; steps as one live
 // progress line rewritten in place on a terminal, or (kEveryStep only) a plain line per step when
-// stdout is not one. Json mode: one JSON object a line per event (StepEventJson / StateChangeJson).
+// stdout is not one; a line when the trainer names a straggler or stops naming it. Json mode: one
+// JSON object a line per event (StepEventJson / StateChangeJson / StragglerEventJson).
 // Not thread-safe; `out` must outlive the printer.
 class WatchPrinter {
  public:
@@ -43,7 +44,8 @@ class WatchPrinter {
   int64_t total_steps_ = 0;
   int64_t steps_seen_ = 0;
   double step_seconds_sum_ = 0;
-  bool live_line_ = false;  // a progress line without its newline is on the terminal
+  bool live_line_ = false;   // a progress line without its newline is on the terminal
+  StragglerNote straggler_;  // the straggler named as of the last step seen
 };
 
 struct FollowOptions {

@@ -402,7 +402,8 @@ Cluster::Counts Cluster::GetCounts() {
   for (const auto& [id, job] : running_) {
     if (IsTerminal(job.record.state)) continue;  // winding down; already counted as finished
     ++counts.active_jobs_by_state[absl::AsciiStrToLower(JobStateName(job.record.state))];
-    counts.running.push_back({id, job.last_step, job.last_loss});
+    counts.running.push_back(
+        {id, job.last_step, job.last_loss, job.straggler_rank, job.straggler_ratio});
     counts.restarts.push_back({id, job.record.restart_count});
   }
   counts.restarts_by_cause = tallies_.restarts_by_cause;

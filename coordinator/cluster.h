@@ -151,6 +151,8 @@ class Cluster {
       std::string job_id;
       int64_t step = 0;  // last step reported, 0 = none yet
       double loss = 0;
+      int64_t straggler_rank = -1;  // named by the trainer as of `step`; -1 = none
+      double straggler_ratio = 0;   // its compute / the median of the other ranks'; 0 = none
     };
     std::vector<Progress> running;  // ASSIGNED or RUNNING jobs
     // Refused agent messages since this process started, by reason: "bad_credential" (a Hello or
@@ -179,6 +181,8 @@ class Cluster {
     JobRun run;
     int64_t last_step = 0;
     double last_loss = 0;
+    int64_t straggler_rank = -1;  // as of last_step's record (StepEvent), -1 when none named
+    double straggler_ratio = 0;
     // A symptom (a rank that lost a peer) waiting until symptom_deadline for its cause.
     std::optional<JobError> symptom;
     absl::Time symptom_deadline;

@@ -3,6 +3,7 @@
 // it lacks (each agent keeps its ranks' records in its work dir, across its own restarts) before
 // the job may be SUCCEEDED, and failing the job naming the steps when none has them.
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -35,6 +36,11 @@ absl::StatusOr<std::optional<StepEvent>> StepEventOf(const std::string& job_id,
   event.lr = record.lr;
   event.tokens_per_second = record.tokens_per_second;
   event.step_seconds = record.step_seconds;
+  if (std::isfinite(record.straggler_ratio) && record.straggler_ratio > 0 &&
+      record.straggler_rank >= 0) {
+    event.straggler_rank = static_cast<int64_t>(record.straggler_rank);
+    event.straggler_ratio = record.straggler_ratio;
+  }
   event.record_json = json;  // kept as the trainer wrote it
   return event;
 }
@@ -95,6 +101,8 @@ bool Cluster::StoreStepLocked(RunningJob& job, const StepEvent& event) {
   if (event.step > job.last_step) {
     job.last_step = event.step;
     job.last_loss = event.loss;
+    job.straggler_rank = event.straggler_rank;
+    job.straggler_ratio = event.straggler_ratio;
   }
   hub_->Publish(event.job_id, ToProtoEvent(event));
   return true;

@@ -39,12 +39,24 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
                           "Last optimizer step reported by a running job (0: none yet).");
   auto loss = GaugeFamily("ringtrain_coordinator_job_loss",
                           "Training loss at the last step of a running job, nats per token.");
+  auto straggler_rank = GaugeFamily(
+      "ringtrain_coordinator_job_straggler_rank",
+      "The rank a running job's trainer names a straggler (consistently slower at computing than "
+      "the other ranks) as of its last step; -1 when none.");
+  auto straggler_ratio = GaugeFamily(
+      "ringtrain_coordinator_job_straggler_ratio",
+      "How much slower the named straggler computes: its compute time / the median of the other "
+      "ranks'; 0 when none is named.");
   for (const Cluster::Counts::Progress& p : counts.running) {
     AddGauge(step, {{"job_id", p.job_id}}, static_cast<double>(p.step));
     if (p.step > 0) AddGauge(loss, {{"job_id", p.job_id}}, p.loss);
+    AddGauge(straggler_rank, {{"job_id", p.job_id}}, static_cast<double>(p.straggler_rank));
+    AddGauge(straggler_ratio, {{"job_id", p.job_id}}, p.straggler_ratio);
   }
   families.push_back(std::move(step));
   families.push_back(std::move(loss));
+  families.push_back(std::move(straggler_rank));
+  families.push_back(std::move(straggler_ratio));
 
   auto rpcs =
       CounterFamily("ringtrain_coordinator_rpcs_total", "Finished RPCs by method and status code.");

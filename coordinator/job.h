@@ -128,6 +128,10 @@ struct StepEvent {
   double tokens_per_second = 0;
   double step_seconds = 0;
   std::string record_json;  // the full JSONL record, kept as is
+  // The straggler the trainer named after this step (record's straggler_rank / straggler_ratio;
+  // -1 and 0 when none). Not stored apart from record_json.
+  int64_t straggler_rank = -1;
+  double straggler_ratio = 0;
 };
 
 struct StateChange {

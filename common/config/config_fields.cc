@@ -25,6 +25,7 @@ constexpr int64_t kMaxVocab = int64_t{1}
 constexpr int64_t kMaxSeqLen = int64_t{1} << 24;  // 16M tokens
 constexpr int64_t kMaxLocalBatch = int64_t{1} << 20;
 constexpr double kMaxCommTimeoutSeconds = 86400;  // a day
+constexpr int64_t kMaxStragglerWindow = 1 << 20;  // steps
 constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
 
 IntBounds Count(int64_t min, int64_t max = kUnbounded, const char* why = "") {
@@ -132,7 +133,11 @@ std::vector<Section> Sections(JobConfig& c) {
         {"last_save_in_hf", &c.checkpoint.last_save_in_hf},
         {"hf_max_shard_size", &c.checkpoint.hf_max_shard_size},
         {"export_dtype", Choice(&c.checkpoint.export_dtype)}}},
-      {"metrics", {{"log_freq", &c.metrics.log_freq, Count(1)}, {"jsonl", &c.metrics.jsonl}}},
+      {"metrics",
+       {{"log_freq", &c.metrics.log_freq, Count(1)},
+        {"jsonl", &c.metrics.jsonl},
+        {"straggler_window", &c.metrics.straggler_window, Count(0, kMaxStragglerWindow)},
+        {"straggler_threshold", &c.metrics.straggler_threshold, Real(1, 1e6, true, false)}}},
       {"validation",
        {{"dataset", Choice(&c.validation.dataset)},
         {"dataset_path", &c.validation.dataset_path},

@@ -183,6 +183,11 @@ struct CheckpointSection {
 struct MetricsSection {
   int64_t log_freq = 1;  // > 0: a human line every log_freq steps
   std::string jsonl;     // path of the JSONL report, or empty
+  // Straggler detection (worker/trainer/straggler.h): a rank whose compute time is at least
+  // straggler_threshold × the median of the others' for straggler_window steps in a row is named
+  // in the step record, the log, `ringctl top` and `watch`. straggler_window = 0 turns it off.
+  int64_t straggler_window = 5;
+  double straggler_threshold = 1.25;
 };
 
 struct ValidationSection {

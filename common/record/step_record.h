@@ -37,6 +37,7 @@ struct RankFigures {
   double device_memory_peak_bytes = 0;  // CUDA caching allocator's peak in the step; 0 on the CPU
   double attention_pairs = 0;  // query-key pairs its queries see in the step (its attention work)
   double ring_bytes_sent = 0;  // ring attention's K/V and dK/dV bytes (part of bytes_sent)
+  double compute_seconds = 0;  // its own step wall time less comm_wait_seconds
 };
 
 // The step's global figures (every rank holds the same), and every rank's own.
@@ -58,6 +59,11 @@ struct StepRecord {
   // max / mean attention work (visible query-key pairs) per rank of a CP group, the worst group:
   // how well the load balancer spread the step's work. 1 for cp = 1.
   double attention_imbalance = 0;
+  // The rank named a straggler after this step (worker/trainer/straggler.h): consistently slower
+  // at computing than the median of the others, by straggler_ratio (> 1). Ratio 0: none named
+  // (the rank is then -1; a record without these fields reads 0 for both).
+  double straggler_rank = -1;
+  double straggler_ratio = 0;
   std::vector<RankFigures> ranks;  // in rank order; empty for a one-rank job
 
   std::string ToJson() const;  // one line, without the newline
@@ -74,7 +80,7 @@ struct FigureField {
 };
 
 // The record's figures after "step", in wire order.
-inline constexpr std::array<FigureField<StepRecord>, 12> kStepFields = {{
+inline constexpr std::array<FigureField<StepRecord>, 14> kStepFields = {{
     {"loss", &StepRecord::loss, FigureKind::kReal},
     {"grad_norm", &StepRecord::grad_norm, FigureKind::kReal},
     {"lr", &StepRecord::lr, FigureKind::kReal},
@@ -87,10 +93,12 @@ inline constexpr std::array<FigureField<StepRecord>, 12> kStepFields = {{
     {"checkpoint_stall_seconds", &StepRecord::checkpoint_stall_seconds, FigureKind::kReal},
     {"checkpoint_write_seconds", &StepRecord::checkpoint_write_seconds, FigureKind::kReal},
     {"attention_imbalance", &StepRecord::attention_imbalance, FigureKind::kReal},
+    {"straggler_rank", &StepRecord::straggler_rank, FigureKind::kCount},
+    {"straggler_ratio", &StepRecord::straggler_ratio, FigureKind::kReal},
 }};
 
 // A rank's figures after "rank", in wire order (also the order of the all-gathered vector).
-inline constexpr std::array<FigureField<RankFigures>, 9> kRankFields = {{
+inline constexpr std::array<FigureField<RankFigures>, 10> kRankFields = {{
     {"attention_seconds", &RankFigures::attention_seconds, FigureKind::kReal},
     {"attention_cpu_seconds", &RankFigures::attention_cpu_seconds, FigureKind::kReal},
     {"comm_wait_seconds", &RankFigures::comm_wait_seconds, FigureKind::kReal},
@@ -100,6 +108,7 @@ inline constexpr std::array<FigureField<RankFigures>, 9> kRankFields = {{
     {"device_memory_peak_bytes", &RankFigures::device_memory_peak_bytes, FigureKind::kCount},
     {"attention_pairs", &RankFigures::attention_pairs, FigureKind::kCount},
     {"ring_bytes_sent", &RankFigures::ring_bytes_sent, FigureKind::kCount},
+    {"compute_seconds", &RankFigures::compute_seconds, FigureKind::kReal},
 }};
 
 // The figures in kRankFields order, for an all-gather of equal-length vectors, and back.

@@ -16,7 +16,8 @@ SIZES = {
         "compare_seqs": [256], "compare_steps": {256: 4}, "compile_seqs": [256],
         "all_kernels_up_to": 256,
         "kernel_head_dims": [32, 64, 128], "kernel_seqs": [256], "kernel_reps": 2, "gemm": 256,
-        "grow_seqs": [256, 512], "grow_steps": 3, "cp_seq": 512, "service_seq": 256,
+        "grow_seqs": [256, 512], "grow_steps": 3, "cp_seq": 512, "scale_seq": 512,
+        "service_seq": 256,
         "service_steps": 4, "doc_seq": 1024, "doc_train_bytes": 200_000,
         "doc_corpus_bytes": 300_000, "doc_vocab": 1000, "method_seq": 1024,
     },
@@ -26,8 +27,8 @@ SIZES = {
         "compile_seqs": [512, 2048, 8192, 16384], "all_kernels_up_to": 2048,
         "kernel_head_dims": [32, 64, 128], "kernel_seqs": [4096], "kernel_reps": 3, "gemm": 2048,
         "grow_seqs": [1024, 2048, 4096, 8192], "grow_steps": 3, "cp_seq": 8192,
-        "service_seq": 2048, "service_steps": 6, "doc_seq": 16384, "doc_train_bytes": 2 << 20,
-        "doc_corpus_bytes": 4 << 20, "doc_vocab": 16000, "method_seq": 16384,
+        "scale_seq": 16384, "service_seq": 2048, "service_steps": 6, "doc_seq": 16384,
+        "doc_train_bytes": 2 << 20, "doc_corpus_bytes": 4 << 20, "doc_vocab": 16000, "method_seq": 16384,
     },
 }
 WARMUP = 2        # items 1 and 7: steps 1 and 2 left out (the issue's "steps 3…N") ...
@@ -244,7 +245,7 @@ def grow_run(b, cp, seq, balancer="headtail", rotate="alltoall"):
 
 # ---- 4. cp = 2 vs cp = 1 ---------------------------------------------------------------------
 def cp_scaling(b):
-    seq = b.size["cp_seq"]
+    seq = b.size["scale_seq"]
     one, two = grow_run(b, 1, seq), grow_run(b, 2, seq)
     b.row(4, f"cp 2 speed-up over cp 1, L {seq}, 1 thread per rank (ideal 2.00x)",
           one.step_seconds() / two.step_seconds(), target=(">=", 1.9, "ours"), fmt="{:.2f}x")
@@ -252,24 +253,28 @@ def cp_scaling(b):
 
 # ---- 5. overlap of the ring transfers --------------------------------------------------------
 def overlap(b):
-    """The share of ring transfer time hidden behind compute, estimated: allgather moves the same
-    K/V and dK/dV bytes and overlaps nothing, so its ring wait (ring_wait_seconds) is the transfer
-    time unhidden; alltoall's ring wait is what overlap left of it."""
+    """The share of ring transfer time hidden behind compute at cp 2 and cp 4, estimated:
+    allgather moves the same K/V and dK/dV bytes and overlaps nothing, so its ring wait
+    (ring_wait_seconds) is the transfer time unhidden; alltoall's ring wait is what overlap left of
+    it. Max over ranks on both sides."""
     seq = b.size["cp_seq"]
-    a = grow_run(b, 2, seq, rotate="alltoall")
-    g = grow_run(b, 2, seq, rotate="allgather")
-    ring_wait = max(a.per_rank("ring_wait_seconds"))
-    unhidden = max(g.per_rank("ring_wait_seconds"))
-    if unhidden <= 0:
-        raise CaseError("cp=2 allgather: no rank reports a ring wait: "
-                        f"{g.per_rank('ring_wait_seconds')}")
-    share = 1 - ring_wait / unhidden
-    b.raw["overlap"] = {"ring_wait": ring_wait, "allgather_transfer": unhidden}
-    b.row(5, f"cp 2 alltoall: ring transfer hidden, L {seq}", share,
-          target=(">=", 0.9, "ours"), fmt="{:.1%}")
-    b.row(5, f"cp 2 exposed transfer s/step, alltoall vs allgather, L {seq}", ring_wait, unhidden,
-          fmt="{:.4f}")
-    b.row(5, f"cp 2 step s, alltoall vs allgather, L {seq}", a.step_seconds(), g.step_seconds())
+    b.raw["overlap"] = {}
+    for cp, bound in ((2, 0.9), (4, 0.8)):
+        a = grow_run(b, cp, seq, rotate="alltoall")
+        g = grow_run(b, cp, seq, rotate="allgather")
+        ring_wait = max(a.per_rank("ring_wait_seconds"))
+        unhidden = max(g.per_rank("ring_wait_seconds"))
+        if unhidden <= 0:
+            raise CaseError(f"cp={cp} allgather: no rank reports a ring wait: "
+                            f"{g.per_rank('ring_wait_seconds')}")
+        share = 1 - ring_wait / unhidden
+        b.raw["overlap"][f"cp{cp}"] = {"ring_wait": ring_wait, "allgather_transfer": unhidden}
+        b.row(5, f"cp {cp} alltoall: ring transfer hidden, L {seq}", share,
+              target=(">=", bound, "ours"), fmt="{:.1%}")
+        b.row(5, f"cp {cp} exposed transfer s/step, alltoall vs allgather, L {seq}", ring_wait,
+              unhidden, fmt="{:.4f}")
+        b.row(5, f"cp {cp} step s, alltoall vs allgather, L {seq}", a.step_seconds(),
+              g.step_seconds())
 
 
 # ---- 6. load balance -------------------------------------------------------------------------

@@ -272,6 +272,13 @@ bool LocalCluster::WaitForIdleWorkers(int n, double timeout_seconds) {
   return false;
 }
 
+CommandResult LocalCluster::Ringctl(std::vector<std::string> args) const {
+  args.insert(args.begin(), BinDir() + "/ringctl");
+  args.push_back("--coordinator");
+  args.push_back(address_);
+  return RunCommand(args);
+}
+
 std::vector<v1::JobEvent> LocalCluster::Watch(const std::string& job_id, int64_t from_step,
                                               double timeout_seconds, grpc::Status* status) {
   v1::WatchJobRequest request;

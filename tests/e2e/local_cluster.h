@@ -99,6 +99,9 @@ class LocalCluster {
   std::vector<v1::JobEvent> Watch(const std::string& job_id, int64_t from_step,
                                   double timeout_seconds, grpc::Status* status = nullptr);
 
+  // Runs `ringctl ARGS --coordinator address()` to its end.
+  CommandResult Ringctl(std::vector<std::string> args) const;
+
   // The pid of the trainer running `rank` of `job_id` (found by its config path), or -1.
   pid_t TrainerPid(const std::string& job_id, int rank) const;
 

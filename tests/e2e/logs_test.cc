@@ -40,13 +40,6 @@ std::vector<std::string> Mesh(int cp, int steps) {
           "metrics.log_freq=1"};
 }
 
-CommandResult Ringctl(const LocalCluster& cluster, std::vector<std::string> args) {
-  args.insert(args.begin(), BinDir() + "/ringctl");
-  args.push_back("--coordinator");
-  args.push_back(cluster.address());
-  return RunCommand(args);
-}
-
 std::vector<std::string> Lines(const std::string& text) {
   return absl::StrSplit(text, '\n', absl::SkipEmpty());
 }
@@ -64,7 +57,7 @@ TEST(LogsTest, RunningAndFinishedRanksAndTopOfACp4Job) {
                                    follow_out);
 
   // A running rank's log so far: the agent's start note and the trainer's stderr, timestamped.
-  const CommandResult running = Ringctl(cluster, {"logs", job.job_id(), "--rank", "0"});
+  const CommandResult running = cluster.Ringctl({"logs", job.job_id(), "--rank", "0"});
   ASSERT_EQ(running.exit_code, 0) << running.output;
   EXPECT_THAT(running.output, HasSubstr("  agent  trainer started: rank 0 of 4, pid "));
   EXPECT_THAT(running.output, HasSubstr("  stderr  "));
@@ -73,7 +66,7 @@ TEST(LogsTest, RunningAndFinishedRanksAndTopOfACp4Job) {
 
   // --tail with JSON: exactly the last lines, each a parseable object.
   const CommandResult tail =
-      Ringctl(cluster, {"logs", job.job_id(), "--rank", "1", "--tail", "2", "--output", "json"});
+      cluster.Ringctl({"logs", job.job_id(), "--rank", "1", "--tail", "2", "--output", "json"});
   ASSERT_EQ(tail.exit_code, 0) << tail.output;
   ASSERT_EQ(Lines(tail.output).size(), 2u) << tail.output;
   for (const std::string& line : Lines(tail.output)) {
@@ -86,7 +79,7 @@ TEST(LogsTest, RunningAndFinishedRanksAndTopOfACp4Job) {
 
   // top while it runs: four rows, each CP group's imbalance, JSON that parses — and the figures
   // are those of the step record the coordinator holds for that step.
-  const CommandResult top = Ringctl(cluster, {"top", job.job_id(), "--once", "--output", "json"});
+  const CommandResult top = cluster.Ringctl({"top", job.job_id(), "--once", "--output", "json"});
   ASSERT_EQ(top.exit_code, 0) << top.output;
   const nlohmann::json table = nlohmann::json::parse(top.output);
   ASSERT_EQ(table["ranks"].size(), 4u) << top.output;
@@ -122,7 +115,7 @@ TEST(LogsTest, RunningAndFinishedRanksAndTopOfACp4Job) {
   EXPECT_EQ(table["slowest_rank"], slowest);
   std::printf("top at step %lld: cp imbalance %.3f, slowest rank %d\n",
               static_cast<long long>(step), max_attention / min_attention, slowest);
-  const CommandResult top_table = Ringctl(cluster, {"top", job.job_id()});  // not a tty: once
+  const CommandResult top_table = cluster.Ringctl({"top", job.job_id()});  // not a tty: once
   ASSERT_EQ(top_table.exit_code, 0) << top_table.output;
   EXPECT_THAT(top_table.output, HasSubstr("<- slowest"));
   EXPECT_THAT(top_table.output, HasSubstr("cp group 0: attention max/min "));
@@ -132,7 +125,7 @@ TEST(LogsTest, RunningAndFinishedRanksAndTopOfACp4Job) {
   ASSERT_EQ(WaitCommand(follow, 30), 0) << ReadFile(follow_out);
 
   // The finished rank's log: whole, ending with the exit note; the follow saw exactly the same.
-  const CommandResult finished = Ringctl(cluster, {"logs", job.job_id(), "--rank", "0"});
+  const CommandResult finished = cluster.Ringctl({"logs", job.job_id(), "--rank", "0"});
   ASSERT_EQ(finished.exit_code, 0) << finished.output;
   EXPECT_THAT(finished.output, HasSubstr("step 16/16"));
   EXPECT_TRUE(absl::EndsWith(finished.output, "  agent  trainer exited with status 0\n"))
@@ -157,8 +150,8 @@ TEST(LogsTest, RunningAndFinishedRanksAndTopOfACp4Job) {
   EXPECT_EQ(worker, cluster.Get(job.job_id()).mesh(3).worker_id());
 
   // Bad requests: a rank the job does not have (2), an unknown job (1).
-  EXPECT_EQ(Ringctl(cluster, {"logs", job.job_id(), "--rank", "4"}).exit_code, 2);
-  EXPECT_EQ(Ringctl(cluster, {"logs", "job-999999"}).exit_code, 1);
+  EXPECT_EQ(cluster.Ringctl({"logs", job.job_id(), "--rank", "4"}).exit_code, 2);
+  EXPECT_EQ(cluster.Ringctl({"logs", "job-999999"}).exit_code, 1);
 }
 
 TEST(LogsTest, CrashedRanksAndAWorkerThatIsGone) {
@@ -173,11 +166,11 @@ TEST(LogsTest, CrashedRanksAndAWorkerThatIsGone) {
   ASSERT_TRUE(cluster.WaitForJob(job.job_id(), IsFinal, 120, "failed"));
   const v1::Job failed = cluster.Get(job.job_id());
   EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
-  const CommandResult killed = Ringctl(cluster, {"logs", job.job_id(), "--rank", "1"});
+  const CommandResult killed = cluster.Ringctl({"logs", job.job_id(), "--rank", "1"});
   ASSERT_EQ(killed.exit_code, 0) << killed.output;
   EXPECT_TRUE(absl::EndsWith(killed.output, "  agent  trainer killed by signal 9 (Killed)\n"))
       << killed.output;
-  const CommandResult peer = Ringctl(cluster, {"logs", job.job_id(), "--rank", "0", "--tail", "5"});
+  const CommandResult peer = cluster.Ringctl({"logs", job.job_id(), "--rank", "0", "--tail", "5"});
   ASSERT_EQ(peer.exit_code, 0) << peer.output;
   EXPECT_THAT(peer.output, HasSubstr("  agent  trainer "));
 
@@ -193,7 +186,7 @@ TEST(LogsTest, CrashedRanksAndAWorkerThatIsGone) {
   const v1::Job bad_end = cluster.Get(bad.job_id());
   ASSERT_EQ(bad_end.state(), v1::JOB_STATE_FAILED);
   ASSERT_FALSE(bad_end.error().stderr_tail().empty());
-  const CommandResult bad_log = Ringctl(cluster, {"logs", bad.job_id(), "--output", "json"});
+  const CommandResult bad_log = cluster.Ringctl({"logs", bad.job_id(), "--output", "json"});
   ASSERT_EQ(bad_log.exit_code, 0) << bad_log.output;
   std::vector<std::string> stderr_lines;
   std::string last;
@@ -216,7 +209,7 @@ TEST(LogsTest, CrashedRanksAndAWorkerThatIsGone) {
   }
   ASSERT_GE(index, 0);
   cluster.SignalWorker(index, SIGKILL);
-  const CommandResult gone = Ringctl(cluster, {"logs", job.job_id(), "--rank", "1"});
+  const CommandResult gone = cluster.Ringctl({"logs", job.job_id(), "--rank", "1"});
   EXPECT_EQ(gone.exit_code, 3) << gone.output;
   EXPECT_THAT(gone.output, HasSubstr(holder)) << gone.output;
 }

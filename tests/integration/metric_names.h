@@ -24,6 +24,8 @@ inline constexpr MetricName kMetricNames[] = {
     {"ringtrain_coordinator_queue_length", "gauge", "coordinator", ""},
     {"ringtrain_coordinator_job_step", "gauge", "coordinator", "job_id"},
     {"ringtrain_coordinator_job_loss", "gauge", "coordinator", "job_id"},
+    {"ringtrain_coordinator_job_straggler_rank", "gauge", "coordinator", "job_id"},
+    {"ringtrain_coordinator_job_straggler_ratio", "gauge", "coordinator", "job_id"},
     {"ringtrain_coordinator_rpcs_total", "counter", "coordinator", "method,code"},
     {"ringtrain_coordinator_events_fanned_out_total", "counter", "coordinator", ""},
     {"ringtrain_coordinator_watchers", "gauge", "coordinator", ""},

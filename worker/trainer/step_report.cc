@@ -26,6 +26,8 @@ StepRecord ToStepRecord(const StepReport& r, std::vector<RankFigures> ranks) {
   record.checkpoint_stall_seconds = r.checkpoint_stall_seconds;
   record.checkpoint_write_seconds = r.checkpoint_write_seconds;
   record.attention_imbalance = r.attention_imbalance;
+  record.straggler_rank = static_cast<double>(r.straggler_rank);
+  record.straggler_ratio = r.straggler_ratio;
   record.ranks = std::move(ranks);
   return record;
 }

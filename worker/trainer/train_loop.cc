@@ -130,11 +130,13 @@ absl::Status RunStep(Trainer::State& s, int64_t step, StepReport* report) {
 }
 
 // Every rank's figures of the step, gathered to every rank, in rank order.
-absl::StatusOr<std::vector<RankFigures>> GatherRankFigures(Trainer::State& s) {
+absl::StatusOr<std::vector<RankFigures>> GatherRankFigures(Trainer::State& s,
+                                                           const StepReport& report) {
   const AttentionStats& a = s.attention->stats();
   const CommStats c = s.comm ? s.comm->stats() : CommStats{};
   RankFigures mine;
   mine.rank = s.rank.rank;
+  mine.compute_seconds = report.compute_seconds;
   mine.attention_seconds = a.compute_seconds;
   mine.attention_cpu_seconds = a.compute_cpu_seconds;
   mine.comm_wait_seconds = c.wait_seconds;
@@ -174,14 +176,35 @@ double WorstCpImbalance(const std::vector<RankFigures>& ranks, int64_t cp) {
   return worst;
 }
 
+// metrics.straggler_*: which rank, if any, is named a straggler after this step (every rank gathers
+// the same figures, so every rank decides the same); rank 0 logs when that changes.
+void NameStraggler(Trainer::State& s, int64_t step, const std::vector<RankFigures>& ranks,
+                   StepReport* report) {
+  const std::optional<Straggler> named = s.stragglers->Observe(ranks);
+  report->straggler_rank = named ? named->rank : -1;
+  report->straggler_ratio = named ? named->ratio : 0;
+  const int64_t before = s.straggler ? s.straggler->rank : -1;
+  if (s.rank.rank == 0 && named && named->rank != before) {
+    RT_LOG(Warning) << absl::StrFormat(
+        "rank %d is a straggler: its compute took %.2fx the median of the other ranks' for %d "
+        "steps in a row (step %d: %.4f s vs %.4f s); every collective waits for it",
+        named->rank, named->ratio, s.config.metrics.straggler_window, step, named->seconds,
+        named->peer_seconds);
+  } else if (s.rank.rank == 0 && !named && before >= 0) {
+    RT_LOG(Info) << "rank " << before << " is no longer a straggler (step " << step << ")";
+  }
+  s.straggler = named;
+}
+
 // The step's JSONL record (rank 0, or every rank when asked) and, every log_freq steps, its line.
 absl::Status Report(Trainer::State& s, StepReport report) {
   std::vector<RankFigures> ranks;
   RT_RETURN_IF_ERROR(Guarded(s, "gathering per-rank figures", [&]() -> absl::Status {
-    RT_ASSIGN_OR_RETURN(ranks, GatherRankFigures(s));
+    RT_ASSIGN_OR_RETURN(ranks, GatherRankFigures(s, report));
     return absl::OkStatus();
   }));
   report.attention_imbalance = WorstCpImbalance(ranks, s.mesh.cp);
+  if (s.stragglers) NameStraggler(s, report.step, ranks, &report);
   if (s.rank.rank == 0 || s.every_rank_writes_jsonl) {
     RT_RETURN_IF_ERROR(s.jsonl.Write(StepReportJson(report, ranks)));
   }
@@ -294,6 +317,7 @@ absl::Status Trainer::Train() {
     progress::StepDone(step);
 
     report.step_seconds = SecondsSince(step_start);
+    report.compute_seconds = report.step_seconds - (s.comm ? s.comm->stats().wait_seconds : 0.0);
     report.elapsed_seconds = SecondsSince(run_start);
     report.tokens_per_second = double(global_tokens) / report.step_seconds;
     report.peak_memory_bytes = PeakMemoryBytes();

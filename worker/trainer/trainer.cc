@@ -374,6 +374,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   RT_ASSIGN_OR_RETURN(const bool resumed, ResumeFromCheckpoint(*s));
   MakeSchedule(*s);
   RT_RETURN_IF_ERROR(OpenReport(*s, resumed));
+  const MetricsSection& metrics = s->config.metrics;
+  if (metrics.straggler_window > 0 && s->comm) {
+    s->stragglers.emplace(metrics.straggler_window, metrics.straggler_threshold);
+  }
   return std::unique_ptr<Trainer>(new Trainer(std::move(s)));
 }
 

@@ -25,6 +25,7 @@
 #include "worker/engine/parallel/mesh.h"
 #include "worker/engine/parallel/parallelize.h"
 #include "worker/trainer/step_report.h"
+#include "worker/trainer/straggler.h"
 #include "worker/trainer/trainer.h"
 
 namespace ringtrain {
@@ -51,6 +52,8 @@ struct Trainer::State {
   std::unique_ptr<CheckpointWriter> checkpoint_writer;  // when checkpoints are on
   JsonlWriter jsonl;
   bool every_rank_writes_jsonl = false;
+  std::optional<StragglerDetector> stragglers;  // metrics.straggler_window > 0 and world > 1
+  std::optional<Straggler> straggler;           // the rank named after the last step
   TrainState train_state;
 };
 
