@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "absl/strings/str_cat.h"
+#include "common/closest_match.h"
+
 namespace ringtrain {
 
 void AttachCommonFlags(CLI::App* command, unsigned traits, CommonFlags* common) {
@@ -42,6 +45,16 @@ std::string CalledCoordinator(const CLI::App& command, unsigned traits, const Co
     if (option != nullptr && option->count() > 0) return option->as<std::string>();
   }
   return "";
+}
+
+std::string UnknownCommandMessage(const std::string& word, const std::vector<Command>& commands) {
+  std::vector<std::string> names;
+  for (const Command& command : commands) names.push_back(command.name);
+  std::string message = absl::StrCat("unknown command \"", word, "\"");
+  const std::string nearest = ClosestMatch(word, names);
+  if (!nearest.empty()) absl::StrAppend(&message, "; did you mean \"", nearest, "\"?");
+  absl::StrAppend(&message, "\nRun 'ringctl --help' for the list of commands.");
+  return message;
 }
 
 }  // namespace ringtrain

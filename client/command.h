@@ -83,6 +83,11 @@ bool TakesEnv(unsigned traits, const std::string& flag);
 // --coordinator runs locally; `plan` contacts nothing).
 std::string CalledCoordinator(const CLI::App& command, unsigned traits, const CommonFlags& common);
 
+// What ringctl says of a first argument `word` that names none of `commands` (kubectl's way):
+// 'unknown command "sumbit"', the nearest name when one is close ('did you mean "submit"?'), and
+// where the list is.
+std::string UnknownCommandMessage(const std::string& word, const std::vector<Command>& commands);
+
 }  // namespace ringtrain
 
 #endif  // RINGTRAIN_CLIENT_COMMAND_H_

@@ -100,6 +100,13 @@ int main(int argc, char** argv) {
         const ringtrain::Command* command = FindCommand(commands, apps, name);
         return command != nullptr && ringtrain::TakesEnv(command->traits, flag);
       });
+  // CLI11 would say only "A subcommand is required"; PlaceGlobalFlags has moved the global flags
+  // after the subcommand, so a first word that is not an option is the subcommand.
+  if (!args.empty() && !args[0].empty() && args[0][0] != '-' &&
+      FindCommand(commands, apps, args[0]) == nullptr) {
+    std::cerr << "ringctl: " << ringtrain::UnknownCommandMessage(args[0], commands) << std::endl;
+    return ringtrain::kExitUsage;
+  }
   args.insert(args.begin(), argv[0]);
   std::vector<char*> placed;
   for (std::string& arg : args) placed.push_back(arg.data());

@@ -121,6 +121,10 @@ int RunCancel(const JobFlags& flags) {
   if (!job.ok()) return Report("cancel", job.status(), flags.job_id);
   if (FormatOf(flags) == OutputFormat::kJson) {
     std::cout << MessageJson(*job) << std::endl;
+  } else if (IsTerminal(job->state()) && job->state() != v1::JOB_STATE_CANCELLED) {
+    // The coordinator returns a finished job as it is.
+    std::cout << job->job_id() << " already finished: " << JobStateName(job->state())
+              << " (nothing to cancel)" << std::endl;
   } else if (IsTerminal(job->state())) {
     std::cout << job->job_id() << ": " << JobStateName(job->state()) << std::endl;
   } else {

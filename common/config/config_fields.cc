@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/closest_match.h"
 #include "common/config/config_limits.h"
 #include "common/printable.h"
 

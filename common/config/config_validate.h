@@ -24,9 +24,6 @@ std::string Quote(absl::string_view text);
 // The positive divisors of `n` in increasing order; empty when n is too large to enumerate quickly.
 std::vector<int64_t> Divisors(int64_t n);
 
-// The candidate closest to `word` by edit distance, or "" when none is close enough to be a typo.
-std::string ClosestMatch(absl::string_view word, const std::vector<std::string>& candidates);
-
 // Choice keys ("training.dataset") whose value spelled no choice, with the spelling as written. The
 // parser keeps the key's default and leaves the message to the validator, so a misspelt choice is
 // reported with every other rule violation at once.

@@ -150,7 +150,11 @@ class FakeJobService final : public v1::JobService::Service {
     std::lock_guard<std::mutex> lock(mu_);
     const auto it = jobs_.find(request->job_id());
     if (it == jobs_.end()) return {grpc::StatusCode::NOT_FOUND, "unknown job " + request->job_id()};
-    it->second.set_state(v1::JOB_STATE_CANCELLED);
+    // As the coordinator: a finished job is returned as it is.
+    const v1::JobState state = it->second.state();
+    if (state != v1::JOB_STATE_SUCCEEDED && state != v1::JOB_STATE_FAILED) {
+      it->second.set_state(v1::JOB_STATE_CANCELLED);
+    }
     *job = it->second;
     return grpc::Status::OK;
   }
@@ -452,6 +456,11 @@ TEST_F(RingctlServiceTest, CancelPrintsTheStateAndRejectsUnknownJobs) {
                   "ringctl cancel: coordinator at " + address_ + ": unknown job job-424242"))
       << unknown.output;
   EXPECT_TRUE(Has(unknown.output, "ringctl list")) << unknown.output;
+  // A finished job: nothing to cancel, said so, and not an error.
+  const CommandResult finished = Ringctl({"cancel", "job-000003"});
+  EXPECT_EQ(finished.exit_code, 0) << finished.output;
+  EXPECT_TRUE(Has(finished.output, "job-000003 already finished: SUCCEEDED (nothing to cancel)"))
+      << finished.output;
 }
 
 TEST_F(RingctlServiceTest, LossCompareRunsBothSidesAsJobs) {

@@ -136,6 +136,20 @@ TEST_F(RingctlTest, ConflictingFlagsAreAUsageError) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "calls.txt"));
 }
 
+// A mistyped subcommand is named with the nearest one, before or after the global flags.
+TEST(RingctlHelpTest, AMistypedSubcommandSuggestsTheNearest) {
+  for (const std::vector<std::string>& argv :
+       {std::vector<std::string>{BinDir() + "/ringctl", "sumbit", "configs/debug_model.toml"},
+        std::vector<std::string>{BinDir() + "/ringctl", "--coordinator", "127.0.0.1:1",
+                                 "sumbit"}}) {
+    const CommandResult r = RunCommand(argv);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("unknown command \"sumbit\"; did you mean \"submit\"?"),
+              std::string::npos)
+        << r.output;
+  }
+}
+
 // Every subcommand's --help ends with an example (CLI11's footer), found from `ringctl --help`'s
 // list of subcommands, so a subcommand added later is held to it too.
 TEST(RingctlHelpTest, EverySubcommandsHelpGivesAnExample) {

@@ -145,5 +145,17 @@ TEST(CommandTableTest, TheCalledCoordinator) {
   }
 }
 
+TEST(CommandTableTest, AnUnknownCommandSuggestsTheNearestOne) {
+  const std::vector<Command> commands = Commands();
+  EXPECT_EQ(UnknownCommandMessage("sumbit", commands),
+            "unknown command \"sumbit\"; did you mean \"submit\"?\n"
+            "Run 'ringctl --help' for the list of commands.");
+  EXPECT_NE(UnknownCommandMessage("wach", commands).find("did you mean \"watch\"?"),
+            std::string::npos);
+  // Nothing close: no guess, only where the list is.
+  EXPECT_EQ(UnknownCommandMessage("frobnicate", commands),
+            "unknown command \"frobnicate\"\nRun 'ringctl --help' for the list of commands.");
+}
+
 }  // namespace
 }  // namespace ringtrain
