@@ -23,6 +23,8 @@ CLI::App* AddExportCommand(CLI::App& app, ExportFlags* flags) {
   cmd->add_option("--from-step", flags->from_step, "First step to write (0: the whole history)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--output", flags->output_asked,
+                  "Not needed: export always writes JSONL (one JSON record per line)");
   cmd->footer(
       "Examples:\n"
       "  ringctl export job-000001 --out job-000001.jsonl\n"
@@ -31,6 +33,15 @@ CLI::App* AddExportCommand(CLI::App& app, ExportFlags* flags) {
 }
 
 int RunExport(const ExportFlags& flags) {
+  if (!flags.output_asked.empty()) {
+    const bool json = flags.output_asked == "json" || flags.output_asked == "jsonl";
+    std::cerr << "ringctl export: export always writes JSONL, one JSON record per line (the "
+                 "trainer's own, as ringtrain-run --metrics.jsonl writes it); "
+              << (json ? "--output is not needed"
+                       : "--output " + flags.output_asked + " is not a format it writes")
+              << std::endl;
+    if (!json) return kExitUsage;
+  }
   CoordinatorClient client(flags.coordinator);
   const absl::StatusOr<JobSteps> fetched = FetchJobSteps(client, flags.job_id, flags.from_step);
   if (!fetched.ok()) {

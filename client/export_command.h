@@ -20,6 +20,9 @@ struct ExportFlags : CommonFlags {
   std::string job_id;
   std::string out;  // empty or "-": stdout
   int64_t from_step = 0;
+  // --output, which export does not take: it always writes JSONL. "json"/"jsonl" go on with a
+  // note, anything else is refused; both say why.
+  std::string output_asked;
 };
 
 // Adds the `export` subcommand to `app`; parsing fills `*flags`, which must outlive `app`.

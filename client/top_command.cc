@@ -79,7 +79,9 @@ int RunTop(const TopFlags& flags) {
   v1::JobEvent event;
   while (stream->Next(&event)) {
     if (event.has_state_change()) {
-      state = event.state_change().to_state();
+      // The replay starts with the job's history (QUEUED → … → RUNNING); a job already finished
+      // keeps the final state GetJob gave.
+      if (!IsFinal(job->state())) state = event.state_change().to_state();
       continue;
     }
     absl::StatusOr<RankTable> table = RankTableFromRecord(event.step().record_json(), job->cp());

@@ -123,6 +123,11 @@ TEST(LogsTest, RunningAndFinishedRanksAndTopOfACp4Job) {
   ASSERT_TRUE(cluster.WaitForJob(job.job_id(), IsFinal, 240, "end"));
   ASSERT_EQ(cluster.Get(job.job_id()).state(), v1::JOB_STATE_SUCCEEDED) << cluster.Logs();
   ASSERT_EQ(WaitCommand(follow, 30), 0) << ReadFile(follow_out);
+  // top of the finished job: its final state, not the RUNNING of the history replayed before
+  // its last step.
+  const CommandResult top_finished = cluster.Ringctl({"top", job.job_id()});
+  ASSERT_EQ(top_finished.exit_code, 0) << top_finished.output;
+  EXPECT_THAT(top_finished.output, HasSubstr("  SUCCEEDED  step 16/16"));
 
   // The finished rank's log: whole, ending with the exit note; the follow saw exactly the same.
   const CommandResult finished = cluster.Ringctl({"logs", job.job_id(), "--rank", "0"});

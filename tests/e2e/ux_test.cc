@@ -184,6 +184,14 @@ TEST_F(UxTest, ExportWritesTheRecordsWatchShows) {
   const CommandResult to_stdout = Ringctl({"export", a_, "--from-step", "3"});
   ASSERT_EQ(to_stdout.exit_code, 0);
   EXPECT_EQ(to_stdout.output, records[2] + "\n");
+  // --output: JSON goes on (it is JSONL) with a note; another format is refused; both say why.
+  const CommandResult json = Ringctl({"export", a_, "--from-step", "3", "--output", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_THAT(json.output, HasSubstr("export always writes JSONL, one JSON record per line"));
+  EXPECT_THAT(json.output, HasSubstr(records[2] + "\n"));
+  const CommandResult table = Ringctl({"export", a_, "--output", "table"});
+  EXPECT_EQ(table.exit_code, 2) << table.output;
+  EXPECT_THAT(table.output, HasSubstr("--output table is not a format it writes"));
 }
 
 TEST_F(UxTest, CoordinatorFlagBeforeTheSubcommandAndFromTheEnvironment) {
