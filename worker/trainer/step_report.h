@@ -33,7 +33,6 @@ struct StepReport {
   double attention_imbalance = 1;  // StepRecord's
   int64_t straggler_rank = -1;     // StepRecord's
   double straggler_ratio = 0;
-  double compute_seconds = 0;  // this rank's own: its step wall time less its communication waits
 };
 
 // The step's record (common/record/step_record.h, the contract with the agent, the coordinator and

@@ -136,10 +136,10 @@ absl::StatusOr<std::vector<RankFigures>> GatherRankFigures(Trainer::State& s,
   const CommStats c = s.comm ? s.comm->stats() : CommStats{};
   RankFigures mine;
   mine.rank = s.rank.rank;
-  mine.compute_seconds = report.compute_seconds;
   mine.attention_seconds = a.compute_seconds;
   mine.attention_cpu_seconds = a.compute_cpu_seconds;
   mine.comm_wait_seconds = c.wait_seconds;
+  mine.compute_seconds = std::max(0.0, report.step_seconds - c.wait_seconds);
   mine.bytes_sent = static_cast<double>(c.bytes_sent);
   mine.ring_bytes_sent = static_cast<double>(c.ring_bytes_sent);
   mine.peak_memory_bytes = static_cast<double>(PeakMemoryBytes());
@@ -317,7 +317,6 @@ absl::Status Trainer::Train() {
     progress::StepDone(step);
 
     report.step_seconds = SecondsSince(step_start);
-    report.compute_seconds = report.step_seconds - (s.comm ? s.comm->stats().wait_seconds : 0.0);
     report.elapsed_seconds = SecondsSince(run_start);
     report.tokens_per_second = double(global_tokens) / report.step_seconds;
     report.peak_memory_bytes = PeakMemoryBytes();
