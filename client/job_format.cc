@@ -239,12 +239,23 @@ std::string FormatJobDetail(const v1::Job& job, double now) {
   if (job.max_restarts() > 0 || job.restart_count() > 0) {
     field("restarts", absl::StrCat(job.restart_count(), " of ", job.max_restarts()));
   }
+  // Each failure, and how the job recovered from it (healed in place, or restarted from storage).
   for (int i = 0; i < job.failures_size(); ++i) {
     const v1::JobError& f = job.failures(i);
+    std::string recovery;
+    if (f.recovery() == "healed") {
+      recovery =
+          absl::StrCat(" -> healed in place: rank ", f.rank(), " on ", f.replacement_worker_id(),
+                       f.recovery_seconds() > 0
+                           ? absl::StrFormat(", training again in %.2f s", f.recovery_seconds())
+                           : ", healing");
+    } else if (f.recovery() == "restarted") {
+      recovery = " -> restarted from storage";
+    }
     field(i == 0 ? "failures" : "",
-          absl::StrCat("run ", i + 1, IsSet(f.time()) ? ", " + FormatClock(f.time()) : "",
-                       ", after step ", f.step(), f.cause().empty() ? "" : ", " + f.cause(), ": ",
-                       f.message()));
+          absl::StrCat(i + 1, ". ", IsSet(f.time()) ? FormatClock(f.time()) + ", " : "",
+                       "after step ", f.step(), f.cause().empty() ? "" : ", " + f.cause(), ": ",
+                       f.message(), recovery));
   }
   if (job.mesh_overrides_size() > 0) {
     field("elastic", absl::StrCat(absl::StrJoin(job.mesh_overrides(), " "),

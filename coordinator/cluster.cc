@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "coordinator/admission.h"
 #include "coordinator/proto_convert.h"
+#include "coordinator/restart_policy.h"
 #include "coordinator/worker_admission.h"
 #include "coordinator/worker_credential.h"
 
@@ -94,6 +95,7 @@ absl::Status Cluster::Reconcile() {
       running.last_step = job.last_step;
       running.last_loss = job.last_loss;
       running.run.adopting = true;
+      running.run.heal_generation = HealsOfThisRun(job);  // the trainers' world generation
       running.run.adopt_deadline = deadline;
       running.run.assigned_at = now;  // a rank not yet started has start_timeout from now
       if (job.state == JobState::kRunning) {
@@ -408,6 +410,7 @@ Cluster::Counts Cluster::GetCounts() {
   }
   counts.restarts_by_cause = tallies_.restarts_by_cause;
   counts.recomputed_steps = tallies_.recomputed_steps;
+  counts.heals_by_cause = tallies_.heals_by_cause;
   counts.finished_jobs_by_state = {{"succeeded", 0}, {"failed", 0}, {"cancelled", 0}};
   for (const auto& [state, n] : tallies_.finished_jobs) counts.finished_jobs_by_state[state] = n;
   for (const char* reason : kRefusalReasons) counts.refused_agent_messages_by_reason[reason] = 0;

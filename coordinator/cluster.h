@@ -165,6 +165,8 @@ class Cluster {
     // Steps that restarted runs computed again (from their checkpoint up to where the failed run
     // had reported), since this process started.
     int64_t recomputed_steps = 0;
+    // Heals in place since this process started, by the cause of the failure.
+    std::map<std::string, int64_t> heals_by_cause;
     struct Restarts {
       std::string job_id;
       int restart_count = 0;
@@ -198,6 +200,13 @@ class Cluster {
     // records_deadline (cluster_records.cc). Empty otherwise.
     std::vector<StepRange> missing_steps;
     absl::Time records_deadline;
+    // Healing in place (cluster_heals.cc): the job's checkpoint.memory_interval (-1 until its
+    // config is read), the newest step every rank can heal from (the records' snapshot_step),
+    // and a heal under way: the index of its failure in record.failures and when it was found.
+    int64_t memory_interval = -1;
+    int64_t snapshot_step = 0;
+    std::optional<size_t> healing_failure;
+    absl::Time healing_since;
   };
   // What GetCounts reports that only counting tells, since this process started.
   struct Tallies {
@@ -205,6 +214,7 @@ class Cluster {
     std::map<std::string, int64_t> refused;            // by reason, see Counts
     std::map<std::string, int64_t> restarts_by_cause;  // see Counts
     int64_t recomputed_steps = 0;
+    std::map<std::string, int64_t> heals_by_cause;  // see Counts
   };
 
   Cluster(JobStore* store, EventHub* hub, ClusterOptions options);
@@ -233,6 +243,13 @@ class Cluster {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A rank that lost a peer: held as the run's symptom until kSymptomWindow passes or a cause
   // arrives.
+  // Healing in place (cluster_heals.cc, heal_policy.h): when DecideHeal says so, gives the lost
+  // rank of `cause` to an idle worker as a replacement of the next generation and tells every
+  // other rank's agent to rejoin; fills cause's recovery. False: restart or fail as usual.
+  bool TryHealLocked(const std::string& job_id, RunningJob& job, JobError& cause,
+                     bool restarts_left) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The healed world's first step record came: the heal's time goes into its failure.
+  void HealedLocked(const std::string& job_id, RunningJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunSymptomLocked(const std::string& job_id, JobError symptom)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Settles symptoms whose window has passed: a worker of the run whose session is down is the

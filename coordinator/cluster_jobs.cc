@@ -193,6 +193,8 @@ void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPl
   running.run.assigned_at = options_.clock->Now();
   running.symptom.reset();
   running.awaiting_resume = restart;
+  running.snapshot_step = 0;
+  running.healing_failure.reset();
   running.missing_steps.clear();
   for (const RankPlacement& p : mesh) {
     Worker& w = *workers_.Find(p.worker_id);
@@ -257,6 +259,14 @@ void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {
   auto it = running_.find(exit.job_id());
   if (it == running_.end()) return;
   RunningJob& job = it->second;
+  if (job.run.HasRank(exit.rank()) &&
+      job.run.mesh[size_t(exit.rank())].worker_id != worker.info.worker_id) {
+    // A trainer whose rank was healed onto another worker (a hung one, stopped): not the run's.
+    RT_LOG(Info) << exit.job_id() << " rank " << exit.rank() << " on " << worker.info.worker_id
+                 << ", replaced by a heal, " << DescribeExit(exit);
+    ScheduleLocked();
+    return;
+  }
   job.run.exited.insert(exit.rank());
   const bool ok = exit.exit_status() == 0 && exit.signal() == 0;
   RT_LOG(Info) << exit.job_id() << " rank " << exit.rank() << " on " << worker.info.worker_id << " "
@@ -298,6 +308,10 @@ void Cluster::LoseWorkerLocked(Worker& worker, const std::string& why) {
   RT_LOG(Warning) << worker.info.worker_id << " lost: " << why;
   auto it = running_.find(job_id);
   if (job_id.empty() || it == running_.end() || it->second.run.attempt != attempt) return;
+  if (it->second.run.HasRank(rank) &&
+      it->second.run.mesh[size_t(rank)].worker_id != worker.info.worker_id) {
+    return;  // its rank was healed onto another worker
+  }
   it->second.run.exited.insert(rank);  // nobody will report it
   JobError error;
   error.rank = rank;

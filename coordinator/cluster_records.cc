@@ -41,6 +41,8 @@ absl::StatusOr<std::optional<StepEvent>> StepEventOf(const std::string& job_id,
     event.straggler_rank = static_cast<int64_t>(record.straggler_rank);
     event.straggler_ratio = record.straggler_ratio;
   }
+  if (std::isfinite(record.snapshot_step)) event.snapshot_step = int64_t(record.snapshot_step);
+  if (std::isfinite(record.generation)) event.generation = int64_t(record.generation);
   event.record_json = json;  // kept as the trainer wrote it
   return event;
 }
@@ -85,6 +87,8 @@ std::string Cluster::OnRankReportLocked(Worker& worker, const v1::RankReport& re
                  << " resumed after step " << event->step - 1 << ": " << recomputed
                  << " step(s) the failed run had reported are computed again";
   }
+  job.snapshot_step = std::max(job.snapshot_step, event->snapshot_step);
+  if (event->generation == job.run.heal_generation) HealedLocked(report.job_id(), job);
   StoreStepLocked(job, *event);
   return "";
 }

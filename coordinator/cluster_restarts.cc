@@ -43,7 +43,18 @@ void Cluster::RunFailedLocked(const std::string& job_id, JobError cause) {
   record.failures.push_back(cause);
   job.record.failures = record.failures;
   const RestartDecision decision = RestartPolicy::Decide(record, cause, now);
+  if (decision.restart && TryHealLocked(job_id, job, cause, /*restarts_left=*/true)) {
+    record.failures.back() = cause;  // with its recovery
+    record.mesh = job.run.mesh;
+    if (absl::Status s = store_->UpdateJob(record); !s.ok()) RT_LOG(Error) << "job store: " << s;
+    job.record.failures = record.failures;
+    job.record.mesh = record.mesh;
+    job.healing_failure = record.failures.size() - 1;
+    return;
+  }
   if (decision.restart) {
+    record.failures.back().recovery = kRecoveryRestarted;
+    job.record.failures = record.failures;
     record.wait_reason = decision.wait_reason;
     if (absl::Status s = store_->UpdateJob(record); !s.ok()) RT_LOG(Error) << "job store: " << s;
     wait_reasons_[job_id] = record.wait_reason;

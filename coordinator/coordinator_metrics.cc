@@ -108,6 +108,18 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
                                   "checkpoint up to where the failed run had reported.");
   AddCounter(recomputed, {}, static_cast<double>(counts.recomputed_steps));
   families.push_back(std::move(recomputed));
+
+  auto heals = CounterFamily("ringtrain_coordinator_job_heals_total",
+                             "Lost ranks healed in place from in-memory snapshots (the other ranks "
+                             "kept their processes) since the coordinator started, by the cause "
+                             "of the failure.");
+  std::map<std::string, int64_t> heals_by_cause = {
+      {kCauseRankExit, 0}, {kCauseRankHung, 0}, {kCauseWorkerLost, 0}};
+  for (const auto& [cause, n] : counts.heals_by_cause) heals_by_cause[cause] = n;
+  for (const auto& [cause, n] : heals_by_cause) {
+    AddCounter(heals, {{"cause", cause}}, static_cast<double>(n));
+  }
+  families.push_back(std::move(heals));
   return families;
 }
 

@@ -15,6 +15,7 @@
 //                                                              adopt_timeout
 //   ringtrain_coordinator_job_restarts{job_id}    gauge   restarts of an unfinished job
 //   ringtrain_coordinator_recomputed_steps_total       counter steps restarted runs computed again
+//   ringtrain_coordinator_job_heals_total{cause}       counter lost ranks healed in place
 #ifndef RINGTRAIN_COORDINATOR_COORDINATOR_METRICS_H_
 #define RINGTRAIN_COORDINATOR_COORDINATOR_METRICS_H_
 

@@ -38,8 +38,9 @@ bool IsAllowedTransition(JobState from, JobState to) {
     case S::kAssigned:
       return to == S::kRunning || to == S::kFailed || to == S::kCancelled || to == S::kQueued ||
              to == S::kRestarting;
-    case S::kRunning:
-      return to == S::kSucceeded || to == S::kFailed || to == S::kCancelled || to == S::kRestarting;
+    case S::kRunning:  // RUNNING again: a lost rank healed in place (an event in the history)
+      return to == S::kSucceeded || to == S::kFailed || to == S::kCancelled ||
+             to == S::kRestarting || to == S::kRunning;
     case S::kRestarting: return to == S::kAssigned || to == S::kFailed || to == S::kCancelled;
     default: return false;  // final states stay final
   }

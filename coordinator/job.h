@@ -78,7 +78,17 @@ struct JobError {
   std::string cause;    // one of kCause*
   int64_t step = 0;     // the job's last reported step when it happened
   int64_t unix_ms = 0;  // when
+  // How the job went on: kRecoveryHealed (in place from the in-memory snapshots: the rank on
+  // replacement_worker_id, the others kept their processes) or kRecoveryRestarted (every rank
+  // again, from storage); empty when it did not (the job failed) or is still deciding.
+  std::string recovery;
+  std::string replacement_worker_id;
+  // Healed: from the failure to the first step record of the healed world (0 until it comes).
+  double recovery_seconds = 0;
 };
+
+inline constexpr char kRecoveryHealed[] = "healed";
+inline constexpr char kRecoveryRestarted[] = "restarted";
 
 // A job's restart settings, from its config's [job] section (see common/config/job_config.h); what
 // they lead to is coordinator/restart_policy.h.
@@ -132,6 +142,10 @@ struct StepEvent {
   // -1 and 0 when none). Not stored apart from record_json.
   int64_t straggler_rank = -1;
   double straggler_ratio = 0;
+  // The record's snapshot_step (the newest step the job can heal from) and the world generation
+  // that wrote it. Not stored apart from record_json.
+  int64_t snapshot_step = 0;
+  int64_t generation = 0;
 };
 
 struct StateChange {

@@ -31,6 +31,9 @@ struct JobRun {
   bool adopting = false;
   absl::Time adopt_deadline;
   std::set<int> adopted;
+  // Healing in place: 0 at the run's start, n after its n-th heal (the trainers' world
+  // generation; step records carry it).
+  int64_t heal_generation = 0;
 
   int size() const { return static_cast<int>(mesh.size()); }
   bool HasRank(int rank) const { return rank >= 0 && rank < size(); }

@@ -22,14 +22,21 @@ nlohmann::json ErrorToJson(const JobError& e) {
           {"message", e.message},
           {"cause", e.cause},
           {"step", e.step},
-          {"unix_ms", e.unix_ms}};
+          {"unix_ms", e.unix_ms},
+          {"recovery", e.recovery},
+          {"replacement_worker_id", e.replacement_worker_id},
+          {"recovery_seconds", e.recovery_seconds}};
 }
 
 JobError ErrorFromJson(const nlohmann::json& e) {
-  return JobError{e.value("rank", -1),         e.value("worker_id", ""),
-                  e.value("exit_status", 0),   e.value("stderr_tail", ""),
-                  e.value("message", ""),      e.value("cause", ""),
-                  e.value("step", int64_t{0}), e.value("unix_ms", int64_t{0})};
+  JobError error{e.value("rank", -1),         e.value("worker_id", ""),
+                 e.value("exit_status", 0),   e.value("stderr_tail", ""),
+                 e.value("message", ""),      e.value("cause", ""),
+                 e.value("step", int64_t{0}), e.value("unix_ms", int64_t{0})};
+  error.recovery = e.value("recovery", "");
+  error.replacement_worker_id = e.value("replacement_worker_id", "");
+  error.recovery_seconds = e.value("recovery_seconds", 0.0);
+  return error;
 }
 
 void ReadRestartJson(const nlohmann::json& r, JobRecord* job) {

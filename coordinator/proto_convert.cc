@@ -28,6 +28,9 @@ void ToProto(const JobError& error, v1::JobError* out) {
   out->set_message(error.message);
   out->set_cause(error.cause);
   out->set_step(error.step);
+  out->set_recovery(error.recovery);
+  out->set_replacement_worker_id(error.replacement_worker_id);
+  out->set_recovery_seconds(error.recovery_seconds);
   if (error.unix_ms > 0) SetTimestamp(error.unix_ms, out->mutable_time());
 }
 

@@ -15,6 +15,21 @@ std::string Seconds(absl::Duration d) {
 
 }  // namespace
 
+int RestartsUsed(const JobRecord& job) {
+  int heals = 0;
+  for (const JobError& f : job.failures) heals += f.recovery == kRecoveryHealed ? 1 : 0;
+  return job.restart_count + heals;
+}
+
+int HealsOfThisRun(const JobRecord& job) {
+  int heals = 0;
+  for (const JobError& f : job.failures) {
+    if (f.recovery == kRecoveryRestarted) heals = 0;
+    if (f.recovery == kRecoveryHealed) ++heals;
+  }
+  return heals;
+}
+
 std::string RestartPolicy::Ordinal(const JobRecord& job) {
   return absl::StrCat("restart ", job.restart_count + 1, " of ", job.restart.max_restarts);
 }
@@ -37,7 +52,7 @@ RestartDecision RestartPolicy::Decide(const JobRecord& job, const JobError& caus
   RestartDecision decision;
   // A trainer that rejected its config would reject it again: a restart cannot help.
   const bool rejected = cause.cause == kCauseRankExit && cause.exit_status == kTrainerExitRejected;
-  if (job.restart_count < job.restart.max_restarts && !rejected) {
+  if (RestartsUsed(job) < job.restart.max_restarts && !rejected) {
     const absl::Duration backoff = absl::Milliseconds(job.restart.backoff_ms);
     decision.restart = true;
     decision.restart_at = now + backoff;
@@ -50,7 +65,7 @@ RestartDecision RestartPolicy::Decide(const JobRecord& job, const JobError& caus
   if (rejected) {
     why_final = "not restarted: the trainer rejected the config, and would again";
   } else if (job.restart.max_restarts > 0) {
-    why_final = absl::StrCat("no restarts left (", job.restart_count,
+    why_final = absl::StrCat("no restarts left (", RestartsUsed(job),
                              " of job.max_restarts = ", job.restart.max_restarts, " used)");
   }
   decision.error = FinalError(job, cause, why_final);

@@ -26,6 +26,12 @@ struct RestartDecision {
   JobError error;           // fail: the job's final error (the cause, why no restart, the history)
 };
 
+// What job.max_restarts has been used for so far: restarts from storage and heals in place.
+int RestartsUsed(const JobRecord& job);
+// Heals in place of the job's current run (those after its last restart): the generation its
+// trainers' world is in.
+int HealsOfThisRun(const JobRecord& job);
+
 class RestartPolicy {
  public:
   // The decision for `job`'s current run failing with `cause` at `now`. `job` is the stored record

@@ -178,6 +178,10 @@ struct CheckpointSection {
   bool last_save_in_hf = false;
   std::string hf_max_shard_size = "5GB";
   MixedPrecision export_dtype = MixedPrecision::kFloat32;
+  // In-memory snapshots (worker/trainer/memory_snapshots.h): every memory_interval steps each rank
+  // copies its training state into host memory and to a buddy rank's, so a lost rank is healed in
+  // place from memory (0 = off). Independent of `enable`.
+  int64_t memory_interval = 0;
 };
 
 struct MetricsSection {

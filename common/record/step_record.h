@@ -38,6 +38,9 @@ struct RankFigures {
   double attention_pairs = 0;  // query-key pairs its queries see in the step (its attention work)
   double ring_bytes_sent = 0;  // ring attention's K/V and dK/dV bytes (part of bytes_sent)
   double compute_seconds = 0;  // its own step wall time less comm_wait_seconds
+  // checkpoint.memory_interval: the newest step of the in-memory snapshot it holds for its source
+  // rank (worker/trainer/memory_snapshots.h); 0 when none.
+  double snapshot_held_step = 0;
 };
 
 // The step's global figures (every rank holds the same), and every rank's own.
@@ -64,6 +67,11 @@ struct StepRecord {
   // (the rank is then -1; a record without these fields reads 0 for both).
   double straggler_rank = -1;
   double straggler_ratio = 0;
+  // checkpoint.memory_interval: the newest step every rank's state is in memory on itself and on
+  // its buddy, so a lost rank can be healed in place from it; 0 when none (or snapshots are off).
+  double snapshot_step = 0;
+  // The world's heal generation that computed the step: 0, or n after the n-th heal in place.
+  double generation = 0;
   std::vector<RankFigures> ranks;  // in rank order; empty for a one-rank job
 
   std::string ToJson() const;  // one line, without the newline
@@ -80,7 +88,7 @@ struct FigureField {
 };
 
 // The record's figures after "step", in wire order.
-inline constexpr std::array<FigureField<StepRecord>, 14> kStepFields = {{
+inline constexpr std::array<FigureField<StepRecord>, 16> kStepFields = {{
     {"loss", &StepRecord::loss, FigureKind::kReal},
     {"grad_norm", &StepRecord::grad_norm, FigureKind::kReal},
     {"lr", &StepRecord::lr, FigureKind::kReal},
@@ -95,10 +103,12 @@ inline constexpr std::array<FigureField<StepRecord>, 14> kStepFields = {{
     {"attention_imbalance", &StepRecord::attention_imbalance, FigureKind::kReal},
     {"straggler_rank", &StepRecord::straggler_rank, FigureKind::kCount},
     {"straggler_ratio", &StepRecord::straggler_ratio, FigureKind::kReal},
+    {"snapshot_step", &StepRecord::snapshot_step, FigureKind::kCount},
+    {"generation", &StepRecord::generation, FigureKind::kCount},
 }};
 
 // A rank's figures after "rank", in wire order (also the order of the all-gathered vector).
-inline constexpr std::array<FigureField<RankFigures>, 10> kRankFields = {{
+inline constexpr std::array<FigureField<RankFigures>, 11> kRankFields = {{
     {"attention_seconds", &RankFigures::attention_seconds, FigureKind::kReal},
     {"attention_cpu_seconds", &RankFigures::attention_cpu_seconds, FigureKind::kReal},
     {"comm_wait_seconds", &RankFigures::comm_wait_seconds, FigureKind::kReal},
@@ -109,6 +119,7 @@ inline constexpr std::array<FigureField<RankFigures>, 10> kRankFields = {{
     {"attention_pairs", &RankFigures::attention_pairs, FigureKind::kCount},
     {"ring_bytes_sent", &RankFigures::ring_bytes_sent, FigureKind::kCount},
     {"compute_seconds", &RankFigures::compute_seconds, FigureKind::kReal},
+    {"snapshot_held_step", &RankFigures::snapshot_held_step, FigureKind::kCount},
 }};
 
 // The figures in kRankFields order, for an all-gather of equal-length vectors, and back.

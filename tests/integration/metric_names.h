@@ -33,6 +33,7 @@ inline constexpr MetricName kMetricNames[] = {
     {"ringtrain_coordinator_job_restarts_total", "counter", "coordinator", "cause"},
     {"ringtrain_coordinator_job_restarts", "gauge", "coordinator", "job_id"},
     {"ringtrain_coordinator_recomputed_steps_total", "counter", "coordinator", ""},
+    {"ringtrain_coordinator_job_heals_total", "counter", "coordinator", "cause"},
     // ringtrain-worker, --metrics-address (default 127.0.0.1:9470, else the next free port up to
     // 9569): its trainer's figures, labelled job_id and rank, and the agent's own.
     {"ringtrain_trainer_step_duration_seconds", "histogram", "worker", "job_id,rank"},

@@ -176,6 +176,8 @@ TEST(JobStoreTest, AllowedTransitionTable) {
   EXPECT_TRUE(IsAllowedTransition(S::kRestarting, S::kAssigned));
   EXPECT_FALSE(IsAllowedTransition(S::kQueued, S::kRestarting));
   EXPECT_FALSE(IsAllowedTransition(S::kRestarting, S::kRunning));
+  EXPECT_TRUE(IsAllowedTransition(S::kRunning, S::kRunning));  // a heal in place
+  EXPECT_FALSE(IsAllowedTransition(S::kAssigned, S::kAssigned));
   EXPECT_FALSE(IsAllowedTransition(S::kQueued, S::kSucceeded));
   for (S final_state : {S::kSucceeded, S::kFailed, S::kCancelled}) {
     EXPECT_TRUE(IsTerminal(final_state));

@@ -104,5 +104,21 @@ TEST(RestartPolicyTest, TheFinalErrorOfAnUnschedulableJobKeepsItsMessage) {
       "the pool could not hold the job; earlier failures: run 1: rank 0 exited with status 1");
 }
 
+TEST(RestartPolicyTest, HealsInPlaceUseRestartsAndCountPerRun) {
+  JobRecord job = Job(2, 0, {"a", "b"});
+  job.failures[0].recovery = kRecoveryHealed;
+  EXPECT_EQ(RestartsUsed(job), 1);
+  EXPECT_EQ(HealsOfThisRun(job), 1);
+  job.failures[1].recovery = kRecoveryHealed;
+  EXPECT_EQ(RestartsUsed(job), 2);
+  const JobError cause = Cause(kCauseRankExit, 1, "rank 1 exited with status 1");
+  EXPECT_FALSE(RestartPolicy::Decide(job, cause, kNow).restart) << "two heals used both";
+  // A restart from storage starts a new run: its heals count from 0.
+  job.failures[1].recovery = kRecoveryRestarted;
+  job.restart_count = 1;
+  EXPECT_EQ(RestartsUsed(job), 2);
+  EXPECT_EQ(HealsOfThisRun(job), 0);
+}
+
 }  // namespace
 }  // namespace ringtrain

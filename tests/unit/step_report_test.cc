@@ -62,13 +62,14 @@ TEST(StepReportTest, JsonHasTheContractFieldsInOrder) {
   std::vector<std::string> keys;
   for (const auto& item : j.items()) keys.push_back(item.key());
   // nlohmann sorts keys; the order on the wire is checked through find() positions instead.
-  EXPECT_EQ(j.size(), 15u);
+  EXPECT_EQ(j.size(), 17u);
   size_t last = 0;
   for (const char* key :
        {"\"step\"", "\"loss\"", "\"grad_norm\"", "\"lr\"", "\"tokens_per_second\"",
         "\"step_seconds\"", "\"tokens\"", "\"peak_memory_bytes\"", "\"device_memory_peak_bytes\"",
         "\"elapsed_seconds\"", "\"checkpoint_stall_seconds\"", "\"checkpoint_write_seconds\"",
-        "\"attention_imbalance\"", "\"straggler_rank\"", "\"straggler_ratio\""}) {
+        "\"attention_imbalance\"", "\"straggler_rank\"", "\"straggler_ratio\"",
+        "\"snapshot_step\"", "\"generation\""}) {
     const size_t at = text.find(key);
     ASSERT_NE(at, std::string::npos) << key;
     EXPECT_GE(at, last) << key;
@@ -80,8 +81,8 @@ TEST(StepReportTest, JsonHasTheContractFieldsInOrder) {
 }
 
 TEST(StepReportTest, RankFiguresRoundTripThroughDoublesAndJson) {
-  const RankFigures a{0,      0.5,     0.25, 0.125, 1 << 20, 7 << 20, 0.0625, int64_t(5) << 30,
-                      123456, 1 << 19, 0.375};
+  const RankFigures a{0,      0.5,     0.25,  0.125, 1 << 20, 7 << 20, 0.0625, int64_t(5) << 30,
+                      123456, 1 << 19, 0.375, 9};
   const RankFigures b = RankFiguresFromDoubles(RankFiguresToDoubles(a), 1).value();
   EXPECT_EQ(b.attention_seconds, a.attention_seconds);
   EXPECT_EQ(b.attention_cpu_seconds, a.attention_cpu_seconds);
@@ -93,6 +94,7 @@ TEST(StepReportTest, RankFiguresRoundTripThroughDoublesAndJson) {
   EXPECT_EQ(b.attention_pairs, a.attention_pairs);
   EXPECT_EQ(b.ring_bytes_sent, a.ring_bytes_sent);
   EXPECT_EQ(b.compute_seconds, a.compute_seconds);
+  EXPECT_EQ(b.snapshot_held_step, a.snapshot_held_step);
 
   const nlohmann::json j = nlohmann::json::parse(StepReportJson(SampleReport(), {a, b}));
   ASSERT_EQ(j["ranks"].size(), 2u);
@@ -105,7 +107,8 @@ TEST(StepReportTest, RankFiguresRoundTripThroughDoublesAndJson) {
   EXPECT_EQ(j["ranks"][0]["attention_pairs"], 123456);
   EXPECT_EQ(j["ranks"][0]["ring_bytes_sent"], 1 << 19);
   EXPECT_EQ(j["ranks"][0]["compute_seconds"], 0.375);
-  EXPECT_EQ(j["ranks"][0].size(), 11u);  // "rank" and the 10 figures
+  EXPECT_EQ(j["ranks"][0]["snapshot_held_step"], 9);
+  EXPECT_EQ(j["ranks"][0].size(), 12u);  // "rank" and the 11 figures
   EXPECT_EQ(j["straggler_rank"], -1);    // none named
   EXPECT_EQ(j["straggler_ratio"], 0.0);
 }

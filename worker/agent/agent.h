@@ -122,6 +122,8 @@ class Agent {
   // agent_ranks.cc: on the session's reading thread (RunSession).
   void HandleAssignment(const v1::Assignment& assignment) ABSL_LOCKS_EXCLUDED(mu_);
   void HandleCancel(const v1::Cancel& cancel) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the heal instruction to the trainer's control file when it runs the rank named.
+  void HandleHeal(const v1::Heal& heal) ABSL_LOCKS_EXCLUDED(mu_);
   // Answers from this work dir's record files (step_records.h), queued on replies_.
   void HandleStepRecordsRequest(const v1::StepRecordsRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -163,6 +165,10 @@ class Agent {
 
   // The current or last trainer (its own lock); it tells the writer when it queues or ends.
   RankSlot rank_;
+  // The heal generation the current or last trainer was started in (0: a run's start), with its
+  // work dir: a replacement's assignment for the rank that ran here before is not a repeat.
+  int64_t rank_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string rank_work_dir_ ABSL_GUARDED_BY(mu_);
 
   // LogChunks to write (not numbered, not kept across sessions: the coordinator asks again).
   std::deque<v1::AgentMessage> replies_ ABSL_GUARDED_BY(mu_);

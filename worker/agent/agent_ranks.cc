@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config/job_config.h"
 #include "common/log.h"
+#include "common/record/heal_instruction.h"
 #include "common/status_macros.h"
 #include "common/trainer_exit.h"
 #include "worker/agent/job_paths.h"
@@ -84,6 +85,7 @@ absl::StatusOr<RankLaunch> PrepareLaunch(const AgentOptions& options, const v1::
   launch.host_address = options.advertise_address;
   launch.device = options.device;
   launch.threads = options.threads;
+  launch.heal_generation = a.heal_generation();
   return launch;
 }
 
@@ -99,7 +101,8 @@ void Agent::HandleAssignment(const v1::Assignment& a) {
   {
     absl::MutexLock lock(&mu_);
     const RankSlot::Info rank = rank_.info();
-    if (rank.job_id == a.job_id() && rank.rank == a.rank() && rank.attempt == a.attempt()) {
+    if (rank.job_id == a.job_id() && rank.rank == a.rank() && rank.attempt == a.attempt() &&
+        rank_generation_ == a.heal_generation()) {
       // Sent again by a coordinator that has not yet read its RankStarted: its messages are on
       // their way (the outbox keeps them until acknowledged).
       RT_LOG(Warning) << "job " << a.job_id() << " rank " << a.rank() << " run " << a.attempt() + 1
@@ -133,6 +136,11 @@ void Agent::HandleAssignment(const v1::Assignment& a) {
   absl::Status started = launch.status();
   if (started.ok()) started = rank_.Start(*launch, a.job_id(), a.attempt());
   if (started.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      rank_generation_ = a.heal_generation();
+      rank_work_dir_ = launch->work_dir;
+    }
     WakeWriter();  // for the RankStarted
     return;
   }
@@ -169,6 +177,33 @@ void Agent::HandleCancel(const v1::Cancel& cancel) {
   RT_LOG(Info) << "cancelling job " << cancel.job_id() << " rank " << rank.rank << " ("
                << cancel.reason() << ")";
   rank_.Cancel(options_.cancel_grace, cancel.job_id());
+}
+
+void Agent::HandleHeal(const v1::Heal& heal) {
+  const RankSlot::Info rank = rank_.info();
+  std::string work_dir;
+  {
+    absl::MutexLock lock(&mu_);
+    work_dir = rank_work_dir_;
+  }
+  if (!rank.active || rank.job_id != heal.job_id() || rank.rank != heal.rank() ||
+      rank.attempt != heal.attempt() || work_dir.empty()) {
+    RT_LOG(Info) << "heal for job " << heal.job_id() << " rank " << heal.rank()
+                 << ": it does not run here (any more); ignored";
+    return;
+  }
+  HealInstruction instruction;
+  instruction.generation = heal.generation();
+  instruction.master_addr = heal.master_addr();
+  instruction.master_port = heal.master_port();
+  if (absl::Status s = WriteHealInstruction(ControlFilePath(work_dir), instruction); !s.ok()) {
+    RT_LOG(Error) << s;  // the trainer gives up waiting and exits 3: the job restarts from storage
+    return;
+  }
+  RT_LOG(Info) << "job " << heal.job_id() << " rank " << heal.rank()
+               << " heals in place: rejoin as "
+               << "generation " << heal.generation() << " at " << heal.master_addr() << ":"
+               << heal.master_port();
 }
 
 void Agent::HandleStepRecordsRequest(const v1::StepRecordsRequest& request) {

@@ -65,6 +65,8 @@ grpc::Status Agent::RunSession(bool* opened) {
         HandleAssignment(message.assignment());
       } else if (message.has_cancel()) {
         HandleCancel(message.cancel());
+      } else if (message.has_heal()) {
+        HandleHeal(message.heal());
       } else if (message.has_log_request()) {
         log_server_.Handle(message.log_request());
       } else if (message.has_step_records_request()) {

@@ -33,6 +33,7 @@ constexpr std::chrono::milliseconds kStderrDrain{1000};
 // short, its bytes would become U+FFFD instead).
 constexpr size_t kTailLineKeepBytes = RankSupervisor::kMaxTailLineBytes + 3;
 constexpr char kProgressFileName[] = "progress.json";
+constexpr char kControlFileName[] = "control.json";
 
 std::string ErrnoText() { return std::strerror(errno); }
 
@@ -76,8 +77,21 @@ std::vector<std::string> ChildVariables(const RankLaunch& launch) {
       "RINGTRAIN_PROGRESS_FILE=" + launch.work_dir + "/" + kProgressFileName,
   };
   if (!launch.host_address.empty()) env.push_back("RINGTRAIN_HOST_ADDRESS=" + launch.host_address);
+  // Heal instructions come here (HandleHeal); a replacement knows its generation from the start.
+  env.push_back("RINGTRAIN_CONTROL_FILE=" + ControlFilePath(launch.work_dir));
+  if (launch.heal_generation > 0) {
+    env.push_back("RINGTRAIN_HEAL_GENERATION=" + std::to_string(launch.heal_generation));
+  }
   return env;
 }
+
+}  // namespace
+
+std::string ControlFilePath(const std::string& work_dir) {
+  return work_dir + "/" + kControlFileName;
+}
+
+namespace {
 
 absl::Status CheckLaunch(const RankLaunch& launch) {
   if (launch.trainer_path.empty()) return absl::InvalidArgumentError("trainer_path is empty");
@@ -127,7 +141,9 @@ absl::StatusOr<std::unique_ptr<RankSupervisor>> RankSupervisor::Start(const Rank
   const std::string progress_path = launch.work_dir + "/" + kProgressFileName;
   const std::string log_path = launch.work_dir + "/rank.log";
   if (absl::Status s = KeepEarlierRecords(metrics_path); !s.ok()) return s;
-  for (const std::string& stale : {progress_path, progress_path + ".tmp"}) {
+  const std::string control_path = ControlFilePath(launch.work_dir);
+  for (const std::string& stale :
+       {progress_path, progress_path + ".tmp", control_path, control_path + ".tmp"}) {
     if (absl::Status s = RemoveStale(stale); !s.ok()) return s;
   }
 

@@ -44,7 +44,14 @@ struct RankLaunch {
   // `compute` for hang.stall_limit. Each 0 = off, the default. Turn (a) on only for trainers known
   // to write the progress file: one that never does is reported hung once the grace has passed.
   HangLimits hang;
+  // > 0: the trainer replaces a lost rank in generation n of a run healing in place
+  // (RINGTRAIN_HEAL_GENERATION).
+  int64_t heal_generation = 0;
 };
+
+// Where the trainer of a launch reads heal instructions (RINGTRAIN_CONTROL_FILE, in its work dir;
+// common/record/heal_instruction.h).
+std::string ControlFilePath(const std::string& work_dir);
 
 struct RankExit {
   int exit_status = -1;  // the exit status when the trainer exited, else -1

@@ -40,6 +40,10 @@ constexpr char kUsage[] =
     "  not only rank 0.\n"
     "  RINGTRAIN_PROGRESS_FILE=PATH: rewrite PATH every second with the training thread's\n"
     "  progress (the agent's hang detection; common/progress.h).\n"
+    "  RINGTRAIN_CONTROL_FILE=PATH: with checkpoint.memory_interval, after a lost peer wait for a\n"
+    "  heal instruction in PATH (the agent writes it) and rejoin in place.\n"
+    "  RINGTRAIN_HEAL_GENERATION=N: start as the replacement of a lost rank in generation N,\n"
+    "  taking its state from a buddy's in-memory snapshot.\n"
     "  Exit status: 0 done, 1 the run failed, 2 the command line or config was rejected,\n"
     "  3 this rank lost contact with a peer.\n";
 
@@ -138,6 +142,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   rank.master_port = static_cast<int>(port);
+  if (!ReadRendezvousInt("", "RINGTRAIN_HEAL_GENERATION", &rank.heal_generation, &error)) {
+    std::fprintf(stderr, "ringtrain-trainer: %s\n", error.c_str());
+    return 2;
+  }
   if (!rendezvous_flags["device"].empty()) {
     const auto device = ringtrain::ParseDevice(rendezvous_flags["device"]);
     if (!device.ok()) {

@@ -28,6 +28,8 @@ StepRecord ToStepRecord(const StepReport& r, std::vector<RankFigures> ranks) {
   record.attention_imbalance = r.attention_imbalance;
   record.straggler_rank = static_cast<double>(r.straggler_rank);
   record.straggler_ratio = r.straggler_ratio;
+  record.snapshot_step = static_cast<double>(r.snapshot_step);
+  record.generation = static_cast<double>(r.generation);
   record.ranks = std::move(ranks);
   return record;
 }

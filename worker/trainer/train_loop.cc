@@ -20,6 +20,7 @@
 #include "common/status_macros.h"
 #include "worker/engine/parallel/document_balancer.h"
 #include "worker/engine/parallel/grad_sync.h"
+#include "worker/trainer/heal.h"
 #include "worker/trainer/tensor_memory.h"
 #include "worker/trainer/trainer_state.h"
 #ifdef RINGTRAIN_WITH_CUDA
@@ -140,6 +141,7 @@ absl::StatusOr<std::vector<RankFigures>> GatherRankFigures(Trainer::State& s,
   mine.attention_cpu_seconds = a.compute_cpu_seconds;
   mine.comm_wait_seconds = c.wait_seconds;
   mine.compute_seconds = std::max(0.0, report.step_seconds - c.wait_seconds);
+  if (s.snapshots) mine.snapshot_held_step = double(s.snapshots->newest_held_step());
   mine.bytes_sent = static_cast<double>(c.bytes_sent);
   mine.ring_bytes_sent = static_cast<double>(c.ring_bytes_sent);
   mine.peak_memory_bytes = static_cast<double>(PeakMemoryBytes());
@@ -204,6 +206,13 @@ absl::Status Report(Trainer::State& s, StepReport report) {
     return absl::OkStatus();
   }));
   report.attention_imbalance = WorstCpImbalance(ranks, s.mesh.cp);
+  if (s.snapshots) {
+    // Committed: every rank's state is on its buddy too. Every rank prunes by the same figures.
+    double committed = ranks.front().snapshot_held_step;
+    for (const RankFigures& r : ranks) committed = std::min(committed, r.snapshot_held_step);
+    report.snapshot_step = int64_t(committed);
+    s.snapshots->Prune(report.snapshot_step);
+  }
   if (s.stragglers) NameStraggler(s, report.step, ranks, &report);
   if (s.rank.rank == 0 || s.every_rank_writes_jsonl) {
     RT_RETURN_IF_ERROR(s.jsonl.Write(StepReportJson(report, ranks)));
@@ -287,42 +296,57 @@ absl::Status MaybeSave(Trainer::State& s, int64_t step, StepReport* report) {
   return absl::OkStatus();
 }
 
+// One step, from its micro-batches to its record.
+absl::Status TrainStep(Trainer::State& s, int64_t step, Clock::time_point run_start) {
+  const int64_t total_steps = s.config.training.steps;
+  const int64_t global_tokens = s.sampler->global_batch() * s.config.training.seq_len;
+  const auto step_start = Clock::now();
+  StepReport report;
+  report.step = step;
+  report.total_steps = total_steps;
+  report.lr = s.schedule->LrAt(step);
+  report.tokens = global_tokens;
+  report.generation = s.generation;
+  s.attention->stats().Reset();
+  if (s.comm) s.comm->stats().Reset();
+  ResetDevicePeak(s.device);
+
+  RT_RETURN_IF_ERROR(
+      Guarded(s, absl::StrCat("step ", step), [&] { return RunStep(s, step, &report); }));
+  s.train_state.step = step;
+  s.train_state.global_sample = step * s.sampler->global_batch();
+  RT_RETURN_IF_ERROR(trainer_internal::MaybeSnapshot(s, step));
+  progress::StepDone(step);
+
+  report.step_seconds = SecondsSince(step_start);
+  report.elapsed_seconds = SecondsSince(run_start);
+  report.tokens_per_second = double(global_tokens) / report.step_seconds;
+  report.peak_memory_bytes = PeakMemoryBytes();
+  report.device_memory_peak_bytes = DevicePeakBytes(s.device);
+  RT_RETURN_IF_ERROR(MaybeSave(s, step, &report));
+  return Report(s, report);
+}
+
 }  // namespace
 
 absl::Status Trainer::Train() {
   State& s = *state_;
   const int64_t total_steps = s.config.training.steps;
-  const int64_t global_tokens = s.sampler->global_batch() * s.config.training.seq_len;
   const auto run_start = Clock::now();
+  if (s.rank.heal_generation > 0) {
+    RT_ASSIGN_OR_RETURN(s.train_state.step, trainer_internal::JoinAsReplacement(s));
+  }
   if (s.train_state.step >= total_steps) {
     RT_LOG(Info) << "nothing to do: the checkpoint is at step " << s.train_state.step << " of "
                  << total_steps;
     return absl::OkStatus();
   }
   for (int64_t step = s.train_state.step + 1; step <= total_steps; ++step) {
-    const auto step_start = Clock::now();
-    StepReport report;
-    report.step = step;
-    report.total_steps = total_steps;
-    report.lr = s.schedule->LrAt(step);
-    report.tokens = global_tokens;
-    s.attention->stats().Reset();
-    if (s.comm) s.comm->stats().Reset();
-    ResetDevicePeak(s.device);
-
-    RT_RETURN_IF_ERROR(
-        Guarded(s, absl::StrCat("step ", step), [&] { return RunStep(s, step, &report); }));
-    s.train_state.step = step;
-    s.train_state.global_sample = step * s.sampler->global_batch();
-    progress::StepDone(step);
-
-    report.step_seconds = SecondsSince(step_start);
-    report.elapsed_seconds = SecondsSince(run_start);
-    report.tokens_per_second = double(global_tokens) / report.step_seconds;
-    report.peak_memory_bytes = PeakMemoryBytes();
-    report.device_memory_peak_bytes = DevicePeakBytes(s.device);
-    RT_RETURN_IF_ERROR(MaybeSave(s, step, &report));
-    RT_RETURN_IF_ERROR(Report(s, report));
+    const absl::Status status = TrainStep(s, step, run_start);
+    if (status.ok()) continue;
+    // A lost peer with snapshots on: healed in place, on from the step rolled back to.
+    RT_ASSIGN_OR_RETURN(const int64_t rolled_back_to, trainer_internal::HealInPlace(s, status));
+    step = rolled_back_to;
   }
   return absl::OkStatus();
 }

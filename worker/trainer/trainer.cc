@@ -22,6 +22,7 @@
 #include "worker/engine/kernels/cpu_isa.h"
 #include "worker/engine/kernels/denormals.h"
 #include "worker/engine/serialize/torch_save_reader.h"
+#include "worker/trainer/heal.h"
 #include "worker/trainer/tensor_memory.h"
 #include "worker/trainer/trainer_state.h"
 #ifdef RINGTRAIN_WITH_CUDA
@@ -58,6 +59,20 @@ absl::Status Guarded(Trainer::State& s, const std::string& what,
 }
 
 }  // namespace trainer_internal
+
+void trainer_internal::OpenCheckpointWriter(Trainer::State& s) {
+  const CheckpointSection& c = s.config.checkpoint;
+  s.checkpoints.emplace(c.folder, c.keep_latest_k);
+  const std::string tag = absl::StrFormat("%.0f-%.0f", s.tag_pid, s.tag_ms);
+  if (s.rank.rank == 0 && s.generation == 0) s.checkpoints->RemoveIncomplete(tag);
+  CheckpointWriterOptions options;
+  options.rank = s.rank.rank;
+  options.writers = s.gradients->checkpoint_writers();
+  options.tag = tag;
+  options.async = c.async_mode == AsyncMode::kAsync;
+  options.commit_timeout = absl::Seconds(s.config.comm.timeout_seconds);
+  s.checkpoint_writer = std::make_unique<CheckpointWriter>(*s.checkpoints, options);
+}
 
 namespace {
 
@@ -137,6 +152,7 @@ absl::Status JoinWorld(Trainer::State& s) {
   RendezvousOptions rendezvous{s.rank.master_addr, s.rank.master_port,
                                std::chrono::milliseconds(int64_t(c.timeout_seconds * 1000)),
                                s.device, c.backend};
+  rendezvous.snapshot_group = s.config.checkpoint.memory_interval > 0;
   RT_ASSIGN_OR_RETURN(s.comm, Communicator::Create(s.mesh, rendezvous));
   RT_LOG(Info) << "joined " << s.mesh.Describe() << " via " << s.rank.master_addr << ":"
                << s.rank.master_port << " (collectives: " << s.comm->DescribeBackend() << ")";
@@ -241,7 +257,7 @@ absl::Status LoadInitialWeights(Trainer::State& s) {
 
 // A name for this run's checkpoint saves, the same on every rank (rank 0's pid and start time):
 // the temporary folder of a save in progress, told apart from a killed run's leftovers.
-absl::StatusOr<std::string> AgreeOnSaveTag(Trainer::State& s) {
+absl::Status AgreeOnSaveTag(Trainer::State& s) {
   const double pid = double(getpid());
   const double ms = double(std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
@@ -253,7 +269,9 @@ absl::StatusOr<std::string> AgreeOnSaveTag(Trainer::State& s) {
       return absl::OkStatus();
     }));
   }
-  return absl::StrFormat("%.0f-%.0f", all[0][0], all[0][1]);
+  s.tag_pid = all[0][0];
+  s.tag_ms = all[0][1];
+  return absl::OkStatus();
 }
 
 // The newest usable checkpoint when training resumes (nullopt: none), loaded into the
@@ -261,17 +279,10 @@ absl::StatusOr<std::string> AgreeOnSaveTag(Trainer::State& s) {
 // data position and RNG state. Also readies the checkpoint writer.
 absl::StatusOr<bool> ResumeFromCheckpoint(Trainer::State& s) {
   const CheckpointSection& c = s.config.checkpoint;
-  if (!c.enable || s.config.job.mode == JobMode::kEval) return false;
-  s.checkpoints.emplace(c.folder, c.keep_latest_k);
-  RT_ASSIGN_OR_RETURN(const std::string tag, AgreeOnSaveTag(s));
-  if (s.rank.rank == 0) s.checkpoints->RemoveIncomplete(tag);
-  CheckpointWriterOptions options;
-  options.rank = s.rank.rank;
-  options.writers = s.gradients->checkpoint_writers();
-  options.tag = tag;
-  options.async = c.async_mode == AsyncMode::kAsync;
-  options.commit_timeout = absl::Seconds(s.config.comm.timeout_seconds);
-  s.checkpoint_writer = std::make_unique<CheckpointWriter>(*s.checkpoints, options);
+  // A replacement takes its state from memory and the save tag with it (heal.h).
+  if (!c.enable || s.config.job.mode == JobMode::kEval || s.rank.heal_generation > 0) return false;
+  RT_RETURN_IF_ERROR(AgreeOnSaveTag(s));
+  trainer_internal::OpenCheckpointWriter(s);
 
   // A damaged newest checkpoint (a crash mid-copy, a truncated file) is skipped for the one before.
   std::vector<std::string> skipped;
@@ -361,6 +372,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   auto s = std::make_unique<State>();
   s->config = config;
   s->rank = rank;
+  s->generation = rank.heal_generation;
+  if (const char* control = std::getenv("RINGTRAIN_CONTROL_FILE")) s->control_file = control;
   s->mesh = Mesh{rank.rank,     rank.world_size, degrees.dp(),   degrees.cp,
                  degrees.shard, degrees.sharded, degrees.ulysses};
   const bool eval = config.job.mode == JobMode::kEval;
@@ -372,8 +385,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   const progress::ScopedPhase loading(progress::Phase::kIo);  // weights and checkpoints
   RT_RETURN_IF_ERROR(LoadInitialWeights(*s));
   RT_ASSIGN_OR_RETURN(const bool resumed, ResumeFromCheckpoint(*s));
+  if (!eval) RT_RETURN_IF_ERROR(trainer_internal::StartSnapshots(*s));
   MakeSchedule(*s);
-  RT_RETURN_IF_ERROR(OpenReport(*s, resumed));
+  RT_RETURN_IF_ERROR(OpenReport(*s, resumed || rank.heal_generation > 0));
   const MetricsSection& metrics = s->config.metrics;
   if (metrics.straggler_window > 0 && s->comm) {
     s->stragglers.emplace(metrics.straggler_window, metrics.straggler_threshold);

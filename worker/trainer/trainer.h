@@ -20,6 +20,9 @@ struct RankInfo {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   DeviceSpec device;  // the CPU, or cuda:N (CUDA builds only)
+  // > 0: this trainer replaces a lost rank in generation n of a world healing in place
+  // ($RINGTRAIN_HEAL_GENERATION): it takes its state from its buddy's snapshot, not from storage.
+  int64_t heal_generation = 0;
 };
 
 class Trainer {

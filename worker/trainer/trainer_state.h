@@ -24,6 +24,7 @@
 #include "worker/engine/parallel/gradient_path.h"
 #include "worker/engine/parallel/mesh.h"
 #include "worker/engine/parallel/parallelize.h"
+#include "worker/trainer/memory_snapshots.h"
 #include "worker/trainer/step_report.h"
 #include "worker/trainer/straggler.h"
 #include "worker/trainer/trainer.h"
@@ -55,6 +56,13 @@ struct Trainer::State {
   std::optional<StragglerDetector> stragglers;  // metrics.straggler_window > 0 and world > 1
   std::optional<Straggler> straggler;           // the rank named after the last step
   TrainState train_state;
+  // checkpoint.memory_interval (heal.h): the snapshots, the world's generation (0 at start, n
+  // after the n-th heal) and where the agent writes a heal instruction ($RINGTRAIN_CONTROL_FILE).
+  std::unique_ptr<MemorySnapshots> snapshots;
+  int64_t generation = 0;
+  std::string control_file;
+  // The run's checkpoint save tag (AgreeOnSaveTag: rank 0's pid and start time).
+  double tag_pid = 0, tag_ms = 0;
 };
 
 namespace trainer_internal {
@@ -65,6 +73,10 @@ namespace trainer_internal {
 // `what` starts the message ("step 3").
 absl::Status Guarded(Trainer::State& s, const std::string& what,
                      const std::function<absl::Status()>& f);
+
+// checkpoint.enable: the folder and the writer for this run's saves, under the save tag
+// (s.tag_pid, s.tag_ms).
+void OpenCheckpointWriter(Trainer::State& s);
 
 }  // namespace trainer_internal
 }  // namespace ringtrain

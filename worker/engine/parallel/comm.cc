@@ -146,9 +146,12 @@ absl::Status Communicator::CheckDeviceSupported(const c10::Device& device) {
       "configured with -DRINGTRAIN_CUDA=ON against a CUDA LibTorch (collectives then use NCCL)"));
 }
 
-Communicator::~Communicator() {
+Communicator::~Communicator() { StopHeartbeat(); }
+
+void Communicator::StopHeartbeat() {
   stop_ = true;
   if (heartbeat_.joinable()) heartbeat_.join();
+  stop_ = false;
 }
 
 void Communicator::BuildGroups() {
@@ -191,6 +194,14 @@ void Communicator::BuildGroups() {
     replicate_ = make(absl::StrCat("replicate", mesh_.fsdp_rank()), mesh_.replicate_rank(),
                       mesh_.replicate());
   }
+  if (with_snapshot_group_) {
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("snapshot", store_);
+    snapshot_ =
+        c10::make_intrusive<c10d::ProcessGroup>(prefixed, int(mesh_.rank), int(mesh_.world));
+    snapshot_->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO,
+                          MakeGloo(prefixed, mesh_.rank, mesh_.world, timeout_, GlooHostAddress()));
+    snapshot_->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+  }
 }
 
 void Communicator::StartHeartbeat() {
@@ -210,24 +221,28 @@ void Communicator::StartHeartbeat() {
   });
 }
 
+c10::intrusive_ptr<c10d::Store> Communicator::ConnectStore(const Mesh& mesh,
+                                                           const RendezvousOptions& options) {
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<uint16_t>(options.master_port);
+  store_options.isServer = mesh.rank == 0;
+  store_options.numWorkers = static_cast<size_t>(mesh.world);
+  store_options.waitWorkers = true;
+  store_options.timeout = options.timeout;
+  // The store takes the socket over (and closes it) whether it is the libuv backend or not.
+  if (mesh.rank == 0) {
+    store_options.masterListenFd = ListenOnMasterAddress(options.master_addr, options.master_port);
+  }
+  return c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     const Mesh& mesh, const RendezvousOptions& options) {
   const progress::ScopedPhase waiting(progress::Phase::kWait);  // for every rank to arrive
   try {
-    c10d::TCPStoreOptions store_options;
-    store_options.port = static_cast<uint16_t>(options.master_port);
-    store_options.isServer = mesh.rank == 0;
-    store_options.numWorkers = static_cast<size_t>(mesh.world);
-    store_options.waitWorkers = true;
-    store_options.timeout = options.timeout;
-    // The store takes the socket over (and closes it) whether it is the libuv backend or not.
-    if (mesh.rank == 0) {
-      store_options.masterListenFd =
-          ListenOnMasterAddress(options.master_addr, options.master_port);
-    }
-    auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
-    auto comm = std::unique_ptr<Communicator>(
-        new Communicator(mesh, store, options.timeout, options.device, options.backend));
+    auto comm = std::unique_ptr<Communicator>(new Communicator(
+        mesh, ConnectStore(mesh, options), options.timeout, options.device, options.backend));
+    comm->with_snapshot_group_ = options.snapshot_group;
 #ifdef RINGTRAIN_WITH_CUDA
     if (comm->UsesNccl()) {
       RT_LOG(Info) << "collectives: NCCL " << NcclVersion();
@@ -244,6 +259,26 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     return MarkPeerLost(absl::UnavailableError(
         absl::StrFormat("rendezvous at %s:%d failed for %s: %s", options.master_addr,
                         options.master_port, mesh.Describe(), e.what())));
+  }
+}
+
+absl::Status Communicator::Rejoin(const RendezvousOptions& options) {
+  const progress::ScopedPhase waiting(progress::Phase::kWait);
+  StopHeartbeat();
+  // Groups before the store they were built on; each waits for its queued work to end.
+  world_ = cp_ = dp_ = fsdp_ = replicate_ = ulysses_ = ring_ = snapshot_ = {};
+  store_ = {};
+  try {
+    store_ = ConnectStore(mesh_, options);
+    timeout_ = options.timeout;
+    with_snapshot_group_ = options.snapshot_group;
+    BuildGroups();
+    StartHeartbeat();
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return MarkPeerLost(absl::UnavailableError(
+        absl::StrFormat("rendezvous again at %s:%d failed for %s: %s", options.master_addr,
+                        options.master_port, mesh_.Describe(), e.what())));
   }
 }
 

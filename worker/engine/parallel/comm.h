@@ -65,6 +65,8 @@ struct RendezvousOptions {
   std::chrono::milliseconds timeout{60000};
   c10::Device device = c10::Device(c10::kCPU);  // where this rank's tensors live
   CommBackend backend = CommBackend::kAuto;     // comm.backend
+  // Also build snapshot_group() (checkpoint.memory_interval).
+  bool snapshot_group = false;
 };
 
 // A transfer or collective in flight, from one of Communicator's methods; finish it with
@@ -103,6 +105,12 @@ class Communicator {
   // when the rendezvous fails or times out, or rank 0 cannot listen there.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(const Mesh& mesh,
                                                               const RendezvousOptions& options);
+  // Healing in place: drops every group and the store (after a lost peer: work still queued on
+  // them fails or times out first) and rendezvous again, as Create does, at `options`' address —
+  // a new store for the new generation of the world, same mesh. The object stays the same, so
+  // whoever holds it (the attention plan, the gradient path) keeps working; references to groups
+  // taken before do not. UNAVAILABLE as Create.
+  absl::Status Rejoin(const RendezvousOptions& options);
   // Single-process variant for tests: ranks are threads sharing `store` (e.g. a HashStore), on the
   // CPU with Gloo. `stage_through_host` runs the host-staging path Gloo takes for CUDA tensors
   // (copies to and from host buffers) on CPU tensors, so the CPU tests cover it.
@@ -133,6 +141,10 @@ class Communicator {
   c10d::ProcessGroup& ulysses_group() { return *ulysses_; }
   c10d::ProcessGroup& ring_group() { return *ring_; }
   c10d::ProcessGroup& replicate_group() { return *replicate_; }
+  // The world again, always Gloo on host tensors, for in-memory snapshot copies
+  // (worker/trainer/memory_snapshots.h) so they travel beside the training's collectives. Built
+  // only with RendezvousOptions::snapshot_group.
+  c10d::ProcessGroup& snapshot_group() { return *snapshot_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   const c10::Device& device() const { return device_; }
   CommStats& stats() { return stats_; }
@@ -184,6 +196,10 @@ class Communicator {
   // A tensor for c10d to write into: `t` itself, or (staging) a host buffer copied to `t` at Wait.
   at::Tensor StageOutput(const at::Tensor& t, PendingWork& work) const;
   void StartHeartbeat();
+  void StopHeartbeat();
+  // The store at options' address (rank 0 serves it). Throws.
+  static c10::intrusive_ptr<c10d::Store> ConnectStore(const Mesh& mesh,
+                                                      const RendezvousOptions& options);
 
   Mesh mesh_;
   c10::intrusive_ptr<c10d::Store> store_;
@@ -191,7 +207,9 @@ class Communicator {
   c10::Device device_;
   CommBackend backend_;
   bool staged_ = false;  // Gloo for device tensors: every tensor goes through host memory
-  c10::intrusive_ptr<c10d::ProcessGroup> world_, cp_, dp_, fsdp_, replicate_, ulysses_, ring_;
+  bool with_snapshot_group_ = false;
+  c10::intrusive_ptr<c10d::ProcessGroup> world_, cp_, dp_, fsdp_, replicate_, ulysses_, ring_,
+      snapshot_;
   CommStats stats_;
   std::atomic<bool> stop_{false};
   std::thread heartbeat_;

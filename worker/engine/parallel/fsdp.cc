@@ -230,6 +230,19 @@ void Fsdp::EnsureGathered(int64_t u) {
   unit.resident = true;
 }
 
+void Fsdp::AbandonStep() {
+  for (const std::shared_ptr<Unit>& unit : units_) {
+    unit->gather = PendingWork();
+    unit->incoming = at::Tensor();
+    unit->in_flight = false;
+    unit->held = at::Tensor();
+    if (unit->resident) ReleaseStorage(unit->full);
+    unit->resident = false;
+  }
+  in_flight_ = PendingReduce{};
+  gradient_sync_ = true;
+}
+
 void Fsdp::Free(int64_t u) {
   Unit& unit = *units_[u];
   if (unit.in_flight) {  // a prefetch nobody used: finish it before its buffer goes

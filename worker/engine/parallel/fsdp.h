@@ -84,6 +84,9 @@ class Fsdp : public ParamSource, public std::enable_shared_from_this<Fsdp> {
   // unsharded until a backward with sync on. Off only between the micro-batches of one step: a
   // held gradient must be reduced before FinishGradients.
   void SetGradientSync(bool sync) { gradient_sync_ = sync; }
+  // After a step failed part-way: every unit resharded, held gradients and transfers in flight
+  // dropped (not waited for: their group is gone), gradient sync on.
+  void AbandonStep();
 
   // After the step's last backward: waits for the reduce-scatter in flight, then sums every shard's
   // gradient over the replicas (a zero gradient first for a unit that got none, so every rank

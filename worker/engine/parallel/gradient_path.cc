@@ -144,6 +144,10 @@ class ShardedGradients : public GradientPath {
 
   void FinishBackward() override { fsdp_->FinishGradients(); }
   void SetGradientSync(bool sync) override { fsdp_->SetGradientSync(sync); }
+  void AbandonStep() override {
+    ZeroGrad();
+    fsdp_->AbandonStep();
+  }
   double ClipGradNorm(double max_norm) override {
     return ClipShardedGradNorm(params_, max_norm, [&](double v) { return fsdp_->SumOverGroup(v); });
   }
@@ -195,6 +199,13 @@ std::unique_ptr<GradientPath> MakeShardedGradients(TransformerImpl& model, Commu
   model.SetParamSource(fsdp);
   RT_LOG(Info) << fsdp->Describe();
   return std::make_unique<ShardedGradients>(std::move(fsdp), adam);
+}
+
+std::vector<at::Tensor> GradientPath::StateTensors() const {
+  std::vector<at::Tensor> all = params_;
+  for (const at::Tensor& m : optimizer_->exp_avg()) all.push_back(m);
+  for (const at::Tensor& v : optimizer_->exp_avg_sq()) all.push_back(v);
+  return all;
 }
 
 }  // namespace ringtrain

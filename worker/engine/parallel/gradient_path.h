@@ -49,6 +49,10 @@ class GradientPath {
   // reduce-scatter per unit, Fsdp::SetGradientSync) or hold them until one with sync on; the
   // replicated path reduces once, in FinishBackward, either way. On by default.
   virtual void SetGradientSync(bool sync) { (void)sync; }
+  // After a step failed part-way (a lost peer; the groups are being rebuilt): forgets whatever
+  // the step left behind — gradients, and with FSDP gathered parameters and transfers in flight —
+  // so that the next step starts as after a completed one.
+  virtual void AbandonStep() { ZeroGrad(); }
   // After the step's last backward: every parameter's gradient summed over the world.
   virtual void FinishBackward() = 0;
   // The global gradient norm before clipping; the gradients are scaled to at most `max_norm`.
@@ -69,6 +73,11 @@ class GradientPath {
   // `reader` and its step count, reading only this rank's elements. INVALID_ARGUMENT as above.
   absl::Status LoadOptimizer(const StateReader& reader, int64_t optimizer_step);
   int64_t optimizer_step() const { return optimizer_->step_count(); }
+  void set_optimizer_step(int64_t step) { optimizer_->set_step_count(step); }
+  // This rank's whole training state as live tensors in a fixed order — what it updates (the
+  // parameters or its shards), then AdamW's first and second moments of each — for in-memory
+  // snapshots, which copy them out and back in place.
+  std::vector<at::Tensor> StateTensors() const;
 
   // What the optimizer updates: the parameters, or this rank's shards.
   const std::vector<at::Tensor>& parameters() const { return params_; }

@@ -96,8 +96,9 @@ class AllToAllExchange : public KvExchange, RingGroup {
       next_block_ = torch::empty_like(shape_);
       recvs.push_back({&next_block_, prev_});
     }
-    transfer_ = CommCall(Exchange("K/V"),
-                         [&] { return comm_->Exchange(*ring_.group, sends, recvs, kKvTag); });
+    transfer_ = CommCall(Exchange("K/V"), [&] {
+      return comm_->Exchange((comm_->*ring_.group)(), sends, recvs, kKvTag);
+    });
   }
 
   const at::Tensor& Block(int64_t) override { return current_; }
@@ -148,8 +149,9 @@ class AllToAllExchange : public KvExchange, RingGroup {
       acc_in_ = torch::empty_like(own_);
       recvs.push_back({&acc_in_, prev_});
     }
-    acc_transfer_ = CommCall(Exchange("dK/dV"),
-                             [&] { return comm_->Exchange(*ring_.group, sends, recvs, kDkvTag); });
+    acc_transfer_ = CommCall(Exchange("dK/dV"), [&] {
+      return comm_->Exchange((comm_->*ring_.group)(), sends, recvs, kDkvTag);
+    });
   }
 
   at::Tensor FinishGrads() override {
@@ -195,7 +197,7 @@ class AllGatherExchange : public KvExchange, RingGroup {
     }
     CommCall(absl::StrCat("ring attention: all-gather of K/V with ", ring_.member, " ", prev_),
              [&] {
-               PendingWork work = comm_->Exchange(*ring_.group, sends, recvs, kKvTag);
+               PendingWork work = comm_->Exchange((comm_->*ring_.group)(), sends, recvs, kKvTag);
                WaitRing(*comm_, work);
                return 0;
              });
@@ -237,7 +239,7 @@ class AllGatherExchange : public KvExchange, RingGroup {
     CommCall(
         absl::StrCat("ring attention: reduce-scatter of dK/dV with ", ring_.member, " ", prev_),
         [&] {
-          PendingWork work = comm_->Exchange(*ring_.group, sends, recvs, kDkvTag);
+          PendingWork work = comm_->Exchange((comm_->*ring_.group)(), sends, recvs, kDkvTag);
           WaitRing(*comm_, work);
           return 0;
         });
@@ -260,8 +262,10 @@ class AllGatherExchange : public KvExchange, RingGroup {
 
 RingMembers RingMembers::Of(Communicator& comm) {
   const Mesh& mesh = comm.mesh();
-  if (mesh.ulysses <= 1) return RingMembers{&comm.cp_group(), mesh.cp, mesh.cp_rank(), "cp rank"};
-  return RingMembers{&comm.ring_group(), mesh.ring(), mesh.ring_rank(), "ring rank"};
+  if (mesh.ulysses <= 1) {
+    return RingMembers{&Communicator::cp_group, mesh.cp, mesh.cp_rank(), "cp rank"};
+  }
+  return RingMembers{&Communicator::ring_group, mesh.ring(), mesh.ring_rank(), "ring rank"};
 }
 
 std::unique_ptr<KvExchange> MakeKvExchange(RotateMethod method, Communicator* comm,

@@ -67,7 +67,9 @@ class KvExchange {
 
 // The ranks the blocks go round: a group of the communicator and this rank's place in it.
 struct RingMembers {
-  c10d::ProcessGroup* group = nullptr;
+  // Which of the communicator's groups, looked up at each use: a heal rebuilds the groups
+  // (Communicator::Rejoin), and a pointer to the old one would dangle.
+  c10d::ProcessGroup& (Communicator::*group)() = nullptr;
   int64_t size = 1;
   int64_t rank = 0;
   const char* member = "cp rank";  // how errors name a peer: "cp rank 1", "ring rank 1"

@@ -1,0 +1,110 @@
+// The arithmetic of healing in place: who holds whose snapshot, the heal instruction's wire form,
+// and which step the ranks of a healed world roll back to.
+#include "worker/trainer/heal_plan.h"
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "common/record/heal_instruction.h"
+
+namespace ringtrain {
+namespace {
+
+TEST(SnapshotBuddyTest, ABuddyIsAnotherRankAndEveryRankHoldsExactlyOneCopy) {
+  for (int64_t world : {2, 3, 4, 6, 8}) {
+    for (int64_t cp : {1, 2, 4}) {
+      std::set<int64_t> holders;
+      for (int64_t r = 0; r < world; ++r) {
+        const int64_t b = SnapshotBuddy(r, world, cp);
+        EXPECT_NE(b, r) << "world " << world << " cp " << cp;
+        EXPECT_EQ(SnapshotSource(b, world, cp), r);
+        holders.insert(b);
+      }
+      EXPECT_EQ(int64_t(holders.size()), world);
+    }
+  }
+}
+
+TEST(SnapshotBuddyTest, WithSeveralCpGroupsTheBuddyIsTheSamePlaceInTheNextGroup) {
+  // dp 2 × cp 2: ranks 0, 1 are one replica, 2, 3 the other.
+  EXPECT_EQ(SnapshotBuddy(0, 4, 2), 2);
+  EXPECT_EQ(SnapshotBuddy(1, 4, 2), 3);
+  EXPECT_EQ(SnapshotBuddy(3, 4, 2), 1);
+  // One CP group: the next rank.
+  EXPECT_EQ(SnapshotBuddy(0, 2, 2), 1);
+  EXPECT_EQ(SnapshotBuddy(2, 3, 3), 0);
+  EXPECT_EQ(SnapshotBuddy(0, 1, 1), 0);
+}
+
+TEST(HealInstructionTest, RoundTripsAndRefusesWhatIsWrong) {
+  HealInstruction h;
+  h.generation = 2;
+  h.master_addr = "10.0.0.5";
+  h.master_port = 29517;
+  const absl::StatusOr<HealInstruction> back = ParseHealInstruction(h.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->generation, 2);
+  EXPECT_EQ(back->master_addr, "10.0.0.5");
+  EXPECT_EQ(back->master_port, 29517);
+  for (const char* bad : {"", "[]", "{\"generation\": 0, \"master_addr\": \"a\", \"master_port\": 1}",
+                          "{\"generation\": 1, \"master_addr\": \"\", \"master_port\": 1}",
+                          "{\"generation\": 1, \"master_addr\": \"a\", \"master_port\": 70000}",
+                          "{\"generation\": 1, \"master_addr\": \"a\""}) {
+    const absl::StatusOr<HealInstruction> parsed = ParseHealInstruction(bad);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+HealRow Survivor(std::vector<int64_t> own, std::vector<int64_t> held) {
+  HealRow row;
+  row.survivor = true;
+  row.own_steps = std::move(own);
+  row.held_steps = std::move(held);
+  return row;
+}
+
+TEST(ChooseRollbackStepTest, TheNewestStepEveryRankCanRestore) {
+  // cp 2, world 2: rank 1 lost; rank 0 holds its copies of 3 and 6, its own 6 and 9 (9's
+  // transfer did not finish).
+  const std::vector<HealRow> rows = {Survivor({6, 9}, {3, 6}), HealRow{}};
+  EXPECT_EQ(ChooseRollbackStep(rows, 2), 6);
+}
+
+TEST(ChooseRollbackStepTest, NoHealWithoutASnapshotOrWithoutTheLostRanksBuddy) {
+  EXPECT_EQ(ChooseRollbackStep({Survivor({}, {}), HealRow{}}, 2), std::nullopt);
+  // dp 2 × cp 2: rank 1 and its buddy, rank 3, both lost.
+  const std::vector<HealRow> both = {Survivor({6}, {6}), HealRow{}, Survivor({6}, {6}), HealRow{}};
+  EXPECT_EQ(ChooseRollbackStep(both, 2), std::nullopt);
+  // Only rank 1 lost: rank 3 holds its copy.
+  const std::vector<HealRow> one = {Survivor({6}, {6}), HealRow{}, Survivor({6}, {6}),
+                                    Survivor({6}, {6})};
+  EXPECT_EQ(ChooseRollbackStep(one, 2), 6);
+}
+
+TEST(ChooseRollbackStepTest, SurvivorsThatSawDifferentStepsAgreeOnTheOlderOne) {
+  // Rank 0 committed 9 and pruned 6; rank 2 still has 6 and 9; rank 1's copy on rank 2 is 9.
+  const std::vector<HealRow> rows = {Survivor({9}, {9}), HealRow{}, Survivor({6, 9}, {6, 9})};
+  EXPECT_EQ(ChooseRollbackStep(rows, 3), 9);
+  const std::vector<HealRow> older = {Survivor({6}, {6}), HealRow{}, Survivor({6, 9}, {6, 9})};
+  EXPECT_EQ(ChooseRollbackStep(older, 3), 6);
+}
+
+TEST(HealRowTest, RoundTripsThroughDoubles) {
+  HealRow row = Survivor({3, 6}, {6});
+  row.flat_elements = 12345;
+  row.rng_bytes = 5056;
+  row.tag_pid = 77;
+  row.tag_ms = 1.7e12;
+  const absl::StatusOr<HealRow> back = HealRowFromDoubles(HealRowToDoubles(row));
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->survivor);
+  EXPECT_EQ(back->own_steps, (std::vector<int64_t>{3, 6}));
+  EXPECT_EQ(back->held_steps, (std::vector<int64_t>{6}));
+  EXPECT_EQ(back->flat_elements, 12345);
+  EXPECT_EQ(back->tag_ms, 1.7e12);
+  EXPECT_FALSE(HealRowFromDoubles({1, 2}).ok());
+}
+
+}  // namespace
+}  // namespace ringtrain

@@ -1,0 +1,229 @@
+#include "worker/trainer/heal.h"
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/progress.h"
+#include "common/record/heal_instruction.h"
+#include "common/status_macros.h"
+#include "common/trainer_exit.h"
+#include "worker/trainer/heal_plan.h"
+
+namespace ringtrain::trainer_internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Tags of a replacement's copy, sent by its buddy on the snapshot group.
+constexpr int kHealFlatTag = 11;
+constexpr int kHealRngTag = 12;
+constexpr int kHealMetaTag = 13;
+
+// How long a survivor waits for the heal instruction before it gives up (exit 3, a lost peer):
+// the coordinator first has to find the cause, stop a hung rank and start a replacement.
+std::chrono::milliseconds HealWait(const Trainer::State& s) {
+  const double seconds = std::max(60.0, 3 * s.config.comm.timeout_seconds);
+  return std::chrono::milliseconds(int64_t(seconds * 1000));
+}
+
+// The instruction in the control file when it is for a newer generation than this rank's.
+std::optional<HealInstruction> ReadInstruction(const Trainer::State& s) {
+  std::ifstream in(s.control_file);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<HealInstruction> h = ParseHealInstruction(text.str());
+  if (!h.ok()) {
+    RT_LOG(Warning) << h.status().message();
+    return std::nullopt;
+  }
+  if (h->generation <= s.generation) return std::nullopt;
+  return *h;
+}
+
+RendezvousOptions Rendezvous(const Trainer::State& s, const std::string& addr, int port) {
+  RendezvousOptions options{addr, port,
+                            std::chrono::milliseconds(int64_t(s.config.comm.timeout_seconds * 1000)),
+                            s.device, s.config.comm.backend};
+  options.snapshot_group = true;
+  return options;
+}
+
+void Wait(c10::intrusive_ptr<c10d::Work> work, const Trainer::State& s) {
+  work->wait(s.comm->timeout());
+}
+
+// The buddy sends the replacement `copy`; the replacement receives its own snapshot.
+void TransferCopy(Trainer::State& s, const Snapshot* copy, int64_t to, int64_t from,
+                  Snapshot* received) {
+  c10d::ProcessGroup& group = s.comm->snapshot_group();
+  if (copy != nullptr) {
+    std::vector<at::Tensor> flat = {copy->flat}, rng = {copy->rng_state};
+    std::vector<at::Tensor> meta = {at::tensor({copy->step, copy->optimizer_step}, at::kLong)};
+    Wait(group.send(flat, int(to), kHealFlatTag), s);
+    Wait(group.send(rng, int(to), kHealRngTag), s);
+    Wait(group.send(meta, int(to), kHealMetaTag), s);
+  }
+  if (received != nullptr) {
+    received->flat = at::empty({s.snapshots->elements()}, at::kFloat);
+    received->rng_state = at::empty({s.snapshots->rng_bytes()}, at::kByte);
+    at::Tensor meta_in = at::empty({2}, at::kLong);
+    std::vector<at::Tensor> flat = {received->flat}, rng = {received->rng_state}, meta = {meta_in};
+    Wait(group.recv(flat, int(from), kHealFlatTag), s);
+    Wait(group.recv(rng, int(from), kHealRngTag), s);
+    Wait(group.recv(meta, int(from), kHealMetaTag), s);
+    received->step = meta_in[0].item<int64_t>();
+    received->optimizer_step = meta_in[1].item<int64_t>();
+  }
+}
+
+// Every rank of the new generation: agree on the step, hand the replacements their copies, and
+// roll back to it. Returns the step.
+absl::StatusOr<int64_t> AgreeAndRestore(Trainer::State& s, bool survivor) {
+  MemorySnapshots& snapshots = *s.snapshots;
+  HealRow mine;
+  mine.survivor = survivor;
+  mine.flat_elements = double(snapshots.elements());
+  mine.rng_bytes = double(snapshots.rng_bytes());
+  mine.own_steps = snapshots.own_steps();
+  mine.held_steps = snapshots.held_steps();
+  mine.tag_pid = s.tag_pid;
+  mine.tag_ms = s.tag_ms;
+  std::vector<HealRow> rows;
+  RT_RETURN_IF_ERROR(Guarded(s, "agreeing on the heal", [&]() -> absl::Status {
+    for (const std::vector<double>& r : s.comm->AllGatherDoubles(HealRowToDoubles(mine))) {
+      RT_ASSIGN_OR_RETURN(HealRow row, HealRowFromDoubles(r));
+      rows.push_back(std::move(row));
+    }
+    return absl::OkStatus();
+  }));
+  const int64_t world = s.rank.world_size, cp = s.mesh.cp, me = s.rank.rank;
+  const std::optional<int64_t> step = ChooseRollbackStep(rows, cp);
+  if (!step) {
+    return MarkPeerLost(absl::UnavailableError(
+        "no in-memory snapshot every rank can restore (none taken yet, or a replacement's buddy "
+        "was lost too); the job must restart from storage"));
+  }
+  RT_RETURN_IF_ERROR(Guarded(s, "handing over the snapshots", [&]() -> absl::Status {
+    for (int64_t n = 0; n < world; ++n) {
+      if (rows[size_t(n)].survivor) continue;
+      const int64_t holder = SnapshotBuddy(n, world, cp);
+      if (holder == me) TransferCopy(s, snapshots.Held(*step), n, -1, nullptr);
+      if (n == me) {
+        Snapshot received;
+        TransferCopy(s, nullptr, -1, holder, &received);
+        snapshots.AdoptOwn(std::move(received));
+      }
+    }
+    return absl::OkStatus();
+  }));
+  const Snapshot* own = snapshots.Own(*step);
+  if (own == nullptr) return absl::InternalError("the agreed snapshot is missing on this rank");
+  snapshots.Restore(*own);
+  s.gradients->set_optimizer_step(own->optimizer_step);
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  generator.set_state(own->rng_state);
+  s.train_state.step = *step;
+  s.train_state.global_sample = *step * s.sampler->global_batch();
+  s.train_state.optimizer_step = own->optimizer_step;
+  snapshots.ForgetAfter(*step);
+  const HealRow& source = rows[size_t(SnapshotSource(me, world, cp))];
+  snapshots.SetSourceSizes(int64_t(source.flat_elements), int64_t(source.rng_bytes));
+  s.tag_pid = rows[0].tag_pid;
+  s.tag_ms = rows[0].tag_ms;
+  return *step;
+}
+
+}  // namespace
+
+absl::Status StartSnapshots(Trainer::State& s) {
+  const int64_t k = s.config.checkpoint.memory_interval;
+  if (k <= 0 || !s.comm) return absl::OkStatus();
+  const int64_t world = s.rank.world_size, cp = s.mesh.cp, me = s.rank.rank;
+  s.snapshots = std::make_unique<MemorySnapshots>(s.comm.get(), s.gradients->StateTensors(),
+                                                  SnapshotBuddy(me, world, cp),
+                                                  SnapshotSource(me, world, cp));
+  if (s.rank.rank == 0) {
+    RT_LOG(Info) << absl::StrFormat(
+        "in-memory snapshots every %d steps: each rank keeps its state (rank 0: %.1f MB) and a "
+        "copy of another rank's",
+        k, double(s.snapshots->elements()) * 4 / 1e6);
+  }
+  if (s.rank.heal_generation > 0) return absl::OkStatus();  // sizes come with the heal
+  return Guarded(s, "exchanging snapshot sizes", [&]() -> absl::Status {
+    const std::vector<std::vector<double>> sizes = s.comm->AllGatherDoubles(
+        {double(s.snapshots->elements()), double(s.snapshots->rng_bytes())});
+    const std::vector<double>& source = sizes[size_t(SnapshotSource(me, world, cp))];
+    s.snapshots->SetSourceSizes(int64_t(source[0]), int64_t(source[1]));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status MaybeSnapshot(Trainer::State& s, int64_t step) {
+  if (!s.snapshots) return absl::OkStatus();
+  return Guarded(s, absl::StrCat("snapshot of step ", step), [&]() -> absl::Status {
+    s.snapshots->Settle();
+    if (step % s.config.checkpoint.memory_interval == 0 && step < s.config.training.steps) {
+      s.snapshots->Take(step, s.gradients->optimizer_step());
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<int64_t> HealInPlace(Trainer::State& s, const absl::Status& failure) {
+  if (!s.snapshots || !IsPeerLost(failure) || s.control_file.empty()) return failure;
+  s.snapshots->Abandon();
+  s.gradients->AbandonStep();
+  const auto wait = HealWait(s);
+  RT_LOG(Warning) << "rank " << s.rank.rank << ": " << failure.message()
+                  << "; waiting up to " << wait.count() / 1000
+                  << " s to be healed in place from the in-memory snapshots (steps "
+                  << absl::StrJoin(s.snapshots->own_steps(), ", ") << ")";
+  const progress::ScopedPhase waiting(progress::Phase::kWait);
+  const auto start = Clock::now();
+  std::optional<HealInstruction> heal;
+  while (!(heal = ReadInstruction(s)) && Clock::now() - start < wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!heal) {
+    return absl::Status(failure.code(),
+                        absl::StrCat(failure.message(), "; no heal instruction came within ",
+                                     wait.count() / 1000, " s"));
+  }
+  RT_LOG(Info) << "rank " << s.rank.rank << ": rejoining as generation " << heal->generation
+               << " at " << heal->master_addr << ":" << heal->master_port;
+  RT_RETURN_IF_ERROR(s.comm->Rejoin(Rendezvous(s, heal->master_addr, heal->master_port)));
+  s.generation = heal->generation;
+  RT_ASSIGN_OR_RETURN(const int64_t step, AgreeAndRestore(s, /*survivor=*/true));
+  RT_LOG(Info) << absl::StrFormat(
+      "rank %d healed in place (generation %d, %.2f s after the failure): rolled back to the "
+      "step %d snapshot",
+      s.rank.rank, s.generation,
+      std::chrono::duration<double>(Clock::now() - start).count(), step);
+  return step;
+}
+
+absl::StatusOr<int64_t> JoinAsReplacement(Trainer::State& s) {
+  if (!s.snapshots) {
+    return absl::FailedPreconditionError(
+        "started as a replacement (RINGTRAIN_HEAL_GENERATION) but checkpoint.memory_interval is 0");
+  }
+  s.generation = s.rank.heal_generation;
+  RT_ASSIGN_OR_RETURN(const int64_t step, AgreeAndRestore(s, /*survivor=*/false));
+  if (s.config.checkpoint.enable) OpenCheckpointWriter(s);  // under the run's save tag
+  RT_LOG(Info) << "rank " << s.rank.rank << " replaces the lost rank (generation " << s.generation
+               << "): its state is the step " << step << " snapshot, from rank "
+               << SnapshotBuddy(s.rank.rank, s.rank.world_size, s.mesh.cp);
+  return step;
+}
+
+}  // namespace ringtrain::trainer_internal

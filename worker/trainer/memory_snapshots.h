@@ -1,0 +1,91 @@
+// In-memory snapshots (checkpoint.memory_interval = K): every K steps this rank copies its whole
+// training state — the tensors GradientPath::StateTensors lists, flattened into one float32 host
+// buffer, with AdamW's step count and the CPU generator's state — and sends the copy to its buddy
+// rank (SnapshotBuddy, on another worker) while it receives its source rank's copy. A lost rank is
+// then healed in place (heal.h): the survivors roll back to a snapshot step from their own copies
+// and the replacement takes its copy from the buddy, with no storage involved.
+//
+// The step pays only the copy into the host buffer: the transfer is issued on the communicator's
+// snapshot group (Gloo, its own connections) and runs in Gloo's threads during the next step,
+// whose end waits for it (Settle) so that the step's gathered figures can say which copies every
+// rank holds. Snapshots are kept until a newer step is committed: held by every rank for its
+// source (RankFigures::snapshot_held_step; the minimum over the ranks is the record's
+// snapshot_step), which every rank computes from the same gathered figures.
+//
+// Used from the training thread only.
+#ifndef RINGTRAIN_WORKER_TRAINER_MEMORY_SNAPSHOTS_H_
+#define RINGTRAIN_WORKER_TRAINER_MEMORY_SNAPSHOTS_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "worker/engine/parallel/comm.h"
+
+namespace ringtrain {
+
+struct Snapshot {
+  int64_t step = 0;            // steps completed when it was taken
+  int64_t optimizer_step = 0;  // AdamW's step count then
+  at::Tensor flat;             // float32 on the host: every state tensor, flattened, in order
+  at::Tensor rng_state;        // uint8: the CPU generator's state
+};
+
+class MemorySnapshots {
+ public:
+  // `comm` (built with its snapshot group) must outlive this; `state` are the live tensors
+  // (GradientPath::StateTensors) a snapshot copies and Restore writes back.
+  MemorySnapshots(Communicator* comm, std::vector<at::Tensor> state, int64_t buddy,
+                  int64_t source);
+
+  // Copies the state into a new snapshot of `step` (the step pays this copy) and issues its
+  // transfer: to the buddy, and the source's copy of the same step from it, whose sizes
+  // SetSourceSizes gave. Every rank calls it at the same steps. Settles a transfer still in flight
+  // first. Throws CommError.
+  void Take(int64_t step, int64_t optimizer_step);
+  // Waits for the transfer Take issued, if any; the received copy is then held. Throws CommError.
+  void Settle();
+  // Forgets a transfer in flight without waiting (its group is gone: a heal rebuilds it).
+  void Abandon();
+  // Keeps only snapshots of `committed` and newer (own and held).
+  void Prune(int64_t committed);
+  // Forgets own and held snapshots newer than `step` (after rolling back to it).
+  void ForgetAfter(int64_t step);
+
+  void SetSourceSizes(int64_t elements, int64_t rng_bytes);
+  int64_t elements() const { return elements_; }
+  int64_t rng_bytes() const;
+
+  std::vector<int64_t> own_steps() const;
+  std::vector<int64_t> held_steps() const;
+  int64_t newest_held_step() const;  // 0 when none
+  // nullptr when there is none of that step.
+  const Snapshot* Own(int64_t step) const;
+  const Snapshot* Held(int64_t step) const;
+  // A snapshot of this rank's state received from its buddy (a replacement's): kept as its own.
+  void AdoptOwn(Snapshot snapshot);
+
+  // Writes `snapshot` into the live state tensors (and nothing else: the caller sets the step,
+  // the optimizer's count and the generator).
+  void Restore(const Snapshot& snapshot);
+  // Host bytes held by snapshots, own and held.
+  int64_t bytes() const;
+
+ private:
+  Communicator* comm_;
+  std::vector<at::Tensor> state_;
+  int64_t elements_ = 0;
+  int64_t buddy_, source_;
+  int64_t source_elements_ = -1, source_rng_bytes_ = -1;
+  std::map<int64_t, Snapshot> own_, held_;
+  // The transfer in flight: its works and the copy being received.
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+  Snapshot incoming_;
+  at::Tensor incoming_meta_;  // (step, AdamW step) of the copy being received
+};
+
+}  // namespace ringtrain
+
+#endif  // RINGTRAIN_WORKER_TRAINER_MEMORY_SNAPSHOTS_H_
