@@ -12,9 +12,13 @@
 #                                      build/ (build-cuda/ for --cuda), compiling nothing (CI)
 #   scripts/image.sh smoke [IMAGE]     a coordinator and two workers as containers, a cp=2 job of
 #                                      configs/debug_model.toml through ringctl on this machine
-#   scripts/image.sh check [IMAGE]     every binary in the image finds its libraries (ldd)
-# Environment: RINGTRAIN_ENGINE (podman or docker), RINGTRAIN_IMAGE (default ringtrain:dev;
-# --cuda adds -cuda), BUILD_DIR / CUDA_BUILD_DIR (package), RINGTRAIN_IMAGE_CACHE.
+#   scripts/image.sh check [IMAGE]     every binary in the image finds its libraries (ldd), uid
+#                                      10001, no build tools or .venv (smoke runs it first)
+# Environment: RINGTRAIN_ENGINE (podman or docker), RINGTRAIN_IMAGE (default
+# localhost/ringtrain:dev; --cuda adds -cuda), BUILD_DIR / CUDA_BUILD_DIR (package, and smoke's
+# ringctl), RINGTRAIN_IMAGE_CACHE, RINGTRAIN_DEBIAN_MIRROR (base), RINGTRAIN_CUDA_BASE (an image
+# with the CUDA 13.0 toolkit in /usr/local/cuda-13.0, instead of one made from $CUDA_HOME),
+# RINGTRAIN_CA_BUNDLE (the CA bundle pip trusts in the build stage), RINGTRAIN_SMOKE_STEPS.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -53,11 +57,23 @@ pick_engine() {
     # runc, and open-file/process limits the trainers need (deploy/docker/containers.conf says why).
     export CONTAINERS_CONF=$root/deploy/docker/containers.conf
   fi
-  if [ "$engine" = docker ] && ! docker info >/dev/null 2>&1; then
-    die "docker does not answer (docker info). HINT: start dockerd, or RINGTRAIN_ENGINE=podman"
+  if [ "$engine" = docker ]; then
+    ctr info >/dev/null 2>&1 ||
+      die "docker does not answer (docker info). HINT: start dockerd, or RINGTRAIN_ENGINE=podman"
+    # BuildKit (RUN --mount, --secret): built into docker clients up to 22.x, the buildx plugin after.
+    local client_major
+    client_major=$(ctr version --format '{{.Client.Version}}' 2>/dev/null | cut -d. -f1)
+    if [ "${client_major:-0}" -ge 23 ] && ! ctr buildx version >/dev/null 2>&1; then
+      die "$(command -v "${RINGTRAIN_DOCKER:-docker}") (client $client_major.x) has no buildx plugin," \
+        "which its BuildKit needs (RUN --mount). HINT: install docker's buildx plugin, or" \
+        "RINGTRAIN_DOCKER=/usr/bin/docker (Debian's docker.io client: BuildKit built in), or" \
+        "RINGTRAIN_ENGINE=podman"
+    fi
   fi
 }
-ctr() { "$engine" "$@"; }
+# RINGTRAIN_DOCKER: the docker client to use (e.g. Debian's /usr/bin/docker, whose BuildKit is built
+# in, where the docker on PATH is a newer client without the buildx plugin).
+ctr() { if [ "$engine" = docker ]; then "${RINGTRAIN_DOCKER:-docker}" "$@"; else podman "$@"; fi; }
 have_image() { ctr image inspect "$1" >/dev/null 2>&1; }
 
 # ---- base ----------------------------------------------------------------------------------------
@@ -129,10 +145,11 @@ engine_build() {
   local ca=${RINGTRAIN_CA_BUNDLE:-${PIP_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}}
   if [ -s "$ca" ]; then args+=(--secret "id=ca-bundle,src=$ca"); fi
   if [ "$engine" = podman ]; then
-    args+=(--ignorefile "$root/$file.dockerignore")
-    "$engine" "${args[@]}" "$@"
+    # docker format: the OCI format drops SHELL (the Dockerfiles' bash with pipefail).
+    args+=(--format docker --ignorefile "$root/$file.dockerignore")
+    ctr "${args[@]}" "$@"
   else
-    DOCKER_BUILDKIT=1 "$engine" "${args[@]}" "$@"
+    DOCKER_BUILDKIT=1 ctr "${args[@]}" "$@"
   fi
 }
 
@@ -182,7 +199,9 @@ cmd_package() {
   printf 'FROM %s\nCOPY stage/ /\n' "$tag-runtime-base" >"$work/Containerfile"
   local old_id
   old_id=$(ctr image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
-  ctr build --network none -f "$work/Containerfile" -t "$tag" "$work" >"$work/build.log" 2>&1 || {
+  local format=()
+  if [ "$engine" = podman ]; then format=(--format docker); fi
+  ctr build "${format[@]}" --network none -f "$work/Containerfile" -t "$tag" "$work" >"$work/build.log" 2>&1 || {
     cat "$work/build.log" >&2; die "package: adding the binaries to $tag-runtime-base failed"; }
   # The image this tag named before (each package run makes a new one): removed when nothing else
   # names or uses it, so that CI's runs do not pile up images.
@@ -202,6 +221,7 @@ cmd_check() {
   pick_engine
   local target=${1:-$image}
   have_image "$target" || die "check: no image $target. HINT: scripts/image.sh package (or build)"
+  # shellcheck disable=SC2016  # expanded inside the container
   ctr run --rm --network none "$target" bash -c '
     set -uo pipefail
     bad=0
@@ -246,7 +266,11 @@ smoke_cleanup() {
       ctr logs --tail 30 "$c" 2>&1 | sed 's/^/    /' >&2 || true
     done
   fi
-  if [ ${#smoke_containers[@]} -gt 0 ]; then ctr rm -f -t 5 "${smoke_containers[@]}" >/dev/null 2>&1 || true; fi
+  if [ ${#smoke_containers[@]} -gt 0 ]; then
+    local stop=()
+    if [ "$engine" = podman ]; then stop=(-t 5); fi  # docker rm -f kills at once
+    ctr rm -f "${stop[@]}" "${smoke_containers[@]}" >/dev/null 2>&1 || true
+  fi
   [ -n "$smoke_dir" ] && rm -rf "$smoke_dir"
   return "$rc"
 }

@@ -26,7 +26,9 @@ while [ $# -gt 0 ]; do
          "--site-packages DIR [--cuda]" ;;
   esac
 done
-[ -n "$out" ] && [ -n "$bin_dir" ] && [ -n "$site" ] || die "--out, --bin-dir and --site-packages are required"
+if [ -z "$out" ] || [ -z "$bin_dir" ] || [ -z "$site" ]; then
+  die "--out, --bin-dir and --site-packages are required"
+fi
 trainer_bin_dir=${trainer_bin_dir:-$bin_dir}
 [ -f "$site/torch/lib/libtorch_cpu.so" ] || die "$site/torch/lib/libtorch_cpu.so is missing:" \
   "--site-packages must be the site-packages of the environment the binaries were built with" \
