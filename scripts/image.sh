@@ -7,7 +7,7 @@
 #                                      filesystem's tarball is cached in $RINGTRAIN_IMAGE_CACHE
 #                                      (default ~/.cache/ringtrain/image), outside the clone
 #   scripts/image.sh build [--cuda]    the image from source (deploy/docker/Dockerfile, or
-#                                      Dockerfile.cuda): compiles in a build stage, about 20 min
+#                                      Dockerfile.cuda): compiles in a build stage, 22-23 min on 2 cores
 #   scripts/image.sh package [--cuda]  the same runtime image from the binaries already built in
 #                                      build/ (build-cuda/ for --cuda), compiling nothing (CI)
 #   scripts/image.sh smoke [IMAGE]     a coordinator and two workers as containers, a cp=2 job of
