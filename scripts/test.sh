@@ -8,6 +8,10 @@
 # Then a short run of every fuzz target (scripts/fuzz.sh in FUZZ_BUILD_DIR, default build-fuzz;
 # FUZZ_SECONDS each, default 5): a finding fails the suite. Before building, every C++ source must be
 # formatted as .clang-format says (scripts/format.sh --check).
+# Last, the container image: the CPU runtime image packaged from build/ (scripts/image.sh package:
+# no compiling; the Debian base is made once per machine and cached in ~/.cache/ringtrain) and its
+# smoke test (scripts/image.sh smoke: ldd inside the image, then a coordinator and two workers as
+# containers train a cp=2 job). RINGTRAIN_IMAGE (default localhost/ringtrain:test) names it.
 # At the end (also when a phase fails) it prints each phase's time and the ten slowest tests, so the
 # CI budget stays visible.
 set -euo pipefail
@@ -82,3 +86,7 @@ cd - >/dev/null
 phase fuzz
 echo "test: a short run of every fuzz target (scripts/fuzz.sh --seconds ${FUZZ_SECONDS:-5})"
 scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-5}"
+phase image
+export RINGTRAIN_IMAGE=${RINGTRAIN_IMAGE:-localhost/ringtrain:test}
+BUILD_DIR=$build_dir scripts/image.sh package
+BUILD_DIR=$build_dir scripts/image.sh smoke

@@ -23,8 +23,11 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::vector<std::string> kBinaries = {"ringtrain-coordinator", "ringtrain-worker",
-                                            "ringtrain-trainer", "ringtrain-run", "ringctl"};
+// Every binary the image holds (deploy/docker/stage.sh lays them out): the services, the tools and
+// the health probe.
+const std::vector<std::string> kBinaries = {
+    "ringtrain-coordinator", "ringtrain-worker",  "ringtrain-trainer", "ringtrain-run", "ringctl",
+    "ringtrain-tokenize",    "ringtrain-convert", "ringtrain-health"};
 
 struct Instruction {
   std::string keyword;  // upper case: RUN, COPY, ...
@@ -40,6 +43,7 @@ struct Stage {
 // A Dockerfile as stages of instructions (enough of the grammar for these checks).
 std::vector<Stage> ParseDockerfile(const std::string& text) {
   std::vector<Stage> stages;
+  std::map<std::string, std::string> global_args;  // ARG NAME=default before the first FROM
   std::istringstream in(text);
   std::string line, logical;
   auto flush = [&] {
@@ -52,7 +56,18 @@ std::vector<Stage> ParseDockerfile(const std::string& text) {
       static const std::regex kFrom(R"(^(?:--\S+\s+)*(\S+)(?:\s+[Aa][Ss]\s+(\S+))?\s*$)");
       std::smatch f;
       const std::string args = m[2];
-      if (std::regex_match(args, f, kFrom)) stages.push_back({f[1], f[2], {}});
+      if (std::regex_match(args, f, kFrom)) {
+        // A base named by a global ARG (FROM ${RUNTIME_BASE}) stands for the ARG's default.
+        std::string base = f[1];
+        static const std::regex kArgRef(R"(^\$\{?(\w+)\}?$)");
+        std::smatch a;
+        if (std::regex_match(base, a, kArgRef) && global_args.count(a[1])) base = global_args[a[1]];
+        stages.push_back({base, f[2], {}});
+      }
+    } else if (keyword == "ARG" && stages.empty()) {
+      const std::string arg = m[2];
+      const size_t eq = arg.find('=');
+      if (eq != std::string::npos) global_args[arg.substr(0, eq)] = arg.substr(eq + 1);
     } else if (!stages.empty()) {
       stages.back().body.push_back({keyword, m[2]});
     }
@@ -80,12 +95,14 @@ void CheckDockerfile(const std::string& path) {
   for (const Stage& stage : stages) {
     SCOPED_TRACE("stage " + stage.name + " FROM " + stage.base);
     EXPECT_FALSE(stage.name.empty()) << "name every stage (FROM image AS name)";
+    const bool from_stage = names.count(stage.base) > 0;  // FROM runtime-base AS runtime
     names.insert(stage.name);
     // Pinned: a digest, or a tag carrying an exact version (12.11, 11.7.1-...): not `latest`,
     // not a moving name such as `bookworm`.
     const bool digest = std::regex_search(stage.base, std::regex(R"(@sha256:[0-9a-f]{64}$)"));
     const bool versioned_tag = std::regex_search(stage.base, std::regex(R"(:[^@/]*\d+\.\d+)"));
-    EXPECT_TRUE(digest || versioned_tag) << "pin the base image by digest or exact version tag";
+    EXPECT_TRUE(digest || versioned_tag || from_stage)
+        << "pin the base image (an ARG's default) by digest or exact version tag";
     bool pipefail = false;
     for (const Instruction& in : stage.body) {
       SCOPED_TRACE(in.keyword + " " + in.args);
@@ -126,22 +143,45 @@ void CheckDockerfile(const std::string& path) {
     }
   }
   // The image that runs: a numeric non-root user (Kubernetes' runAsNonRoot can only check a
-  // number), the same one the manifests run as.
-  const Stage& last = stages.back();
+  // number), the same one the manifests run as. The last stage may build on an earlier one
+  // (runtime-base, which `scripts/image.sh package` builds alone): read the chain.
+  std::vector<const Stage*> chain = {&stages.back()};
+  for (bool more = true; more;) {
+    more = false;
+    for (const Stage& s : stages) {
+      if (&s != chain.front() && s.name == chain.front()->base) {
+        chain.insert(chain.begin(), &s);
+        more = true;
+        break;
+      }
+    }
+  }
   std::string user;
-  bool has_cmd = false;
-  for (const Instruction& in : last.body) {
-    if (in.keyword == "USER") user = in.args;
-    if (in.keyword == "CMD" || in.keyword == "ENTRYPOINT") has_cmd = true;
+  bool has_cmd = false, copies_stage = false;
+  for (const Stage* stage : chain) {
+    for (const Instruction& in : stage->body) {
+      if (in.keyword == "USER") user = in.args;
+      if (in.keyword == "CMD" || in.keyword == "ENTRYPOINT") has_cmd = true;
+      copies_stage |= in.keyword == "COPY" && in.args == "--from=build /stage/ /";
+    }
   }
   EXPECT_EQ(user, std::to_string(kImageUid) + ":" + std::to_string(kImageUid));
   EXPECT_TRUE(has_cmd);
-  for (const std::string& binary : kBinaries) {
-    bool copied = false;
-    for (const Instruction& in : last.body) {
-      copied |= in.keyword == "COPY" && in.args.find("/bin/" + binary + " ") != std::string::npos;
+  // The binaries and the wheel's libraries come as one tree that deploy/docker/stage.sh lays out
+  // in the build stage (and `scripts/image.sh package` from a build already made).
+  EXPECT_TRUE(copies_stage) << "the runtime stage copies the build stage's /stage/ to /";
+  bool runs_stage = false;
+  for (const Stage& stage : stages) {
+    for (const Instruction& in : stage.body) {
+      runs_stage |= stage.name == "build" && in.keyword == "RUN" &&
+                    in.args.find("deploy/docker/stage.sh") != std::string::npos;
     }
-    EXPECT_TRUE(copied) << binary << " is not copied into the runtime stage";
+  }
+  EXPECT_TRUE(runs_stage) << "the build stage runs deploy/docker/stage.sh";
+  const std::string stage_script = ReadFile(DeployDir() + "/docker/stage.sh");
+  for (const std::string& binary : kBinaries) {
+    EXPECT_NE(stage_script.find(binary), std::string::npos)
+        << binary << " is not laid out by deploy/docker/stage.sh";
   }
 }
 
@@ -155,7 +195,7 @@ TEST(DeployDockerfileTest, CudaImageFollowsTheRules) {
 
 TEST(DeployDockerfileTest, BuildStageUsesTheSetupScriptWithoutRecommends) {
   const std::string dockerfile = ReadFile(DeployDir() + "/docker/Dockerfile");
-  EXPECT_NE(dockerfile.find("RUN scripts/setup.sh"), std::string::npos);
+  EXPECT_NE(dockerfile.find("scripts/setup.sh && rm -rf /var/lib/apt/lists/*"), std::string::npos);
   // setup.sh reads the pinned torch version from versions.sh: both images install that one.
   for (const char* name : {"Dockerfile", "Dockerfile.cuda"}) {
     EXPECT_NE(ReadFile(DeployDir() + "/docker/" + name)
@@ -193,7 +233,7 @@ std::vector<std::string> RuntimePackages() {
 }
 
 // The runtime stage installs only runtime-packages.txt: every library that ldd resolves for the
-// five binaries must belong to one of those packages or to a package they depend on.
+// image's binaries must belong to one of those packages or to a package they depend on.
 TEST(DeployImageTest, RuntimePackagesProvideEverySharedLibrary) {
   std::set<std::string> libraries;
   for (const std::string& binary : kBinaries) {
@@ -253,14 +293,18 @@ TEST(DeployImageTest, RuntimePackagesProvideEverySharedLibrary) {
   }
   for (const std::string& p : packages) EXPECT_TRUE(closure.count(p)) << p << " is unknown to apt";
 
-  // LibTorch's libraries come from the pinned wheel in .venv, not from Debian: the CPU image's
-  // build stage copies every library ldd resolves inside .venv for ringtrain-trainer (the only
-  // LibTorch user) into /opt/ringtrain/lib, on the runtime stage's LD_LIBRARY_PATH.
+  // LibTorch's libraries come from the pinned wheel in .venv, not from Debian:
+  // deploy/docker/stage.sh (in the CPU image's build stage) copies every library ldd resolves
+  // inside the site-packages of .venv for the binaries into /opt/ringtrain/lib, on the runtime
+  // stage's LD_LIBRARY_PATH. (The image itself is checked with ldd inside it: scripts/image.sh
+  // check, run by scripts/test.sh.)
   const std::string dockerfile = ReadFile(DeployDir() + "/docker/Dockerfile");
-  EXPECT_NE(
-      dockerfile.find("ldd build/bin/ringtrain-trainer | awk '$3 ~ /\\/\\.venv\\// {print $3}'"),
-      std::string::npos)
-      << "the build stage must collect the wheel's libraries with ldd";
+  const std::string stage_script = ReadFile(DeployDir() + "/docker/stage.sh");
+  EXPECT_NE(stage_script.find("awk -v site=\"$site/\" 'index($3, site) == 1 {print $3}'"),
+            std::string::npos)
+      << "stage.sh must collect the wheel's libraries with ldd";
+  EXPECT_NE(dockerfile.find("--site-packages /src/.venv/lib/python3.11/site-packages"),
+            std::string::npos);
   EXPECT_NE(dockerfile.find("LD_LIBRARY_PATH=/opt/ringtrain/lib"), std::string::npos);
   std::set<std::string> from_wheel;
   for (auto it = libraries.begin(); it != libraries.end();) {

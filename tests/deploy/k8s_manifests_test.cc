@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "tests/deploy/deploy_test_util.h"
@@ -90,18 +92,32 @@ TEST_P(DeployManifestsTest, ServiceTargetPortsNameContainerPortsOfTheSelectedPod
 
 TEST_P(DeployManifestsTest, ProbesPointAtTheHealthAndMetricsPorts) {
   // Coordinator: its gRPC port (the port of --listen) serves TLS, which the kubelet's gRPC probe
-  // cannot speak: startup and readiness connect to it, liveness reads /metrics.
+  // cannot speak: startup connects to it, readiness asks grpc.health.v1 over TLS with the image's
+  // ringtrain-health (exec), liveness reads /metrics.
   const auto args = EffectiveArgs(*coordinator_container_);
   const auto listen = FlagValue(args, "--listen");
   ASSERT_TRUE(listen.has_value());
   const int grpc_port = PortOf(*listen);
   EXPECT_EQ(ResolvePort(*coordinator_container_, "grpc"), grpc_port);
-  for (const char* probe : {"startupProbe", "readinessProbe"}) {
-    SCOPED_TRACE(std::string("coordinator ") + probe);
-    ASSERT_TRUE(coordinator_container_->contains(probe));
-    const json& p = (*coordinator_container_)[probe];
+  {
+    ASSERT_TRUE(coordinator_container_->contains("startupProbe"));
+    const json& p = (*coordinator_container_)["startupProbe"];
     ASSERT_TRUE(p.contains("tcpSocket")) << p;
     EXPECT_EQ(ResolvePort(*coordinator_container_, p["tcpSocket"]["port"]), grpc_port);
+  }
+  {
+    ASSERT_TRUE(coordinator_container_->contains("readinessProbe"));
+    const json& p = (*coordinator_container_)["readinessProbe"];
+    ASSERT_TRUE(p.contains("exec")) << p;
+    const std::vector<std::string> command = p["exec"]["command"].get<std::vector<std::string>>();
+    ASSERT_FALSE(command.empty());
+    EXPECT_EQ(command[0], "ringtrain-health");
+    const auto address = FlagValue(command, "--address");
+    ASSERT_TRUE(address.has_value()) << p;
+    EXPECT_EQ(PortOf(*address), grpc_port);
+    EXPECT_EQ(FlagValue(command, "--tls-ca"),
+              std::optional<std::string>("/etc/ringtrain/tls/ca.crt"))
+        << "the probe checks the server against the ca.crt of the TLS Secret";
   }
   {
     ASSERT_TRUE(coordinator_container_->contains("livenessProbe"));
@@ -191,6 +207,38 @@ TEST_P(DeployManifestsTest, OneImageAndTagEverywhere) {
   EXPECT_NE(tag, "latest");
   EXPECT_EQ(tag.size() > 5 && tag.substr(tag.size() - 5) == "-cuda", gpu())
       << image << ": the gpu overlay runs the CUDA image (tag ...-cuda), the cpu overlay not";
+}
+
+// The image the overlay runs is the one deploy/docker builds (and scripts/image.sh tags): named
+// ringtrain, the CUDA one for the gpu overlay, and every port a container declares is one the
+// image's Dockerfile EXPOSEs.
+TEST_P(DeployManifestsTest, ImageNameAndPortsAgreeWithTheDockerfile) {
+  const std::string dockerfile =
+      ReadFile(DeployDir() + (gpu() ? "/docker/Dockerfile.cuda" : "/docker/Dockerfile"));
+  std::set<int> exposed;
+  static const std::regex kExpose(R"((^|\n)EXPOSE ([0-9 ]+))");
+  for (std::sregex_iterator it(dockerfile.begin(), dockerfile.end(), kExpose), end; it != end;
+       ++it) {
+    std::istringstream ports((*it)[2].str());
+    for (int port; ports >> port;) exposed.insert(port);
+  }
+  ASSERT_FALSE(exposed.empty()) << "the Dockerfile EXPOSEs no port";
+  const std::string image_script = ReadFile(SourceDir() + "/scripts/image.sh");
+  EXPECT_NE(image_script.find("image=${RINGTRAIN_IMAGE:-localhost/ringtrain:dev}"),
+            std::string::npos)
+      << "scripts/image.sh tags the image REGISTRY/ringtrain:TAG (-cuda for the CUDA one)";
+  for (const json* w : Workloads(objects())) {
+    for (const json& c : (*w)["spec"]["template"]["spec"]["containers"]) {
+      const std::string image = c["image"].get<std::string>();
+      const std::string repository = image.substr(0, image.rfind(':'));
+      EXPECT_EQ(repository.substr(repository.rfind('/') + 1), "ringtrain") << image;
+      for (const json& port : c.value("ports", json::array())) {
+        EXPECT_TRUE(exposed.count(port["containerPort"].get<int>()))
+            << c["name"] << " declares port " << port["containerPort"]
+            << ", which the image does not EXPOSE";
+      }
+    }
+  }
 }
 
 TEST_P(DeployManifestsTest, PodsRunAsNonRootWithReadOnlyRootAndNoCapabilities) {
