@@ -115,9 +115,10 @@ TEST_F(HealInPlaceTest, AKilledTrainerIsHealedFromMemoryTheSurvivorKeepsItsProce
               HasSubstr("ringtrain_coordinator_job_heals_total{cause=\"rank_exit\"} 1"));
   const CommandResult get = cluster->Ringctl({"get", u.job.job_id()});
   EXPECT_THAT(get.output, HasSubstr("healed in place: rank 1 on "));
-  std::printf("trainer SIGKILL -> healed in place: training past step %lld again after %.2f s "
-              "(the coordinator measured %.2f s from the failure)\n",
-              static_cast<long long>(u.step), again, done.failures(0).recovery_seconds());
+  std::printf(
+      "trainer SIGKILL -> healed in place: training past step %lld again after %.2f s "
+      "(the coordinator measured %.2f s from the failure)\n",
+      static_cast<long long>(u.step), again, done.failures(0).recovery_seconds());
 }
 
 TEST_F(HealInPlaceTest, AKilledAgentsRankIsHealedOnTheSpareWorker) {

@@ -39,7 +39,8 @@ Subprocess StartRank(const TempDir& dir, const Mesh& mesh, int rank, int port,
                      const std::string& name, const std::vector<std::string>& extra_env = {}) {
   std::vector<std::string> env = {"RANK=" + std::to_string(rank),
                                   "WORLD_SIZE=" + std::to_string(mesh.world),
-                                  "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+                                  "MASTER_ADDR=127.0.0.1",
+                                  "MASTER_PORT=" + std::to_string(port),
                                   "OMP_NUM_THREADS=1",
                                   "RINGTRAIN_CONTROL_FILE=" + (dir / (name + ".control"))};
   env.insert(env.end(), extra_env.begin(), extra_env.end());
@@ -84,7 +85,8 @@ TEST_P(HealTest, AKilledRankIsReplacedFromItsBuddysMemoryAndEveryStepMatchesAnUn
   const auto logs = [&] {
     std::string text;
     for (int r = 0; r < mesh.world; ++r) {
-      text += "rank " + std::to_string(r) + ":\n" + ReadFile(dir / ("rank" + std::to_string(r) + ".log"));
+      text += "rank " + std::to_string(r) + ":\n" +
+              ReadFile(dir / ("rank" + std::to_string(r) + ".log"));
     }
     return text + "replacement:\n" + ReadFile(dir / "replacement.log");
   };
@@ -134,11 +136,13 @@ INSTANTIATE_TEST_SUITE_P(
     Meshes, HealTest,
     ::testing::Values(Mesh{"cp2", 2, {"--parallelism.context_parallel_degree=2"}},
                       // FSDP: rank 1's shards are its own; its buddy is rank 3.
-                      Mesh{"fsdp2_cp2", 4,
+                      Mesh{"fsdp2_cp2",
+                           4,
                            {"--parallelism.context_parallel_degree=2",
                             "--parallelism.data_parallel_shard_degree=2"}},
                       // Two replicas: rank 1's buddy (rank 3) is in the other one.
-                      Mesh{"dp2_cp2", 4,
+                      Mesh{"dp2_cp2",
+                           4,
                            {"--parallelism.context_parallel_degree=2",
                             "--parallelism.data_parallel_replicate_degree=2",
                             "--training.local_batch_size=4"}}),

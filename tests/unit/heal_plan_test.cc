@@ -47,10 +47,11 @@ TEST(HealInstructionTest, RoundTripsAndRefusesWhatIsWrong) {
   EXPECT_EQ(back->generation, 2);
   EXPECT_EQ(back->master_addr, "10.0.0.5");
   EXPECT_EQ(back->master_port, 29517);
-  for (const char* bad : {"", "[]", "{\"generation\": 0, \"master_addr\": \"a\", \"master_port\": 1}",
-                          "{\"generation\": 1, \"master_addr\": \"\", \"master_port\": 1}",
-                          "{\"generation\": 1, \"master_addr\": \"a\", \"master_port\": 70000}",
-                          "{\"generation\": 1, \"master_addr\": \"a\""}) {
+  for (const char* bad :
+       {"", "[]", "{\"generation\": 0, \"master_addr\": \"a\", \"master_port\": 1}",
+        "{\"generation\": 1, \"master_addr\": \"\", \"master_port\": 1}",
+        "{\"generation\": 1, \"master_addr\": \"a\", \"master_port\": 70000}",
+        "{\"generation\": 1, \"master_addr\": \"a\""}) {
     const absl::StatusOr<HealInstruction> parsed = ParseHealInstruction(bad);
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }

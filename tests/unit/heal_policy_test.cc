@@ -47,7 +47,8 @@ TEST(HealPolicyTest, FallsBackToStorageSayingWhy) {
     return d.why_not;
   };
   EXPECT_THAT(why([](HealInputs& in) { in.memory_interval = 0; }), HasSubstr("snapshots are off"));
-  EXPECT_THAT(why([](HealInputs& in) { in.snapshot_step = 0; }), HasSubstr("no in-memory snapshot"));
+  EXPECT_THAT(why([](HealInputs& in) { in.snapshot_step = 0; }),
+              HasSubstr("no in-memory snapshot"));
   EXPECT_THAT(why([](HealInputs& in) { in.restarts_left = false; }), HasSubstr("no restarts left"));
   EXPECT_THAT(why([](HealInputs& in) { in.running = false; }), HasSubstr("had not started"));
   EXPECT_THAT(why([](HealInputs& in) { in.healing = true; }), HasSubstr("previous heal"));

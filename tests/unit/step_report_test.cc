@@ -68,8 +68,8 @@ TEST(StepReportTest, JsonHasTheContractFieldsInOrder) {
        {"\"step\"", "\"loss\"", "\"grad_norm\"", "\"lr\"", "\"tokens_per_second\"",
         "\"step_seconds\"", "\"tokens\"", "\"peak_memory_bytes\"", "\"device_memory_peak_bytes\"",
         "\"elapsed_seconds\"", "\"checkpoint_stall_seconds\"", "\"checkpoint_write_seconds\"",
-        "\"attention_imbalance\"", "\"straggler_rank\"", "\"straggler_ratio\"",
-        "\"snapshot_step\"", "\"generation\""}) {
+        "\"attention_imbalance\"", "\"straggler_rank\"", "\"straggler_ratio\"", "\"snapshot_step\"",
+        "\"generation\""}) {
     const size_t at = text.find(key);
     ASSERT_NE(at, std::string::npos) << key;
     EXPECT_GE(at, last) << key;

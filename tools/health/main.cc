@@ -60,8 +60,8 @@ int main(int argc, char** argv) {
   grpc::Slice slice(bytes);
   grpc::ByteBuffer request(&slice, 1), response;
   std::promise<grpc::Status> done;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                 &response, [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
   const grpc::Status status = done.get_future().get();
   if (!status.ok()) {
     std::cerr << "ringtrain-health: " << address << ": " << status.error_message() << " (code "

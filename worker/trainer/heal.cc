@@ -51,9 +51,9 @@ std::optional<HealInstruction> ReadInstruction(const Trainer::State& s) {
 }
 
 RendezvousOptions Rendezvous(const Trainer::State& s, const std::string& addr, int port) {
-  RendezvousOptions options{addr, port,
-                            std::chrono::milliseconds(int64_t(s.config.comm.timeout_seconds * 1000)),
-                            s.device, s.config.comm.backend};
+  RendezvousOptions options{
+      addr, port, std::chrono::milliseconds(int64_t(s.config.comm.timeout_seconds * 1000)),
+      s.device, s.config.comm.backend};
   options.snapshot_group = true;
   return options;
 }
@@ -184,8 +184,8 @@ absl::StatusOr<int64_t> HealInPlace(Trainer::State& s, const absl::Status& failu
   s.snapshots->Abandon();
   s.gradients->AbandonStep();
   const auto wait = HealWait(s);
-  RT_LOG(Warning) << "rank " << s.rank.rank << ": " << failure.message()
-                  << "; waiting up to " << wait.count() / 1000
+  RT_LOG(Warning) << "rank " << s.rank.rank << ": " << failure.message() << "; waiting up to "
+                  << wait.count() / 1000
                   << " s to be healed in place from the in-memory snapshots (steps "
                   << absl::StrJoin(s.snapshots->own_steps(), ", ") << ")";
   const progress::ScopedPhase waiting(progress::Phase::kWait);
@@ -207,8 +207,7 @@ absl::StatusOr<int64_t> HealInPlace(Trainer::State& s, const absl::Status& failu
   RT_LOG(Info) << absl::StrFormat(
       "rank %d healed in place (generation %d, %.2f s after the failure): rolled back to the "
       "step %d snapshot",
-      s.rank.rank, s.generation,
-      std::chrono::duration<double>(Clock::now() - start).count(), step);
+      s.rank.rank, s.generation, std::chrono::duration<double>(Clock::now() - start).count(), step);
   return step;
 }
 

@@ -17,7 +17,7 @@ inline constexpr int kMaxHealSteps = 4;
 
 // What one rank brings to a heal.
 struct HealRow {
-  bool survivor = false;  // it kept its process (and its own snapshots); false: a replacement
+  bool survivor = false;     // it kept its process (and its own snapshots); false: a replacement
   double flat_elements = 0;  // its snapshot's sizes (the same for a replacement as for the lost)
   double rng_bytes = 0;
   std::vector<int64_t> own_steps;   // steps of its own snapshots

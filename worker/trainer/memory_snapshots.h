@@ -37,8 +37,7 @@ class MemorySnapshots {
  public:
   // `comm` (built with its snapshot group) must outlive this; `state` are the live tensors
   // (GradientPath::StateTensors) a snapshot copies and Restore writes back.
-  MemorySnapshots(Communicator* comm, std::vector<at::Tensor> state, int64_t buddy,
-                  int64_t source);
+  MemorySnapshots(Communicator* comm, std::vector<at::Tensor> state, int64_t buddy, int64_t source);
 
   // Copies the state into a new snapshot of `step` (the step pays this copy) and issues its
   // transfer: to the buddy, and the source's copy of the same step from it, whose sizes
