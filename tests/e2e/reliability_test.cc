@@ -197,8 +197,9 @@ TEST_F(ReliabilityTest, WhenTheRestartsRunOutTheJobFailsListingEveryCause) {
                                                   "used); earlier failures: run 1: rank 1 on"));
   CommandResult get =
       RunCommand({BinDir() + "/ringctl", "get", job.job_id(), "--coordinator", cluster->address()});
-  EXPECT_THAT(get.output, HasSubstr("run 1, "));
-  EXPECT_THAT(get.output, HasSubstr("run 2, "));
+  EXPECT_THAT(get.output, HasSubstr("1. "));
+  EXPECT_THAT(get.output, HasSubstr("was killed by signal 9 -> restarted from storage"));
+  EXPECT_THAT(get.output, HasSubstr("2. "));
   EXPECT_TRUE(cluster->WaitForIdleWorkers(2, 15)) << cluster->Logs();
 }
 
