@@ -25,9 +25,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The debug config, cp 2, snapshots every 3 steps and no storage checkpoint at all.
-std::vector<std::string> Healable(double comm_timeout = 10) {
-  std::vector<std::string> o = Restartable(1, 2, /*max_restarts=*/2, comm_timeout);
+// The debug config, cp 2 (times `dp` replicas), snapshots every 3 steps and no storage checkpoint
+// at all.
+std::vector<std::string> Healable(double comm_timeout = 10, int dp = 1) {
+  std::vector<std::string> o = Restartable(dp, 2, /*max_restarts=*/2, comm_timeout);
   o.push_back("checkpoint.enable=false");
   o.push_back("checkpoint.memory_interval=3");
   return o;
@@ -43,7 +44,8 @@ std::vector<std::string> WithoutSnapshots(std::vector<std::string> job) {
 // records on the worker that ran it throughout: from step 1 (it never restarted), the steps
 // after the snapshot it rolled back to recorded twice, the same both times.
 void ExpectBitwiseHeal(LocalCluster& cluster, const std::string& job_id,
-                       const std::vector<std::map<std::string, std::string>>& expected) {
+                       const std::vector<std::map<std::string, std::string>>& expected,
+                       int workers = 3) {
   const std::vector<std::string> stored = StoredRecords(cluster, job_id);
   ASSERT_EQ(stored.size(), static_cast<size_t>(kSteps));
   ASSERT_EQ(expected.size(), static_cast<size_t>(kSteps));
@@ -52,7 +54,7 @@ void ExpectBitwiseHeal(LocalCluster& cluster, const std::string& job_id,
     EXPECT_EQ(RawField(stored[i], "loss"), expected[i].at("loss")) << "step " << i + 1;
   }
   std::vector<std::map<std::string, std::string>> own;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < workers; ++i) {
     const std::string path = cluster.work_dir(i) + "/" + job_id + "/rank-0/metrics.jsonl";
     std::vector<std::map<std::string, std::string>> records = ReadJsonl(path);
     if (!records.empty()) own = records;
@@ -94,7 +96,32 @@ double TrainingAgain(LocalCluster& cluster, const std::string& job_id, int64_t s
   return seconds;
 }
 
-class HealInPlaceTest : public ReliabilityTest {};
+class HealInPlaceTest : public ReliabilityTest {
+ protected:
+  // Four ranks on five workers: rank 1's trainer is killed and healed on the spare, its state
+  // coming from rank 3 (the same place in the other FSDP group or replica).
+  void HealFourRanks(const std::vector<std::string>& job, const std::string& mesh) {
+    std::unique_ptr<LocalCluster> cluster = Start(5);
+    const Underway u = SubmitAndRunTo(*cluster, job, /*rank=*/1);
+    ASSERT_GT(u.trainer, 0);
+    std::vector<pid_t> survivors;
+    for (int rank : {0, 2, 3}) survivors.push_back(cluster->TrainerPid(u.job.job_id(), rank));
+    const Clock::time_point killed = Clock::now();
+    kill(u.trainer, SIGKILL);
+    const double again = TrainingAgain(*cluster, u.job.job_id(), u.step, killed);
+    int i = 0;
+    for (int rank : {0, 2, 3}) {
+      EXPECT_EQ(cluster->TrainerPid(u.job.job_id(), rank), survivors[size_t(i++)])
+          << "rank " << rank << " kept its process";
+    }
+    const v1::Job done = Succeeded(*cluster, u.job.job_id());
+    ExpectHealed(done, "rank_exit");
+    ExpectBitwiseHeal(*cluster, u.job.job_id(), Uninterrupted(*cluster, 4, WithoutSnapshots(job)),
+                      5);
+    std::printf("%s, trainer SIGKILL -> healed in place: training again after %.2f s\n",
+                mesh.c_str(), again);
+  }
+};
 
 TEST_F(HealInPlaceTest, AKilledTrainerIsHealedFromMemoryTheSurvivorKeepsItsProcessBitwise) {
   std::unique_ptr<LocalCluster> cluster = Start(3);
@@ -154,6 +181,16 @@ TEST_F(HealInPlaceTest, AStoppedTrainerIsFoundHungAndHealedInPlace) {
   EXPECT_TRUE(WaitFor([&] { return !IsRunning(u.trainer); }, 30)) << "the hung trainer was stopped";
   ExpectBitwiseHeal(*cluster, u.job.job_id(), Uninterrupted(*cluster, 2, WithoutSnapshots(job)));
   std::printf("trainer SIGSTOP -> healed in place: training again after %.2f s\n", again);
+}
+
+TEST_F(HealInPlaceTest, FsdpShard2Cp2HealsARankFromTheOtherShardGroupsMemory) {
+  std::vector<std::string> job = Healable();
+  job.push_back("parallelism.data_parallel_shard_degree=2");
+  HealFourRanks(job, "FSDP shard 2 x cp 2");
+}
+
+TEST_F(HealInPlaceTest, Dp2Cp2HealsARankFromTheOtherReplicasMemory) {
+  HealFourRanks(Healable(/*comm_timeout=*/10, /*dp=*/2), "dp 2 x cp 2");
 }
 
 TEST_F(HealInPlaceTest, WhenTheRankAndItsBuddyAreBothLostTheJobRestartsFromStorageBitwise) {

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -35,19 +36,16 @@ std::chrono::milliseconds HealWait(const Trainer::State& s) {
   return std::chrono::milliseconds(int64_t(seconds * 1000));
 }
 
-// The instruction in the control file when it is for a newer generation than this rank's.
-std::optional<HealInstruction> ReadInstruction(const Trainer::State& s) {
+// The instruction in the control file when it is for a newer generation than this rank's; an
+// error for a file that does not parse (the caller warns once, not at every poll).
+absl::StatusOr<std::optional<HealInstruction>> ReadInstruction(const Trainer::State& s) {
   std::ifstream in(s.control_file);
   if (!in) return std::nullopt;
   std::stringstream text;
   text << in.rdbuf();
-  absl::StatusOr<HealInstruction> h = ParseHealInstruction(text.str());
-  if (!h.ok()) {
-    RT_LOG(Warning) << h.status().message();
-    return std::nullopt;
-  }
-  if (h->generation <= s.generation) return std::nullopt;
-  return *h;
+  RT_ASSIGN_OR_RETURN(HealInstruction h, ParseHealInstruction(text.str()));
+  if (h.generation <= s.generation) return std::nullopt;
+  return h;
 }
 
 RendezvousOptions Rendezvous(const Trainer::State& s, const std::string& addr, int port) {
@@ -191,7 +189,14 @@ absl::StatusOr<int64_t> HealInPlace(Trainer::State& s, const absl::Status& failu
   const progress::ScopedPhase waiting(progress::Phase::kWait);
   const auto start = Clock::now();
   std::optional<HealInstruction> heal;
-  while (!(heal = ReadInstruction(s)) && Clock::now() - start < wait) {
+  std::string warned;  // the last malformed control file's error, logged once
+  while (Clock::now() - start < wait) {
+    absl::StatusOr<std::optional<HealInstruction>> read = ReadInstruction(s);
+    if (read.ok() && (heal = *read)) break;
+    if (!read.ok() && read.status().message() != warned) {
+      warned = std::string(read.status().message());
+      RT_LOG(Warning) << s.control_file << ": " << warned << " (still waiting for a valid one)";
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (!heal) {
