@@ -96,6 +96,7 @@ absl::Status Cluster::Reconcile() {
       running.last_loss = job.last_loss;
       running.run.adopting = true;
       running.run.heal_generation = HealsOfThisRun(job);  // the trainers' world generation
+      ResumeHealingLocked(running);
       running.run.adopt_deadline = deadline;
       running.run.assigned_at = now;  // a rank not yet started has start_timeout from now
       if (job.state == JobState::kRunning) {

@@ -201,12 +201,18 @@ class Cluster {
     std::vector<StepRange> missing_steps;
     absl::Time records_deadline;
     // Healing in place (cluster_heals.cc): the job's checkpoint.memory_interval (-1 until its
-    // config is read), the newest step every rank can heal from (the records' snapshot_step),
-    // and a heal under way: the index of its failure in record.failures and when it was found.
+    // config is read), the newest step every rank can heal from (the records' snapshot_step)
+    // and who holds whose copy (their snapshot_buddy_offset), and a heal under way: the index of
+    // its failure in record.failures and when it was found.
     int64_t memory_interval = -1;
     int64_t snapshot_step = 0;
+    int64_t snapshot_buddy_offset = 0;
     std::optional<size_t> healing_failure;
     absl::Time healing_since;
+    // A rank's failure reported while the run was being adopted after a coordinator restart, for a
+    // job that may heal: held until every rank is back (AllBack) or adoption expires, so the heal
+    // decision sees which ranks live.
+    std::optional<JobError> failure_while_adopting;
   };
   // What GetCounts reports that only counting tells, since this process started.
   struct Tallies {
@@ -248,8 +254,14 @@ class Cluster {
   // other rank's agent to rejoin; fills cause's recovery. False: restart or fail as usual.
   bool TryHealLocked(const std::string& job_id, RunningJob& job, JobError& cause,
                      bool restarts_left) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job's checkpoint.memory_interval, read from its config once.
+  int64_t MemoryIntervalLocked(RunningJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The healed world's first step record came: the heal's time goes into its failure.
   void HealedLocked(const std::string& job_id, RunningJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a coordinator restart, an adopted job's healing state from the store: the newest heal
+  // point its last stored record named, and a heal that had not trained a step yet (its failure
+  // healed, without recovery_seconds), whose time then counts from the failure.
+  void ResumeHealingLocked(RunningJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunSymptomLocked(const std::string& job_id, JobError symptom)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Settles symptoms whose window has passed: a worker of the run whose session is down is the

@@ -2,35 +2,43 @@
 // worker/trainer/heal.h): a replacement for the lost rank on an idle worker, started as the next
 // generation of the run; a Heal message for every other rank, whose agent tells its waiting
 // trainer to rejoin at the new rendezvous; the recovery kept with its failure.
+#include <cmath>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/config/job_config.h"
 #include "common/log.h"
+#include "common/record/step_record.h"
 #include "coordinator/cluster.h"
 #include "coordinator/heal_policy.h"
 
 namespace ringtrain {
 
-bool Cluster::TryHealLocked(const std::string& job_id, RunningJob& job, JobError& cause,
-                            bool restarts_left) {
+int64_t Cluster::MemoryIntervalLocked(RunningJob& job) {
   if (job.memory_interval < 0) {
     absl::StatusOr<JobConfig> config =
         ParseJobConfig(job.record.config_toml, job.record.overrides, "job config");
     job.memory_interval = config.ok() ? config->checkpoint.memory_interval : 0;
   }
-  if (job.memory_interval <= 0) return false;
+  return job.memory_interval;
+}
+
+bool Cluster::TryHealLocked(const std::string& job_id, RunningJob& job, JobError& cause,
+                            bool restarts_left) {
+  if (MemoryIntervalLocked(job) <= 0) return false;
   JobRun& run = job.run;
   HealInputs in;
   in.memory_interval = job.memory_interval;
   in.snapshot_step = job.snapshot_step;
+  in.buddy_offset = job.snapshot_buddy_offset;
   in.running = job.record.state == JobState::kRunning && !run.adopting;
   in.restarts_left = restarts_left;
   in.healing = job.healing_failure.has_value();
   in.lost_rank = cause.rank;
   in.lost_worker_id = cause.worker_id;
   in.world = run.size();
-  in.cp = job.record.degrees.cp;
   for (const RankPlacement& p : run.mesh) {
     if (p.rank == cause.rank) continue;
     const Worker* w = workers_.Find(p.worker_id);
@@ -106,6 +114,32 @@ bool Cluster::TryHealLocked(const std::string& job_id, RunningJob& job, JobError
       run.master_port, " (generation ", run.heal_generation, ")");
   TransitionLocked(job_id, JobState::kRunning, message);
   return true;
+}
+
+void Cluster::ResumeHealingLocked(RunningJob& job) {
+  const JobRecord& record = job.record;
+  if (record.last_step > 0) {
+    absl::StatusOr<std::vector<StepEvent>> last =
+        store_->StepEvents(record.job_id, record.last_step, 1);
+    if (last.ok() && !last->empty()) {
+      absl::StatusOr<std::optional<StepRecord>> parsed =
+          ParseStepRecord(last->front().record_json, MissingFigure::kZero);
+      if (parsed.ok() && parsed->has_value()) {
+        const StepRecord& r = **parsed;
+        if (std::isfinite(r.snapshot_step)) job.snapshot_step = int64_t(r.snapshot_step);
+        if (std::isfinite(r.snapshot_buddy_offset)) {
+          job.snapshot_buddy_offset = int64_t(r.snapshot_buddy_offset);
+        }
+      }
+    }
+  }
+  if (!record.failures.empty()) {
+    const JobError& newest = record.failures.back();
+    if (newest.recovery == kRecoveryHealed && newest.recovery_seconds == 0) {
+      job.healing_failure = record.failures.size() - 1;
+      job.healing_since = absl::FromUnixMillis(newest.unix_ms);
+    }
+  }
 }
 
 void Cluster::HealedLocked(const std::string& job_id, RunningJob& job) {

@@ -194,6 +194,7 @@ void Cluster::StartJobLocked(const std::string& job_id, const std::vector<RankPl
   running.symptom.reset();
   running.awaiting_resume = restart;
   running.snapshot_step = 0;
+  running.snapshot_buddy_offset = 0;
   running.healing_failure.reset();
   running.missing_steps.clear();
   for (const RankPlacement& p : mesh) {

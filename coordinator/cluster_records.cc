@@ -42,6 +42,9 @@ absl::StatusOr<std::optional<StepEvent>> StepEventOf(const std::string& job_id,
     event.straggler_ratio = record.straggler_ratio;
   }
   if (std::isfinite(record.snapshot_step)) event.snapshot_step = int64_t(record.snapshot_step);
+  if (std::isfinite(record.snapshot_buddy_offset)) {
+    event.snapshot_buddy_offset = int64_t(record.snapshot_buddy_offset);
+  }
   if (std::isfinite(record.generation)) event.generation = int64_t(record.generation);
   event.record_json = json;  // kept as the trainer wrote it
   return event;
@@ -88,6 +91,7 @@ std::string Cluster::OnRankReportLocked(Worker& worker, const v1::RankReport& re
                  << " step(s) the failed run had reported are computed again";
   }
   job.snapshot_step = std::max(job.snapshot_step, event->snapshot_step);
+  if (event->snapshot_buddy_offset > 0) job.snapshot_buddy_offset = event->snapshot_buddy_offset;
   if (event->generation == job.run.heal_generation) HealedLocked(report.job_id(), job);
   StoreStepLocked(job, *event);
   return "";

@@ -29,6 +29,15 @@ void Cluster::RunFailedLocked(const std::string& job_id, JobError cause) {
   if (job.record.state != JobState::kAssigned && job.record.state != JobState::kRunning) {
     return;  // the run's first cause wins; a stopped or finished run has had it
   }
+  if (job.run.adopting && !job.run.AllBack() && MemoryIntervalLocked(job) > 0) {
+    if (!job.failure_while_adopting) {
+      RT_LOG(Info) << job_id << ": " << cause.message
+                   << "; deciding how to recover once every rank is back";
+      job.failure_while_adopting = std::move(cause);
+    }
+    return;
+  }
+  job.failure_while_adopting.reset();
   const absl::Time now = options_.clock->Now();
   job.symptom.reset();
   job.run.adopting = false;
@@ -210,6 +219,8 @@ bool Cluster::AdoptRankLocked(Worker& worker, const std::string& job_id, int ran
   if (run.AllAdopted()) {
     run.adopting = false;
     RT_LOG(Info) << job_id << ": every rank is back after the coordinator restart";
+  } else if (run.AllBack() && job.failure_while_adopting) {
+    RunFailedLocked(job_id, *job.failure_while_adopting);  // every live rank is back
   }
   return true;
 }
@@ -236,7 +247,7 @@ void Cluster::ExpireAdoptionsLocked(absl::Time now) {
       }
       job.run.exited.insert(p.rank);  // nobody will report it
     }
-    RunFailedLocked(id, error);
+    RunFailedLocked(id, job.failure_while_adopting ? *job.failure_while_adopting : error);
     MaybeRetireLocked(id);
   }
 }

@@ -16,8 +16,8 @@ HealDecision DecideHeal(const HealInputs& in) {
   if (!in.running) return no("the run had not started every rank");
   if (!in.restarts_left) return no("no restarts left");
   if (in.healing) return no("the previous heal in place has not trained a step yet");
-  if (in.snapshot_step <= 0) return no("no in-memory snapshot yet");
-  const int buddy = int(SnapshotBuddy(in.lost_rank, in.world, in.cp));
+  if (in.snapshot_step <= 0 || in.buddy_offset <= 0) return no("no in-memory snapshot yet");
+  const int buddy = int(SnapshotBuddy(in.lost_rank, in.world, in.buddy_offset));
   if (in.also_gone.count(buddy) != 0) {
     return no(absl::StrCat("rank ", in.lost_rank, "'s buddy, rank ", buddy,
                            ", which holds its snapshot, is gone too"));

@@ -20,7 +20,8 @@ struct HealInputs {
   bool healing = false;         // an earlier heal has not trained a step yet
   int lost_rank = -1;
   std::string lost_worker_id;
-  int64_t world = 1, cp = 1;
+  int64_t world = 1;
+  int64_t buddy_offset = 0;  // the records' snapshot_buddy_offset (0: not reported yet)
   // Ranks other than the lost one whose trainers are gone too (exited, or their worker lost).
   std::set<int> also_gone;
   // Idle, connected workers of the job's device kind, in the order to try (the lost rank's own
@@ -35,8 +36,8 @@ struct HealDecision {
 };
 
 // Heals when snapshots are on, one exists, the run is RUNNING with restarts left, only the one
-// rank is gone and its buddy (SnapshotBuddy) still runs, and a replacement is idle — another
-// worker than the lost one when there is one.
+// rank is gone and its buddy (SnapshotBuddy with the trainers' offset) still runs, and a
+// replacement is idle — another worker than the lost one when there is one.
 HealDecision DecideHeal(const HealInputs& in);
 
 }  // namespace ringtrain

@@ -142,9 +142,10 @@ struct StepEvent {
   // -1 and 0 when none). Not stored apart from record_json.
   int64_t straggler_rank = -1;
   double straggler_ratio = 0;
-  // The record's snapshot_step (the newest step the job can heal from) and the world generation
-  // that wrote it. Not stored apart from record_json.
+  // The record's snapshot_step (the newest step the job can heal from), its buddy offset and the
+  // world generation that wrote it. Not stored apart from record_json.
   int64_t snapshot_step = 0;
+  int64_t snapshot_buddy_offset = 0;
   int64_t generation = 0;
 };
 

@@ -42,6 +42,13 @@ struct JobRun {
   bool AllExited() const { return static_cast<int>(exited.size()) >= size(); }
   int StillRunning() const { return size() - static_cast<int>(exited.size()); }
   bool AllAdopted() const { return static_cast<int>(adopted.size()) == size(); }
+  // Every rank adopted or known to have exited: who lives is known.
+  bool AllBack() const {
+    for (int r = 0; r < size(); ++r) {
+      if (adopted.count(r) == 0 && exited.count(r) == 0) return false;
+    }
+    return true;
+  }
 };
 
 }  // namespace ringtrain

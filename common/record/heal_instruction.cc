@@ -1,8 +1,10 @@
 #include "common/record/heal_instruction.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/record/json_record.h"
@@ -44,18 +46,39 @@ absl::StatusOr<HealInstruction> ParseHealInstruction(absl::string_view json) {
   return h;
 }
 
-namespace {
-int64_t BuddyOffset(int64_t world, int64_t cp) { return world > cp ? cp : 1; }
-}  // namespace
-
-int64_t SnapshotBuddy(int64_t rank, int64_t world, int64_t cp) {
-  if (world <= 1) return rank;
-  return (rank + BuddyOffset(world, cp)) % world;
+int64_t SnapshotOffset(const std::vector<uint64_t>& hosts, int64_t cp) {
+  const int64_t world = int64_t(hosts.size());
+  if (world <= 1) return 0;
+  const auto shared = [&](int64_t offset) {  // ranks whose buddy is on their own host
+    int64_t n = 0;
+    for (int64_t r = 0; r < world; ++r)
+      n += hosts[size_t(r)] == hosts[size_t((r + offset) % world)];
+    return n;
+  };
+  // The same place in the next CP group first, then in the groups after it, then any other rank.
+  std::vector<int64_t> order;
+  cp = std::max<int64_t>(cp, 1);
+  for (int64_t o = cp; o < world; o += cp) order.push_back(o);
+  for (int64_t o = 1; o < world; ++o) {
+    if (o % cp != 0) order.push_back(o);
+  }
+  int64_t best = order.front(), fewest = shared(best);
+  for (int64_t o : order) {
+    if (fewest == 0) break;
+    if (const int64_t n = shared(o); n < fewest) best = o, fewest = n;
+  }
+  // Every offset shares as much (e.g. one host): the preferred place.
+  return best;
 }
 
-int64_t SnapshotSource(int64_t rank, int64_t world, int64_t cp) {
+int64_t SnapshotBuddy(int64_t rank, int64_t world, int64_t offset) {
   if (world <= 1) return rank;
-  return (rank - BuddyOffset(world, cp) + world) % world;
+  return (rank + offset) % world;
+}
+
+int64_t SnapshotSource(int64_t rank, int64_t world, int64_t offset) {
+  if (world <= 1) return rank;
+  return (rank - offset % world + world) % world;
 }
 
 absl::Status WriteHealInstruction(const std::string& path, const HealInstruction& instruction) {

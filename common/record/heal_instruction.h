@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -31,14 +32,20 @@ struct HealInstruction {
 // port outside 1-65535.
 absl::StatusOr<HealInstruction> ParseHealInstruction(absl::string_view json);
 
-// The rank that holds rank `rank`'s in-memory snapshot copies (its buddy), the same in the trainer
-// that sends them and the coordinator that decides whether a loss can be healed: the rank `cp`
-// places on — the same place in the next data-parallel replica (or FSDP group) — when the world
-// has more than one CP group, else the next rank. Each rank is on its own worker, so the buddy
-// always is on another worker. Rank itself for a world of 1.
-int64_t SnapshotBuddy(int64_t rank, int64_t world, int64_t cp);
+// Rank r's in-memory snapshot copies go to rank (r + offset) % world, its buddy. The offset is
+// chosen once, when the run starts, from every rank's host (`hosts[r]`, an identity such as a hash
+// of the node's name): the same place in the next data-parallel replica (or FSDP group) — `cp`
+// ranks on — when the world has more than one CP group, else the next rank; but when that puts a
+// rank's copy on its own host and another offset does not (a host holds several ranks, as a node
+// with 8 GPUs does), the first offset that puts the fewest copies on their own host: a lost host
+// then loses no rank together with its copy. 0 for a world of 1. The trainers report the offset
+// in their step records, so the coordinator that decides whether a loss can be healed uses the
+// very buddy the trainers use.
+int64_t SnapshotOffset(const std::vector<uint64_t>& hosts, int64_t cp);
+// The rank that holds rank `rank`'s copies (its buddy); rank itself for a world of 1.
+int64_t SnapshotBuddy(int64_t rank, int64_t world, int64_t offset);
 // The rank whose copies rank `rank` holds: SnapshotBuddy's inverse.
-int64_t SnapshotSource(int64_t rank, int64_t world, int64_t cp);
+int64_t SnapshotSource(int64_t rank, int64_t world, int64_t offset);
 
 // Writes `instruction` to `path` atomically (path.tmp, then rename). UNAVAILABLE naming the file.
 absl::Status WriteHealInstruction(const std::string& path, const HealInstruction& instruction);

@@ -70,6 +70,9 @@ struct StepRecord {
   // checkpoint.memory_interval: the newest step every rank's state is in memory on itself and on
   // its buddy, so a lost rank can be healed in place from it; 0 when none (or snapshots are off).
   double snapshot_step = 0;
+  // Rank r's snapshot copies are on rank (r + snapshot_buddy_offset) % world (SnapshotOffset in
+  // heal_instruction.h); 0 when snapshots are off.
+  double snapshot_buddy_offset = 0;
   // The world's heal generation that computed the step: 0, or n after the n-th heal in place.
   double generation = 0;
   std::vector<RankFigures> ranks;  // in rank order; empty for a one-rank job
@@ -88,7 +91,7 @@ struct FigureField {
 };
 
 // The record's figures after "step", in wire order.
-inline constexpr std::array<FigureField<StepRecord>, 16> kStepFields = {{
+inline constexpr std::array<FigureField<StepRecord>, 17> kStepFields = {{
     {"loss", &StepRecord::loss, FigureKind::kReal},
     {"grad_norm", &StepRecord::grad_norm, FigureKind::kReal},
     {"lr", &StepRecord::lr, FigureKind::kReal},
@@ -104,6 +107,7 @@ inline constexpr std::array<FigureField<StepRecord>, 16> kStepFields = {{
     {"straggler_rank", &StepRecord::straggler_rank, FigureKind::kCount},
     {"straggler_ratio", &StepRecord::straggler_ratio, FigureKind::kReal},
     {"snapshot_step", &StepRecord::snapshot_step, FigureKind::kCount},
+    {"snapshot_buddy_offset", &StepRecord::snapshot_buddy_offset, FigureKind::kCount},
     {"generation", &StepRecord::generation, FigureKind::kCount},
 }};
 

@@ -68,15 +68,16 @@ void ExpectBitwiseHeal(LocalCluster& cluster, const std::string& job_id,
   }
 }
 
-// The job healed once from `cause`, with its replacement and time kept; no restart.
-void ExpectHealed(const v1::Job& done, const std::string& cause) {
+// The job healed once from `cause`, with its replacement (on the spare worker unless
+// `any_worker`: the lost rank's own worker may take it too) and time kept; no restart.
+void ExpectHealed(const v1::Job& done, const std::string& cause, bool any_worker = false) {
   ASSERT_EQ(done.failures_size(), 1) << done.ShortDebugString();
   const v1::JobError& f = done.failures(0);
   EXPECT_EQ(f.cause(), cause);
   EXPECT_EQ(f.rank(), 1);
   EXPECT_EQ(f.recovery(), "healed");
   EXPECT_FALSE(f.replacement_worker_id().empty());
-  EXPECT_NE(f.replacement_worker_id(), f.worker_id()) << "the spare took the rank";
+  if (!any_worker) EXPECT_NE(f.replacement_worker_id(), f.worker_id()) << "the spare took the rank";
   EXPECT_GT(f.recovery_seconds(), 0);
   EXPECT_EQ(done.restart_count(), 0) << "no restart from storage";
   EXPECT_EQ(done.mesh(1).worker_id(), f.replacement_worker_id());
@@ -191,6 +192,47 @@ TEST_F(HealInPlaceTest, FsdpShard2Cp2HealsARankFromTheOtherShardGroupsMemory) {
 
 TEST_F(HealInPlaceTest, Dp2Cp2HealsARankFromTheOtherReplicasMemory) {
   HealFourRanks(Healable(/*comm_timeout=*/10, /*dp=*/2), "dp 2 x cp 2");
+}
+
+TEST_F(HealInPlaceTest, ACoordinatorRestartedDuringAHealLosesNothing) {
+  std::unique_ptr<LocalCluster> cluster = Start(3);
+  const std::vector<std::string> job = Healable();
+  const Underway u = SubmitAndRunTo(*cluster, job, /*rank=*/1);
+  ASSERT_GT(u.trainer, 0);
+  const pid_t survivor = cluster->TrainerPid(u.job.job_id(), 0);
+  kill(u.trainer, SIGKILL);
+  // The heal is issued (the failure says how the job goes on); the replacement is still starting.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const v1::Job j = cluster->Get(u.job.job_id());
+        return j.failures_size() == 1 && j.failures(0).recovery() == "healed";
+      },
+      60));
+  cluster->RestartCoordinator(SIGKILL);
+  TrainingAgain(*cluster, u.job.job_id(), u.step, Clock::now());
+  EXPECT_EQ(cluster->TrainerPid(u.job.job_id(), 0), survivor) << "rank 0 kept its process";
+  const v1::Job done = Succeeded(*cluster, u.job.job_id());
+  ExpectHealed(done, "rank_exit");
+  ExpectBitwiseHeal(*cluster, u.job.job_id(), Uninterrupted(*cluster, 2, WithoutSnapshots(job)));
+}
+
+TEST_F(HealInPlaceTest, ARankLostWhileTheCoordinatorIsAwayIsHealedWhenItReturns) {
+  std::unique_ptr<LocalCluster> cluster = Start(3);
+  const std::vector<std::string> job = Healable();
+  const Underway u = SubmitAndRunTo(*cluster, job, /*rank=*/1);
+  ASSERT_GT(u.trainer, 0);
+  const pid_t survivor = cluster->TrainerPid(u.job.job_id(), 0);
+  cluster->StopCoordinator(SIGKILL);
+  kill(u.trainer, SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return !IsRunning(u.trainer); }, 10));
+  // The new coordinator knows the heal point from the last stored record, and decides once
+  // every rank's agent is back (whichever comes first, the lost rank's may be the only idle one).
+  cluster->StartCoordinator();
+  TrainingAgain(*cluster, u.job.job_id(), u.step, Clock::now());
+  EXPECT_EQ(cluster->TrainerPid(u.job.job_id(), 0), survivor) << "rank 0 kept its process";
+  const v1::Job done = Succeeded(*cluster, u.job.job_id());
+  ExpectHealed(done, "rank_exit", /*any_worker=*/true);
+  ExpectBitwiseHeal(*cluster, u.job.job_id(), Uninterrupted(*cluster, 2, WithoutSnapshots(job)));
 }
 
 TEST_F(HealInPlaceTest, WhenTheRankAndItsBuddyAreBothLostTheJobRestartsFromStorageBitwise) {

@@ -19,7 +19,7 @@ HealInputs Healable() {
   in.lost_rank = 1;
   in.lost_worker_id = "w1";
   in.world = 2;
-  in.cp = 2;
+  in.buddy_offset = 1;  // as the trainers' records say
   in.idle_workers = {"w1", "w2"};
   return in;
 }
@@ -49,6 +49,7 @@ TEST(HealPolicyTest, FallsBackToStorageSayingWhy) {
   EXPECT_THAT(why([](HealInputs& in) { in.memory_interval = 0; }), HasSubstr("snapshots are off"));
   EXPECT_THAT(why([](HealInputs& in) { in.snapshot_step = 0; }),
               HasSubstr("no in-memory snapshot"));
+  EXPECT_THAT(why([](HealInputs& in) { in.buddy_offset = 0; }), HasSubstr("no in-memory snapshot"));
   EXPECT_THAT(why([](HealInputs& in) { in.restarts_left = false; }), HasSubstr("no restarts left"));
   EXPECT_THAT(why([](HealInputs& in) { in.running = false; }), HasSubstr("had not started"));
   EXPECT_THAT(why([](HealInputs& in) { in.healing = true; }), HasSubstr("previous heal"));
@@ -62,12 +63,25 @@ TEST(HealPolicyTest, AnotherRankGoneThatIsNotTheBuddyAlsoFallsBack) {
   // dp 2 × cp 2: rank 1's buddy is rank 3; rank 2 gone as well.
   HealInputs in = Healable();
   in.world = 4;
+  in.buddy_offset = 2;
   in.also_gone = {2};
   const HealDecision d = DecideHeal(in);
   EXPECT_FALSE(d.heal);
   EXPECT_THAT(d.why_not, HasSubstr("rank 2 is gone too"));
   in.also_gone.clear();
   EXPECT_TRUE(DecideHeal(in).heal);
+}
+
+TEST(HealPolicyTest, TheBuddyIsTheOneTheTrainersReport) {
+  // dp 2 × cp 2 with the replicas interleaved over two hosts: the trainers chose offset 1, so
+  // rank 1's copy is on rank 2 — rank 3 gone does not stop the heal's source, rank 2 gone does.
+  HealInputs in = Healable();
+  in.world = 4;
+  in.buddy_offset = 1;
+  in.also_gone = {2};
+  EXPECT_THAT(DecideHeal(in).why_not, HasSubstr("buddy, rank 2, which holds its snapshot"));
+  in.buddy_offset = 2;
+  EXPECT_THAT(DecideHeal(in).why_not, HasSubstr("rank 2 is gone too"));
 }
 
 }  // namespace

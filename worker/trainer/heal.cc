@@ -1,8 +1,12 @@
 #include "worker/trainer/heal.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,6 +27,23 @@ namespace ringtrain::trainer_internal {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// This rank's host, for choosing buddies on other hosts: $RINGTRAIN_NODE_NAME when set (the
+// Kubernetes manifests set it to the node's name: pods on one node have their own host names),
+// else the host name; hashed (FNV-1a) to 48 bits, which a double all-gather carries exactly.
+uint64_t HostId() {
+  std::string name;
+  if (const char* node = std::getenv("RINGTRAIN_NODE_NAME"); node != nullptr && *node != 0) {
+    name = node;
+  } else {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    name = host;
+  }
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h & ((uint64_t{1} << 48) - 1);
+}
 
 // Tags of a replacement's copy, sent by its buddy on the snapshot group.
 constexpr int kHealFlatTag = 11;
@@ -96,6 +117,7 @@ absl::StatusOr<int64_t> AgreeAndRestore(Trainer::State& s, bool survivor) {
   mine.held_steps = snapshots.held_steps();
   mine.tag_pid = s.tag_pid;
   mine.tag_ms = s.tag_ms;
+  mine.buddy_offset = s.snapshot_offset;
   std::vector<HealRow> rows;
   RT_RETURN_IF_ERROR(Guarded(s, "agreeing on the heal", [&]() -> absl::Status {
     for (const std::vector<double>& r : s.comm->AllGatherDoubles(HealRowToDoubles(mine))) {
@@ -104,8 +126,9 @@ absl::StatusOr<int64_t> AgreeAndRestore(Trainer::State& s, bool survivor) {
     }
     return absl::OkStatus();
   }));
-  const int64_t world = s.rank.world_size, cp = s.mesh.cp, me = s.rank.rank;
-  const std::optional<int64_t> step = ChooseRollbackStep(rows, cp);
+  const int64_t world = s.rank.world_size, me = s.rank.rank;
+  const std::optional<int64_t> offset = RunBuddyOffset(rows);
+  const std::optional<int64_t> step = offset ? ChooseRollbackStep(rows, *offset) : std::nullopt;
   if (!step) {
     return MarkPeerLost(absl::UnavailableError(
         "no in-memory snapshot every rank can restore (none taken yet, or a replacement's buddy "
@@ -114,7 +137,7 @@ absl::StatusOr<int64_t> AgreeAndRestore(Trainer::State& s, bool survivor) {
   RT_RETURN_IF_ERROR(Guarded(s, "handing over the snapshots", [&]() -> absl::Status {
     for (int64_t n = 0; n < world; ++n) {
       if (rows[size_t(n)].survivor) continue;
-      const int64_t holder = SnapshotBuddy(n, world, cp);
+      const int64_t holder = SnapshotBuddy(n, world, *offset);
       if (holder == me) TransferCopy(s, snapshots.Held(*step), n, -1, nullptr);
       if (n == me) {
         Snapshot received;
@@ -134,8 +157,11 @@ absl::StatusOr<int64_t> AgreeAndRestore(Trainer::State& s, bool survivor) {
   s.train_state.global_sample = *step * s.sampler->global_batch();
   s.train_state.optimizer_step = own->optimizer_step;
   snapshots.ForgetAfter(*step);
-  const HealRow& source = rows[size_t(SnapshotSource(me, world, cp))];
-  snapshots.SetSourceSizes(int64_t(source.flat_elements), int64_t(source.rng_bytes));
+  s.snapshot_offset = *offset;
+  const int64_t source = SnapshotSource(me, world, *offset);
+  snapshots.SetPeers(SnapshotBuddy(me, world, *offset), source,
+                     int64_t(rows[size_t(source)].flat_elements),
+                     int64_t(rows[size_t(source)].rng_bytes));
   s.tag_pid = rows[0].tag_pid;
   s.tag_ms = rows[0].tag_ms;
   return *step;
@@ -146,22 +172,29 @@ absl::StatusOr<int64_t> AgreeAndRestore(Trainer::State& s, bool survivor) {
 absl::Status StartSnapshots(Trainer::State& s) {
   const int64_t k = s.config.checkpoint.memory_interval;
   if (k <= 0 || !s.comm) return absl::OkStatus();
-  const int64_t world = s.rank.world_size, cp = s.mesh.cp, me = s.rank.rank;
-  s.snapshots = std::make_unique<MemorySnapshots>(s.comm.get(), s.gradients->StateTensors(),
-                                                  SnapshotBuddy(me, world, cp),
-                                                  SnapshotSource(me, world, cp));
-  if (s.rank.rank == 0) {
-    RT_LOG(Info) << absl::StrFormat(
-        "in-memory snapshots every %d steps: each rank keeps its state (rank 0: %.1f MB) and a "
-        "copy of another rank's",
-        k, double(s.snapshots->elements()) * 4 / 1e6);
-  }
-  if (s.rank.heal_generation > 0) return absl::OkStatus();  // sizes come with the heal
-  return Guarded(s, "exchanging snapshot sizes", [&]() -> absl::Status {
-    const std::vector<std::vector<double>> sizes = s.comm->AllGatherDoubles(
-        {double(s.snapshots->elements()), double(s.snapshots->rng_bytes())});
-    const std::vector<double>& source = sizes[size_t(SnapshotSource(me, world, cp))];
-    s.snapshots->SetSourceSizes(int64_t(source[0]), int64_t(source[1]));
+  const int64_t world = s.rank.world_size, me = s.rank.rank;
+  s.snapshots = std::make_unique<MemorySnapshots>(s.comm.get(), s.gradients->StateTensors());
+  if (s.rank.heal_generation > 0) return absl::OkStatus();  // peers and sizes come with the heal
+  return Guarded(s, "choosing the snapshot buddies", [&]() -> absl::Status {
+    const std::vector<std::vector<double>> rows = s.comm->AllGatherDoubles(
+        {double(s.snapshots->elements()), double(s.snapshots->rng_bytes()), double(HostId())});
+    std::vector<uint64_t> hosts;
+    for (const std::vector<double>& row : rows) hosts.push_back(uint64_t(row[2]));
+    s.snapshot_offset = SnapshotOffset(hosts, s.mesh.cp);
+    const int64_t buddy = SnapshotBuddy(me, world, s.snapshot_offset);
+    const int64_t source = SnapshotSource(me, world, s.snapshot_offset);
+    s.snapshots->SetPeers(buddy, source, int64_t(rows[size_t(source)][0]),
+                          int64_t(rows[size_t(source)][1]));
+    if (me == 0) {
+      const int64_t hosts_count = int64_t(std::set<uint64_t>(hosts.begin(), hosts.end()).size());
+      RT_LOG(Info) << absl::StrFormat(
+          "in-memory snapshots every %d steps: each rank keeps its state (rank 0: %.1f MB) and "
+          "holds the copy of the rank %d places before it (%d host%s; rank 0's copy goes to rank "
+          "%d%s)",
+          k, double(s.snapshots->elements()) * 4 / 1e6, s.snapshot_offset, hosts_count,
+          hosts_count == 1 ? "" : "s", buddy,
+          hosts[size_t(buddy)] == hosts[0] ? ", on the same host" : ", on another host");
+    }
     return absl::OkStatus();
   });
 }
@@ -226,7 +259,7 @@ absl::StatusOr<int64_t> JoinAsReplacement(Trainer::State& s) {
   if (s.config.checkpoint.enable) OpenCheckpointWriter(s);  // under the run's save tag
   RT_LOG(Info) << "rank " << s.rank.rank << " replaces the lost rank (generation " << s.generation
                << "): its state is the step " << step << " snapshot, from rank "
-               << SnapshotBuddy(s.rank.rank, s.rank.world_size, s.mesh.cp);
+               << SnapshotBuddy(s.rank.rank, s.rank.world_size, s.snapshot_offset);
   return step;
 }
 

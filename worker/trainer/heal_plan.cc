@@ -9,7 +9,7 @@
 namespace ringtrain {
 namespace {
 
-constexpr size_t kRowLength = 5 + 2 * kMaxHealSteps;
+constexpr size_t kRowLength = 6 + 2 * kMaxHealSteps;
 
 void PutSteps(const std::vector<int64_t>& steps, std::vector<double>* out) {
   for (int i = 0; i < kMaxHealSteps; ++i) {
@@ -28,8 +28,9 @@ std::vector<int64_t> GetSteps(const std::vector<double>& values, size_t first) {
 }  // namespace
 
 std::vector<double> HealRowToDoubles(const HealRow& row) {
-  std::vector<double> out = {row.survivor ? 1.0 : 0.0, row.flat_elements, row.rng_bytes,
-                             row.tag_pid, row.tag_ms};
+  std::vector<double> out = {
+      row.survivor ? 1.0 : 0.0, row.flat_elements, row.rng_bytes, row.tag_pid, row.tag_ms,
+      double(row.buddy_offset)};
   PutSteps(row.own_steps, &out);
   PutSteps(row.held_steps, &out);
   return out;
@@ -46,12 +47,20 @@ absl::StatusOr<HealRow> HealRowFromDoubles(const std::vector<double>& values) {
   row.rng_bytes = values[2];
   row.tag_pid = values[3];
   row.tag_ms = values[4];
-  row.own_steps = GetSteps(values, 5);
-  row.held_steps = GetSteps(values, 5 + kMaxHealSteps);
+  row.buddy_offset = int64_t(values[5]);
+  row.own_steps = GetSteps(values, 6);
+  row.held_steps = GetSteps(values, 6 + kMaxHealSteps);
   return row;
 }
 
-std::optional<int64_t> ChooseRollbackStep(const std::vector<HealRow>& rows, int64_t cp) {
+std::optional<int64_t> RunBuddyOffset(const std::vector<HealRow>& rows) {
+  for (const HealRow& row : rows) {
+    if (row.survivor) return row.buddy_offset;
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> ChooseRollbackStep(const std::vector<HealRow>& rows, int64_t offset) {
   const int64_t world = int64_t(rows.size());
   std::optional<std::set<int64_t>> common;  // steps every rank checked so far can restore
   for (int64_t r = 0; r < world; ++r) {
@@ -60,7 +69,7 @@ std::optional<int64_t> ChooseRollbackStep(const std::vector<HealRow>& rows, int6
     if (row.survivor) {
       can.insert(row.own_steps.begin(), row.own_steps.end());
     } else {
-      const HealRow& holder = rows[size_t(SnapshotBuddy(r, world, cp))];
+      const HealRow& holder = rows[size_t(SnapshotBuddy(r, world, offset))];
       if (!holder.survivor) return std::nullopt;
       can.insert(holder.held_steps.begin(), holder.held_steps.end());
     }

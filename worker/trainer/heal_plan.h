@@ -25,6 +25,9 @@ struct HealRow {
   // The run's checkpoint save tag (rank 0's pid and start time; trainer.cc's AgreeOnSaveTag),
   // which a replacement adopts.
   double tag_pid = 0, tag_ms = 0;
+  // The run's buddy offset (SnapshotOffset, chosen at its start); a replacement brings 0 and
+  // adopts the survivors'.
+  int64_t buddy_offset = 0;
 };
 
 // Fixed length, for an all-gather of equal-length vectors; and back (INVALID_ARGUMENT when the
@@ -32,10 +35,13 @@ struct HealRow {
 std::vector<double> HealRowToDoubles(const HealRow& row);
 absl::StatusOr<HealRow> HealRowFromDoubles(const std::vector<double>& values);
 
+// The survivors' buddy offset; nullopt when no rank survived.
+std::optional<int64_t> RunBuddyOffset(const std::vector<HealRow>& rows);
+
 // The newest step every rank can restore: each survivor from its own snapshot, each replacement
-// from the copy its buddy (SnapshotBuddy) holds — a survivor. nullopt when there is none: no
-// snapshot yet, or a replacement whose buddy was lost too.
-std::optional<int64_t> ChooseRollbackStep(const std::vector<HealRow>& rows, int64_t cp);
+// from the copy its buddy (SnapshotBuddy with the run's `offset`) holds — a survivor. nullopt when
+// there is none: no snapshot yet, or a replacement whose buddy was lost too.
+std::optional<int64_t> ChooseRollbackStep(const std::vector<HealRow>& rows, int64_t offset);
 
 }  // namespace ringtrain
 

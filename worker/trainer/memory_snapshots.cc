@@ -12,9 +12,8 @@ constexpr int kMetaTag = 3;
 
 }  // namespace
 
-MemorySnapshots::MemorySnapshots(Communicator* comm, std::vector<at::Tensor> state, int64_t buddy,
-                                 int64_t source)
-    : comm_(comm), state_(std::move(state)), buddy_(buddy), source_(source) {
+MemorySnapshots::MemorySnapshots(Communicator* comm, std::vector<at::Tensor> state)
+    : comm_(comm), state_(std::move(state)) {
   for (const at::Tensor& t : state_) elements_ += t.numel();
 }
 
@@ -22,9 +21,12 @@ int64_t MemorySnapshots::rng_bytes() const {
   return at::detail::getDefaultCPUGenerator().get_state().numel();
 }
 
-void MemorySnapshots::SetSourceSizes(int64_t elements, int64_t rng_bytes) {
-  source_elements_ = elements;
-  source_rng_bytes_ = rng_bytes;
+void MemorySnapshots::SetPeers(int64_t buddy, int64_t source, int64_t source_elements,
+                               int64_t source_rng_bytes) {
+  buddy_ = buddy;
+  source_ = source;
+  source_elements_ = source_elements;
+  source_rng_bytes_ = source_rng_bytes;
 }
 
 void MemorySnapshots::Take(int64_t step, int64_t optimizer_step) {

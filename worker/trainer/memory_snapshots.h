@@ -37,11 +37,12 @@ class MemorySnapshots {
  public:
   // `comm` (built with its snapshot group) must outlive this; `state` are the live tensors
   // (GradientPath::StateTensors) a snapshot copies and Restore writes back.
-  MemorySnapshots(Communicator* comm, std::vector<at::Tensor> state, int64_t buddy, int64_t source);
+  // SetPeers must come before the first Take.
+  MemorySnapshots(Communicator* comm, std::vector<at::Tensor> state);
 
   // Copies the state into a new snapshot of `step` (the step pays this copy) and issues its
   // transfer: to the buddy, and the source's copy of the same step from it, whose sizes
-  // SetSourceSizes gave. Every rank calls it at the same steps. Settles a transfer still in flight
+  // SetPeers gave. Every rank calls it at the same steps. Settles a transfer still in flight
   // first. Throws CommError.
   void Take(int64_t step, int64_t optimizer_step);
   // Waits for the transfer Take issued, if any; the received copy is then held. Throws CommError.
@@ -53,7 +54,9 @@ class MemorySnapshots {
   // Forgets own and held snapshots newer than `step` (after rolling back to it).
   void ForgetAfter(int64_t step);
 
-  void SetSourceSizes(int64_t elements, int64_t rng_bytes);
+  // The rank copies go to, the rank whose copies this one holds (heal_instruction.h's
+  // SnapshotBuddy and SnapshotSource), and the sizes of the source's snapshot.
+  void SetPeers(int64_t buddy, int64_t source, int64_t source_elements, int64_t source_rng_bytes);
   int64_t elements() const { return elements_; }
   int64_t rng_bytes() const;
 
@@ -76,7 +79,7 @@ class MemorySnapshots {
   Communicator* comm_;
   std::vector<at::Tensor> state_;
   int64_t elements_ = 0;
-  int64_t buddy_, source_;
+  int64_t buddy_ = -1, source_ = -1;
   int64_t source_elements_ = -1, source_rng_bytes_ = -1;
   std::map<int64_t, Snapshot> own_, held_;
   // The transfer in flight: its works and the copy being received.

@@ -29,6 +29,7 @@ StepRecord ToStepRecord(const StepReport& r, std::vector<RankFigures> ranks) {
   record.straggler_rank = static_cast<double>(r.straggler_rank);
   record.straggler_ratio = r.straggler_ratio;
   record.snapshot_step = static_cast<double>(r.snapshot_step);
+  record.snapshot_buddy_offset = static_cast<double>(r.snapshot_buddy_offset);
   record.generation = static_cast<double>(r.generation);
   record.ranks = std::move(ranks);
   return record;

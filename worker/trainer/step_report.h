@@ -34,7 +34,8 @@ struct StepReport {
   int64_t straggler_rank = -1;     // StepRecord's
   double straggler_ratio = 0;
   int64_t snapshot_step = 0;  // StepRecord's
-  int64_t generation = 0;     // StepRecord's
+  int64_t snapshot_buddy_offset = 0;
+  int64_t generation = 0;  // StepRecord's
 };
 
 // The step's record (common/record/step_record.h, the contract with the agent, the coordinator and

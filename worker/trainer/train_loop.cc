@@ -211,6 +211,7 @@ absl::Status Report(Trainer::State& s, StepReport report) {
     double committed = ranks.front().snapshot_held_step;
     for (const RankFigures& r : ranks) committed = std::min(committed, r.snapshot_held_step);
     report.snapshot_step = int64_t(committed);
+    report.snapshot_buddy_offset = s.snapshot_offset;
     s.snapshots->Prune(report.snapshot_step);
   }
   if (s.stragglers) NameStraggler(s, report.step, ranks, &report);

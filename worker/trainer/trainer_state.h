@@ -59,6 +59,7 @@ struct Trainer::State {
   // checkpoint.memory_interval (heal.h): the snapshots, the world's generation (0 at start, n
   // after the n-th heal) and where the agent writes a heal instruction ($RINGTRAIN_CONTROL_FILE).
   std::unique_ptr<MemorySnapshots> snapshots;
+  int64_t snapshot_offset = 0;  // the run's buddy offset (SnapshotOffset), reported in records
   int64_t generation = 0;
   std::string control_file;
   // The run's checkpoint save tag (AgreeOnSaveTag: rank 0's pid and start time).
