@@ -30,6 +30,8 @@ StepRecord ToStepRecord(const StepReport& r, std::vector<RankFigures> ranks) {
   record.straggler_ratio = r.straggler_ratio;
   record.snapshot_step = static_cast<double>(r.snapshot_step);
   record.generation = static_cast<double>(r.generation);
+  record.checkpoint_save_step = static_cast<double>(r.checkpoint_save_step);
+  record.checkpoint_commit_step = static_cast<double>(r.checkpoint_commit_step);
   record.ranks = std::move(ranks);
   return record;
 }
