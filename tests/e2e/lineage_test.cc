@@ -188,10 +188,10 @@ TEST_F(LineageTest, RefusesWhatCannotBeLoaded) {
   EXPECT_EQ(nothing_left.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(nothing_left.error_message(), HasSubstr("set training.steps above 8"));
 
-  // Through ringctl: the refusal on stderr, exit 1; no job was made.
+  // Through ringctl: the refusal on stderr, exit 2 (the request is what to fix).
   const CommandResult cli =
       cluster_->Ringctl({"submit", ConfigPath("debug_model.toml"), "--init-from", source_ + "@5"});
-  EXPECT_EQ(cli.exit_code, 1) << cli.output;
+  EXPECT_EQ(cli.exit_code, 2) << cli.output;
   EXPECT_THAT(cli.output, HasSubstr("has no checkpoint of step 5"));
 }
 
