@@ -1,5 +1,6 @@
 // The command table: one row per subcommand. A new subcommand is its file (XFlags, deriving from
 // CommonFlags to read the common flags; AddXCommand; RunX) and its row here.
+#include "client/checkpoints_command.h"
 #include "client/cluster_up.h"
 #include "client/command.h"
 #include "client/compare_command.h"
@@ -23,6 +24,7 @@ std::vector<Command> Commands() {
       MakeCommand("submit", kService, AddSubmitCommand, RunSubmit),
       MakeCommand("watch", kService, AddWatchCommand, RunWatchCommand),
       MakeCommand("get", kService, AddGetCommand, RunGet),
+      MakeCommand("checkpoints", kService, AddCheckpointsCommand, RunCheckpoints),
       MakeCommand("list", kService, AddListCommand, RunList),
       MakeCommand("cancel", kService, AddCancelCommand, RunCancel),
       MakeCommand("workers", kService, AddWorkersCommand, RunWorkers),

@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/checkpoint_format.h"
 #include "common/printable.h"
 #include "common/record/step_record.h"
 
@@ -271,6 +272,11 @@ std::string FormatJobDetail(const v1::Job& job, double now) {
         absl::StrCat(job.last_step(), "/", job.total_steps(),
                      job.last_step() > 0 ? absl::StrFormat(", loss %.4f", job.last_loss()) : ""));
   if (job.overrides_size() > 0) field("overrides", absl::StrJoin(job.overrides(), " "));
+  if (job.has_load_from()) field("started from", LoadFromText(job));
+  const std::vector<std::string> checkpoints = CheckpointLines(job);
+  for (size_t i = 0; i < checkpoints.size(); ++i) {
+    field(i == 0 ? "checkpoints" : "", checkpoints[i]);
+  }
   return out;
 }
 

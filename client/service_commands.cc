@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "client/checkpoint_format.h"
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
 #include "client/job_filter.h"
@@ -64,6 +65,8 @@ int RunSubmit(const SubmitFlags& flags) {
   for (const std::string& o : *overrides) request.add_overrides(o);
   request.set_name(flags.name);
   request.set_device_kind(flags.device_kind);
+  request.set_init_from(flags.init_from);
+  request.set_resume_from(flags.resume_from);
 
   CoordinatorClient client(flags.coordinator);
   CallOptions options;
@@ -73,7 +76,8 @@ int RunSubmit(const SubmitFlags& flags) {
   if (FormatOf(flags) == OutputFormat::kJson) {
     std::cout << MessageJson(*job) << std::endl;  // the warnings are its "warnings"
   } else {
-    std::cout << "submitted " << job->job_id() << " (" << MeshSummary(*job) << ")" << std::endl;
+    std::cout << "submitted " << job->job_id() << " (" << MeshSummary(*job) << ")"
+              << (job->has_load_from() ? ", from " + LoadFromText(*job) : "") << std::endl;
   }
   // What the coordinator accepted but changed or ignores (a key the service manages, a clamped
   // learning-rate phase): on stderr, so scripts reading stdout are not disturbed.
@@ -199,13 +203,22 @@ CLI::App* AddSubmitCommand(CLI::App& app, SubmitFlags* flags) {
   submit->add_option("--device-kind", flags->device_kind, "The kind of worker every rank runs on")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   submit->add_flag("--follow", flags->follow, "Watch the job until it ends");
+  submit->add_option("--init-from", flags->init_from,
+                     "Start from another job's weights, JOB or JOB@STEP (default: its newest "
+                     "complete checkpoint); a fresh optimizer, from step 1");
+  submit->add_option("--resume-from", flags->resume_from,
+                     "Continue another job's training, JOB or JOB@STEP, under a new job id: its "
+                     "model, optimizer, data position and learning-rate schedule; "
+                     "training.steps is the total");
   submit->allow_extras();  // the --section.key=value overrides, wherever they appear
   submit->footer(
       "Overrides: any config key as --section.key=value, e.g. --training.steps=20.\n"
       "Examples:\n"
       "  ringctl submit configs/debug_model.toml --parallelism.context_parallel_degree=4 --follow\n"
       "  ringctl --coordinator 10.0.0.5:50051 submit configs/debug_model.toml --name cp4 "
-      "--training.steps=10");
+      "--training.steps=10\n"
+      "  ringctl submit configs/debug_model.toml --resume-from job-000001@200 "
+      "--training.steps=400");
   flags->submit = submit;
   return submit;
 }

@@ -25,6 +25,8 @@ struct SubmitFlags : CommonFlags {
   std::string name;         // empty: the coordinator picks one
   std::string device_kind;  // empty: the coordinator's default ("cpu")
   bool follow = false;
+  std::string init_from;       // --init-from JOB[@STEP]: the weights alone
+  std::string resume_from;     // --resume-from JOB[@STEP]: the whole training state
   CLI::App* submit = nullptr;  // for its extra `--section.key=value` args
 };
 

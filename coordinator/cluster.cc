@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/admission.h"
+#include "coordinator/job_checkpoints.h"
 #include "coordinator/proto_convert.h"
 #include "coordinator/restart_policy.h"
 #include "coordinator/worker_admission.h"
@@ -138,6 +139,7 @@ void Cluster::Stop() {
 
 absl::StatusOr<JobRecord> Cluster::Submit(const v1::SubmitJobRequest& request) {
   RT_ASSIGN_OR_RETURN(JobRecord job, AdmitSubmitRequest(request));
+  RT_ASSIGN_OR_RETURN(job.load_from, ResolveLoadRequest(*store_, request));
   std::vector<std::string> warnings = std::move(job.warnings);
   absl::MutexLock lock(&mu_);
   RT_RETURN_IF_ERROR(
@@ -207,6 +209,7 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
   w.device = request.device();
   w.device_name = request.device_name();
   w.device_memory_bytes = request.device_memory_bytes();
+  w.checkpoint_root = ShownCheckpointRoot(request.checkpoint_root());
   w.credential_digest = digest;
   w.last_heartbeat = options_.clock->Now();
   w.last_seq = 0;  // a new registration: the agent re-sends what it has not had acknowledged

@@ -318,6 +318,10 @@ class Cluster {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails, for good, jobs whose missing steps did not arrive by records_deadline.
   void ExpireRecordWaitsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The checkpoint saves a step record announces, noted in the store with `from`'s
+  // --checkpoint-root (JobStore::NoteCheckpoint; failures logged).
+  void NoteCheckpointsLocked(const Worker& from, const StepEvent& event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores one parsed step record of a live job (the first record of a step is kept) and
   // publishes it; false when the store failed (logged).
   bool StoreStepLocked(RunningJob& job, const StepEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -122,6 +122,13 @@ v1::CoordinatorMessage Cluster::AssignmentMessage(const RunningJob& job,
   a->set_config_toml(r.config_toml);
   for (const std::string& o : r.overrides) a->add_overrides(o);
   for (const std::string& o : r.mesh_overrides) a->add_overrides(o);
+  if (r.load_from) {
+    v1::CheckpointLoad* load = a->mutable_load();
+    load->set_job_id(r.load_from->job_id);
+    load->set_folder(r.load_from->folder);
+    load->set_step(r.load_from->step);
+    load->set_model_only(r.load_from->model_only);
+  }
   a->set_device(worker.device);
   a->set_attempt(r.restart_count);
   return message;

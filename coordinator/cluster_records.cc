@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/record/step_record.h"
 #include "coordinator/cluster.h"
+#include "coordinator/load_source.h"
 #include "coordinator/proto_convert.h"
 
 namespace ringtrain {
@@ -46,6 +47,12 @@ absl::StatusOr<std::optional<StepEvent>> StepEventOf(const std::string& job_id,
     event.snapshot_buddy_offset = int64_t(record.snapshot_buddy_offset);
   }
   if (std::isfinite(record.generation)) event.generation = int64_t(record.generation);
+  if (std::isfinite(record.checkpoint_save_step)) {
+    event.checkpoint_save_step = int64_t(record.checkpoint_save_step);
+  }
+  if (std::isfinite(record.checkpoint_commit_step)) {
+    event.checkpoint_commit_step = int64_t(record.checkpoint_commit_step);
+  }
   event.record_json = json;  // kept as the trainer wrote it
   return event;
 }
@@ -93,8 +100,23 @@ std::string Cluster::OnRankReportLocked(Worker& worker, const v1::RankReport& re
   job.snapshot_step = std::max(job.snapshot_step, event->snapshot_step);
   if (event->snapshot_buddy_offset > 0) job.snapshot_buddy_offset = event->snapshot_buddy_offset;
   if (event->generation == job.run.heal_generation) HealedLocked(report.job_id(), job);
+  NoteCheckpointsLocked(worker, *event);
   StoreStepLocked(job, *event);
   return "";
+}
+
+void Cluster::NoteCheckpointsLocked(const Worker& from, const StepEvent& event) {
+  // Every record counts, a repeated step's too: a restarted run may save the same step again.
+  const std::pair<int64_t, bool> notes[] = {{event.checkpoint_save_step, false},
+                                            {event.checkpoint_commit_step, true}};
+  for (const auto& [step, complete] : notes) {
+    if (step <= 0) continue;
+    const absl::Status noted =
+        store_->NoteCheckpoint(event.job_id, step, complete, from.checkpoint_root);
+    if (!noted.ok()) {
+      RT_LOG(Error) << event.job_id << " checkpoint " << step << ": " << noted;
+    }
+  }
 }
 
 bool Cluster::StoreStepLocked(RunningJob& job, const StepEvent& event) {
@@ -123,7 +145,7 @@ void Cluster::FinishRunLocked(const std::string& job_id, RunningJob& job) {
     if (!stored.ok()) {
       RT_LOG(Error) << "job store: " << stored.status();
     } else {
-      missing = MissingSteps(*stored, job.record.total_steps);
+      missing = MissingSteps(*stored, job.record.total_steps, FirstStep(job.record));
     }
   }
   if (missing.empty()) {
@@ -174,6 +196,7 @@ std::string Cluster::OnStepRecordsLocked(Worker& worker, const v1::StepRecords& 
       RefuseLocked(&worker, worker.info.worker_id, "bad_step", what);
       return what;
     }
+    NoteCheckpointsLocked(worker, **parsed);
     if (StoreStepLocked(job, **parsed)) ++taken;
   }
   absl::StatusOr<std::vector<int64_t>> stored = store_->StoredSteps(records.job_id());
@@ -181,7 +204,8 @@ std::string Cluster::OnStepRecordsLocked(Worker& worker, const v1::StepRecords& 
     RT_LOG(Error) << "job store: " << stored.status();
     return "";
   }
-  const std::vector<StepRange> missing = MissingSteps(*stored, job.record.total_steps);
+  const std::vector<StepRange> missing =
+      MissingSteps(*stored, job.record.total_steps, FirstStep(job.record));
   if (missing.size() == job.missing_steps.size() &&
       CountSteps(missing) == CountSteps(job.missing_steps)) {
     return "";  // nothing new (an agent holding none, or the same records again)

@@ -98,6 +98,22 @@ struct RestartSettings {
   bool elastic = false;
 };
 
+// The checkpoint a job starts from when it was submitted with --init-from / --resume-from: another
+// job's step folder, <checkpoint-root>/<job_id>/<folder>/step-<step> on the workers.
+struct CheckpointLoad {
+  std::string job_id;
+  std::string folder;  // the source job's checkpoint.folder
+  int64_t step = 0;
+  bool model_only = true;  // true: the weights alone (init); false: the whole state (resume)
+};
+
+// One checkpoint save of a job, as its step records announced it (the checkpoints table).
+struct SavedCheckpoint {
+  int64_t step = 0;
+  bool complete = false;        // its commit was reported (COMPLETE written)
+  std::string checkpoint_root;  // the --checkpoint-root of the worker that reported it, or ""
+};
+
 struct JobRecord {
   std::string job_id;  // "job-000001"; assigned by JobStore::CreateJob
   std::string name;
@@ -126,6 +142,8 @@ struct JobRecord {
   // What admission accepted but changed or ignores (v1::Job.warnings): on SubmitJob's reply only,
   // never stored.
   std::vector<std::string> warnings;
+  // Set at submit for --init-from / --resume-from; never changes.
+  std::optional<CheckpointLoad> load_from;
 };
 
 // One step report of one job (rank 0's figures), as the trainer wrote it.
@@ -147,6 +165,10 @@ struct StepEvent {
   int64_t snapshot_step = 0;
   int64_t snapshot_buddy_offset = 0;
   int64_t generation = 0;
+  // The record's checkpoint_save_step / checkpoint_commit_step (0: none). Not stored apart from
+  // record_json, but noted in the checkpoints table (JobStore::NoteCheckpoint).
+  int64_t checkpoint_save_step = 0;
+  int64_t checkpoint_commit_step = 0;
 };
 
 struct StateChange {

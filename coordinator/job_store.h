@@ -4,7 +4,9 @@
 // step reports, which the store takes idempotently (keyed by job and step). The records are job.h's
 // plain structs (the service maps them to protobuf); the SQL goes through sqlite_db.h. No gRPC, no
 // LibTorch. One file per part: job_store.cc (opening), job_store_jobs.cc (jobs, state changes),
-// job_store_steps.cc (step events), job_store_workers.cc (workers), job_store_rows.h (a job's row).
+// job_store_steps.cc (step events), job_store_checkpoints.cc (the
+// checkpoints the step records announced), job_store_workers.cc (workers), job_store_rows.h (a
+// job's row).
 #ifndef RINGTRAIN_COORDINATOR_JOB_STORE_H_
 #define RINGTRAIN_COORDINATOR_JOB_STORE_H_
 
@@ -91,6 +93,14 @@ class JobStore {
   absl::StatusOr<std::vector<int64_t>> StoredSteps(const std::string& job_id);
   // The job's state changes, oldest first.
   absl::StatusOr<std::vector<StateChange>> StateChanges(const std::string& job_id);
+
+  // A checkpoint save the job's step records announced (job_store_checkpoints.cc): `complete`
+  // false for a save that began, true for one that committed. Idempotent; a step once complete
+  // stays complete, and keeps the first checkpoint_root noted. NOT_FOUND for an unknown job.
+  absl::Status NoteCheckpoint(const std::string& job_id, int64_t step, bool complete,
+                              const std::string& checkpoint_root);
+  // Every save noted for the job, by step ascending (before keep_latest_k: checkpoint_list.h).
+  absl::StatusOr<std::vector<SavedCheckpoint>> Checkpoints(const std::string& job_id);
 
   // The number the next CreateJob will use (1 for a new store); persists across reopen.
   absl::StatusOr<int64_t> NextJobNumber();

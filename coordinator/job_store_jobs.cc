@@ -42,7 +42,7 @@ absl::StatusOr<JobRecord> JobStore::CreateJob(JobRecord job) {
 
   Statement insert(*db_,
                    absl::StrCat("INSERT INTO jobs (job_number, ", kJobColumns, ") VALUES ",
-                                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   insert.Bind(1, number)
       .Bind(2, job.job_id)
       .Bind(3, job.name)
@@ -57,7 +57,7 @@ absl::StatusOr<JobRecord> JobStore::CreateJob(JobRecord job) {
       .Bind(14, job.started_unix_ms)
       .Bind(15, job.finished_unix_ms);
   insert.Bind(16, job.total_steps).Bind(17, job.last_step).Bind(18, job.last_loss);
-  insert.Bind(19, job.device_kind).Bind(20, RestartJson(job));
+  insert.Bind(19, job.device_kind).Bind(20, RestartJson(job)).Bind(21, LoadJson(job.load_from));
   RT_RETURN_IF_ERROR(insert.Run());
 
   Statement bump(*db_, "UPDATE counters SET value = ? WHERE name = 'next_job_number'");

@@ -105,6 +105,15 @@ std::string RestartJson(const JobRecord& job) {
       .dump();
 }
 
+std::string LoadJson(const std::optional<CheckpointLoad>& load) {
+  if (!load) return "{}";
+  return nlohmann::json{{"job_id", load->job_id},
+                        {"folder", load->folder},
+                        {"step", load->step},
+                        {"model_only", load->model_only}}
+      .dump();
+}
+
 // Reads a row selected with kJobColumns.
 absl::StatusOr<JobRecord> ReadJob(const Statement& s) {
   JobRecord job;
@@ -135,6 +144,11 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s) {
   job.device_kind = s.Text(17);
   RT_ASSIGN_OR_RETURN(nlohmann::json restart, ParseJsonColumn(s.Text(18), "restart_json"));
   if (restart.is_object()) ReadRestartJson(restart, &job);
+  RT_ASSIGN_OR_RETURN(nlohmann::json load, ParseJsonColumn(s.Text(19), "load_json"));
+  if (load.is_object() && load.contains("job_id")) {
+    job.load_from = CheckpointLoad{load.value("job_id", ""), load.value("folder", ""),
+                                   load.value("step", int64_t{0}), load.value("model_only", true)};
+  }
   return job;
 }
 

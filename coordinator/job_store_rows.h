@@ -20,7 +20,7 @@ class Statement;
 inline constexpr const char* kJobColumns =
     "job_id, name, state, config_toml, overrides_json, world_size, dp, cp, mesh_json, wait_reason, "
     "error_json, submitted_unix_ms, started_unix_ms, finished_unix_ms, total_steps, last_step, "
-    "last_loss, device_kind, restart_json";
+    "last_loss, device_kind, restart_json, load_json";
 
 // A state name read from the store; INTERNAL when it names no state.
 absl::StatusOr<JobState> ParseJobState(const std::string& name);
@@ -32,6 +32,9 @@ std::string MeshJson(const std::vector<RankPlacement>& mesh);
 std::optional<std::string> ErrorJson(const std::optional<JobError>& error);
 // The restart policy, the restarts so far with every failure, and an elastic restart's overrides.
 std::string RestartJson(const JobRecord& job);
+
+// The checkpoint a job starts from ("{}" when none).
+std::string LoadJson(const std::optional<CheckpointLoad>& load);
 
 // Reads the current row of `s`, selected with kJobColumns; INTERNAL when a column is not what the
 // store writes.

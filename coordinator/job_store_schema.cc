@@ -57,7 +57,8 @@ CREATE TABLE jobs (
   last_loss         REAL,
   device_kind       TEXT NOT NULL DEFAULT 'cpu',
   restart_json      TEXT NOT NULL DEFAULT '{}',
-  step_event_count  INTEGER NOT NULL DEFAULT 0
+  step_event_count  INTEGER NOT NULL DEFAULT 0,
+  load_json         TEXT NOT NULL DEFAULT '{}'
 );
 )sql"},
     {"state_changes", "the jobs' state changes", false, R"sql(
@@ -80,6 +81,15 @@ CREATE TABLE step_events (
   tokens_per_second REAL,
   step_seconds      REAL,
   record_json       TEXT NOT NULL,
+  PRIMARY KEY (job_id, step)
+) WITHOUT ROWID;
+)sql"},
+    {"checkpoints", "the jobs' checkpoints", true, R"sql(
+CREATE TABLE checkpoints (
+  job_id          TEXT NOT NULL REFERENCES jobs (job_id),
+  step            INTEGER NOT NULL,
+  complete        INTEGER NOT NULL,
+  checkpoint_root TEXT NOT NULL,
   PRIMARY KEY (job_id, step)
 ) WITHOUT ROWID;
 )sql"},
@@ -110,6 +120,7 @@ constexpr AddedColumn kAddedJobColumns[] = {
     {"step_event_count", "INTEGER NOT NULL DEFAULT 0",
      "UPDATE jobs SET step_event_count = "
      "(SELECT COUNT(*) FROM step_events e WHERE e.job_id = jobs.job_id)"},
+    {"load_json", "TEXT NOT NULL DEFAULT '{}'", nullptr},
 };
 
 absl::StatusOr<std::set<std::string>> Names(SqliteDb& db, const std::string& sql, int column) {

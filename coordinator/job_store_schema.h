@@ -20,7 +20,7 @@ class SqliteDb;
 
 // 2: every table, the job counter row, jobs.step_event_count. (1 was never written: stores from
 // before the version read 0.)
-inline constexpr int kStoreSchemaVersion = 2;
+inline constexpr int kStoreSchemaVersion = 3;
 
 // In one transaction: creates the schema in a new file, or checks an existing store's tables (and
 // its job counter row) and adds what an older coordinator's store lacks, then records

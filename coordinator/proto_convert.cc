@@ -59,6 +59,12 @@ v1::Job ToProto(const JobRecord& job) {
   for (const JobError& e : job.failures) ToProto(e, out.add_failures());
   for (const std::string& o : job.mesh_overrides) out.add_mesh_overrides(o);
   for (const std::string& w : job.warnings) out.add_warnings(w);
+  if (job.load_from) {
+    v1::CheckpointSource* source = out.mutable_load_from();
+    source->set_job_id(job.load_from->job_id);
+    source->set_step(job.load_from->step);
+    source->set_model_only(job.load_from->model_only);
+  }
   SetTimestamp(job.submitted_unix_ms, out.mutable_submitted_time());
   if (job.started_unix_ms > 0) SetTimestamp(job.started_unix_ms, out.mutable_started_time());
   if (job.finished_unix_ms > 0) SetTimestamp(job.finished_unix_ms, out.mutable_finished_time());

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "common/grpc/client_util.h"
+#include "coordinator/job_checkpoints.h"
 #include "coordinator/logs_reactor.h"
 #include "coordinator/paging.h"
 #include "coordinator/proto_convert.h"
@@ -52,8 +53,17 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* co
     return FinishNow(context, rpcs_, "GetJob", s);
   }
   absl::StatusOr<JobRecord> record = store_->GetJob(request->job_id());
-  if (record.ok()) *job = ToProto(*record);
-  return FinishNow(context, rpcs_, "GetJob", record.status());
+  if (!record.ok()) return FinishNow(context, rpcs_, "GetJob", record.status());
+  *job = ToProto(*record);
+  absl::StatusOr<std::vector<ListedCheckpoint>> checkpoints = JobCheckpoints(*store_, *record);
+  if (!checkpoints.ok()) return FinishNow(context, rpcs_, "GetJob", checkpoints.status());
+  for (const ListedCheckpoint& c : *checkpoints) {
+    v1::Checkpoint* out = job->add_checkpoints();
+    out->set_step(c.step);
+    out->set_complete(c.complete);
+    out->set_path(c.path);
+  }
+  return FinishNow(context, rpcs_, "GetJob", absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* context,

@@ -12,9 +12,10 @@ std::string Name(const StepRange& r) {
 
 }  // namespace
 
-std::vector<StepRange> MissingSteps(const std::vector<int64_t>& present, int64_t total) {
+std::vector<StepRange> MissingSteps(const std::vector<int64_t>& present, int64_t total,
+                                    int64_t first) {
   std::vector<StepRange> missing;
-  int64_t next = 1;  // the first step not yet known to be present
+  int64_t next = first;  // the first step not yet known to be present
   for (const int64_t step : present) {
     if (step < next) continue;  // a repeat, or below 1
     if (step > total) break;

@@ -19,9 +19,11 @@ struct StepRange {
   }
 };
 
-// The steps of 1..total that `present` (ascending; repeats and steps outside 1..total allowed)
-// does not hold, as ascending, disjoint ranges.
-std::vector<StepRange> MissingSteps(const std::vector<int64_t>& present, int64_t total);
+// The steps of first..total that `present` (ascending; repeats and steps outside first..total
+// allowed) does not hold, as ascending, disjoint ranges. `first` is 1 but for a job resumed from
+// another job's checkpoint (--resume-from), which computes only the steps after it.
+std::vector<StepRange> MissingSteps(const std::vector<int64_t>& present, int64_t total,
+                                    int64_t first = 1);
 
 // How many steps `ranges` cover.
 int64_t CountSteps(const std::vector<StepRange>& ranges);

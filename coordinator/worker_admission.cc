@@ -71,4 +71,11 @@ absl::Status CheckRegisterRequest(const v1::RegisterRequest& r) {
   return absl::OkStatus();
 }
 
+std::string ShownCheckpointRoot(const std::string& root) {
+  return CheckField("checkpoint_root", root, Required::kNo, kMaxCheckpointRootLength, true, "/ckpt")
+                 .ok()
+             ? root
+             : "";
+}
+
 }  // namespace ringtrain

@@ -5,6 +5,9 @@
 #ifndef RINGTRAIN_COORDINATOR_WORKER_ADMISSION_H_
 #define RINGTRAIN_COORDINATOR_WORKER_ADMISSION_H_
 
+#include <cstddef>
+#include <string>
+
 #include "absl/status/status.h"
 #include "ringtrain/v1/worker_service.pb.h"
 
@@ -17,6 +20,13 @@ inline constexpr size_t kMaxWorkerFieldLength = 128;
 
 // OK, or INVALID_ARGUMENT naming the field, the rule it breaks and what would work.
 absl::Status CheckRegisterRequest(const v1::RegisterRequest& request);
+
+inline constexpr size_t kMaxCheckpointRootLength = 1024;
+
+// A registered checkpoint_root as the coordinator keeps it (display only, so never a reason to
+// refuse a worker): as given when it is printable ASCII of at most kMaxCheckpointRootLength bytes,
+// else "".
+std::string ShownCheckpointRoot(const std::string& root);
 
 }  // namespace ringtrain
 

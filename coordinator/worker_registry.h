@@ -38,6 +38,7 @@ struct Worker {
   std::string device;                // "cpu" | "cuda:N"
   std::string device_name;           // as registered, e.g. "NVIDIA H200" ("" from older agents)
   uint64_t device_memory_bytes = 0;  // as registered; 0 = unknown
+  std::string checkpoint_root;       // its --checkpoint-root, as registered ("" from older agents)
   WorkerState state = WorkerState::kIdle;
   std::string job_id;  // set while busy
   int rank = -1;

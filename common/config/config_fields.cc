@@ -131,6 +131,7 @@ std::vector<Section> Sections(JobConfig& c) {
         {"async_mode", Choice(&c.checkpoint.async_mode)},
         {"initial_load_path", &c.checkpoint.initial_load_path},
         {"initial_load_in_hf", &c.checkpoint.initial_load_in_hf},
+        {"initial_load_model_only", &c.checkpoint.initial_load_model_only},
         {"last_save_in_hf", &c.checkpoint.last_save_in_hf},
         {"hf_max_shard_size", &c.checkpoint.hf_max_shard_size},
         {"export_dtype", Choice(&c.checkpoint.export_dtype)},

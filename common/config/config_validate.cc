@@ -398,6 +398,13 @@ void CheckRest(const JobConfig& config, Checker& c) {
         "checkpoint.initial_load_in_hf = true needs checkpoint.initial_load_path (a Hugging Face "
         "folder with model.safetensors or model.safetensors.index.json)");
   }
+  if (!ck.initial_load_model_only && (ck.initial_load_path.empty() || ck.initial_load_in_hf ||
+                                      config.job.mode == JobMode::kEval)) {
+    c.Add(
+        "checkpoint.initial_load_model_only = false needs checkpoint.initial_load_path naming a "
+        "checkpoint's step folder (not a Hugging Face folder) and a training job: only a "
+        "checkpoint holds the optimizer state and data position to continue from");
+  }
   if (ck.last_save_in_hf && !ck.enable) {
     c.Add(
         "checkpoint.last_save_in_hf = true needs checkpoint.enable = true (the Hugging Face "

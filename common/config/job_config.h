@@ -169,10 +169,16 @@ struct CheckpointSection {
   // "async": a save copies the state to host buffers and training goes on while a background
   // thread writes (worker/engine/checkpoint/checkpoint_writer.h).
   AsyncMode async_mode = AsyncMode::kDisabled;
-  // Initial weights: a torch.save'd state dict with our names, or with initial_load_in_hf a
-  // Hugging Face folder (model.safetensors, or shards with model.safetensors.index.json).
+  // Initial weights: a torch.save'd state dict with our names, a checkpoint's step folder
+  // (step-N/, e.g. another job's: `ringctl submit --init-from / --resume-from`), or with
+  // initial_load_in_hf a Hugging Face folder (model.safetensors, or shards with
+  // model.safetensors.index.json). Read only when the job's own folder holds no checkpoint yet.
   std::string initial_load_path;
   bool initial_load_in_hf = false;
+  // torchtitan's: true loads the model alone (a fresh optimizer from step 1); false, from a step
+  // folder only, loads the whole training state — model, AdamW's moments, the data position, the
+  // RNG — so the job continues after the folder's step.
+  bool initial_load_model_only = true;
   // The last checkpoint also holds step-N/hf/: config.json, safetensors shards of at most
   // hf_max_shard_size ("5GB", "500MB", "2GiB", or bytes) in export_dtype, and the tokenizer.
   bool last_save_in_hf = false;

@@ -75,6 +75,11 @@ struct StepRecord {
   double snapshot_buddy_offset = 0;
   // The world's heal generation that computed the step: 0, or n after the n-th heal in place.
   double generation = 0;
+  // Rank 0's checkpoint saves: the step a save began after (this step; 0 when none began), and
+  // the newest step whose save rank 0 committed (COMPLETE written) by the end of this step (0 when
+  // none did). The coordinator lists a job's checkpoints from them (`ringctl checkpoints`).
+  double checkpoint_save_step = 0;
+  double checkpoint_commit_step = 0;
   std::vector<RankFigures> ranks;  // in rank order; empty for a one-rank job
 
   std::string ToJson() const;  // one line, without the newline
@@ -91,7 +96,7 @@ struct FigureField {
 };
 
 // The record's figures after "step", in wire order.
-inline constexpr std::array<FigureField<StepRecord>, 17> kStepFields = {{
+inline constexpr std::array<FigureField<StepRecord>, 19> kStepFields = {{
     {"loss", &StepRecord::loss, FigureKind::kReal},
     {"grad_norm", &StepRecord::grad_norm, FigureKind::kReal},
     {"lr", &StepRecord::lr, FigureKind::kReal},
@@ -109,6 +114,8 @@ inline constexpr std::array<FigureField<StepRecord>, 17> kStepFields = {{
     {"snapshot_step", &StepRecord::snapshot_step, FigureKind::kCount},
     {"snapshot_buddy_offset", &StepRecord::snapshot_buddy_offset, FigureKind::kCount},
     {"generation", &StepRecord::generation, FigureKind::kCount},
+    {"checkpoint_save_step", &StepRecord::checkpoint_save_step, FigureKind::kCount},
+    {"checkpoint_commit_step", &StepRecord::checkpoint_commit_step, FigureKind::kCount},
 }};
 
 // A rank's figures after "rank", in wire order (also the order of the all-gathered vector).

@@ -216,3 +216,53 @@ TEST_F(JobPathsTest, RootsMustExistOrBeCreatable) {
 
 }  // namespace
 }  // namespace ringtrain
+
+namespace ringtrain {
+namespace {
+
+// Another job's checkpoint (Assignment.load): its complete step folder under the worker's own
+// --checkpoint-root, as the trainer's overrides; refused when it is not there, not complete, or
+// its folder leaves the source job's.
+class CheckpointLoadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::canonical(dir_.path()).string();
+    fs::create_directories(root_ + "/job-000001/ck/step-4");
+    fs::create_directories(root_ + "/job-000001/ck/step-8");
+    std::ofstream(root_ + "/job-000001/ck/step-4/COMPLETE").put('\n');
+  }
+  TempDir dir_;
+  std::string root_;
+};
+
+TEST_F(CheckpointLoadTest, ACompleteStepBecomesTheTrainersInitialLoad) {
+  absl::StatusOr<std::vector<std::string>> overrides =
+      ResolveCheckpointLoad("job-000001", "ck", 4, /*model_only=*/false, root_);
+  ASSERT_TRUE(overrides.ok()) << overrides.status();
+  ASSERT_EQ(overrides->size(), 3u);
+  EXPECT_EQ((*overrides)[0], "--checkpoint.initial_load_path=" + root_ + "/job-000001/ck/step-4");
+  EXPECT_EQ((*overrides)[1], "--checkpoint.initial_load_in_hf=false");
+  EXPECT_EQ((*overrides)[2], "--checkpoint.initial_load_model_only=false");
+  overrides = ResolveCheckpointLoad("job-000001", "ck", 4, /*model_only=*/true, root_);
+  ASSERT_TRUE(overrides.ok()) << overrides.status();
+  EXPECT_EQ((*overrides)[2], "--checkpoint.initial_load_model_only=true");
+}
+
+TEST_F(CheckpointLoadTest, RefusesWhatIsNotACompleteStepHere) {
+  const absl::Status incomplete =
+      ResolveCheckpointLoad("job-000001", "ck", 8, true, root_).status();
+  EXPECT_EQ(incomplete.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(incomplete.message(), "not a complete checkpoint"))
+      << incomplete.message();
+  const absl::Status elsewhere = ResolveCheckpointLoad("job-000002", "ck", 4, true, root_).status();
+  EXPECT_EQ(elsewhere.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(elsewhere.message(), "share one --checkpoint-root"))
+      << elsewhere.message();
+  EXPECT_EQ(ResolveCheckpointLoad("job-000001", "../../etc", 4, true, root_).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveCheckpointLoad("..", "ck", 4, true, root_).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ringtrain

@@ -320,6 +320,7 @@ TEST_F(JobStoreOpenTest, AMissingTableIsRefusedAndNotMadeAgain) {
       {"jobs", "the jobs"},
       {"state_changes", "the jobs' state changes"},
       {"step_events", "the jobs' step events"},
+      {"checkpoints", "the jobs' checkpoints"},
       {"workers", "the workers' credential digests"},
   };
   for (const auto& [table, holds] : tables) {
@@ -339,12 +340,12 @@ TEST_F(JobStoreOpenTest, AMissingTableIsRefusedAndNotMadeAgain) {
   RemoveDb();
   fs::remove(stamp_);
   MakeStore(0);
-  Sql("DROP TABLE counters; DROP TABLE state_changes; DROP TABLE step_events; DROP TABLE jobs; "
-      "DROP TABLE workers");
+  Sql("DROP TABLE counters; DROP TABLE state_changes; DROP TABLE step_events; "
+      "DROP TABLE checkpoints; DROP TABLE jobs; DROP TABLE workers");
   EXPECT_EQ(ExpectDamaged(),
             "it lacks the tables counters (the job counter), jobs (the jobs), state_changes (the "
-            "jobs' state changes), step_events (the jobs' step events), workers (the workers' "
-            "credential digests)");
+            "jobs' state changes), step_events (the jobs' step events), checkpoints (the jobs' "
+            "checkpoints), workers (the workers' credential digests)");
 }
 
 // A job with `steps` step events 1..steps that ran to the end.

@@ -257,6 +257,47 @@ TEST(JobStoreTest, ReopenFindsEverything) {
   EXPECT_EQ(next->job_id, "job-000003");
 }
 
+// The checkpoint a job starts from, and the checkpoints its records announce: a save that began,
+// then committed (complete stays complete, whatever comes after), kept across a reopen.
+TEST(JobStoreTest, CheckpointsAndLoadSourceSurviveReopen) {
+  TempDir dir;
+  const std::string path = dir / "jobs.db";
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_NE(store, nullptr);
+    JobRecord job = SampleJob("resumed");
+    job.load_from = CheckpointLoad{"job-000009", "ck", 40, /*model_only=*/false};
+    ASSERT_TRUE(store->CreateJob(job).ok());
+    ASSERT_TRUE(store->NoteCheckpoint("job-000001", 8, false, "/ckpt").ok());
+    ASSERT_TRUE(store->NoteCheckpoint("job-000001", 4, true, "/ckpt").ok());
+    ASSERT_TRUE(store->NoteCheckpoint("job-000001", 8, true, "/other").ok());
+    ASSERT_TRUE(store->NoteCheckpoint("job-000001", 4, false, "/ckpt").ok());  // a later save
+    EXPECT_EQ(store->NoteCheckpoint("job-000002", 4, true, "/ckpt").code(),
+              absl::StatusCode::kNotFound);
+  }
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  auto job = store->GetJob("job-000001");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(job->load_from.has_value());
+  EXPECT_EQ(job->load_from->job_id, "job-000009");
+  EXPECT_EQ(job->load_from->folder, "ck");
+  EXPECT_EQ(job->load_from->step, 40);
+  EXPECT_FALSE(job->load_from->model_only);
+  auto saved = store->Checkpoints("job-000001");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  ASSERT_EQ(saved->size(), 2u);
+  EXPECT_EQ((*saved)[0].step, 4);
+  EXPECT_TRUE((*saved)[0].complete);
+  EXPECT_EQ((*saved)[1].step, 8);
+  EXPECT_TRUE((*saved)[1].complete);
+  EXPECT_EQ((*saved)[1].checkpoint_root, "/ckpt");  // the first noted
+  JobRecord plain = SampleJob("plain");
+  auto created = store->CreateJob(plain);
+  ASSERT_TRUE(created.ok());
+  EXPECT_FALSE(store->GetJob(created->job_id)->load_from.has_value());
+}
+
 TEST(JobStoreTest, WorkerCredentialsAreReplacedDeletedAndSurviveReopen) {
   TempDir dir;
   const std::string path = dir / "workers.db";

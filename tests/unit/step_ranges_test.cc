@@ -18,6 +18,13 @@ TEST(StepRangesTest, MissingStepsAreTheGapsOfOneToTotal) {
   EXPECT_EQ(MissingSteps({0, 1, 5, 11}, 5), (Ranges{{2, 4}}));
 }
 
+// A job resumed from another job's checkpoint of step 4 computes steps 5.. only.
+TEST(StepRangesTest, MissingFromAFirstStep) {
+  EXPECT_EQ(MissingSteps({5, 6, 8}, 8, 5), (Ranges{{7, 7}}));
+  EXPECT_TRUE(MissingSteps({5, 6, 7, 8}, 8, 5).empty());
+  EXPECT_EQ(MissingSteps({}, 8, 5), (Ranges{{5, 8}}));
+}
+
 TEST(StepRangesTest, DescriptionsStayShort) {
   EXPECT_EQ(DescribeSteps({}), "no steps");
   EXPECT_EQ(DescribeSteps({{7, 7}}), "step 7");

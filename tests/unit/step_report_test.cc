@@ -62,14 +62,28 @@ TEST(StepReportTest, JsonHasTheContractFieldsInOrder) {
   std::vector<std::string> keys;
   for (const auto& item : j.items()) keys.push_back(item.key());
   // nlohmann sorts keys; the order on the wire is checked through find() positions instead.
-  EXPECT_EQ(j.size(), 18u);
+  EXPECT_EQ(j.size(), 20u);
   size_t last = 0;
-  for (const char* key :
-       {"\"step\"", "\"loss\"", "\"grad_norm\"", "\"lr\"", "\"tokens_per_second\"",
-        "\"step_seconds\"", "\"tokens\"", "\"peak_memory_bytes\"", "\"device_memory_peak_bytes\"",
-        "\"elapsed_seconds\"", "\"checkpoint_stall_seconds\"", "\"checkpoint_write_seconds\"",
-        "\"attention_imbalance\"", "\"straggler_rank\"", "\"straggler_ratio\"", "\"snapshot_step\"",
-        "\"snapshot_buddy_offset\"", "\"generation\""}) {
+  for (const char* key : {"\"step\"",
+                          "\"loss\"",
+                          "\"grad_norm\"",
+                          "\"lr\"",
+                          "\"tokens_per_second\"",
+                          "\"step_seconds\"",
+                          "\"tokens\"",
+                          "\"peak_memory_bytes\"",
+                          "\"device_memory_peak_bytes\"",
+                          "\"elapsed_seconds\"",
+                          "\"checkpoint_stall_seconds\"",
+                          "\"checkpoint_write_seconds\"",
+                          "\"attention_imbalance\"",
+                          "\"straggler_rank\"",
+                          "\"straggler_ratio\"",
+                          "\"snapshot_step\"",
+                          "\"snapshot_buddy_offset\"",
+                          "\"generation\"",
+                          "\"checkpoint_save_step\"",
+                          "\"checkpoint_commit_step\""}) {
     const size_t at = text.find(key);
     ASSERT_NE(at, std::string::npos) << key;
     EXPECT_GE(at, last) << key;

@@ -227,6 +227,7 @@ absl::Status Agent::Register() {
   request.set_device(options_.device);
   request.set_device_name(device_info_.name);
   request.set_device_memory_bytes(device_info_.memory_bytes);
+  request.set_checkpoint_root(options_.checkpoint_root);
   request.set_host_label(options_.host_label);
   request.set_address(options_.advertise_address);
   {

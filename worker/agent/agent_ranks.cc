@@ -28,11 +28,22 @@ namespace ringtrain {
 namespace {
 
 // The job's paths resolved under this agent's roots (job_paths.h), as overrides that follow the
-// job's own, so the trainer opens only what was checked. Nothing is read or written before.
+// job's own, so the trainer opens only what was checked, and the checkpoint another job left it
+// (Assignment.load). Nothing is read or written before.
 absl::StatusOr<std::vector<std::string>> ConfinedPaths(const AgentOptions& options,
                                                        const v1::Assignment& a,
                                                        const JobConfig& config) {
-  return ResolveJobPaths(config, JobRoots{options.data_root, options.checkpoint_root}, a.job_id());
+  RT_ASSIGN_OR_RETURN(
+      std::vector<std::string> paths,
+      ResolveJobPaths(config, JobRoots{options.data_root, options.checkpoint_root}, a.job_id()));
+  if (a.has_load()) {
+    const v1::CheckpointLoad& load = a.load();
+    RT_ASSIGN_OR_RETURN(std::vector<std::string> more,
+                        ResolveCheckpointLoad(load.job_id(), load.folder(), load.step(),
+                                              load.model_only(), options.checkpoint_root));
+    paths.insert(paths.end(), more.begin(), more.end());
+  }
+  return paths;
 }
 
 // When the rank counts as hung (hang_detector.h), from the job's collective timeout: its beats

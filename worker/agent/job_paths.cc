@@ -158,4 +158,42 @@ absl::StatusOr<std::vector<std::string>> ResolveJobPaths(const JobConfig& config
   return overrides;
 }
 
+absl::StatusOr<std::vector<std::string>> ResolveCheckpointLoad(const std::string& source_job,
+                                                               const std::string& folder,
+                                                               int64_t step, bool model_only,
+                                                               const std::string& checkpoint_root) {
+  RT_RETURN_IF_ERROR(CheckJobId(source_job));
+  const std::string what = absl::StrCat(source_job, "'s checkpoint of step ", step);
+  const std::string shared =
+      "; a job that starts from another job's checkpoint needs every worker to share one "
+      "--checkpoint-root (shared storage), as restarts do";
+  const fs::path job_folder = fs::path(checkpoint_root) / source_job;
+  std::error_code ec;
+  if (!fs::is_directory(job_folder, ec)) {
+    return absl::FailedPreconditionError(absl::StrCat(what, ": this worker's --checkpoint-root ",
+                                                      checkpoint_root, " has no folder ",
+                                                      source_job, shared));
+  }
+  RT_ASSIGN_OR_RETURN(const std::string job_root,
+                      CanonicalRoot("--checkpoint-root", job_folder.string(), false));
+  if (!Within(fs::path(job_root), fs::path(checkpoint_root))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", job_folder.string(), " leads out of --checkpoint-root"));
+  }
+  RT_ASSIGN_OR_RETURN(
+      const std::string dir,
+      ResolveUnderRoot(absl::StrCat(source_job, "'s checkpoint.folder"), folder, job_root,
+                       absl::StrCat(source_job, "'s folder under --checkpoint-root")));
+  const std::string step_dir = absl::StrCat(dir, "/step-", step);
+  if (!fs::exists(fs::path(step_dir) / "COMPLETE", ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": ", step_dir, " is not a complete checkpoint on this worker (no ",
+                     step_dir, "/COMPLETE)", shared));
+  }
+  return std::vector<std::string>{
+      absl::StrCat("--checkpoint.initial_load_path=", step_dir),
+      "--checkpoint.initial_load_in_hf=false",
+      absl::StrCat("--checkpoint.initial_load_model_only=", model_only ? "true" : "false")};
+}
+
 }  // namespace ringtrain

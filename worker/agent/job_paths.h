@@ -14,6 +14,7 @@
 #ifndef RINGTRAIN_WORKER_AGENT_JOB_PATHS_H_
 #define RINGTRAIN_WORKER_AGENT_JOB_PATHS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,19 @@ absl::StatusOr<std::string> ResolveUnderRoot(absl::string_view key, const std::s
 absl::StatusOr<std::vector<std::string>> ResolveJobPaths(const JobConfig& config,
                                                          const JobRoots& roots,
                                                          const std::string& job_id);
+
+// Another job's checkpoint step (an Assignment's CheckpointLoad: --init-from / --resume-from),
+// read from <checkpoint_root>/<source_job>/<folder>/step-<step>: `folder` (the source job's
+// checkpoint.folder) confined to that job's folder as ResolveUnderRoot confines, the step folder
+// complete (its COMPLETE marker there). Returns the trainer's overrides:
+// checkpoint.initial_load_path (the step folder), initial_load_in_hf = false and
+// initial_load_model_only. INVALID_ARGUMENT for a job id or folder that leaves the root;
+// FAILED_PRECONDITION naming the folder when it is not there or not complete (most often: this
+// worker does not share the --checkpoint-root of the worker that saved it).
+absl::StatusOr<std::vector<std::string>> ResolveCheckpointLoad(const std::string& source_job,
+                                                               const std::string& folder,
+                                                               int64_t step, bool model_only,
+                                                               const std::string& checkpoint_root);
 
 }  // namespace ringtrain
 

@@ -31,6 +31,8 @@ StepRecord ToStepRecord(const StepReport& r, std::vector<RankFigures> ranks) {
   record.snapshot_step = static_cast<double>(r.snapshot_step);
   record.snapshot_buddy_offset = static_cast<double>(r.snapshot_buddy_offset);
   record.generation = static_cast<double>(r.generation);
+  record.checkpoint_save_step = static_cast<double>(r.checkpoint_save_step);
+  record.checkpoint_commit_step = static_cast<double>(r.checkpoint_commit_step);
   record.ranks = std::move(ranks);
   return record;
 }

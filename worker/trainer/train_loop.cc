@@ -256,7 +256,11 @@ absl::Status CollectSaves(Trainer::State& s, bool wait, StepReport* report) {
                         absl::StrCat("writing a checkpoint failed: ", done.status().message()));
   }
   for (const SaveFigures& f : *done) {
-    if (report != nullptr) report->checkpoint_write_seconds += f.write_seconds;
+    if (report != nullptr) {
+      report->checkpoint_write_seconds += f.write_seconds;
+      // Rank 0's write ends with the commit: the step is complete now.
+      report->checkpoint_commit_step = std::max(report->checkpoint_commit_step, f.step);
+    }
     if (s.rank.rank == 0) {
       RT_LOG(Info) << absl::StrFormat(
           "saved checkpoint %s: training stalled %.3f s, writing took %.3f s (%.1f MB from this "
@@ -288,6 +292,7 @@ absl::Status MaybeSave(Trainer::State& s, int64_t step, StepReport* report) {
                         s.checkpoint_writer->Save(pieces, state, JobConfigToToml(s.config)));
     return absl::OkStatus();
   }));
+  report->checkpoint_save_step = step;
   RT_LOG(Info) << absl::StrFormat(
       "rank %d saving its part of step %d: %d bytes, training stalled %.3f s, CPU tensor memory "
       "+%d bytes",

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -231,21 +232,44 @@ absl::Status BuildModel(Trainer::State& s) {
   return absl::OkStatus();
 }
 
+// Whether checkpoint.initial_load_path names a checkpoint's step folder (any folder that is not a
+// Hugging Face one): its tensors are "model.<param>", "optimizer.…".
+bool InitialLoadIsCheckpoint(const CheckpointSection& c) {
+  std::error_code ec;
+  return !c.initial_load_in_hf && std::filesystem::is_directory(c.initial_load_path, ec);
+}
+
 // checkpoint.initial_load_path's weights into the parallelized model, each rank taking the elements
-// it holds: from a Hugging Face folder only those bytes are read; a torch.save file is read whole.
+// it holds: from a Hugging Face folder or a checkpoint's step folder only those bytes are read; a
+// torch.save file is read whole. initial_load_model_only = false leaves it to
+// ResumeFromCheckpoint, which loads the whole state.
 absl::Status LoadInitialWeights(Trainer::State& s) {
   const CheckpointSection& c = s.config.checkpoint;
   if (c.initial_load_path.empty()) return absl::OkStatus();
+  const bool checkpoint = InitialLoadIsCheckpoint(c);
+  if (!c.initial_load_model_only) {
+    if (checkpoint) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint.initial_load_model_only = false: checkpoint.initial_load_path = \"",
+        c.initial_load_path,
+        "\" is not a checkpoint's step folder, so it holds no optimizer state or data position; "
+        "name a step-N folder, or set initial_load_model_only = true"));
+  }
   std::unique_ptr<StateReader> reader;
+  std::optional<StoredCheckpoint> step;
   if (c.initial_load_in_hf) {
     RT_ASSIGN_OR_RETURN(reader, OpenHfStateReader(c.initial_load_path, s.model->args()));
+  } else if (checkpoint) {
+    RT_ASSIGN_OR_RETURN(step, OpenCheckpointStep(c.initial_load_path));
   } else {
     RT_ASSIGN_OR_RETURN(reader, OpenTorchSaveReader(c.initial_load_path));
   }
+  if (step) reader = std::move(step->state);
   const ScopedCpuTensorPeak memory;
   const auto start = std::chrono::steady_clock::now();
-  RT_RETURN_IF_ERROR(Guarded(s, "loading initial weights",
-                             [&] { return s.gradients->LoadParameters(*reader, ""); }));
+  RT_RETURN_IF_ERROR(Guarded(s, "loading initial weights", [&] {
+    return s.gradients->LoadParameters(*reader, checkpoint ? "model." : "");
+  }));
   RT_LOG(Info) << absl::StrFormat(
       "rank %d loaded its part of the %s weights %s in %.3f s: %d bytes read, CPU tensor memory "
       "+%d bytes",
@@ -280,18 +304,25 @@ absl::Status AgreeOnSaveTag(Trainer::State& s) {
 absl::StatusOr<bool> ResumeFromCheckpoint(Trainer::State& s) {
   const CheckpointSection& c = s.config.checkpoint;
   // A replacement takes its state from memory and the save tag with it (heal.h).
-  if (!c.enable || s.config.job.mode == JobMode::kEval || s.rank.heal_generation > 0) return false;
-  RT_RETURN_IF_ERROR(AgreeOnSaveTag(s));
-  trainer_internal::OpenCheckpointWriter(s);
-
-  // A damaged newest checkpoint (a crash mid-copy, a truncated file) is skipped for the one before.
-  std::vector<std::string> skipped;
-  RT_ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> resume,
-                      s.checkpoints->OpenNewestUsable(&skipped));
-  for (const std::string& line : skipped) RT_LOG(Warning) << line;
-  std::optional<int64_t> step;
-  if (resume) step = resume->train_state.step;
-  if (s.comm) RT_RETURN_IF_ERROR(CheckSameCheckpoint(s, step));
+  if (s.config.job.mode == JobMode::kEval || s.rank.heal_generation > 0) return false;
+  std::optional<StoredCheckpoint> resume;
+  if (c.enable) {
+    RT_RETURN_IF_ERROR(AgreeOnSaveTag(s));
+    trainer_internal::OpenCheckpointWriter(s);
+    // A damaged newest checkpoint (a crash mid-copy, a truncated file) is skipped for the one
+    // before.
+    std::vector<std::string> skipped;
+    RT_ASSIGN_OR_RETURN(resume, s.checkpoints->OpenNewestUsable(&skipped));
+    for (const std::string& line : skipped) RT_LOG(Warning) << line;
+    std::optional<int64_t> step;
+    if (resume) step = resume->train_state.step;
+    if (s.comm) RT_RETURN_IF_ERROR(CheckSameCheckpoint(s, step));
+  }
+  // No checkpoint of its own yet: the whole state of another step folder (torchtitan's
+  // initial_load_model_only = false), e.g. the job named by `ringctl submit --resume-from`.
+  if (!resume && !c.initial_load_model_only) {
+    RT_ASSIGN_OR_RETURN(resume, OpenCheckpointStep(c.initial_load_path));
+  }
   if (!resume) return false;
   const ScopedCpuTensorPeak memory;
   const auto start = std::chrono::steady_clock::now();
