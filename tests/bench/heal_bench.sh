@@ -9,13 +9,15 @@
 #                   healed world;
 #   storage         both ranks SIGKILLed after step 8 and started again from the checkpoint of
 #                   step 6 (checkpoint.interval = 3): seconds from the kill to the first record.
-# Usage: tests/bench/heal_bench.sh [BUILD]
+# Usage: tests/bench/heal_bench.sh [BUILD] [MODELS] (MODELS: "debug 1.1GB" by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${1:-build}/bin
 work=$(mktemp -d)
 pids=()
-trap 'kill -9 "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
+# On a failure the trainers' logs stay in the work folder, whose name is printed.
+trap 'rc=$?; kill -9 "${pids[@]}" 2>/dev/null || true
+      if [ $rc = 0 ]; then rm -rf "$work"; else echo "heal_bench: failed (exit $rc); logs in $work" >&2; fi' EXIT
 big=(--model.dim=1024 --model.n_layers=6 --model.n_heads=16 --model.n_kv_heads=16
      --model.vocab_size=8192 --training.seq_len=64)
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -42,7 +44,7 @@ wait_records() {  # FILE N
   until [ "$(records "$1")" -ge "$2" ]; do sleep 0.02; done
 }
 
-for model in debug 1.1GB; do
+for model in ${2:-debug 1.1GB}; do
   extra=()
   [ "$model" = 1.1GB ] && extra=("${big[@]}")
   steps=40
