@@ -72,6 +72,10 @@ struct StepRecord {
   double snapshot_step = 0;
   // The world's heal generation that computed the step: 0, or n after the n-th heal in place.
   double generation = 0;
+  // [validation] enable: the mean loss over validation.steps batches of the validation data after
+  // this step's update (every validation.freq steps and after the last); an eval job's one record
+  // (step 1) holds its result here. Written after "generation" only when set.
+  std::optional<double> validation_loss;
   std::vector<RankFigures> ranks;  // in rank order; empty for a one-rank job
 
   std::string ToJson() const;  // one line, without the newline

@@ -30,6 +30,7 @@ StepRecord ToStepRecord(const StepReport& r, std::vector<RankFigures> ranks) {
   record.straggler_ratio = r.straggler_ratio;
   record.snapshot_step = static_cast<double>(r.snapshot_step);
   record.generation = static_cast<double>(r.generation);
+  record.validation_loss = r.validation_loss;
   record.ranks = std::move(ranks);
   return record;
 }
