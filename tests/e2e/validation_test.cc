@@ -63,7 +63,8 @@ TEST(ValidationE2eTest, WatchGetTopPlotCompareAnEvalAndTensorBoard) {
   const CommandResult watch = cluster.Ringctl({"watch", train.job_id(), "--output", "json"});
   ASSERT_EQ(watch.exit_code, 0) << watch.output;
   std::map<int64_t, double> validation;
-  for (const std::string& line : absl::StrSplit(watch.output, '\n', absl::SkipEmpty())) {
+  for (const std::string& line :
+       std::vector<std::string>(absl::StrSplit(watch.output, '\n', absl::SkipEmpty()))) {
     const nlohmann::json event = nlohmann::json::parse(line, nullptr, false);
     if (!event.is_object() || event.value("event", "") != "step") continue;
     EXPECT_EQ(event.contains("validation_loss"), event["record"].contains("validation_loss"));
@@ -105,7 +106,7 @@ TEST(ValidationE2eTest, WatchGetTopPlotCompareAnEvalAndTensorBoard) {
   EXPECT_THAT(compare.output, HasSubstr("validation loss:"));
 
   // An eval job of the last step's exported weights on the same mesh: the same loss.
-  fs::copy(shared / ("ckpt/" + train.job_id() + "/checkpoints/step-4/hf"),
+  fs::copy(shared / ("ckpt/" + train.job_id() + "/outputs/checkpoints/step-4/hf"),
            cluster.data_root() + "/step-4-hf", fs::copy_options::recursive);
   const v1::Job eval =
       cluster.Submit(config, Job({"job.mode=eval", "checkpoint.initial_load_path=step-4-hf",
@@ -123,7 +124,8 @@ TEST(ValidationE2eTest, WatchGetTopPlotCompareAnEvalAndTensorBoard) {
   const CommandResult exported = cluster.Ringctl({"export", train.job_id()});
   ASSERT_EQ(exported.exit_code, 0);
   std::vector<nlohmann::json> records;
-  for (const std::string& line : absl::StrSplit(exported.output, '\n', absl::SkipEmpty())) {
+  for (const std::string& line :
+       std::vector<std::string>(absl::StrSplit(exported.output, '\n', absl::SkipEmpty()))) {
     records.push_back(nlohmann::json::parse(line));
   }
   ASSERT_EQ(records.size(), 4u);
