@@ -10,6 +10,7 @@
 #include "client/plan_command.h"
 #include "client/plot.h"
 #include "client/service_commands.h"
+#include "client/tensorboard_command.h"
 #include "client/top_command.h"
 
 namespace ringtrain {
@@ -21,6 +22,8 @@ std::vector<Command> Commands() {
                   RunLossCompare),
       MakeCommand("compare", kService, AddCompareCommand, RunCompare),
       MakeCommand("export", kCallsCoordinator | kCredentials, AddExportCommand, RunExport),
+      MakeCommand("tensorboard", kCallsCoordinator | kCredentials, AddTensorboardCommand,
+                  RunTensorboard),
       MakeCommand("submit", kService, AddSubmitCommand, RunSubmit),
       MakeCommand("watch", kService, AddWatchCommand, RunWatchCommand),
       MakeCommand("get", kService, AddGetCommand, RunGet),

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/exit_codes.h"
 #include "client/job_format.h"
+#include "client/validation_view.h"
 #include "common/printable.h"
 
 namespace ringtrain {
@@ -19,6 +20,24 @@ StepLosses LossesOf(const JobSteps& job) {
   for (const v1::StepEvent& event : job.steps)
     losses[static_cast<int>(event.step())] = event.loss();
   return losses;
+}
+
+StepLosses ValidationLossesOf(const JobSteps& job) {
+  StepLosses losses;
+  for (const ValidationPoint& v : ValidationPoints(job.steps)) losses[int(v.step)] = v.loss;
+  return losses;
+}
+
+// The losses of `a` and `b` at the steps both hold.
+std::pair<StepLosses, StepLosses> Common(const StepLosses& a, const StepLosses& b) {
+  StepLosses common_a, common_b;
+  for (const auto& [step, loss] : a) {
+    const auto other = b.find(step);
+    if (other == b.end()) continue;
+    common_a[step] = loss;
+    common_b[step] = other->second;
+  }
+  return {common_a, common_b};
 }
 
 // "steps 1–7", "no steps".
@@ -43,19 +62,14 @@ std::string Describe(const JobSteps& job) {
 
 bool JobComparison::passed() const {
   if (report.tolerance.mode == Tolerance::Mode::kReportOnly) return true;
-  return report.passed() && !finished_with_different_steps;
+  return report.passed() && !finished_with_different_steps &&
+         (!validation.has_value() || validation->passed());
 }
 
 absl::StatusOr<JobComparison> CompareJobSteps(const JobSteps& baseline, const JobSteps& test,
                                               const Tolerance& tolerance) {
   const StepLosses a = LossesOf(baseline), b = LossesOf(test);
-  StepLosses common_a, common_b;
-  for (const auto& [step, loss] : a) {
-    const auto other = b.find(step);
-    if (other == b.end()) continue;
-    common_a[step] = loss;
-    common_b[step] = other->second;
-  }
+  const auto [common_a, common_b] = Common(a, b);
   if (common_a.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("no step in common: ", baseline.job.job_id(),
                                                       " has ", StepRange(a), ", ",
@@ -76,6 +90,17 @@ absl::StatusOr<JobComparison> CompareJobSteps(const JobSteps& baseline, const Jo
                                        " step(s) the other lacks (", StepRange(mine),
                                        "); compared ", StepRange(common_a)));
     }
+  }
+  const StepLosses va = ValidationLossesOf(baseline), vb = ValidationLossesOf(test);
+  const auto [common_va, common_vb] = Common(va, vb);
+  if (!common_va.empty()) {
+    absl::StatusOr<Report> validation = CompareLosses(common_va, common_vb, tolerance);
+    if (!validation.ok()) return validation.status();
+    out.validation = *std::move(validation);
+  } else if (!va.empty() || !vb.empty()) {
+    out.notes.push_back(absl::StrCat("no validated step in common: ", baseline.job.job_id(),
+                                     " has ", va.size(), ", ", test.job.job_id(), " has ",
+                                     vb.size()));
   }
   out.finished_with_different_steps =
       IsTerminal(baseline.job.state()) && IsTerminal(test.job.state()) && a.size() != b.size();
@@ -154,6 +179,7 @@ int RunCompare(const CompareFlags& flags) {
     j["notes"] = comparison->notes;
     j["passed"] = exit_code == kExitOk;
     j.update(ReportJson(comparison->report));
+    if (comparison->validation) j["validation"] = ReportJson(*comparison->validation);
     std::cout << j.dump() << std::endl;
     return exit_code;
   }
@@ -163,6 +189,9 @@ int RunCompare(const CompareFlags& flags) {
     std::cout << "note: " << EscapeForTerminal(note) << "\n";
   }
   std::cout << "\n" << FormatReport(comparison->report);
+  if (comparison->validation) {
+    std::cout << "\nvalidation loss:\n" << FormatReport(*comparison->validation);
+  }
   if (comparison->finished_with_different_steps && tolerance.mode != Tolerance::Mode::kReportOnly) {
     std::cout << "Verdict: FAIL: the jobs finished with different steps (" << sides[0].steps.size()
               << " and " << sides[1].steps.size() << ")\n";

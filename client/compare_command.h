@@ -38,6 +38,9 @@ struct JobComparison {
   // Both jobs have finished yet hold different steps: they did not train the same run, so a check
   // (--assert-equal, --rtol/--atol) fails whatever the common steps say.
   bool finished_with_different_steps = false;
+  // The validation losses ([validation] enable) at the steps both jobs validated, with the same
+  // tolerance; nullopt when they have none in common.
+  std::optional<Report> validation;
 
   bool passed() const;
 };

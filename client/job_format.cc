@@ -207,7 +207,7 @@ std::string FormatJobError(const v1::Job& job) {
   return out;
 }
 
-std::string FormatJobDetail(const v1::Job& job, double now) {
+std::string FormatJobDetail(const v1::Job& job, double now, const std::string& validation) {
   const bool named = !job.name().empty() && job.name() != job.job_id();
   std::string out =
       EscapeForTerminal(absl::StrCat(job.job_id(), named ? "  " + job.name() : "")) + "\n";
@@ -271,6 +271,7 @@ std::string FormatJobDetail(const v1::Job& job, double now) {
   field("step",
         absl::StrCat(job.last_step(), "/", job.total_steps(),
                      job.last_step() > 0 ? absl::StrFormat(", loss %.4f", job.last_loss()) : ""));
+  if (!validation.empty()) field("validation", validation);
   if (job.overrides_size() > 0) field("overrides", absl::StrJoin(job.overrides(), " "));
   if (job.has_load_from()) field("started from", LoadFromText(job));
   const std::vector<std::string> checkpoints = CheckpointLines(job);
@@ -373,6 +374,9 @@ std::string StepEventJson(const v1::StepEvent& event) {
       ",\"tokens_per_second\":", number("tokens_per_second", event.tokens_per_second()),
       ",\"step_seconds\":", number("step_seconds", event.step_seconds()),
       device_peak > 0 ? absl::StrCat(",\"device_memory_peak_bytes\":", device_peak) : "",
+      numbers.numbers.count("validation_loss") > 0 && valid
+          ? absl::StrCat(",\"validation_loss\":", numbers.numbers.at("validation_loss"))
+          : "",
       ",\"record\":", valid ? record : "null", "}");
 }
 

@@ -45,7 +45,8 @@ std::string FormatTable(const std::vector<std::string>& header,
 std::string FormatJobTable(const std::vector<v1::Job>& jobs, double now);
 // One job, one field a line: state, mesh and per-rank placement, wait reason, error, times,
 // progress.
-std::string FormatJobDetail(const v1::Job& job, double now);
+// `validation`, when not empty, is shown after the step (ValidationText of the job's newest).
+std::string FormatJobDetail(const v1::Job& job, double now, const std::string& validation = "");
 // Why a job failed: the summary, the rank, worker and exit status, the stderr tail; or that it was
 // cancelled. Empty for a job that has not failed or been cancelled.
 std::string FormatJobError(const v1::Job& job);

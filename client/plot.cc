@@ -12,6 +12,7 @@
 #include "client/exit_codes.h"
 #include "client/job_format.h"
 #include "client/job_steps.h"
+#include "client/validation_view.h"
 
 namespace ringtrain {
 
@@ -29,11 +30,18 @@ absl::StatusOr<PlotSeries> FetchPlotSeries(CoordinatorClient& client, const std:
   for (const v1::StepEvent& s : fetched->steps) {
     series.points.push_back(PlotPoint{s.step(), s.loss(), s.lr()});
   }
+  for (const ValidationPoint& v : ValidationPoints(fetched->steps)) {
+    series.validation.push_back(PlotPoint{v.step, v.loss, 0});
+  }
   if (!series.points.empty()) {
     absl::StrAppend(&series.subtitle, ", steps ", series.points.front().step, "–",
                     series.points.back().step);
     if (job.total_steps() > 0) absl::StrAppend(&series.subtitle, " of ", job.total_steps());
     absl::StrAppend(&series.subtitle, ", last loss ", PlotValueText(series.points.back().loss));
+  }
+  if (!series.validation.empty()) {
+    absl::StrAppend(&series.subtitle, ", last validation loss ",
+                    PlotValueText(series.validation.back().loss));
   }
   return series;
 }

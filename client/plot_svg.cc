@@ -16,6 +16,7 @@ namespace {
 constexpr double kWidth = 900, kHeight = 500;
 constexpr double kLeft = 80, kRight = kWidth - 90, kTop = 84, kBottom = kHeight - 56;
 constexpr char kLossColor[] = "#1f77b4", kLrColor[] = "#ff7f0e", kNanColor[] = "#d62728";
+constexpr char kValidationColor[] = "#2ca02c";
 constexpr char kGridColor[] = "#e5e5e5", kAxisColor[] = "#333333";
 // One colour per job of an overlay, in order (matplotlib's tab10), repeating after ten.
 constexpr const char* kSeriesColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -135,7 +136,7 @@ std::string Cross(double x, double y, double r) {
                       Num(x - r), " ", Num(y + r), "L", Num(x + r), " ", Num(y - r));
 }
 
-std::string Legend(bool any_nan) {
+std::string Legend(bool any_nan, bool validation) {
   const double y = 66;
   std::string out = "<g class=\"legend\" font-size=\"12\">\n";
   absl::StrAppend(&out, "<line x1=\"", Num(kLeft), "\" y1=\"", Num(y), "\" x2=\"", Num(kLeft + 24),
@@ -149,6 +150,12 @@ std::string Legend(bool any_nan) {
     absl::StrAppend(&out, "<path d=\"", Cross(kLeft + 320, y, 4), "\" stroke=\"", kNanColor,
                     "\" stroke-width=\"2\"/>\n",
                     Text(kLeft + 330, y + 4, "start", "non-finite loss (NaN)"));
+  }
+  if (validation) {  // after the NaN entry, ending well inside the plot's width
+    const double at = kLeft + (any_nan ? 490 : 320);
+    absl::StrAppend(&out, "<rect x=\"", Num(at + 8), "\" y=\"", Num(y - 4),
+                    "\" width=\"8\" height=\"8\" fill=\"", kValidationColor, "\"/>\n",
+                    Text(at + 30, y + 4, "start", "validation loss (left)"));
   }
   absl::StrAppend(&out, "</g>\n");
   return out;
@@ -193,6 +200,25 @@ std::string Points(const std::vector<PlotPoint>& points, const Scale& x, const S
                       Cross(x(p.step), kBottom - 6, 4), "\" stroke=\"", kNanColor,
                       "\" stroke-width=\"2\">", title, "</path>\n");
     }
+  }
+  absl::StrAppend(&out, "</g>\n");
+  return out;
+}
+
+// The validation losses: a dotted line through square markers (finite values only).
+std::string ValidationSeries(const std::vector<PlotPoint>& points, const Scale& x,
+                             const Scale& loss) {
+  if (points.empty()) return "";
+  std::string out = Polylines(
+      points, [](const PlotPoint& p) { return p.loss; }, x, loss,
+      absl::StrCat("class=\"validation\" fill=\"none\" stroke=\"", kValidationColor,
+                   "\" stroke-width=\"1.5\" stroke-dasharray=\"2 2\""));
+  absl::StrAppend(&out, "<g class=\"validation-points\" fill=\"", kValidationColor, "\">\n");
+  for (const PlotPoint& p : points) {
+    if (!std::isfinite(p.loss)) continue;
+    absl::StrAppend(&out, "<rect class=\"validation-point\" x=\"", Num(x(p.step) - 4), "\" y=\"",
+                    Num(loss(p.loss) - 4), "\" width=\"8\" height=\"8\"><title>step ", p.step,
+                    " validation loss ", PlotValueText(p.loss), "</title></rect>\n");
   }
   absl::StrAppend(&out, "</g>\n");
   return out;
@@ -268,7 +294,9 @@ std::string RenderLossSvg(const PlotSeries& series) {
   const auto lr_of = [](const PlotPoint& p) { return p.lr; };
   const double first_step = points.empty() ? 0 : points.front().step;
   const double last_step = points.empty() ? 1 : points.back().step;
-  const auto [loss_lo, loss_hi] = FiniteRange(points, loss_of);
+  std::vector<PlotPoint> both = points;  // the loss axis covers the validation losses too
+  both.insert(both.end(), series.validation.begin(), series.validation.end());
+  const auto [loss_lo, loss_hi] = FiniteRange(both, loss_of);
   const auto [lr_lo, lr_hi] = FiniteRange(points, lr_of);
   const Scale x{NiceTicks(first_step, last_step, 10, /*integer_steps=*/true), kLeft, kRight};
   const Scale loss{NiceTicks(loss_lo, loss_hi, 6), kBottom, kTop};
@@ -281,7 +309,7 @@ std::string RenderLossSvg(const PlotSeries& series) {
       "\"loss-point\" per step (points == steps): a circle, or a red cross (class \"nan\") for a "
       "non-finite loss, which also breaks the loss line.",
       series.title, series.subtitle);
-  absl::StrAppend(&svg, Legend(any_nan), Axes(x, loss, &lr));
+  absl::StrAppend(&svg, Legend(any_nan, !series.validation.empty()), Axes(x, loss, &lr));
   if (points.empty()) {
     absl::StrAppend(&svg, Text((kLeft + kRight) / 2, (kTop + kBottom) / 2, "middle", "no steps yet",
                                "font-size=\"16\" fill=\"#888888\""));
@@ -294,7 +322,8 @@ std::string RenderLossSvg(const PlotSeries& series) {
                             absl::StrCat("class=\"loss\" fill=\"none\" stroke=\"", kLossColor,
                                          "\" stroke-width=\"1.5\"")));
 
-  absl::StrAppend(&svg, Points(points, x, loss, "", kLossColor, ""), "</svg>\n");
+  absl::StrAppend(&svg, Points(points, x, loss, "", kLossColor, ""),
+                  ValidationSeries(series.validation, x, loss), "</svg>\n");
   return svg;
 }
 

@@ -24,6 +24,9 @@ struct PlotSeries {
   std::string title;              // plain text (escaped when drawn), e.g. "job-000001 (tiny-cp4)"
   std::string subtitle;           // plain text, may be empty, e.g. "RUNNING, steps 1–37 of 100"
   std::vector<PlotPoint> points;  // ascending step, one per step
+  // The steps that validated ([validation] enable), ascending: `loss` is the validation loss (lr
+  // unused). RenderLossSvg draws them as a second series on the loss axis.
+  std::vector<PlotPoint> validation;
 };
 
 // The SVG document (UTF-8, with an XML declaration). Layout: title and subtitle on top, a legend
@@ -35,7 +38,10 @@ struct PlotSeries {
 // at the bottom of the plot for a non-finite one), each with a <title> "step N loss X lr Y". Each
 // maximal run of finite losses is one <polyline class="loss">, each run of finite rates one
 // <polyline class="lr">. Any input works: no points ("no steps yet"), one point, constant
-// series, all-NaN series; text is XML-escaped.
+// series, all-NaN series; text is XML-escaped. With `validation` points, the loss axis covers them
+// too, each maximal run of finite ones is one <polyline class="validation">, each point one
+// <rect class="validation-point"> with a <title> "step N validation loss X", and the legend names
+// the series.
 std::string RenderLossSvg(const PlotSeries& series);
 
 // Several jobs' losses in one SVG (`ringctl plot JOB_A JOB_B ...`), on one loss axis (no learning

@@ -14,6 +14,7 @@
 #include "client/exit_codes.h"
 #include "client/job_filter.h"
 #include "client/job_format.h"
+#include "client/validation_view.h"
 #include "client/watch.h"
 #include "common/printable.h"
 
@@ -92,9 +93,17 @@ int RunGet(const JobFlags& flags) {
   CoordinatorClient client(flags.coordinator);
   const absl::StatusOr<v1::Job> job = client.GetJob(flags.job_id);
   if (!job.ok()) return Report("get", job.status(), flags.job_id);
-  std::cout << (FormatOf(flags) == OutputFormat::kJson ? MessageJson(*job) + "\n"
-                                                       : FormatJobDetail(*job, NowSeconds()))
-            << std::flush;
+  // The newest validation loss ([validation] enable, or an eval job's result) from its step.
+  const absl::StatusOr<std::optional<ValidationPoint>> validation =
+      FetchLatestValidation(client, *job);
+  if (!validation.ok()) return Report("get", validation.status(), flags.job_id);
+  if (FormatOf(flags) == OutputFormat::kJson) {
+    std::cout << WithValidationJson(MessageJson(*job), *validation) << std::endl;
+  } else {
+    std::cout << FormatJobDetail(*job, NowSeconds(),
+                                 *validation ? ValidationText(**validation) : "")
+              << std::flush;
+  }
   return kExitOk;
 }
 

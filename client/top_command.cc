@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@
 #include "client/exit_codes.h"
 #include "client/job_format.h"
 #include "client/rank_table.h"
+#include "client/validation_view.h"
 #include "common/printable.h"
 
 namespace ringtrain {
@@ -32,9 +34,9 @@ std::string StateName(v1::JobState state) {
 }
 
 void Show(const TopFlags& flags, const v1::Job& job, v1::JobState state, const RankTable& table,
-          bool live) {
+          bool live, const std::optional<ValidationPoint>& validation) {
   if (flags.output == "json") {
-    std::cout << RankTableJson(job.job_id(), table) << std::endl;
+    std::cout << WithValidationJson(RankTableJson(job.job_id(), table), validation) << std::endl;
     return;
   }
   if (live) std::cout << "\x1b[H\x1b[2J";  // home, clear: redraw in place
@@ -42,7 +44,7 @@ void Show(const TopFlags& flags, const v1::Job& job, v1::JobState state, const R
             << StateName(state) << "  step " << table.step << "/" << job.total_steps() << "  world "
             << job.world_size() << " = dp " << job.dp() << " x cp " << job.cp()
             << absl::StrFormat("  step time %.3f s\n", table.step_seconds)
-            << FormatRankTable(table);
+            << (validation ? ValidationText(*validation) + "\n" : "") << FormatRankTable(table);
   std::cout.flush();
 }
 
@@ -70,6 +72,9 @@ int RunTop(const TopFlags& flags) {
   }
   const bool live = !flags.once && isatty(STDOUT_FILENO) == 1;
   v1::JobState state = job->state();
+  // The newest validation so far (none: the line is left out), then each new one as it comes.
+  absl::StatusOr<std::optional<ValidationPoint>> validation = FetchLatestValidation(client, *job);
+  if (!validation.ok()) validation = std::optional<ValidationPoint>();
   // From the last step the coordinator has: its record is the first step event (the replay of
   // the steps before it is skipped), then the live ones.
   std::unique_ptr<JobEventStream> stream =
@@ -89,7 +94,10 @@ int RunTop(const TopFlags& flags) {
       bad_record = table.status();
       continue;
     }
-    Show(flags, *job, state, *table, live);
+    if (const std::optional<double> loss = ValidationLossOf(event.step())) {
+      *validation = ValidationPoint{event.step().step(), *loss};
+    }
+    Show(flags, *job, state, *table, live, *validation);
     shown = true;
     if (!live) break;
   }

@@ -53,6 +53,7 @@ void WatchPrinter::OnStep(const v1::StepEvent& event) {
   const StragglerNote straggler = StragglerOf(event);
   const bool straggler_changed = straggler.rank != straggler_.rank;
   if (format_ == OutputFormat::kJson) {
+    // The step's event carries its validation_loss (StepEventJson).
     *out_ << StepEventJson(event) << std::endl;
     if (straggler_changed) {
       *out_ << StragglerEventJson(event.job_id(), event.step(), straggler) << std::endl;
@@ -65,6 +66,12 @@ void WatchPrinter::OnStep(const v1::StepEvent& event) {
     *out_ << StragglerLine(event.step(), straggler, straggler_) << std::endl;
   }
   straggler_ = straggler;
+  const std::optional<double> validation = ValidationLossOf(event);
+  if (validation) validation_ = ValidationPoint{event.step(), *validation};
+  if (validation && (terminal_ || steps_ == Steps::kEveryStep)) {
+    EndLine();
+    *out_ << ValidationText(*validation_) << std::endl;
+  }
   Progress progress;
   progress.step = event.step();
   progress.total_steps = total_steps_;
@@ -167,10 +174,11 @@ int RunWatch(CoordinatorClient& client, const std::string& job_id, int64_t from_
   }
   if (job->state() == v1::JOB_STATE_SUCCEEDED) {
     if (format == OutputFormat::kTable) {
+      const std::optional<ValidationPoint>& validation = printer.validation();
       std::cout << job->job_id() << " SUCCEEDED at step " << job->last_step() << "/"
                 << job->total_steps()
                 << (job->last_step() > 0 ? absl::StrFormat(", loss %.4f", job->last_loss()) : "")
-                << std::endl;
+                << (validation ? ", " + ValidationText(*validation) : "") << std::endl;
     }
     return kExitOk;
   }

@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "client/coordinator_client.h"
 #include "client/job_format.h"
+#include "client/validation_view.h"
 #include "ringtrain/v1/job_service.pb.h"
 
 namespace ringtrain {
@@ -35,6 +37,8 @@ class WatchPrinter {
   void OnStep(const v1::StepEvent& event);
   // Ends a live progress line, if one is showing.
   void EndLine();
+  // The newest validation seen ([validation] enable, or an eval job's result).
+  const std::optional<ValidationPoint>& validation() const { return validation_; }
 
  private:
   OutputFormat format_;
@@ -46,6 +50,7 @@ class WatchPrinter {
   double step_seconds_sum_ = 0;
   bool live_line_ = false;   // a progress line without its newline is on the terminal
   StragglerNote straggler_;  // the straggler named as of the last step seen
+  std::optional<ValidationPoint> validation_;
 };
 
 struct FollowOptions {

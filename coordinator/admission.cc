@@ -100,7 +100,9 @@ absl::StatusOr<JobRecord> AdmitSubmitRequest(const v1::SubmitJobRequest& request
   job.degrees = {static_cast<int>(mesh.world), static_cast<int>(mesh.dp()),
                  static_cast<int>(mesh.cp), static_cast<int>(mesh.ulysses)};
   job.device_kind = device_kind;
-  job.total_steps = config->job.mode == JobMode::kEval ? 0 : config->training.steps;
+  // An eval job writes one record, step 1, holding its validation loss (stored and shown as a
+  // step).
+  job.total_steps = config->job.mode == JobMode::kEval ? 1 : config->training.steps;
   job.restart.max_restarts = static_cast<int>(config->job.max_restarts);
   job.restart.backoff_ms = static_cast<int64_t>(config->job.restart_backoff_seconds * 1000.0);
   job.restart.elastic = config->job.elastic;

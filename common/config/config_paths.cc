@@ -26,13 +26,18 @@ bool ClimbsOut(absl::string_view relative) {
 std::vector<ConfigPath> ConfigPaths(const JobConfig& config) {
   std::vector<ConfigPath> paths;
   const auto add = [&](const char* key, const std::string& value, PathRoot root) {
+    for (const ConfigPath& p : paths) {
+      if (p.key == key) return;  // training.dataset_path read for training and validation
+    }
     if (!value.empty()) paths.push_back({key, value, root});
   };
   const bool eval = config.job.mode == JobMode::kEval;
+  // The validation data is read by an eval job, and by a training job that validates.
+  const bool validates = eval || config.validation.enable;
   if (!eval && config.training.dataset != DatasetKind::kSynthetic) {
     add("training.dataset_path", config.training.dataset_path, PathRoot::kData);
   }
-  if (eval &&
+  if (validates &&
       config.validation.dataset.value_or(config.training.dataset) != DatasetKind::kSynthetic) {
     if (config.validation.dataset_path.empty()) {
       add("training.dataset_path", config.training.dataset_path, PathRoot::kData);
@@ -41,14 +46,18 @@ std::vector<ConfigPath> ConfigPaths(const JobConfig& config) {
     }
   }
   // The tokenizer is read when a text dataset is.
+  const bool validates_text = validates && config.validation.dataset.value_or(
+                                               config.training.dataset) == DatasetKind::kText;
   const bool reads_text =
-      eval ? config.validation.dataset.value_or(config.training.dataset) == DatasetKind::kText
-           : config.training.dataset == DatasetKind::kText;
+      validates_text || (!eval && config.training.dataset == DatasetKind::kText);
   if (reads_text) add("training.tokenizer_path", config.training.tokenizer_path, PathRoot::kData);
   add("model.hf_assets_path", config.model.hf_assets_path, PathRoot::kData);
   add("checkpoint.initial_load_path", config.checkpoint.initial_load_path, PathRoot::kData);
   if (!eval && config.checkpoint.enable) {
     add("checkpoint.folder", config.checkpoint.folder, PathRoot::kCheckpoint);
+  }
+  if (config.metrics.enable_tensorboard) {
+    add("metrics.save_tb_folder", config.metrics.save_tb_folder, PathRoot::kCheckpoint);
   }
   return paths;
 }

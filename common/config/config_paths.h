@@ -29,11 +29,13 @@ struct ConfigPath {
 // the job (a synthetic dataset's path, a disabled checkpoint's folder, the training dataset in eval
 // mode when validation names its own) are left out:
 //   training.dataset_path        train mode, text/bin dataset                           kData
-//   validation.dataset_path      eval mode, text/bin validation data (empty: the training path)
+//   validation.dataset_path      eval mode or validation.enable, text/bin validation data (empty:
+//                                the training path)
 //   training.tokenizer_path      when set and the job reads a text dataset             kData
 //   model.hf_assets_path         when set (a Hugging Face folder: config.json, …)      kData
 //   checkpoint.initial_load_path when set (a file, or a Hugging Face folder)           kData
 //   checkpoint.folder            train mode with checkpoint.enable                     kCheckpoint
+//   metrics.save_tb_folder       metrics.enable_tensorboard                            kCheckpoint
 // metrics.jsonl is not among them: the agent always sets it to a file of its own.
 std::vector<ConfigPath> ConfigPaths(const JobConfig& config);
 

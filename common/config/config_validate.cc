@@ -416,6 +416,11 @@ void CheckRest(const JobConfig& config, Checker& c) {
                        size.status().message()));
   }
 
+  if (config.metrics.enable_tensorboard && config.metrics.save_tb_folder.empty()) {
+    c.Add(
+        "metrics.save_tb_folder = \"\": required when metrics.enable_tensorboard = true (the "
+        "folder the event files go to, e.g. \"tb\")");
+  }
   const ValidationSection& v = config.validation;
   c.Choice<DatasetKind>("validation.dataset",
                         "must be empty (use the training dataset) or one of ");

@@ -198,9 +198,20 @@ struct MetricsSection {
   // in the step record, the log, `ringctl top` and `watch`. straggler_window = 0 turns it off.
   int64_t straggler_window = 5;
   double straggler_threshold = 1.25;
+  // TensorBoard event files (torchtitan's names; common/tensorboard): rank 0 writes every step's
+  // scalars into save_tb_folder, resolved like checkpoint.folder (under the job's own folder on a
+  // worker, <checkpoint-root>/<job_id>/; relative to the working directory under ringtrain-run).
+  bool enable_tensorboard = false;
+  std::string save_tb_folder = "tb";
 };
 
+// The validation data: what an eval job (job.mode = "eval") computes its loss over, and with
+// enable (torchtitan's names) what a training job validates on every freq steps and after its last
+// (the mean loss over `steps` batches of local_batch_size windows per dp rank, the same batches
+// each time, no gradients).
 struct ValidationSection {
+  bool enable = false;
+  int64_t freq = 10;
   std::optional<DatasetKind> dataset;  // unset ("" in TOML) = the training dataset
   std::string dataset_path;            // empty = the training dataset_path
   int64_t steps = 10;

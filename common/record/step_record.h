@@ -80,6 +80,10 @@ struct StepRecord {
   // none did). The coordinator lists a job's checkpoints from them (`ringctl checkpoints`).
   double checkpoint_save_step = 0;
   double checkpoint_commit_step = 0;
+  // [validation] enable: the mean loss over validation.steps batches of the validation data after
+  // this step's update (every validation.freq steps and after the last); an eval job's one record
+  // (step 1) holds its result here. Written after "generation" only when set.
+  std::optional<double> validation_loss;
   std::vector<RankFigures> ranks;  // in rank order; empty for a one-rank job
 
   std::string ToJson() const;  // one line, without the newline

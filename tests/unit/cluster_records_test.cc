@@ -101,12 +101,15 @@ TEST_F(ClusterRecordsTest, WithoutTheRecordsTheJobFailsNamingTheSteps) {
                                                "of steps 3 and 5-6 of 6 never reached the store"));
 }
 
-TEST_F(ClusterRecordsTest, EveryStepStoredSucceedsAtOnceAndAnEvalHasNoSteps) {
+TEST_F(ClusterRecordsTest, EveryStepStoredSucceedsAtOnceAndAnEvalHasOneStep) {
   const std::vector<std::string> workers = AddWorkers(2);
   auto eval = Submit(1, 2, 3, {"job.mode=eval"});
   ASSERT_TRUE(eval.ok());
+  EXPECT_EQ(eval->total_steps, 1);  // its one record holds the validation loss
   StartAll(eval->job_id);
-  for (const auto& [rank, w] : AssignedWorkers(eval->job_id)) Exit(w, eval->job_id, rank, 0);
+  std::map<int, std::string> ranks = AssignedWorkers(eval->job_id);
+  EXPECT_EQ(Report(ranks[0], eval->job_id, 1, 2.5), "");
+  for (const auto& [rank, w] : ranks) Exit(w, eval->job_id, rank, 0);
   EXPECT_EQ(StateOf(eval->job_id), JobState::kSucceeded);
   for (const std::string& w : workers) EXPECT_TRUE(Requests(w).empty()) << w;
 }

@@ -105,6 +105,10 @@ void ExpectConfigEq(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.checkpoint.initial_load_path, b.checkpoint.initial_load_path);
   EXPECT_EQ(a.metrics.log_freq, b.metrics.log_freq);
   EXPECT_EQ(a.metrics.jsonl, b.metrics.jsonl);
+  EXPECT_EQ(a.metrics.enable_tensorboard, b.metrics.enable_tensorboard);
+  EXPECT_EQ(a.metrics.save_tb_folder, b.metrics.save_tb_folder);
+  EXPECT_EQ(a.validation.enable, b.validation.enable);
+  EXPECT_EQ(a.validation.freq, b.validation.freq);
   EXPECT_EQ(a.validation.dataset, b.validation.dataset);
   EXPECT_EQ(a.validation.dataset_path, b.validation.dataset_path);
   EXPECT_EQ(a.validation.steps, b.validation.steps);
@@ -180,8 +184,12 @@ initial_load_path = "/tmp/init.pt"
 [metrics]
 log_freq = 10
 jsonl = "/tmp/metrics.jsonl"
+enable_tensorboard = true
+save_tb_folder = "runs/tb"
 
 [validation]
+enable = true
+freq = 7
 dataset = "text"
 dataset_path = "/data/val.txt"
 steps = 5
@@ -237,7 +245,9 @@ JobConfig FullFileConfig() {
   c.activation_checkpoint = {AcMode::kSelective, "2"};
   c.checkpoint = {true, "/tmp/ckpt", 25, 2, AsyncMode::kAsync, "/tmp/init.pt"};
   c.metrics = {10, "/tmp/metrics.jsonl"};
-  c.validation = {DatasetKind::kText, "/data/val.txt", 5, 2};
+  c.metrics.enable_tensorboard = true;
+  c.metrics.save_tb_folder = "runs/tb";
+  c.validation = {true, 7, DatasetKind::kText, "/data/val.txt", 5, 2};
   c.comm.timeout_seconds = 120.5;
   c.comm.backend = CommBackend::kGloo;
   return c;
@@ -687,6 +697,9 @@ INSTANTIATE_TEST_SUITE_P(
                  "one of \"synthetic\", "
                  "\"text\", \"bin\""},
         RuleCase{{"validation.steps=0"}, "validation.steps = 0: must be > 0"},
+        RuleCase{{"validation.freq=0"}, "validation.freq = 0: must be > 0"},
+        RuleCase{{"metrics.enable_tensorboard=true", "metrics.save_tb_folder="},
+                 "metrics.save_tb_folder = \"\": required when metrics.enable_tensorboard = true"},
         RuleCase{{"validation.local_batch_size=-3"},
                  "validation.local_batch_size = -3: must be in [1, 1048576]"},
         RuleCase{{"comm.timeout_seconds=0"},
@@ -947,7 +960,7 @@ TEST(JobConfigToTomlTest, ListsEveryKeyWithItsValue) {
         "[optimizer]\nname = \"AdamW\"\nlr = 0.0008\n",
         "[lr_scheduler]\nwarmup_steps = 0\ndecay_ratio = 0.0\n",
         "data_parallel_replicate_degree = -1\n", "[checkpoint]\nenable = false\n",
-        "[metrics]\nlog_freq = 1\n", "[validation]\ndataset = \"\"\n",
+        "[metrics]\nlog_freq = 1\n", "[validation]\nenable = false\nfreq = 10\ndataset = \"\"\n",
         "[comm]\ntimeout_seconds = 60.0\n"}) {
     EXPECT_THAT(text, HasSubstr(line));
   }

@@ -44,6 +44,27 @@ TEST(ConfigPathsTest, ListsOnlyThePathsTheJobUses) {
   EXPECT_EQ(eval[0].key, "validation.dataset_path");
 }
 
+// A training job that validates reads the validation data (once, when it is the training data's
+// path); TensorBoard's folder is the job's own, like its checkpoints.
+TEST(ConfigPathsTest, ValidationDataAndTheTensorBoardFolder) {
+  const auto own = ConfigPaths(
+      Config({"training.dataset=bin", "training.dataset_path=a.bin", "validation.enable=true",
+              "validation.dataset_path=v.bin", "metrics.enable_tensorboard=true"}));
+  ASSERT_EQ(own.size(), 3u);
+  EXPECT_EQ(own[1].key, "validation.dataset_path");
+  EXPECT_EQ(own[2].key, "metrics.save_tb_folder");
+  EXPECT_EQ(own[2].value, "tb");
+  EXPECT_EQ(own[2].root, PathRoot::kCheckpoint);
+  const auto same = ConfigPaths(
+      Config({"training.dataset=bin", "training.dataset_path=a.bin", "validation.enable=true"}));
+  ASSERT_EQ(same.size(), 1u);
+  EXPECT_EQ(same[0].key, "training.dataset_path");
+  EXPECT_EQ(ConfigPaths(Config({"training.dataset=bin", "training.dataset_path=a.bin",
+                                "validation.dataset_path=v.bin"}))
+                .size(),
+            1u);  // not validating: not read
+}
+
 // A Hugging Face folder is read like the data: under the worker's --data-root.
 TEST(ConfigPathsTest, AHuggingFaceFolderIsData) {
   const auto paths = ConfigPaths(

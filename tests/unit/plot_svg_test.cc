@@ -61,6 +61,22 @@ TEST(RenderLossSvgTest, ConstantSeries) {
   EXPECT_TRUE(std::regex_search(svg, std::regex(R"(>0\.0010*</text>)"))) << svg;
 }
 
+TEST(RenderLossSvgTest, ValidationIsASecondSeries) {
+  TempDir dir;
+  PlotSeries series{"validated", "", {}};
+  for (int step = 1; step <= 10; ++step) series.points.push_back({step, 6.0 - 0.1 * step, 1e-3});
+  series.validation = {{5, 5.9, 0}, {10, 1.5, 0}};  // below every training loss
+  const std::string svg = Render(dir, "validated", series);
+  EXPECT_EQ(CountPoints(dir / "validated.svg"), 10);  // still one loss-point per step
+  EXPECT_EQ(Occurrences(svg, "class=\"validation-point\""), 2);
+  EXPECT_EQ(Occurrences(svg, "<polyline class=\"validation\""), 1);
+  EXPECT_TRUE(Has(svg, "<title>step 10 validation loss 1.5</title>"));
+  EXPECT_TRUE(Has(svg, "validation loss (left)"));  // the legend names it
+  // The loss axis reaches down to the validation loss: a tick "1" beside the step axis' "1".
+  EXPECT_EQ(Occurrences(svg, ">1</text>"), 2) << svg;
+  EXPECT_FALSE(Has(Render(dir, "plain", {"plain", "", series.points}), "validation"));
+}
+
 TEST(RenderLossSvgTest, NanLossesBreakTheLineAndAreMarked) {
   TempDir dir;
   PlotSeries series{"nan", "", {}};

@@ -96,6 +96,26 @@ TEST(StepRecordTest, NonFiniteFiguresAreWrittenAsNull) {
   EXPECT_EQ(json.find("ranks"), std::string::npos);
 }
 
+TEST(StepRecordTest, ValidationLossIsWrittenOnlyWhenSet) {
+  StepRecord r = Sample();
+  EXPECT_EQ(r.ToJson().find("validation_loss"), std::string::npos);
+  auto without = ParseStepRecord(r.ToJson(), MissingFigure::kZero);
+  ASSERT_TRUE(without.ok());
+  EXPECT_FALSE((*without)->validation_loss.has_value());
+  r.validation_loss = 2.0 / 3.0;
+  const std::string json = r.ToJson();
+  EXPECT_NE(json.find("\"generation\": 0, \"validation_loss\": 0.66666666666666663, \"ranks\""),
+            std::string::npos)
+      << json;
+  auto parsed = ParseStepRecord(json, MissingFigure::kZero);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ((*parsed)->validation_loss, 2.0 / 3.0);  // exactly
+  auto null = ParseStepRecord(R"({"step": 2, "validation_loss": null})", MissingFigure::kZero);
+  ASSERT_TRUE(null.ok());
+  ASSERT_TRUE((*null)->validation_loss.has_value());
+  EXPECT_TRUE(std::isnan(*(*null)->validation_loss));
+}
+
 TEST(StepRecordTest, WhatIsNotAStepRecord) {
   auto no_step = ParseStepRecord(R"({"validation_loss": 2.5})", MissingFigure::kZero);
   ASSERT_TRUE(no_step.ok());

@@ -33,6 +33,7 @@ StepRecord ToStepRecord(const StepReport& r, std::vector<RankFigures> ranks) {
   record.generation = static_cast<double>(r.generation);
   record.checkpoint_save_step = static_cast<double>(r.checkpoint_save_step);
   record.checkpoint_commit_step = static_cast<double>(r.checkpoint_commit_step);
+  record.validation_loss = r.validation_loss;
   record.ranks = std::move(ranks);
   return record;
 }

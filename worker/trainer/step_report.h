@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,9 +36,10 @@ struct StepReport {
   double straggler_ratio = 0;
   int64_t snapshot_step = 0;  // StepRecord's
   int64_t snapshot_buddy_offset = 0;
-  int64_t generation = 0;              // StepRecord's
-  int64_t checkpoint_save_step = 0;    // StepRecord's
-  int64_t checkpoint_commit_step = 0;  // StepRecord's
+  int64_t generation = 0;                 // StepRecord's
+  int64_t checkpoint_save_step = 0;       // StepRecord's
+  int64_t checkpoint_commit_step = 0;     // StepRecord's
+  std::optional<double> validation_loss;  // StepRecord's
 };
 
 // The step's record (common/record/step_record.h, the contract with the agent, the coordinator and

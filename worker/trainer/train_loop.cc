@@ -1,7 +1,7 @@
-// The step loop (job.mode = train) and the evaluation (job.mode = eval). One training step reads
+// The step loop (job.mode = train; the evaluation is validation.cc). One training step reads
 // top to bottom as
 //   zero grads → A × (next micro-batch → cp_shard → forward → loss → backward) → grad sync →
-//   clip → finite check → optimizer step → report → maybe save
+//   clip → finite check → optimizer step → maybe save → maybe validate → report
 // with each stage a named function below; A = training.global_batch_size / (dp × B) micro-batches
 // (gradient accumulation, 1 by default) add their gradients into the same .grad. Dimension
 // letters: B local batch (one micro-batch), L sequence length, Lc = L / cp the local length,
@@ -18,11 +18,13 @@
 #include "common/progress.h"
 #include "common/safetensors/index.h"
 #include "common/status_macros.h"
+#include "common/tensorboard/step_scalars.h"
 #include "worker/engine/parallel/document_balancer.h"
 #include "worker/engine/parallel/grad_sync.h"
 #include "worker/trainer/heal.h"
 #include "worker/trainer/tensor_memory.h"
 #include "worker/trainer/trainer_state.h"
+#include "worker/trainer/validation.h"
 #ifdef RINGTRAIN_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
@@ -30,8 +32,33 @@
 namespace ringtrain {
 namespace {
 
+at::Tensor ToTensor(const std::vector<int64_t>& values, int64_t batch, int64_t length) {
+  return torch::tensor(values, torch::kInt64).view({batch, length});
+}
+
+}  // namespace
+
+ShardedBatch trainer_internal::ShardBatch(const Trainer::State& s, const TokenBatch& batch) {
+  const at::Tensor inputs = ToTensor(batch.inputs, batch.batch, batch.seq_len);
+  const at::Tensor labels = ToTensor(batch.labels, batch.batch, batch.seq_len);
+  return s.data->Shard(inputs, labels);
+}
+
+absl::Status trainer_internal::WriteRecord(Trainer::State& s, const StepRecord& record) {
+  if (s.rank.rank == 0 || s.every_rank_writes_jsonl)
+    RT_RETURN_IF_ERROR(s.jsonl.Write(record.ToJson()));
+  if (s.tensorboard) {
+    RT_RETURN_IF_ERROR(
+        s.tensorboard->WriteScalars(record.step, WallTimeNow(), StepScalars(record)));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
 using Clock = std::chrono::steady_clock;
 using trainer_internal::Guarded;
+using trainer_internal::ShardBatch;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -61,18 +88,6 @@ void ResetDevicePeak(const c10::Device& device) {
 // labels, on the host.
 TokenBatch NextBatch(const Trainer::State& s, int64_t batch_index, int64_t micro_batch) {
   return s.sampler->BatchForStep(batch_index, s.mesh.dp_rank(), micro_batch);
-}
-
-at::Tensor ToTensor(const std::vector<int64_t>& values, int64_t batch, int64_t length) {
-  return torch::tensor(values, torch::kInt64).view({batch, length});
-}
-
-// cp_shard, the one place a batch is split: inputs, labels and positions together, (B, Lc) each,
-// then moved to the rank's device.
-ShardedBatch Shard(const Trainer::State& s, const TokenBatch& batch) {
-  const at::Tensor inputs = ToTensor(batch.inputs, batch.batch, batch.seq_len);
-  const at::Tensor labels = ToTensor(batch.labels, batch.batch, batch.seq_len);
-  return s.data->Shard(inputs, labels);
 }
 
 // This rank's part of the global token-mean loss: divided by the GLOBAL token count of the whole
@@ -116,7 +131,7 @@ absl::Status RunStep(Trainer::State& s, int64_t step, StepReport* report) {
   for (int64_t m = 0; m < micro_batches; ++m) {
     // parallelism.fsdp_gradient_sync = "step": only the last micro-batch's backward reduces.
     if (sync_once) s.gradients->SetGradientSync(m + 1 == micro_batches);
-    const ShardedBatch shard = Shard(s, NextBatch(s, step - 1, m));
+    const ShardedBatch shard = ShardBatch(s, NextBatch(s, step - 1, m));
     s.step_cp_work.resize(shard.cp_work.size(), 0);
     for (size_t r = 0; r < shard.cp_work.size(); ++r) s.step_cp_work[r] += shard.cp_work[r];
     const at::Tensor loss = ForwardLoss(s, shard, report->tokens);
@@ -198,13 +213,9 @@ void NameStraggler(Trainer::State& s, int64_t step, const std::vector<RankFigure
   s.straggler = named;
 }
 
-// The step's JSONL record (rank 0, or every rank when asked) and, every log_freq steps, its line.
-absl::Status Report(Trainer::State& s, StepReport report) {
-  std::vector<RankFigures> ranks;
-  RT_RETURN_IF_ERROR(Guarded(s, "gathering per-rank figures", [&]() -> absl::Status {
-    RT_ASSIGN_OR_RETURN(ranks, GatherRankFigures(s, report));
-    return absl::OkStatus();
-  }));
+// The step's record (WriteRecord) and, every log_freq steps, its line. `ranks`: every rank's
+// figures of the step (GatherRankFigures).
+absl::Status Report(Trainer::State& s, StepReport report, const std::vector<RankFigures>& ranks) {
   report.attention_imbalance = WorstCpImbalance(ranks, s.mesh.cp);
   if (s.snapshots) {
     // Committed: every rank's state is on its buddy too. Every rank prunes by the same figures.
@@ -215,9 +226,7 @@ absl::Status Report(Trainer::State& s, StepReport report) {
     s.snapshots->Prune(report.snapshot_step);
   }
   if (s.stragglers) NameStraggler(s, report.step, ranks, &report);
-  if (s.rank.rank == 0 || s.every_rank_writes_jsonl) {
-    RT_RETURN_IF_ERROR(s.jsonl.Write(StepReportJson(report, ranks)));
-  }
+  RT_RETURN_IF_ERROR(trainer_internal::WriteRecord(s, ToStepRecord(report, ranks)));
   const int64_t step = report.step;
   if (s.rank.rank == 0 &&
       (step % s.config.metrics.log_freq == 0 || step == report.total_steps || step == 1)) {
@@ -302,6 +311,22 @@ absl::Status MaybeSave(Trainer::State& s, int64_t step, StepReport* report) {
   return absl::OkStatus();
 }
 
+// validation.enable: every validation.freq steps and after the last, the validation loss of the
+// weights after this step's update (validation.h), into the step's record.
+absl::Status MaybeValidate(Trainer::State& s, int64_t step, StepReport* report) {
+  if (!trainer_internal::ValidationDue(s.config, step)) return absl::OkStatus();
+  const auto start = Clock::now();
+  RT_ASSIGN_OR_RETURN(const trainer_internal::ValidationLoss result,
+                      trainer_internal::ComputeValidationLoss(s, *s.validation_sampler));
+  report->validation_loss = result.mean;
+  if (s.rank.rank == 0) {
+    RT_LOG(Info) << absl::StrFormat(
+        "step %d: validation loss %.6f over %d tokens (%d batches, %.3f s)", step, result.mean,
+        result.tokens, s.config.validation.steps, SecondsSince(start));
+  }
+  return absl::OkStatus();
+}
+
 // One step, from its micro-batches to its record.
 absl::Status TrainStep(Trainer::State& s, int64_t step, Clock::time_point run_start) {
   const int64_t total_steps = s.config.training.steps;
@@ -330,7 +355,14 @@ absl::Status TrainStep(Trainer::State& s, int64_t step, Clock::time_point run_st
   report.peak_memory_bytes = PeakMemoryBytes();
   report.device_memory_peak_bytes = DevicePeakBytes(s.device);
   RT_RETURN_IF_ERROR(MaybeSave(s, step, &report));
-  return Report(s, report);
+  // The step's figures before any validation, whose work is not the step's.
+  std::vector<RankFigures> ranks;
+  RT_RETURN_IF_ERROR(Guarded(s, "gathering per-rank figures", [&]() -> absl::Status {
+    RT_ASSIGN_OR_RETURN(ranks, GatherRankFigures(s, report));
+    return absl::OkStatus();
+  }));
+  RT_RETURN_IF_ERROR(MaybeValidate(s, step, &report));
+  return Report(s, report, ranks);
 }
 
 }  // namespace
@@ -355,29 +387,6 @@ absl::Status Trainer::Train() {
     step = rolled_back_to;
   }
   return absl::OkStatus();
-}
-
-absl::Status Trainer::Evaluate() {
-  State& s = *state_;
-  const JobConfig& c = s.config;
-  double loss_sum = 0;
-  int64_t tokens = 0;
-  RT_RETURN_IF_ERROR(Guarded(s, "evaluation", [&]() -> absl::Status {
-    torch::NoGradGuard no_grad;
-    for (int64_t batch_index = 0; batch_index < c.validation.steps; ++batch_index) {
-      const ShardedBatch shard = Shard(s, NextBatch(s, batch_index, /*micro_batch=*/0));
-      loss_sum += s.model->Loss(shard.inputs, shard.positions, shard.labels).item<double>();
-      tokens += s.sampler->global_batch() * c.training.seq_len;
-    }
-    if (s.comm) loss_sum = AllReduceSum(*s.comm, loss_sum);
-    return absl::OkStatus();
-  }));
-  const double mean = loss_sum / double(tokens);
-  if (s.rank.rank == 0) {
-    RT_LOG(Info) << absl::StrFormat("validation loss %.6f over %d tokens (%d batches)", mean,
-                                    tokens, c.validation.steps);
-  }
-  return s.jsonl.Write(JsonRecord().Add("validation_loss", mean).Add("tokens", tokens).str());
 }
 
 }  // namespace ringtrain

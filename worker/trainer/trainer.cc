@@ -26,6 +26,7 @@
 #include "worker/trainer/heal.h"
 #include "worker/trainer/tensor_memory.h"
 #include "worker/trainer/trainer_state.h"
+#include "worker/trainer/validation.h"
 #ifdef RINGTRAIN_WITH_CUDA
 #include <c10/cuda/CUDAFunctions.h>
 #endif
@@ -75,12 +76,8 @@ void trainer_internal::OpenCheckpointWriter(Trainer::State& s) {
   s.checkpoint_writer = std::make_unique<CheckpointWriter>(*s.checkpoints, options);
 }
 
-namespace {
-
-using trainer_internal::Guarded;
-
-// `micro_batches` = A: a step reads dp × A × local_batch_size windows.
-DatasetSpec TrainingDataSpec(const JobConfig& c, int64_t dp, int64_t micro_batches) {
+DatasetSpec trainer_internal::TrainingDataSpec(const JobConfig& c, int64_t dp,
+                                               int64_t micro_batches) {
   DatasetSpec spec;
   spec.kind = c.training.dataset;
   spec.path = c.training.dataset_path;
@@ -94,16 +91,12 @@ DatasetSpec TrainingDataSpec(const JobConfig& c, int64_t dp, int64_t micro_batch
   return spec;
 }
 
-DatasetSpec ValidationDataSpec(const JobConfig& c, int64_t dp) {
-  DatasetSpec spec = TrainingDataSpec(c, dp, /*micro_batches=*/1);
-  if (c.validation.dataset.has_value()) spec.kind = *c.validation.dataset;
-  if (!c.validation.dataset_path.empty()) spec.path = c.validation.dataset_path;
-  // Synthetic validation data: held-out walks on the training source.
-  spec.sample_stream = 1;
-  spec.min_tokens =
-      c.validation.steps * dp * c.validation.local_batch_size * c.training.seq_len + 1;
-  return spec;
-}
+namespace {
+
+using trainer_internal::Guarded;
+using trainer_internal::TrainingDataSpec;
+using trainer_internal::ValidationDataSpec;
+using trainer_internal::ValidationSamplerSpec;
 
 // Every rank must resume from the same checkpoint: ranks whose checkpoint folders are not the same
 // storage (a restart that moved ranks to other hosts) would otherwise start from different steps
@@ -177,16 +170,17 @@ absl::Status OpenData(Trainer::State& s, int64_t micro_batches) {
         "reach)",
         s.dataset->entropy_rate_nats());
   }
-  SamplerSpec spec;
-  spec.kind = eval ? SamplerKind::kSequential : config.training.sampler;
-  spec.seq_len = config.training.seq_len;
-  spec.local_batch_size =
-      eval ? config.validation.local_batch_size : config.training.local_batch_size;
-  spec.micro_batches = micro_batches;
-  spec.dp_degree = dp;
-  spec.seed = static_cast<uint64_t>(config.training.seed);
+  SamplerSpec spec = ValidationSamplerSpec(config, dp);
+  if (!eval) {
+    spec.kind = config.training.sampler;
+    spec.local_batch_size = config.training.local_batch_size;
+    spec.micro_batches = micro_batches;
+  }
   RT_ASSIGN_OR_RETURN(WindowSampler sampler, WindowSampler::Create(s.dataset.get(), spec));
   s.sampler.emplace(std::move(sampler));
+  if (!eval && config.validation.enable) {
+    RT_RETURN_IF_ERROR(trainer_internal::OpenValidationData(s));
+  }
   if (micro_batches > 1 && s.rank.rank == 0) {
     const bool once =
         s.mesh.sharded && config.parallelism.fsdp_gradient_sync == FsdpGradientSync::kStep;
@@ -380,16 +374,23 @@ void MakeSchedule(Trainer::State& s) {
                         config.lr_scheduler.decay_type, config.lr_scheduler.min_lr_factor});
 }
 
-// Rank 0 writes the step records. With $RINGTRAIN_JSONL_EVERY_RANK=1 (the agent sets it, and
-// gives each rank its own path) every rank writes them, so each rank's agent can export its own
+// Rank 0 writes the step records (and, with metrics.enable_tensorboard, the event file; a resumed
+// run starts a new one in the same folder). With $RINGTRAIN_JSONL_EVERY_RANK=1 (the agent sets it,
+// and gives each rank its own path) every rank writes them, so each rank's agent can export its own
 // rank's figures; the records are the same on every rank. A resumed run continues the file.
 absl::Status OpenReport(Trainer::State& s, bool resumed) {
   const char* every_rank = std::getenv("RINGTRAIN_JSONL_EVERY_RANK");
   s.every_rank_writes_jsonl = every_rank != nullptr && std::string(every_rank) == "1";
-  if (s.config.metrics.jsonl.empty() || (s.rank.rank != 0 && !s.every_rank_writes_jsonl)) {
+  const MetricsSection& m = s.config.metrics;
+  if (m.enable_tensorboard && s.rank.rank == 0) {
+    RT_ASSIGN_OR_RETURN(s.tensorboard, EventFileWriter::Open(m.save_tb_folder));
+    RT_LOG(Info) << "TensorBoard: " << s.tensorboard->path()
+                 << " (tensorboard --logdir on this folder or one above it)";
+  }
+  if (m.jsonl.empty() || (s.rank.rank != 0 && !s.every_rank_writes_jsonl)) {
     return absl::OkStatus();
   }
-  return s.jsonl.Open(s.config.metrics.jsonl, /*append=*/resumed);
+  return s.jsonl.Open(m.jsonl, /*append=*/resumed);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/tensorboard/event_file.h"
 #include "worker/engine/checkpoint/checkpoint.h"
 #include "worker/engine/checkpoint/checkpoint_writer.h"
 #include "worker/engine/data/dataset.h"
@@ -39,6 +40,10 @@ struct Trainer::State {
   std::unique_ptr<Communicator> comm;           // null when world = 1
   std::unique_ptr<TokenDataset> dataset;
   std::optional<WindowSampler> sampler;
+  // validation.enable in a training job: the validation data and its sequential sampler (an eval
+  // job's are `dataset` and `sampler`).
+  std::unique_ptr<TokenDataset> validation_dataset;
+  std::optional<WindowSampler> validation_sampler;
   Transformer model{nullptr};
   // Parallelize's (worker/engine/parallel/parallelize.h): the model's attention plan, how a batch
   // is split over the CP group, and the gradient path (replicated or FSDP) with the optimizer.
@@ -53,8 +58,9 @@ struct Trainer::State {
   std::unique_ptr<CheckpointWriter> checkpoint_writer;  // when checkpoints are on
   JsonlWriter jsonl;
   bool every_rank_writes_jsonl = false;
-  std::optional<StragglerDetector> stragglers;  // metrics.straggler_window > 0 and world > 1
-  std::optional<Straggler> straggler;           // the rank named after the last step
+  std::unique_ptr<EventFileWriter> tensorboard;  // metrics.enable_tensorboard, rank 0
+  std::optional<StragglerDetector> stragglers;   // metrics.straggler_window > 0 and world > 1
+  std::optional<Straggler> straggler;            // the rank named after the last step
   TrainState train_state;
   // checkpoint.memory_interval (heal.h): the snapshots, the world's generation (0 at start, n
   // after the n-th heal) and where the agent writes a heal instruction ($RINGTRAIN_CONTROL_FILE).
@@ -78,6 +84,17 @@ absl::Status Guarded(Trainer::State& s, const std::string& what,
 // checkpoint.enable: the folder and the writer for this run's saves, under the save tag
 // (s.tag_pid, s.tag_ms).
 void OpenCheckpointWriter(Trainer::State& s);
+
+// The training data's spec; `micro_batches` = A: a step reads dp × A × local_batch_size windows.
+DatasetSpec TrainingDataSpec(const JobConfig& c, int64_t dp, int64_t micro_batches);
+
+// cp_shard, the one place a batch is split: inputs, labels and positions together, (B, Lc) each,
+// on the rank's device.
+ShardedBatch ShardBatch(const Trainer::State& s, const TokenBatch& batch);
+
+// A step's record: to the JSONL file (rank 0, or every rank when asked) and, with
+// metrics.enable_tensorboard, its scalars to rank 0's event file.
+absl::Status WriteRecord(Trainer::State& s, const StepRecord& record);
 
 }  // namespace trainer_internal
 }  // namespace ringtrain
