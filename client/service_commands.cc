@@ -81,7 +81,7 @@ int RunSubmit(const SubmitFlags& flags) {
     std::cerr << "ringctl submit: warning: " << EscapeForTerminal(warning) << std::endl;
   }
   if (!flags.follow) return kExitOk;
-  return RunWatch(client, job->job_id(), 0, FormatOf(flags));
+  return RunWatch(client, job->job_id(), 0, FormatOf(flags), flags.cancel_on_interrupt);
 }
 
 int RunGet(const JobFlags& flags) {
@@ -162,7 +162,8 @@ int RunWorkers(const WorkersFlags& flags) {
 
 int RunWatchCommand(const JobFlags& flags) {
   CoordinatorClient client(flags.coordinator);
-  return RunWatch(client, flags.job_id, flags.from_step, FormatOf(flags));
+  return RunWatch(client, flags.job_id, flags.from_step, FormatOf(flags),
+                  flags.cancel_on_interrupt);
 }
 
 absl::StatusOr<std::vector<std::string>> OverridesFromArgs(const std::vector<std::string>& args) {
@@ -199,6 +200,11 @@ CLI::App* AddSubmitCommand(CLI::App& app, SubmitFlags* flags) {
   submit->add_option("--device-kind", flags->device_kind, "The kind of worker every rank runs on")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   submit->add_flag("--follow", flags->follow, "Watch the job until it ends");
+  submit
+      ->add_flag("--cancel-on-interrupt", flags->cancel_on_interrupt,
+                 "With --follow: Ctrl-C cancels the job (as torchrun would); without it the job "
+                 "keeps running")
+      ->needs("--follow");
   submit->allow_extras();  // the --section.key=value overrides, wherever they appear
   submit->footer(
       "Overrides: any config key as --section.key=value, e.g. --training.steps=20.\n"
@@ -219,7 +225,11 @@ CLI::App* AddWatchCommand(CLI::App& app, JobFlags* flags) {
   watch->add_option("--from-step", flags->from_step, "First step to show (0: the whole history)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  watch->add_flag("--cancel-on-interrupt", flags->cancel_on_interrupt,
+                  "Ctrl-C cancels the job (as torchrun would); without it the job keeps running "
+                  "and ringctl says how to cancel it");
   watch->footer(
+      "Ctrl-C stops watching and leaves the job running (exit 130).\n"
       "Examples:\n"
       "  ringctl watch job-000001\n"
       "  ringctl watch job-000001 --from-step 0 --output json > steps.jsonl");

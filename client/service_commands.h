@@ -25,13 +25,15 @@ struct SubmitFlags : CommonFlags {
   std::string name;         // empty: the coordinator picks one
   std::string device_kind;  // empty: the coordinator's default ("cpu")
   bool follow = false;
-  CLI::App* submit = nullptr;  // for its extra `--section.key=value` args
+  bool cancel_on_interrupt = false;  // with --follow: Ctrl-C cancels the job
+  CLI::App* submit = nullptr;        // for its extra `--section.key=value` args
 };
 
 // watch, get, cancel: one job.
 struct JobFlags : CommonFlags {
   std::string job_id;
-  int64_t from_step = 0;  // watch
+  int64_t from_step = 0;             // watch
+  bool cancel_on_interrupt = false;  // watch: Ctrl-C cancels the job
 };
 
 struct ListFlags : CommonFlags {
