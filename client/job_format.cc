@@ -82,6 +82,13 @@ bool NamesARank(const v1::JobError& error) {
   return error.rank() >= 0 && (!error.worker_id().empty() || error.exit_status() != 0);
 }
 
+// How the failed rank ended: refused by its agent (no trainer ran, so no status of one), or its
+// exit status.
+std::string RankEnding(const v1::JobError& error) {
+  if (error.cause() == "rank_refused") return "was refused by its agent (no trainer started)";
+  return absl::StrCat("exited with status ", error.exit_status());
+}
+
 // A double as the shortest JSON text that parses back to the same bits; null for NaN or infinity.
 std::string JsonNumber(double value) { return nlohmann::json(value).dump(); }
 
@@ -105,6 +112,10 @@ bool IsTerminal(v1::JobState state) {
 std::string MeshSummary(const v1::Job& job) {
   return absl::StrCat("world ", job.world_size(), " = dp ", job.dp(), " × cp ", job.cp(), ", ",
                       job.device_kind().empty() ? "cpu" : EscapeForTerminal(job.device_kind()));
+}
+
+std::string CpPlace(int64_t rank, int cp) {
+  return cp < 1 ? "-" : absl::StrCat(rank % cp, "/", cp);
 }
 
 std::string FormatDuration(double seconds) {
@@ -195,8 +206,8 @@ std::string FormatJobError(const v1::Job& job) {
       error.message().empty() ? "(no message)" : EscapeForTerminal(error.message(), true), "\n");
   if (NamesARank(error)) {
     absl::StrAppend(&out, "  rank ", error.rank(), " on worker ",
-                    error.worker_id().empty() ? "?" : EscapeForTerminal(error.worker_id()),
-                    " exited with status ", error.exit_status(), "\n");
+                    error.worker_id().empty() ? "?" : EscapeForTerminal(error.worker_id()), " ",
+                    RankEnding(error), "\n");
   }
   if (!error.stderr_tail().empty()) {
     absl::StrAppend(&out, "  stderr tail:\n");
@@ -219,9 +230,9 @@ std::string FormatJobDetail(const v1::Job& job, double now, const std::string& v
   field("mesh", MeshSummary(job));
   for (int i = 0; i < job.mesh_size(); ++i) {
     const v1::RankPlacement& p = job.mesh(i);
-    field(i == 0 ? "ranks" : "",
-          absl::StrCat("rank ", p.rank(), " → ", p.worker_id(), " (cp group ", p.cp_group(),
-                       ", dp index ", p.dp_index(), ")"));
+    field(i == 0 ? "ranks" : "", absl::StrCat("rank ", p.rank(), " → ", p.worker_id(), " (cp ",
+                                              CpPlace(p.rank(), job.cp()), " of cp group ",
+                                              p.cp_group(), ", dp index ", p.dp_index(), ")"));
   }
   if (!job.wait_reason().empty()) field("waiting", job.wait_reason());
   if (job.state() == v1::JOB_STATE_FAILED || !job.error().message().empty()) {
@@ -229,7 +240,10 @@ std::string FormatJobDetail(const v1::Job& job, double now, const std::string& v
     field("error", NamesARank(error)
                        ? absl::StrCat(error.message(), " (rank ", error.rank(), " on ",
                                       error.worker_id().empty() ? "?" : error.worker_id(),
-                                      ", exit status ", error.exit_status(), ")")
+                                      error.cause() == "rank_refused"
+                                          ? ", refused by its agent"
+                                          : absl::StrCat(", exit status ", error.exit_status()),
+                                      ")")
                        : error.message());
     bool first = true;
     for (absl::string_view line : absl::StrSplit(error.stderr_tail(), '\n', absl::SkipEmpty())) {

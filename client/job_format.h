@@ -27,8 +27,12 @@ std::string WorkerStateName(v1::WorkerState state);
 // SUCCEEDED, FAILED or CANCELLED.
 bool IsTerminal(v1::JobState state);
 
-// "world 4 = dp 1 × cp 4, cpu" (device kind "cpu" when the job leaves it empty).
+// "world 4 = dp 1 × cp 4, cpu" (device kind "cpu" when the job leaves it empty): the mesh as
+// submit, get and top print it.
 std::string MeshSummary(const v1::Job& job);
+// Where `rank` sits in its CP group of `cp` ranks (cp innermost): "1/2" is the group's rank 1 of
+// ranks 0..1. As top's CP column and get's rank lines print it.
+std::string CpPlace(int64_t rank, int cp);
 // "0:12", "1:28", "1:02:03".
 std::string FormatDuration(double seconds);
 // "5s", "3m", "2h", "4d" since `then`; "-" when `then` is unset (zero).

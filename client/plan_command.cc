@@ -6,18 +6,21 @@
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/exit_codes.h"
 #include "client/job_format.h"
 #include "common/byte_size.h"
 #include "common/config/hf_config.h"
 #include "common/config/job_config.h"
 #include "common/config/mesh.h"
+#include "common/plan/fitting_degrees.h"
 #include "common/plan/memory_plan.h"
 
 namespace ringtrain {
@@ -72,6 +75,46 @@ std::vector<MethodPlan> PlanMethods(const JobConfig& config, const MeshDegrees& 
   return plans;
 }
 
+// A config whose training.seq_len is above its model.max_seq_len is refused as it stands; the plan
+// asks what it would take, so it plans it with model.max_seq_len raised to the sequence length
+// (only the RoPE tables grow) and says so. The config with the raise, or the original error when
+// the raise is not what was wrong. `raised` gets the new max_seq_len (0: not raised).
+absl::StatusOr<JobConfig> LoadForPlan(const std::string& path,
+                                      const std::vector<std::string>& overrides, int64_t* raised) {
+  *raised = 0;
+  absl::StatusOr<JobConfig> config = LoadJobConfig(path, overrides);
+  if (config.ok()) return config;
+  std::vector<std::string> widest = overrides;
+  widest.push_back(absl::StrCat("model.max_seq_len=", int64_t{1} << 24));  // the key's maximum
+  const absl::StatusOr<JobConfig> probe = LoadJobConfig(path, widest);
+  if (!probe.ok()) return config;
+  std::vector<std::string> exact = overrides;
+  exact.push_back(absl::StrCat("model.max_seq_len=", probe->training.seq_len));
+  absl::StatusOr<JobConfig> fitted = LoadJobConfig(path, exact);
+  if (!fitted.ok()) return config;
+  *raised = fitted->model.max_seq_len;
+  return fitted;
+}
+
+// "does NOT fit" followed by what would: the smallest cp and shard degrees (fitting_degrees.h).
+std::string FittingAdvice(const FittingDegrees& fit) {
+  std::vector<std::string> ways;
+  if (fit.cp.degree > 0) {
+    ways.push_back(absl::StrCat("--parallelism.context_parallel_degree=", fit.cp.degree, " (world ",
+                                fit.cp.world, ")"));
+  }
+  if (fit.shard.degree > 0) {
+    ways.push_back(absl::StrCat("--parallelism.data_parallel_shard_degree=", fit.shard.degree,
+                                " (world ", fit.shard.world, ")"));
+  }
+  if (ways.empty()) {
+    return absl::StrCat(
+        "no cp or shard degree up to ", kMaxSuggestedDegree,
+        " fits: shorten training.seq_len or the batch, or checkpoint activations\n");
+  }
+  return absl::StrCat("the smallest that fit: ", absl::StrJoin(ways, ", or "), "\n");
+}
+
 std::string MethodName(const MethodPlan& m, int64_t cp) {
   if (m.method == ContextParallelMethod::kHybrid) {
     return absl::StrCat("hybrid ", m.ulysses, " × ", cp / m.ulysses);
@@ -80,9 +123,11 @@ std::string MethodName(const MethodPlan& m, int64_t cp) {
 }
 
 nlohmann::json PlanJson(const PlanFlags& flags, const JobConfig& config, int64_t world,
-                        const MemoryPlan& plan, int64_t device, int64_t largest_seq) {
+                        const MemoryPlan& plan, int64_t device, int64_t largest_seq,
+                        const FittingDegrees* fit, int64_t raised_max_seq_len) {
   nlohmann::json j;
   j["config"] = flags.config;
+  if (raised_max_seq_len > 0) j["raised_max_seq_len"] = raised_max_seq_len;
   j["world"] = world;
   j["mesh"] = {{"replicate", plan.mesh.replicate},
                {"shard", plan.mesh.shard},
@@ -124,14 +169,28 @@ nlohmann::json PlanJson(const PlanFlags& flags, const JobConfig& config, int64_t
   j["device_memory_bytes"] = device;
   j["fits"] = plan.Fits(device);
   j["largest_fitting_seq_len"] = largest_seq;
+  if (fit != nullptr) {
+    j["smallest_fitting"] = {{"context_parallel_degree", fit->cp.degree},
+                             {"context_parallel_world", fit->cp.world},
+                             {"data_parallel_shard_degree", fit->shard.degree},
+                             {"data_parallel_shard_world", fit->shard.world}};
+  }
   return j;
 }
 
 std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t world,
-                      const MemoryPlan& plan, int64_t device, int64_t largest_seq) {
+                      const MemoryPlan& plan, int64_t device, int64_t largest_seq,
+                      const FittingDegrees* fit, int64_t raised_max_seq_len) {
   const MeshDegrees& m = plan.mesh;
   const int64_t F = plan.fsdp;
-  std::string out = absl::StrFormat(
+  std::string out;
+  if (raised_max_seq_len > 0) {
+    absl::StrAppend(&out, "note: training.seq_len ", config.training.seq_len,
+                    " is above the config's model.max_seq_len; planned with model.max_seq_len = ",
+                    raised_max_seq_len, " (submit with --model.max_seq_len=", raised_max_seq_len,
+                    ")\n");
+  }
+  out += absl::StrFormat(
       "%s on %d ranks: replicate %d × shard %d × cp %d (%s)\n"
       "model %s parameters; seq_len %d (%d per rank), batch %d, %s, activation checkpoint %s\n",
       flags.config, world, m.replicate, m.shard, m.cp,
@@ -164,7 +223,7 @@ std::string PlanTable(const PlanFlags& flags, const JobConfig& config, int64_t w
     absl::StrAppend(&out, "fits ", Bytes(device), " (", Bytes(device - plan.total), " to spare)\n");
   } else {
     absl::StrAppend(&out, "does NOT fit ", Bytes(device), " (", Bytes(plan.total - device),
-                    " over)\n");
+                    " over); ", fit != nullptr ? FittingAdvice(*fit) : "\n");
   }
   absl::StrAppend(&out, "checkpoint save: ", Bytes(plan.checkpoint_bytes_written),
                   " written by each of ", plan.checkpoint_writers,
@@ -232,7 +291,8 @@ int RunPlan(const PlanFlags& flags) {
   }
   const std::vector<std::string> overrides =
       flags.plan != nullptr ? flags.plan->remaining() : std::vector<std::string>{};
-  absl::StatusOr<JobConfig> config = LoadJobConfig(flags.config, overrides);
+  int64_t raised_max_seq_len = 0;
+  absl::StatusOr<JobConfig> config = LoadForPlan(flags.config, overrides, &raised_max_seq_len);
   // model.hf_assets_path: the architecture from its config.json, read here.
   if (config.ok()) {
     if (absl::Status hf = ResolveHfAssets(&*config); !hf.ok()) config = hf;
@@ -254,10 +314,18 @@ int RunPlan(const PlanFlags& flags) {
   }
   const MemoryPlan plan = PlanMemory(*config, *mesh, DeviceOf(flags));
   const int64_t largest_seq = LargestFittingSeqLen(*config, *mesh, DeviceOf(flags), *device);
+  std::optional<FittingDegrees> fit;
+  if (!plan.Fits(*device)) fit = SmallestFittingDegrees(*config, *mesh, DeviceOf(flags), *device);
+  const FittingDegrees* advice = fit.has_value() ? &*fit : nullptr;
   if (flags.output == "json") {
-    std::cout << PlanJson(flags, *config, world, plan, *device, largest_seq).dump() << std::endl;
+    std::cout << PlanJson(flags, *config, world, plan, *device, largest_seq, advice,
+                          raised_max_seq_len)
+                     .dump()
+              << std::endl;
   } else {
-    std::cout << PlanTable(flags, *config, world, plan, *device, largest_seq) << std::flush;
+    std::cout << PlanTable(flags, *config, world, plan, *device, largest_seq, advice,
+                           raised_max_seq_len)
+              << std::flush;
   }
   return plan.Fits(*device) ? kExitOk : kExitFailed;
 }

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/exit_codes.h"
@@ -22,6 +23,13 @@ absl::StatusOr<PlotSeries> FetchPlotSeries(CoordinatorClient& client, const std:
   absl::StatusOr<JobSteps> fetched = FetchJobSteps(client, job_id, from_step, idle_timeout);
   if (!fetched.ok()) return fetched.status();
   const v1::Job& job = fetched->job;
+  if (job.state() == v1::JOB_STATE_FAILED && fetched->steps.empty()) {
+    // An empty plot would read as "no steps yet", as if the job were still to start.
+    return absl::FailedPreconditionError(
+        absl::StrCat(job_id, " FAILED before its first step, so there is nothing to plot: ",
+                     job.error().message().empty() ? "(no message)" : job.error().message(),
+                     " (`ringctl get ", job_id, "` shows the error)"));
+  }
   PlotSeries series;
   series.title = !title.empty()
                      ? title

@@ -23,7 +23,8 @@ namespace ringtrain {
 
 // A job's steps from the coordinator, as of now (FetchJobSteps: the whole history of a finished
 // job, the steps so far of a running one). Titles the series "JOB (NAME)" unless `title` is
-// non-empty; the subtitle is the state, the steps and the last loss. Errors are FetchJobSteps'.
+// non-empty; the subtitle is the state, the steps and the last loss. Errors are FetchJobSteps',
+// and FAILED_PRECONDITION (exit 1) for a job that FAILED before its first step, with its error.
 absl::StatusOr<PlotSeries> FetchPlotSeries(
     CoordinatorClient& client, const std::string& job_id, int64_t from_step,
     const std::string& title, std::chrono::milliseconds idle_timeout = std::chrono::seconds(30));

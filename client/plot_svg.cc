@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/printable.h"
 
 namespace ringtrain {
 namespace {
@@ -32,6 +33,51 @@ double NiceNumber(double x, bool round) {
 }
 
 std::string Num(double v) { return absl::StrFormat("%.2f", v); }
+
+// The overlay's legend sits under the plot, as wide as the picture, each entry wrapped onto as many
+// lines as it needs, and the picture grows to hold it: no label is cut at an edge. Widths are
+// estimated (no fonts here) from PlotTextUnits at kPlotGlyphEm of the font size per unit.
+constexpr double kLegendFont = 11, kLegendLine = 14, kLegendTextX = kLeft + 28;
+constexpr double kLegendRightMargin = 16;
+
+// Splits `text` into lines of at most `max_units` PlotTextUnits, at spaces where it can, inside a
+// word (between characters, never inside one) where a word alone is too long.
+std::vector<std::string> WrapText(absl::string_view text, double max_units) {
+  std::vector<std::string> lines;
+  std::string line;
+  double line_units = 0;
+  size_t last_space = std::string::npos;  // in `line`
+  for (size_t i = 0; i < text.size();) {
+    const auto [cp, length] = DecodeUtf8(text, i);
+    const size_t n = length == 0 ? 1 : length;
+    const double units = PlotTextUnits(text.substr(i, n));
+    if (line_units + units > max_units && !line.empty()) {
+      if (cp == ' ') {  // the break itself: the space is dropped
+        lines.push_back(line);
+        line.clear();
+        line_units = 0;
+        last_space = std::string::npos;
+        i += n;
+        continue;
+      }
+      std::string rest;
+      if (last_space != std::string::npos) {  // carry the last word over
+        rest = line.substr(last_space + 1);
+        line.resize(last_space);
+      }
+      lines.push_back(line);
+      line = rest;
+      line_units = PlotTextUnits(line);
+      last_space = std::string::npos;
+    }
+    if (cp == ' ') last_space = line.size();
+    absl::StrAppend(&line, text.substr(i, n));
+    line_units += units;
+    i += n;
+  }
+  if (!line.empty() || lines.empty()) lines.push_back(line);
+  return lines;
+}
 
 // A linear map from a Ticks range onto [to_lo, to_hi] (pixels; to_hi < to_lo for y axes).
 struct Scale {
@@ -161,13 +207,14 @@ std::string Legend(bool any_nan, bool validation) {
   return out;
 }
 
-// The XML declaration, the <svg> element's start, a comment saying what the picture holds, the
-// document title and the title and subtitle text on top.
-std::string Header(absl::string_view comment, absl::string_view title, absl::string_view subtitle) {
+// The XML declaration, the <svg> element's start (`height` tall), a comment saying what the picture
+// holds, the document title and the title and subtitle text on top.
+std::string Header(absl::string_view comment, absl::string_view title, absl::string_view subtitle,
+                   double height = kHeight) {
   std::string svg = absl::StrCat(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
       "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"", kWidth, "\" height=\"",
-      kHeight, "\" viewBox=\"0 0 ", kWidth, " ", kHeight, "\" font-family=\"sans-serif\">\n",
+      height, "\" viewBox=\"0 0 ", kWidth, " ", height, "\" font-family=\"sans-serif\">\n",
       "<!-- ringctl plot: ", comment, " -->\n", "<title>", XmlEscape(title), "</title>\n",
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
       Text(kWidth / 2, 28, "middle", title, "font-size=\"18\" font-weight=\"bold\""));
@@ -225,6 +272,22 @@ std::string ValidationSeries(const std::vector<PlotPoint>& points, const Scale& 
 }
 
 }  // namespace
+
+double PlotTextUnits(absl::string_view text) {
+  double units = 0;
+  for (size_t i = 0; i < text.size();) {
+    const auto [cp, length] = DecodeUtf8(text, i);
+    i += length == 0 ? 1 : length;
+    // East Asian wide and fullwidth characters, and emoji: about twice a Latin letter.
+    const bool wide = (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0xA4CF) ||
+                      (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xF900 && cp <= 0xFAFF) ||
+                      (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF60) ||
+                      (cp >= 0xFFE0 && cp <= 0xFFE6) || (cp >= 0x1F300 && cp <= 0x1FAFF) ||
+                      (cp >= 0x20000 && cp <= 0x3FFFD);
+    units += wide ? 2 : 1;
+  }
+  return units;
+}
 
 std::string PlotValueText(double v) {
   if (std::isnan(v)) return "NaN";
@@ -343,12 +406,28 @@ std::string RenderOverlaySvg(const std::string& title, const std::vector<PlotSer
   const Scale x{NiceTicks(first_step, last_step, 10, /*integer_steps=*/true), kLeft, kRight};
   const Scale loss{NiceTicks(loss_lo, loss_hi, 6), kBottom, kTop};
 
+  // The legend's lines first: they set the picture's height.
+  const double max_units =
+      (kWidth - kLegendRightMargin - kLegendTextX) / (kPlotGlyphEm * kLegendFont);
+  std::vector<std::vector<std::string>> labels;
+  size_t legend_lines = 0;
+  for (const PlotSeries& one : series) {
+    labels.push_back(
+        WrapText(one.subtitle.empty() ? one.title : absl::StrCat(one.title, " — ", one.subtitle),
+                 max_units));
+    legend_lines += labels.back().size();
+  }
+  const double legend_top = kHeight;
+  const double height = legend_top + kLegendLine * legend_lines + 12;
+
   std::string svg = Header(
-      "the loss of several jobs by step, one colour each (legend top right). Each job's polylines "
+      "the loss of several jobs by step, one colour each (legend under the plot). Each job's "
+      "polylines "
       "have the classes \"loss series-K\" (K = 0, 1, ... in the legend's order), and each of its "
       "steps is one element with classes \"loss-point series-K\" (\"nan\" too for a non-finite "
       "loss).",
-      title, absl::StrCat(series.size(), " job", series.size() == 1 ? "" : "s", ", loss by step"));
+      title, absl::StrCat(series.size(), " job", series.size() == 1 ? "" : "s", ", loss by step"),
+      height);
   absl::StrAppend(&svg, Axes(x, loss, nullptr));
   if (all.empty()) {
     absl::StrAppend(&svg, Text((kLeft + kRight) / 2, (kTop + kBottom) / 2, "middle", "no steps yet",
@@ -364,20 +443,25 @@ std::string RenderOverlaySvg(const std::string& title, const std::vector<PlotSer
                     Points(series[k].points, x, loss, cls, kSeriesColors[k % kColors],
                            absl::StrCat(series[k].title, ": ")));
   }
-  // The legend last, so it is drawn over the lines: a swatch and "title — subtitle" per job.
-  const double legend_x = kRight - 330, row = 16;
-  absl::StrAppend(&svg, "<g class=\"legend\" font-size=\"11\">\n<rect x=\"", Num(legend_x - 6),
-                  "\" y=\"", Num(kTop + 4), "\" width=\"332\" height=\"",
-                  Num(row * series.size() + 8),
-                  "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#cccccc\"/>\n");
+  // The legend under the plot: a swatch and "title — subtitle" per job, wrapped (one <text> each,
+  // a <tspan> per line when it wraps).
+  absl::StrAppend(&svg, "<g class=\"legend\" font-size=\"", Num(kLegendFont), "\">\n");
+  double y = legend_top + kLegendLine;
   for (size_t k = 0; k < series.size(); ++k) {
-    const double y = kTop + 4 + row * (k + 0.5) + 4;
-    const std::string label = series[k].subtitle.empty()
-                                  ? series[k].title
-                                  : absl::StrCat(series[k].title, " — ", series[k].subtitle);
-    absl::StrAppend(&svg, Line(legend_x, y, legend_x + 22, y, kSeriesColors[k % kColors]),
-                    Text(legend_x + 28, y + 4, "start", label,
-                         absl::StrCat("class=\"legend-entry series-", k, "\"")));
+    absl::StrAppend(&svg, Line(kLeft, y - 4, kLeft + 22, y - 4, kSeriesColors[k % kColors]));
+    const std::string cls = absl::StrCat("class=\"legend-entry series-", k, "\"");
+    if (labels[k].size() == 1) {
+      absl::StrAppend(&svg, Text(kLegendTextX, y, "start", labels[k][0], cls));
+    } else {
+      absl::StrAppend(&svg, "<text x=\"", Num(kLegendTextX), "\" y=\"", Num(y),
+                      "\" text-anchor=\"start\" ", cls, ">");
+      for (size_t i = 0; i < labels[k].size(); ++i) {
+        absl::StrAppend(&svg, "<tspan x=\"", Num(kLegendTextX), "\" y=\"", Num(y + kLegendLine * i),
+                        "\">", XmlEscape(labels[k][i]), "</tspan>");
+      }
+      absl::StrAppend(&svg, "</text>\n");
+    }
+    y += kLegendLine * labels[k].size();
   }
   absl::StrAppend(&svg, "</g>\n</svg>\n");
   return svg;

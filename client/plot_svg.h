@@ -45,7 +45,10 @@ struct PlotSeries {
 std::string RenderLossSvg(const PlotSeries& series);
 
 // Several jobs' losses in one SVG (`ringctl plot JOB_A JOB_B ...`), on one loss axis (no learning
-// rate), one colour each, with a legend naming each series (its title, then its subtitle). The
+// rate), one colour each, with a legend naming each series (its title, then its subtitle) under
+// the plot: each entry wrapped to the picture's width (a <tspan> per line when it wraps) and the
+// picture as tall as the legend needs, so no text reaches past its width or height, taking a unit
+// of PlotTextUnits as kPlotGlyphEm of the font size. The
 // contract tests count on: each maximal run of finite losses of series K is one
 // <polyline class="loss series-K">; each point of series K is one element whose class list holds
 // "loss-point" and "series-K" (and "nan" for a non-finite loss); the legend is one
@@ -73,6 +76,13 @@ std::string FormatTick(double value, double step);
 // `text` with &, <, >, " and ' replaced by entities, and characters XML 1.0 forbids (C0 controls
 // other than tab/newline/CR) dropped.
 std::string XmlEscape(absl::string_view text);
+
+// The width of `text` in units of one Latin glyph: each character 1, East Asian wide characters and
+// emoji 2. A unit is taken as at most kPlotGlyphEm of the font size, wider than any digit or
+// letter of the sans-serif fonts renderers use (DejaVu Sans: digits 0.64 em, "W" 0.99 em but the
+// average of a label far less), so estimated widths err long.
+inline constexpr double kPlotGlyphEm = 0.7;
+double PlotTextUnits(absl::string_view text);
 
 // A loss or learning rate as the point titles (and the plot's subtitle) show it: %.6g, or "NaN",
 // "inf", "-inf".

@@ -55,12 +55,14 @@ absl::StatusOr<RankTable> RankTableFromRecord(const std::string& record_json, in
   const StepRecord& step = **record;
   RankTable table;
   table.step = step.step;
+  table.cp = cp;
   table.step_seconds = ZeroIfNotFinite(step.step_seconds);
   for (const RankFigures& figures : step.ranks) {
     RankRow row;
     static_cast<RankFigures&>(row) = figures;
     for (const auto& f : kRankFields) row.*f.member = ZeroIfNotFinite(row.*f.member);
     row.cp_group = static_cast<int>(row.rank / cp);
+    row.cp_rank = static_cast<int>(row.rank % cp);
     table.rows.push_back(row);
   }
   std::sort(table.rows.begin(), table.rows.end(),
@@ -105,13 +107,13 @@ absl::StatusOr<RankTable> RankTableFromRecord(const std::string& record_json, in
 }
 
 std::string FormatRankTable(const RankTable& table) {
-  std::string out = absl::StrFormat("%-5s %-3s", "RANK", "CP");
+  std::string out = absl::StrFormat("%-5s %-5s %-5s", "RANK", "GROUP", "CP");
   for (const Column& c : kColumns) {
     absl::StrAppendFormat(&out, c.bytes ? " %11s" : " %10s", c.header);
   }
   out += "\n";
   for (const RankRow& r : table.rows) {
-    absl::StrAppendFormat(&out, "%-5d %-3d", r.rank, r.cp_group);
+    absl::StrAppendFormat(&out, "%-5d %-5d %-5s", r.rank, r.cp_group, CpPlace(r.rank, table.cp));
     for (const Column& c : kColumns) {
       const double value = r.*c.member;
       if (c.bytes) {
@@ -152,6 +154,7 @@ std::string RankTableJson(const std::string& job_id, const RankTable& table) {
   for (const RankRow& r : table.rows) {
     json entry = {{"rank", r.rank},
                   {"cp_group", r.cp_group},
+                  {"cp_rank", r.cp_rank},
                   {"slowest", r.slowest},
                   {"straggler", r.straggler}};
     for (const auto& f : kRankFields) entry[f.name] = r.*f.member;

@@ -19,6 +19,7 @@ namespace ringtrain {
 // row of the column table in rank_table.cc), with where the rank sits.
 struct RankRow : RankFigures {
   int cp_group = 0;        // rank / cp (cp innermost)
+  int cp_rank = 0;         // rank % cp: its place in its CP group
   bool slowest = false;    // see RankTable::slowest_rank
   bool straggler = false;  // see RankTable::straggler_rank
 };
@@ -37,6 +38,7 @@ struct CpGroupFigures {
 
 struct RankTable {
   int64_t step = 0;
+  int cp = 1;  // ranks per CP group
   double step_seconds = 0;
   std::vector<RankRow> rows;           // by rank
   std::vector<CpGroupFigures> groups;  // by cp_group
@@ -56,14 +58,15 @@ absl::StatusOr<RankTable> RankTableFromRecord(const std::string& record_json, in
 
 // The table as `ringctl top` prints it (no header, no escapes), one line per rank and one per CP
 // group, e.g.
-//   RANK  CP  ATTN s   ATTN CPU s  COMM WAIT s  RING WAIT s  SENT      PEAK MEM
-//   0     0   0.0123   ...                                                       <- slowest
+//   RANK  GROUP CP    ATTN s   ATTN CPU s  COMM WAIT s  RING WAIT s  SENT      PEAK MEM
+//   1     0     1/2   0.0123   ...                                                   <- slowest
+// (GROUP: the rank's CP group; CP: its place in the group, CpPlace).
 // and, when the trainer named one, "straggler: rank 1, compute 1.83x the median of the others'".
 std::string FormatRankTable(const RankTable& table);
 
 // {"step", "step_seconds", "slowest_rank", "straggler_rank", "straggler_ratio", "ranks": [{rank,
-// cp_group, attention_seconds, …, "slowest", "straggler"}], "cp_groups": [{cp_group, ranks,
-// max_attention_seconds, min_attention_seconds, imbalance}]} as one line; `job_id` first.
+// cp_group, cp_rank, attention_seconds, …, "slowest", "straggler"}], "cp_groups": [{cp_group,
+// ranks, max_attention_seconds, min_attention_seconds, imbalance}]} as one line; `job_id` first.
 std::string RankTableJson(const std::string& job_id, const RankTable& table);
 
 }  // namespace ringtrain

@@ -11,6 +11,7 @@
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
 #include "client/global_flags.h"
+#include "common/version/version.h"
 
 namespace {
 
@@ -62,6 +63,7 @@ bool InstallCredentials(const ringtrain::CredentialFlags& flags, const std::stri
 
 int main(int argc, char** argv) {
   CLI::App app{"ringctl: the ringtrain client", "ringctl"};
+  app.set_version_flag("--version", ringtrain::VersionLine("ringctl"));
   app.require_subcommand(1);
 
   // Shown in `ringctl --help`; PlaceGlobalFlags moves them after the subcommand before parsing.

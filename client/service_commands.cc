@@ -86,7 +86,7 @@ int RunSubmit(const SubmitFlags& flags) {
     std::cerr << "ringctl submit: warning: " << EscapeForTerminal(warning) << std::endl;
   }
   if (!flags.follow) return kExitOk;
-  return RunWatch(client, job->job_id(), 0, FormatOf(flags));
+  return RunWatch(client, job->job_id(), 0, FormatOf(flags), flags.cancel_on_interrupt);
 }
 
 int RunGet(const JobFlags& flags) {
@@ -175,7 +175,8 @@ int RunWorkers(const WorkersFlags& flags) {
 
 int RunWatchCommand(const JobFlags& flags) {
   CoordinatorClient client(flags.coordinator);
-  return RunWatch(client, flags.job_id, flags.from_step, FormatOf(flags));
+  return RunWatch(client, flags.job_id, flags.from_step, FormatOf(flags),
+                  flags.cancel_on_interrupt);
 }
 
 absl::StatusOr<std::vector<std::string>> OverridesFromArgs(const std::vector<std::string>& args) {
@@ -219,6 +220,11 @@ CLI::App* AddSubmitCommand(CLI::App& app, SubmitFlags* flags) {
                      "Continue another job's training, JOB or JOB@STEP, under a new job id: its "
                      "model, optimizer, data position and learning-rate schedule; "
                      "training.steps is the total");
+  submit
+      ->add_flag("--cancel-on-interrupt", flags->cancel_on_interrupt,
+                 "With --follow: Ctrl-C cancels the job (as torchrun would); without it the job "
+                 "keeps running")
+      ->needs("--follow");
   submit->allow_extras();  // the --section.key=value overrides, wherever they appear
   submit->footer(
       "Overrides: any config key as --section.key=value, e.g. --training.steps=20.\n"
@@ -241,7 +247,11 @@ CLI::App* AddWatchCommand(CLI::App& app, JobFlags* flags) {
   watch->add_option("--from-step", flags->from_step, "First step to show (0: the whole history)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  watch->add_flag("--cancel-on-interrupt", flags->cancel_on_interrupt,
+                  "Ctrl-C cancels the job (as torchrun would); without it the job keeps running "
+                  "and ringctl says how to cancel it");
   watch->footer(
+      "Ctrl-C stops watching and leaves the job running (exit 130).\n"
       "Examples:\n"
       "  ringctl watch job-000001\n"
       "  ringctl watch job-000001 --from-step 0 --output json > steps.jsonl");

@@ -25,15 +25,17 @@ struct SubmitFlags : CommonFlags {
   std::string name;         // empty: the coordinator picks one
   std::string device_kind;  // empty: the coordinator's default ("cpu")
   bool follow = false;
-  std::string init_from;       // --init-from JOB[@STEP]: the weights alone
-  std::string resume_from;     // --resume-from JOB[@STEP]: the whole training state
-  CLI::App* submit = nullptr;  // for its extra `--section.key=value` args
+  std::string init_from;             // --init-from JOB[@STEP]: the weights alone
+  std::string resume_from;           // --resume-from JOB[@STEP]: the whole training state
+  bool cancel_on_interrupt = false;  // with --follow: Ctrl-C cancels the job
+  CLI::App* submit = nullptr;        // for its extra `--section.key=value` args
 };
 
 // watch, get, cancel: one job.
 struct JobFlags : CommonFlags {
   std::string job_id;
-  int64_t from_step = 0;  // watch
+  int64_t from_step = 0;             // watch
+  bool cancel_on_interrupt = false;  // watch: Ctrl-C cancels the job
 };
 
 struct ListFlags : CommonFlags {

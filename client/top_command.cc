@@ -41,9 +41,8 @@ void Show(const TopFlags& flags, const v1::Job& job, v1::JobState state, const R
   }
   if (live) std::cout << "\x1b[H\x1b[2J";  // home, clear: redraw in place
   std::cout << EscapeForTerminal(job.job_id()) << " (" << EscapeForTerminal(job.name()) << ")  "
-            << StateName(state) << "  step " << table.step << "/" << job.total_steps() << "  world "
-            << job.world_size() << " = dp " << job.dp() << " x cp " << job.cp()
-            << absl::StrFormat("  step time %.3f s\n", table.step_seconds)
+            << StateName(state) << "  step " << table.step << "/" << job.total_steps() << "  "
+            << MeshSummary(job) << absl::StrFormat("  step time %.3f s\n", table.step_seconds)
             << (validation ? ValidationText(*validation) + "\n" : "") << FormatRankTable(table);
   std::cout.flush();
 }

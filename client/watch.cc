@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
+#include "client/interrupt.h"
 
 namespace ringtrain {
 namespace {
@@ -162,7 +163,8 @@ absl::StatusOr<v1::Job> FollowJob(CoordinatorClient& client, const std::string& 
 }
 
 int RunWatch(CoordinatorClient& client, const std::string& job_id, int64_t from_step,
-             OutputFormat format) {
+             OutputFormat format, bool cancel_on_interrupt) {
+  const FollowInterrupt interrupt(&client, job_id, cancel_on_interrupt);
   WatchPrinter printer(format, &std::cout, isatty(STDOUT_FILENO) == 1,
                        WatchPrinter::Steps::kEveryStep);
   FollowOptions options;

@@ -80,9 +80,10 @@ absl::StatusOr<v1::Job> FollowJob(CoordinatorClient& client, const std::string& 
 // then the outcome: a one-line summary for SUCCEEDED, the job's error (rank, worker, exit status,
 // stderr tail) on stderr for FAILED or CANCELLED. Returns kExitOk only for SUCCEEDED; kExitFailed
 // for FAILED/CANCELLED; kExitUnreachable when the coordinator could not be reached or the stream
-// broke for good; ExitCodeFor(error) otherwise.
+// broke for good; ExitCodeFor(error) otherwise. Ctrl-C ends it as client/interrupt.h says (the job
+// left running, or with `cancel_on_interrupt` cancelled), exit kExitInterrupted.
 int RunWatch(CoordinatorClient& client, const std::string& job_id, int64_t from_step,
-             OutputFormat format);
+             OutputFormat format, bool cancel_on_interrupt);
 
 }  // namespace ringtrain
 

@@ -20,7 +20,11 @@ inline constexpr int kTrainerExitRejected = 2;
 inline constexpr int kTrainerExitPeerLost = 3;
 // The agent's own: the assignment arrived while another rank ran here.
 inline constexpr int kAgentExitBusy = 125;
-// The agent's own: the trainer could not be started (a refused path, a config it cannot parse).
+// The agent's own: it refused the rank before starting a trainer (a path outside its roots, a job
+// that reads data on an agent without --data-root, an assignment it cannot parse); the reason
+// travels as the exit's stderr tail. The same agent would refuse it again.
+inline constexpr int kAgentExitRefused = 126;
+// The agent's own: the trainer could not be started (its folder cannot be made, exec failed).
 inline constexpr int kAgentExitStartFailed = 127;
 
 // A failure that is this rank losing contact with a peer (a failed or timed-out collective, a

@@ -49,9 +49,25 @@ bool LocalPortIsFree(int port) {
   return free;
 }
 
+// Whether the rank's agent ended it before a trainer ran: its reason is the exit's stderr tail.
+bool AgentEnded(const v1::RankExit& exit) {
+  return exit.signal() == 0 &&
+         (exit.exit_status() == kAgentExitBusy || exit.exit_status() == kAgentExitRefused ||
+          exit.exit_status() == kAgentExitStartFailed);
+}
+
+// How the rank ended, as the job's error says it: the agent's own reason when no trainer ran (not
+// its code, which would read like the trainer's), else the trainer's status or signal.
 std::string DescribeExit(const v1::RankExit& exit) {
   if (exit.signal() != 0) return absl::StrCat("was killed by signal ", exit.signal());
-  return absl::StrCat("exited with status ", exit.exit_status());
+  const std::string reason = ValidUtf8(exit.stderr_tail());
+  switch (exit.exit_status()) {
+    case kAgentExitRefused:
+      return absl::StrCat("was refused by its agent before a trainer started: ", reason);
+    case kAgentExitBusy:
+    case kAgentExitStartFailed: return absl::StrCat("could not be started by its agent: ", reason);
+    default: return absl::StrCat("exited with status ", exit.exit_status());
+  }
 }
 
 }  // namespace
@@ -294,8 +310,9 @@ void Cluster::OnRankExitLocked(Worker& worker, const v1::RankExit& exit) {
     error.rank = exit.rank();
     error.worker_id = worker.info.worker_id;
     error.exit_status = exit.signal() != 0 ? 128 + exit.signal() : exit.exit_status();
-    error.stderr_tail = ValidUtf8(exit.stderr_tail());
-    error.cause = kCauseRankExit;
+    if (!AgentEnded(exit)) error.stderr_tail = ValidUtf8(exit.stderr_tail());  // else in message
+    error.cause = exit.signal() == 0 && exit.exit_status() == kAgentExitRefused ? kCauseRankRefused
+                                                                                : kCauseRankExit;
     error.message = absl::StrCat("rank ", exit.rank(), " on ", worker.info.worker_id, " (",
                                  worker.info.host_label, ") ", DescribeExit(exit));
     if (exit.signal() == 0 && exit.exit_status() == kTrainerExitPeerLost) {

@@ -60,6 +60,7 @@ struct RankPlacement {
 
 // What a failure was, for JobError::cause (and the metrics' cause label).
 inline constexpr char kCauseRankExit[] = "rank_exit";           // a rank ended with an error
+inline constexpr char kCauseRankRefused[] = "rank_refused";     // its agent refused to start it
 inline constexpr char kCauseRankHung[] = "rank_hung";           // its agent judged it hung
 inline constexpr char kCauseWorkerLost[] = "worker_lost";       // its worker stopped answering
 inline constexpr char kCauseAdoptTimeout[] = "adopt_timeout";   // not back after a restart

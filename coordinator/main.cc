@@ -17,6 +17,7 @@
 #include "common/grpc/server_util.h"
 #include "common/log.h"
 #include "common/metrics/metrics_server.h"
+#include "common/version/version.h"
 #include "coordinator/admission.h"
 #include "coordinator/auth.h"
 #include "coordinator/cluster.h"
@@ -205,6 +206,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"ringtrain-coordinator: the worker pool, job queue and job store of ringtrain",
                "ringtrain-coordinator"};
+  app.set_version_flag("--version", ringtrain::VersionLine("ringtrain-coordinator"));
   Flags flags;
   app.add_option("--listen", flags.listen, "gRPC address to serve on (HOST:PORT)")
       ->capture_default_str();

@@ -52,7 +52,9 @@ RestartDecision RestartPolicy::Decide(const JobRecord& job, const JobError& caus
   RestartDecision decision;
   // A trainer that rejected its config would reject it again: a restart cannot help.
   const bool rejected = cause.cause == kCauseRankExit && cause.exit_status == kTrainerExitRejected;
-  if (RestartsUsed(job) < job.restart.max_restarts && !rejected) {
+  // Nor would an agent that refused a rank (a path outside its roots) accept it the next time.
+  const bool refused = cause.cause == kCauseRankRefused;
+  if (RestartsUsed(job) < job.restart.max_restarts && !rejected && !refused) {
     const absl::Duration backoff = absl::Milliseconds(job.restart.backoff_ms);
     decision.restart = true;
     decision.restart_at = now + backoff;
@@ -64,6 +66,8 @@ RestartDecision RestartPolicy::Decide(const JobRecord& job, const JobError& caus
   std::string why_final;
   if (rejected) {
     why_final = "not restarted: the trainer rejected the config, and would again";
+  } else if (refused) {
+    why_final = "not restarted: fix the config (or the agents' roots) and submit it again";
   } else if (job.restart.max_restarts > 0) {
     why_final = absl::StrCat("no restarts left (", RestartsUsed(job),
                              " of job.max_restarts = ", job.restart.max_restarts, " used)");

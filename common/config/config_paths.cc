@@ -101,6 +101,13 @@ absl::Status CheckConfigPaths(const JobConfig& config) {
   for (const ConfigPath& path : ConfigPaths(config)) {
     if (absl::Status s = CheckPathText(path.key, path.value); !s.ok()) {
       problems.emplace_back(s.message());
+    } else if (path.root == PathRoot::kCheckpoint && path.value.front() == '/') {
+      // The job's checkpoint folder is made under <checkpoint-root>/<job id>/, which no submitted
+      // absolute path can name (the id is given at submit).
+      problems.push_back(absl::StrCat(
+          Excerpt(path.key), " = \"", absl::CHexEscape(Excerpt(path.value)),
+          "\": an absolute path; checkpoints go into the job's own folder on the workers "
+          "(<checkpoint-root>/<job id>/), so give a path relative to it, e.g. \"checkpoints\""));
     }
   }
   if (problems.empty()) return absl::OkStatus();

@@ -47,7 +47,9 @@ std::vector<ConfigPath> ConfigPaths(const JobConfig& config);
 // (escaped) and what would work.
 absl::Status CheckPathText(absl::string_view key, absl::string_view value);
 
-// CheckPathText for every path of ConfigPaths(config); the error lists every problem.
+// CheckPathText for every path of ConfigPaths(config), and checkpoint.folder relative (it lies in
+// the job's own folder, <checkpoint-root>/<job id>/, which no absolute path given at submit can
+// name); the error lists every problem.
 absl::Status CheckConfigPaths(const JobConfig& config);
 
 }  // namespace ringtrain

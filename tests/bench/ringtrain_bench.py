@@ -54,6 +54,8 @@ def parse_args(argv):
     p.add_argument("--kernels", help=f"block kernels, ours first (default: those of "
                                      f"{','.join(KERNELS)} the build knows)")
     p.add_argument("--keep", help="keep the runs' logs and records in this folder")
+    p.add_argument("--version", action="store_true",
+                   help="print the version and the commit of the build it runs (--bin), and exit")
     args = p.parse_args(argv)
     try:
         args.items = sorted({int(i) for i in args.only.split(",")}) if args.only else list(ITEMS)
@@ -110,8 +112,21 @@ def commit():
         return "unknown"
 
 
+def version_line(bin_dir):
+    """The build's version line, as its binaries print it, under this script's name."""
+    line = subprocess.run([os.path.join(bin_dir, "ringtrain-run"), "--version"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    return "ringtrain-bench" + line[len("ringtrain-run"):]
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.version:
+        try:
+            print(version_line(args.bin))
+        except (OSError, subprocess.CalledProcessError) as e:
+            sys.exit(f"ringtrain-bench: cannot run {args.bin}/ringtrain-run --version ({e})")
+        return 0
     out_dir = args.keep or tempfile.mkdtemp(prefix="ringtrain-bench-")
     os.makedirs(out_dir, exist_ok=True)
     runner = Runner(args.bin, out_dir, args.python, log=print)

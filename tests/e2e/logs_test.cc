@@ -119,6 +119,12 @@ TEST(LogsTest, RunningAndFinishedRanksAndTopOfACp4Job) {
   ASSERT_EQ(top_table.exit_code, 0) << top_table.output;
   EXPECT_THAT(top_table.output, HasSubstr("<- slowest"));
   EXPECT_THAT(top_table.output, HasSubstr("cp group 0: attention max/min "));
+  // The rank's place in its CP group, and the mesh as `get` prints it.
+  EXPECT_THAT(top_table.output, HasSubstr("\n3     0     3/4  "));
+  EXPECT_THAT(top_table.output, HasSubstr("  world 4 = dp 1 × cp 4, cpu  "));
+  const CommandResult get = cluster.Ringctl({"get", job.job_id()});
+  EXPECT_THAT(get.output, HasSubstr("world 4 = dp 1 × cp 4, cpu\n"));
+  EXPECT_THAT(get.output, HasSubstr(" (cp 3/4 of cp group 0, dp index 0)"));
 
   ASSERT_TRUE(cluster.WaitForJob(job.job_id(), IsFinal, 240, "end"));
   ASSERT_EQ(cluster.Get(job.job_id()).state(), v1::JOB_STATE_SUCCEEDED) << cluster.Logs();

@@ -1,7 +1,8 @@
 // Confined paths end to end: a real coordinator, two real agents (--data-root <dir>/data, the
-// checkpoint root under each --work-dir) and real trainers. What the coordinator can tell is
-// refused at submit; what needs the worker's roots fails the job at the worker, naming the key and
-// the root, before the file is opened — and no error carries bytes of a file.
+// checkpoint root under each --work-dir) and real trainers. What the coordinator can tell (a '..'
+// that climbs out, an absolute checkpoint folder) is refused at submit; what needs the worker's
+// roots fails the job at the worker, the refusal its cause (naming the key and the root, not a
+// trainer's exit status), before the file is opened — and no error carries bytes of a file.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -104,6 +105,14 @@ TEST_F(PathsTest, ClimbingOutOrControlCharactersAreRefusedAtSubmit) {
   EXPECT_EQ(folder.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(folder.error_message(), HasSubstr("checkpoint.folder"));
 
+  // The job's checkpoint folder is made under <checkpoint-root>/<job id>/: an absolute one can
+  // never be there.
+  const grpc::Status absolute = SubmitStatus(
+      *cluster_, Small({"checkpoint.enable=true", "checkpoint.folder=" + outside_ + "/ckpt"}));
+  EXPECT_EQ(absolute.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(absolute.error_message(),
+              HasSubstr("checkpoint.folder = \"" + outside_ + "/ckpt\": an absolute path"));
+
   const grpc::Status control =
       SubmitStatus(*cluster_, Small({"checkpoint.initial_load_path=w\x1b[2J.pt"}));
   EXPECT_EQ(control.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -140,17 +149,21 @@ TEST_F(PathsTest, TheWorkerRefusesPathsOutOfItsRootsAndNeverEchoesFiles) {
        {"checkpoint.initial_load_path=leakdir/secret.txt"},
        "checkpoint.initial_load_path",
        data_flag},
-      {"absolute checkpoint folder outside",
-       {"checkpoint.enable=true", "checkpoint.folder=" + outside_ + "/ckpt"},
-       "checkpoint.folder",
-       "--checkpoint-root"},
   };
   for (const Case& c : cases) {
     const v1::Job job = RunToEnd(*cluster_, Small(c.overrides));
     EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED) << c.what;
     const std::string error = ErrorText(job);
-    EXPECT_THAT(error, HasSubstr(c.key)) << c.what;
-    EXPECT_THAT(error, HasSubstr(c.root)) << c.what;
+    // The refusal is the cause, said in the error's own message (no trainer ran, so there is no
+    // trainer status to show), and the job is not restarted into the same refusal.
+    EXPECT_THAT(job.error().message(), HasSubstr("was refused by its agent before a trainer "
+                                                 "started: " +
+                                                 c.key))
+        << c.what;
+    EXPECT_THAT(job.error().message(), HasSubstr(c.root)) << c.what;
+    EXPECT_THAT(job.error().message(), Not(HasSubstr("status 12"))) << c.what;
+    EXPECT_EQ(job.error().cause(), "rank_refused") << c.what;
+    EXPECT_EQ(job.restart_count(), 0) << c.what;
     EXPECT_THAT(error, Not(HasSubstr(kSecret))) << c.what;
     EXPECT_EQ(job.last_step(), 0) << c.what;
     // Refused before a trainer ran: no trainer log mentions the job's files.
@@ -160,6 +173,28 @@ TEST_F(PathsTest, TheWorkerRefusesPathsOutOfItsRootsAndNeverEchoesFiles) {
     }
   }
   EXPECT_FALSE(fs::exists(outside_ + "/ckpt")) << "created outside the checkpoint root";
+
+  // What ringctl shows of such a job: the refusal, not a trainer exit status.
+  const v1::Job refused = RunToEnd(
+      *cluster_, Small({"training.dataset=text", "training.dataset_path=" + outside_ + "/x.txt",
+                        "job.max_restarts=2"}));
+  EXPECT_EQ(refused.restart_count(), 0) << "a refusal is not restarted";
+  const CommandResult watch = RunCommand(
+      {BinDir() + "/ringctl", "watch", refused.job_id(), "--coordinator", cluster_->address()});
+  EXPECT_EQ(watch.exit_code, 1) << watch.output;
+  EXPECT_THAT(watch.output, HasSubstr("is outside --data-root")) << watch.output;
+  EXPECT_THAT(watch.output, HasSubstr("was refused by its agent (no trainer started)"));
+  EXPECT_THAT(watch.output, HasSubstr("not restarted: fix the config"));
+  EXPECT_THAT(watch.output, Not(HasSubstr("status 126"))) << watch.output;
+  EXPECT_THAT(watch.output, Not(HasSubstr("status 127"))) << watch.output;
+  // Nor does plot draw an empty "no steps yet" for it.
+  const std::string svg = cluster_->dir() / "refused.svg";
+  const CommandResult plot = RunCommand({BinDir() + "/ringctl", "plot", refused.job_id(), "--out",
+                                         svg, "--coordinator", cluster_->address()});
+  EXPECT_EQ(plot.exit_code, 1) << plot.output;
+  EXPECT_THAT(plot.output, HasSubstr(refused.job_id() + " FAILED before its first step, so there "
+                                                        "is nothing to plot: rank 0 on "));
+  EXPECT_FALSE(fs::exists(svg));
 
   // A dataset inside the root whose bytes are not tokens of this vocabulary: the error says where,
   // never what ("ZZ" is token 23130 as uint16).

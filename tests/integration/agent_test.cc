@@ -397,7 +397,7 @@ TEST_F(AgentTest, CancelStopsTheTrainerWithSigterm) {
   EXPECT_EQ(exit->exit_status(), 0);
 }
 
-TEST_F(AgentTest, AssignmentWhileBusyIsRefusedWith125AndBadJobIdWith127) {
+TEST_F(AgentTest, AssignmentWhileBusyIsRefusedWith125AndBadJobIdWith126) {
   Connect(*coordinator_);
   ASSERT_TRUE(coordinator_->Send(Assign("job-a", kLongRun)));
   ASSERT_TRUE(WaitFor([&] { return coordinator_->Started("job-a"); }));
@@ -413,13 +413,22 @@ TEST_F(AgentTest, AssignmentWhileBusyIsRefusedWith125AndBadJobIdWith127) {
   ASSERT_TRUE(coordinator_->Send(Assign("../escape", "# steps = 1\n")));
   ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("../escape") != nullptr; }));
   std::unique_ptr<v1::RankExit> bad = coordinator_->ExitOf("../escape");
-  EXPECT_EQ(bad->exit_status(), 127);
+  EXPECT_EQ(bad->exit_status(), 126);
   EXPECT_TRUE(absl::StrContains(bad->stderr_tail(), "cannot name a folder")) << bad->stderr_tail();
+
+  // An agent without --data-root refuses a job that reads data, saying how to give it one.
+  ASSERT_TRUE(coordinator_->Send(Assign(
+      "no-root", "# steps = 1\n[training]\ndataset = \"text\"\ndataset_path = \"c.txt\"\n")));
+  ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf("no-root") != nullptr; }));
+  std::unique_ptr<v1::RankExit> no_root = coordinator_->ExitOf("no-root");
+  EXPECT_EQ(no_root->exit_status(), 126);
+  EXPECT_TRUE(absl::StrContains(no_root->stderr_tail(), "this worker has no --data-root"))
+      << no_root->stderr_tail();
 }
 
 // The coordinator's submit checks are not what confines a job: an assignment that reaches the
 // agent with a path out of its roots (or a config it cannot read) fails before any trainer starts.
-TEST_F(AgentTest, ResolvesJobPathsUnderItsRootsAndRefusesTheRestWith127) {
+TEST_F(AgentTest, ResolvesJobPathsUnderItsRootsAndRefusesTheRestWith126) {
   namespace fs = std::filesystem;
   fs::create_directories(dir_ / "data");
   testing::WriteFile(dir_ / "data/corpus.txt", "tokens");
@@ -458,7 +467,7 @@ TEST_F(AgentTest, ResolvesJobPathsUnderItsRootsAndRefusesTheRestWith127) {
     ASSERT_TRUE(coordinator_->Send(Assign(r.job_id, r.config)));
     ASSERT_TRUE(WaitFor([&] { return coordinator_->ExitOf(r.job_id) != nullptr; })) << r.job_id;
     const std::unique_ptr<v1::RankExit> exit = coordinator_->ExitOf(r.job_id);
-    EXPECT_EQ(exit->exit_status(), 127) << r.job_id;
+    EXPECT_EQ(exit->exit_status(), 126) << r.job_id;
     EXPECT_TRUE(absl::StrContains(exit->stderr_tail(), r.expected)) << exit->stderr_tail();
     EXPECT_FALSE(absl::StrContains(exit->stderr_tail(), "TOPSECRET"));
     EXPECT_FALSE(fs::exists(RankDir(r.job_id, 0)))

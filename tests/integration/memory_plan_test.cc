@@ -149,6 +149,44 @@ TEST(MemoryPlanCommandTest, SaysWhetherItFits) {
   EXPECT_NE(small.output.find("no seq_len fits"), std::string::npos) << small.output;
 }
 
+// A seq_len above model.max_seq_len (4096 in the debug config) is planned with max_seq_len raised
+// to it, and said; a plan that does not fit names the smallest cp and shard degrees that would.
+TEST(MemoryPlanCommandTest, RaisesMaxSeqLenAndNamesTheDegreesThatFit) {
+  const CommandResult raised = Plan({"--training.seq_len=65536", "--device-memory", "1GiB"});
+  EXPECT_NE(raised.output.find("note: training.seq_len 65536 is above the config's "
+                               "model.max_seq_len; planned with model.max_seq_len = 65536 (submit "
+                               "with --model.max_seq_len=65536)"),
+            std::string::npos)
+      << raised.output;
+  EXPECT_EQ(raised.exit_code, 1) << raised.output;
+  EXPECT_NE(raised.output.find("does NOT fit 1.0 GiB"), std::string::npos) << raised.output;
+  const size_t at =
+      raised.output.find("the smallest that fit: --parallelism.context_parallel_degree=");
+  ASSERT_NE(at, std::string::npos) << raised.output;
+
+  // The suggested cp fits, as the plan of that mesh says.
+  const CommandResult json =
+      Plan({"--training.seq_len=65536", "--device-memory", "1GiB", "--output", "json"});
+  const nlohmann::json plan = nlohmann::json::parse(json.output);
+  EXPECT_EQ(plan.at("raised_max_seq_len").get<int64_t>(), 65536);
+  const int64_t cp = plan.at("smallest_fitting").at("context_parallel_degree").get<int64_t>();
+  ASSERT_GT(cp, 1) << json.output;
+  const CommandResult with_cp =
+      Plan({"--training.seq_len=65536", "--model.max_seq_len=65536", "--device-memory", "1GiB",
+            "--world", std::to_string(cp),
+            "--parallelism.context_parallel_degree=" + std::to_string(cp)});
+  EXPECT_EQ(with_cp.exit_code, 0) << with_cp.output;
+  EXPECT_EQ(with_cp.output.find("note:"), std::string::npos)
+      << "nothing raised: " << with_cp.output;
+
+  // Nothing could fit 1 MiB.
+  const CommandResult none = Plan({"--device-memory", "1MiB"});
+  EXPECT_NE(none.output.find("no cp or shard degree up to 4096 fits"), std::string::npos)
+      << none.output;
+  // Other errors are still errors.
+  EXPECT_EQ(Plan({"--training.seq_len=65536", "--model.dim=-1"}).exit_code, 2);
+}
+
 // Packed documents: the plan takes block-causal attention with the document balancer (the same
 // buffers as causal: the mask is per batch row and position, never a tensor) and refuses it
 // without an EOS, naming both keys.

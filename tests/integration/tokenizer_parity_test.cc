@@ -237,6 +237,11 @@ TEST_F(TokenizerParityTest, BinRoundTripAndTextDataset) {
   EXPECT_NE(ran.output.find(" tokens (uint16)"), std::string::npos) << ran.output;
   EXPECT_NE(ran.output.find("tokens/s"), std::string::npos) << ran.output;
   EXPECT_NE(ran.output.find("training.token_dtype = \"uint16\""), std::string::npos) << ran.output;
+  // ... and how a cluster's workers see it: under their data root, by a relative path.
+  EXPECT_NE(ran.output.find("`ringctl up --data-root DIR`) and give training.dataset_path "
+                            "relative to DIR, e.g. \"train.bin\""),
+            std::string::npos)
+      << ran.output;
 
   DatasetSpec spec;
   spec.kind = DatasetKind::kBin;

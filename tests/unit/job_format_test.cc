@@ -51,6 +51,28 @@ TEST(JobFormatTest, JobTableAndDetailEscapeServerStrings) {
   EXPECT_THAT(error, HasSubstr(kEscaped));
 }
 
+// A rank its agent refused never ran a trainer: no exit status of one is shown, only the reason.
+TEST(JobFormatTest, ARefusedRankShowsNoTrainerExitStatus) {
+  v1::Job job;
+  job.set_job_id("job-000003");
+  job.set_state(v1::JOB_STATE_FAILED);
+  v1::JobError* error = job.mutable_error();
+  error->set_rank(0);
+  error->set_worker_id("worker-1");
+  error->set_exit_status(126);
+  error->set_cause("rank_refused");
+  error->set_message(
+      "rank 0 on worker-1 (h) was refused by its agent before a trainer started: "
+      "training.dataset_path = \"/etc/x\": is outside --data-root /srv");
+  const std::string text = FormatJobError(job);
+  EXPECT_THAT(text, HasSubstr("is outside --data-root /srv"));
+  EXPECT_THAT(text, HasSubstr("rank 0 on worker worker-1 was refused by its agent"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("status 126")));
+  const std::string detail = FormatJobDetail(job, 0);
+  EXPECT_THAT(detail, HasSubstr("(rank 0 on worker-1, refused by its agent)"));
+  EXPECT_THAT(detail, ::testing::Not(HasSubstr("126")));
+}
+
 // A name stored before the coordinator refused bidi controls prints them escaped: an override
 // (U+202E) would show the rest of the row, state and step columns included, right to left.
 TEST(JobFormatTest, BidirectionalControlsInStoredNamesPrintEscaped) {

@@ -136,6 +136,20 @@ TEST(ConfigPathsTest, RefusesWhatCanBeToldWithoutRoots) {
                                "checkpoint.enable=true", "checkpoint.folder=x/../../y"}));
   EXPECT_TRUE(absl::StrContains(all.message(), "training.dataset_path")) << all;
   EXPECT_TRUE(absl::StrContains(all.message(), "checkpoint.folder")) << all;
+
+  // A checkpoint folder lies in the job's own folder, which no absolute path can name; a dataset
+  // may be absolute (inside the worker's data root, which only the worker knows).
+  const absl::Status absolute =
+      CheckConfigPaths(Config({"training.dataset=bin", "training.dataset_path=/srv/data/a.bin",
+                               "checkpoint.enable=true", "checkpoint.folder=/srv/ckpt"}));
+  EXPECT_EQ(absolute.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(absolute.message(),
+                                "checkpoint.folder = \"/srv/ckpt\": an "
+                                "absolute path"))
+      << absolute;
+  EXPECT_FALSE(absl::StrContains(absolute.message(), "training.dataset_path")) << absolute;
+  EXPECT_TRUE(
+      CheckConfigPaths(Config({"checkpoint.enable=false", "checkpoint.folder=/srv/ckpt"})).ok());
 }
 
 class JobPathsTest : public ::testing::Test {

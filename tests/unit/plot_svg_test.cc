@@ -151,6 +151,86 @@ TEST(RenderOverlaySvgTest, EachJobIsASeriesWithItsLegendEntry) {
   EXPECT_TRUE(Has(empty, "no steps yet"));
 }
 
+// Text unescaped from the few entities XmlEscape writes.
+std::string Unescape(std::string text) {
+  for (const auto& [entity, c] : std::vector<std::pair<std::string, std::string>>{
+           {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&apos;", "'"}, {"&amp;", "&"}}) {
+    for (size_t at = text.find(entity); at != std::string::npos; at = text.find(entity, at)) {
+      text.replace(at, entity.size(), c);
+      at += c.size();
+    }
+  }
+  return text;
+}
+
+// Every line of the legend lies inside the picture: from its x, its estimated width (the
+// PlotTextUnits of the line at kPlotGlyphEm of the font size, 11) ends before the SVG's width,
+// and its baseline is above the SVG's height. Returns the legend's lines, in order.
+std::vector<std::string> ExpectLegendInside(const std::string& svg) {
+  std::smatch size;
+  EXPECT_TRUE(std::regex_search(
+      svg, size, std::regex(R"re(<svg [^>]*width="([0-9.]+)" height="([0-9.]+)")re")));
+  const double width = std::stod(size[1]), height = std::stod(size[2]);
+  const size_t begin = svg.find("<g class=\"legend\" font-size=\"11.00\">");
+  EXPECT_NE(begin, std::string::npos) << svg;
+  const std::string legend = svg.substr(begin, svg.find("</g>", begin) - begin);
+  // A plain <text x y ...>label</text>, or a <tspan x y>line</tspan> of a wrapped one.
+  const std::regex line(R"re(<(?:text|tspan) x="([0-9.]+)" y="([0-9.]+)"[^>]*>([^<]+)</)re");
+  std::vector<std::string> lines;
+  double last_y = 0;
+  for (auto it = std::sregex_iterator(legend.begin(), legend.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    const double x = std::stod((*it)[1]), y = std::stod((*it)[2]);
+    const std::string text = Unescape((*it)[3]);
+    const double right = x + PlotTextUnits(text) * kPlotGlyphEm * 11;
+    EXPECT_LE(right, width) << "cut at the right edge: " << text;
+    EXPECT_LE(y + 4, height) << "cut at the bottom: " << text;  // descenders below the baseline
+    EXPECT_GT(y, last_y) << "lines overlap: " << text;
+    last_y = y;
+    lines.push_back(text);
+  }
+  return lines;
+}
+
+TEST(RenderOverlaySvgTest, TheLegendFitsWhateverTheNamesAndHowMany) {
+  TempDir dir;
+  std::vector<PlotSeries> series;
+  const std::string words =
+      "a job name of many words that goes on and on, far past the width of the picture, "
+      "so that its legend entry must wrap onto a second and a third line <&> to be read whole";
+  const std::string one_word(300, 'W');
+  const std::string wide = "学習率の比較実験" + std::string("、長い名前") + "の続き";
+  for (int k = 0; k < 12; ++k) {
+    const std::string name = k == 0   ? words
+                             : k == 1 ? one_word
+                             : k == 2 ? wide + wide + wide + wide
+                                      : "job-" + std::to_string(k);
+    PlotSeries one{"job-00000" + std::to_string(k) + " (" + name + ")",
+                   "SUCCEEDED, steps 1–3 of 3, last loss 2.5",
+                   {}};
+    for (int step = 1; step <= 3; ++step) one.points.push_back({step, 4.0 - step + k * 0.01, 1e-3});
+    series.push_back(one);
+  }
+  const std::string svg = RenderOverlaySvg("twelve jobs", series);
+  WriteFile(dir / "many.svg", svg);
+  EXPECT_EQ(CountPoints(dir / "many.svg"), 36);
+  ExpectFiniteCoordinates(svg);
+  const std::vector<std::string> lines = ExpectLegendInside(svg);
+  EXPECT_GT(lines.size(), 15u) << "the long entries wrap";
+  // Nothing is dropped: the words of the first entry are all there, in order.
+  std::string joined;
+  for (size_t i = 0; i < 4 && i < lines.size(); ++i) joined += lines[i] + " ";
+  EXPECT_TRUE(Has(joined, "must wrap onto a second and a third line <&> to be read whole"))
+      << joined;
+  for (size_t k = 0; k < series.size(); ++k) {
+    EXPECT_EQ(Occurrences(svg, "class=\"legend-entry series-" + std::to_string(k) + "\""), 1);
+  }
+  // Two short names keep one line each.
+  const std::string two = RenderOverlaySvg("two", {{"job-000001 (a)", "SUCCEEDED", {{1, 2, 1e-3}}},
+                                                   {"job-000002 (b)", "FAILED", {{1, 3, 1e-3}}}});
+  EXPECT_EQ(ExpectLegendInside(two).size(), 2u);
+}
+
 TEST(NiceTicksTest, RoundValuesCoveringTheRange) {
   const struct {
     double lo, hi;

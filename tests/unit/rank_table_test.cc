@@ -38,8 +38,13 @@ TEST(RankTableTest, RowsGroupsImbalanceAndSlowest) {
   EXPECT_TRUE(table->rows[2].slowest);
   EXPECT_FALSE(table->rows[1].slowest);
 
+  EXPECT_EQ(table->rows[3].cp_rank, 1);
   const std::string text = FormatRankTable(*table);
   EXPECT_NE(text.find("<- slowest"), std::string::npos) << text;
+  // Each rank's CP group, and its place in the group ("1/2": rank 1 of the group's 2).
+  EXPECT_EQ(text.rfind("RANK  GROUP CP ", 0), 0u) << text;
+  EXPECT_NE(text.find("\n3     1     1/2  "), std::string::npos) << text;
+  EXPECT_NE(text.find("\n2     1     0/2  "), std::string::npos) << text;
   EXPECT_NE(text.find("cp group 1: attention max/min 5.000"), std::string::npos) << text;
 
   const nlohmann::json json = nlohmann::json::parse(RankTableJson("job-000007", *table));
@@ -48,6 +53,7 @@ TEST(RankTableTest, RowsGroupsImbalanceAndSlowest) {
   EXPECT_EQ(json["slowest_rank"], 2);
   ASSERT_EQ(json["ranks"].size(), 4u);
   EXPECT_DOUBLE_EQ(json["ranks"][3]["comm_wait_seconds"].get<double>(), 0.04);
+  EXPECT_EQ(json["ranks"][3]["cp_rank"], 1);
   EXPECT_DOUBLE_EQ(json["cp_groups"][0]["imbalance"].get<double>(), 2.0);
 }
 

@@ -85,6 +85,18 @@ TEST(RestartPolicyTest, ARejectedConfigIsNotRestartedWhateverIsLeft) {
   EXPECT_TRUE(RestartPolicy::Decide(job, lost, kNow).restart);
 }
 
+TEST(RestartPolicyTest, ARankItsAgentRefusedIsNotRestarted) {
+  const JobError cause = Cause(kCauseRankRefused, kAgentExitRefused,
+                               "rank 0 on worker-1 (h) was refused by its agent before a trainer "
+                               "started: training.dataset_path = \"/x\": is outside --data-root");
+  JobRecord job = Job(5, 0, {});
+  job.failures.push_back(cause);
+  const RestartDecision d = RestartPolicy::Decide(job, cause, kNow);
+  EXPECT_FALSE(d.restart);
+  EXPECT_THAT(d.error.message, HasSubstr("is outside --data-root; not restarted: fix the config"));
+  EXPECT_EQ(d.error.cause, kCauseRankRefused);
+}
+
 TEST(RestartPolicyTest, ARestartingJobIsHeldUntilItsRanksStopAndTheBackoffPasses) {
   const JobRecord job = Job(3, 0, {"x"});
   const absl::Time at = kNow + absl::Seconds(2);

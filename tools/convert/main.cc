@@ -27,6 +27,7 @@
 #include "common/config/choices.h"
 #include "common/safetensors/index.h"
 #include "common/status_macros.h"
+#include "common/version/version.h"
 #include "worker/engine/hf/hf_adapter.h"
 #include "worker/engine/hf/hf_folder.h"
 #include "worker/engine/hf/model_files.h"
@@ -81,6 +82,7 @@ absl::Status FromHf(const std::string& hf, const std::string& out) {
 int main(int argc, char** argv) {
   CLI::App app{"ringtrain-convert: ringtrain checkpoints ⇄ Hugging Face folders, and to torch.save",
                "ringtrain-convert"};
+  app.set_version_flag("--version", ringtrain::VersionLine("ringtrain-convert"));
   app.require_subcommand(1);
   std::string input, out, dtype = "float32", max_shard_size = "5GB", tokenizer;
   CLI::App* to_hf = app.add_subcommand("to-hf", "A checkpoint step → a Hugging Face folder");

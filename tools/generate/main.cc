@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/tokenizer/utf8_lossy.h"
+#include "common/version/version.h"
 #include "tools/generate/sampler.h"
 #include "worker/engine/checkpoint/checkpoint.h"
 #include "worker/engine/hf/model_files.h"
@@ -92,6 +93,7 @@ int Fail(const absl::Status& status) {
 int main(int argc, char** argv) {
   CLI::App app{"ringtrain-generate: text from a trained model (CPU, KV cache)",
                "ringtrain-generate"};
+  app.set_version_flag("--version", ringtrain::VersionLine("ringtrain-generate"));
   std::string hf, checkpoint, prompt, tokenizer_path;
   bool print_ids = false;
   ringtrain::SamplingOptions options;

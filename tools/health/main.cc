@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "common/grpc/client_util.h"
 #include "common/grpc/credentials.h"
+#include "common/version/version.h"
 
 namespace {
 
@@ -30,6 +31,7 @@ std::string EncodeRequest(const std::string& service) {
 int main(int argc, char** argv) {
   CLI::App app{"ringtrain-health: exit 0 when a gRPC server's grpc.health.v1 check says SERVING",
                "ringtrain-health"};
+  app.set_version_flag("--version", ringtrain::VersionLine("ringtrain-health"));
   std::string address = "127.0.0.1:50051", tls_ca, service;
   int timeout_ms = 2000;
   if (const char* env = std::getenv("RINGTRAIN_TLS_CA"); env != nullptr) tls_ca = env;

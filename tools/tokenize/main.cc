@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "common/version/version.h"
 #include "tools/tokenize/progress_line.h"
 #include "tools/tokenize/tokenize_files.h"
 
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
       "ringtrain-tokenize: text files -> a token file for training.dataset = \"bin\"\n"
       "(little-endian uint16 or uint32 ids, nanoGPT's .bin)",
       "ringtrain-tokenize"};
+  app.set_version_flag("--version", ringtrain::VersionLine("ringtrain-tokenize"));
   ringtrain::TokenizeOptions options;
   app.add_option("inputs", options.inputs, "Text files (UTF-8), tokenized in this order")
       ->required();
@@ -65,9 +67,13 @@ int main(int argc, char** argv) {
       "ringtrain-tokenize: %s\n"
       "wrote %d tokens (%s) from %d files, %d bytes, to %s in %.2f s: %.0f tokens/s, %.1f MiB/s\n"
       "train on it with training.dataset = \"bin\", training.dataset_path = \"%s\", "
-      "training.token_dtype = \"%s\"\n",
+      "training.token_dtype = \"%s\"\n"
+      "on a cluster, workers read data only under their --data-root: put the file there (start "
+      "ringtrain-worker with --data-root DIR, or `ringctl up --data-root DIR`) and give "
+      "training.dataset_path relative to DIR, e.g. \"%s\"\n",
       summary->tokenizer, summary->tokens, summary->dtype, summary->files, summary->bytes,
       options.out, summary->seconds, summary->tokens / seconds,
-      summary->bytes / seconds / (1024.0 * 1024.0), options.out, summary->dtype);
+      summary->bytes / seconds / (1024.0 * 1024.0), options.out, summary->dtype,
+      std::filesystem::path(options.out).filename().string());
   return 0;
 }

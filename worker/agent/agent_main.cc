@@ -18,6 +18,7 @@
 #include "common/grpc/credentials.h"
 #include "common/log.h"
 #include "common/metrics/metrics_server.h"
+#include "common/version/version.h"
 #include "worker/agent/agent.h"
 #include "worker/agent/work_dir_lock.h"
 
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
       "ringtrain-worker: registers with the coordinator and runs the trainer ranks it "
       "assigns to this machine",
       "ringtrain-worker"};
+  app.set_version_flag("--version", ringtrain::VersionLine("ringtrain-worker"));
   app.add_option("--coordinator", options.coordinator, "Coordinator address, HOST:PORT")
       ->capture_default_str();
   app.add_option("--device", options.device, "Device of this agent's trainers: cpu or cuda:N")

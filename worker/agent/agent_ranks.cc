@@ -156,8 +156,13 @@ void Agent::HandleAssignment(const v1::Assignment& a) {
     return;
   }
   RT_LOG(Error) << "cannot start job " << a.job_id() << " rank " << a.rank() << ": " << started;
+  // What the request itself asks wrongly (a path out of the roots, no data root) is a refusal the
+  // coordinator reports as the job's cause; anything else is this machine failing to start it.
+  const bool refused = !launch.ok() && (started.code() == absl::StatusCode::kInvalidArgument ||
+                                        started.code() == absl::StatusCode::kFailedPrecondition);
   absl::MutexLock lock(&mu_);
-  QueueLocked(RankExitMessage(a.job_id(), a.rank(), a.attempt(), kAgentExitStartFailed, 0,
+  QueueLocked(RankExitMessage(a.job_id(), a.rank(), a.attempt(),
+                              refused ? kAgentExitRefused : kAgentExitStartFailed, 0,
                               std::string(started.message())));
 }
 

@@ -33,6 +33,10 @@ absl::StatusOr<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& ar
       o.help = true;
       return o;
     }
+    if (arg == "--version") {
+      o.version = true;
+      return o;
+    }
     if (arg.size() < 2 || arg[0] != '-') break;  // CONFIG
     const size_t eq = arg.find('=');
     const std::string flag = arg.substr(0, eq);

@@ -11,8 +11,9 @@
 namespace ringtrain {
 
 struct LaunchOptions {
-  bool help = false;  // --help: print the usage and exit 0; nothing else is filled in
-  int nproc = 0;      // ranks to start, >= 1
+  bool help = false;     // --help: print the usage and exit 0; nothing else is filled in
+  bool version = false;  // --version: print the version and exit 0; likewise
+  int nproc = 0;         // ranks to start, >= 1
   std::string master_addr = "127.0.0.1";
   int master_port = 0;       // 0: pick a free TCP port on master_addr
   int threads_per_rank = 1;  // OMP_NUM_THREADS and MKL_NUM_THREADS of every rank

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/version/version.h"
 #include "worker/launcher/launcher.h"
 
 namespace {
@@ -25,6 +26,7 @@ constexpr char kUsage[] =
     "  --threads-per-rank T  OMP_NUM_THREADS and MKL_NUM_THREADS of every rank (default 1)\n"
     "  --trainer PATH        trainer executable (default: ringtrain-trainer beside ringtrain-run)\n"
     "  --grace-seconds S     wait between SIGTERM and SIGKILL (default 5)\n"
+    "  --version             print the version and the commit it was built from\n"
     "  Exit status: 0 every rank succeeded, 1 a rank failed, 2 bad command line,\n"
     "  130/143 stopped by SIGINT/SIGTERM.\n";
 
@@ -40,6 +42,10 @@ int main(int argc, char** argv) {
   }
   if (options->help) {
     std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (options->version) {
+    std::puts(ringtrain::VersionLine("ringtrain-run").c_str());
     return 0;
   }
   return ringtrain::Launcher(*std::move(options)).Run();

@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/config/device.h"
+#include "common/version/version.h"
 #include "worker/engine/kernels/block_kernel.h"
 #include "worker/engine/model/attention_plan.h"
 #include "worker/engine/parallel/comm.h"
@@ -161,7 +162,7 @@ int RunAttention(const c10::Device& device) {
 }
 
 int Usage() {
-  std::cerr << "usage: ringtrain-gpu-check attention [--device cuda:N|cpu]\n"
+  std::cerr << "usage: ringtrain-gpu-check attention [--device cuda:N|cpu] | --version\n"
                "  Compares the attention function on the device with the CPU result, forward and\n"
                "  gradients; one JSON object per line. Exit 0 when every float32 row is within\n"
                "  1e-5, 1 otherwise.\n";
@@ -174,6 +175,10 @@ int Usage() {
 int main(int argc, char** argv) {
   using namespace ringtrain;
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 1 && args[0] == "--version") {
+    std::cout << VersionLine("ringtrain-gpu-check") << std::endl;
+    return 0;
+  }
   if (args.empty() || args[0] != "attention") return Usage();
   std::string device_text = "cuda:0";
   for (size_t i = 1; i < args.size(); ++i) {

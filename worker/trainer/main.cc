@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "common/progress.h"
 #include "common/trainer_exit.h"
+#include "common/version/version.h"
 #include "worker/trainer/tensor_memory.h"
 #include "worker/trainer/trainer.h"
 
@@ -45,7 +46,8 @@ constexpr char kUsage[] =
     "  RINGTRAIN_HEAL_GENERATION=N: start as the replacement of a lost rank in generation N,\n"
     "  taking its state from a buddy's in-memory snapshot.\n"
     "  Exit status: 0 done, 1 the run failed, 2 the command line or config was rejected,\n"
-    "  3 this rank lost contact with a peer.\n";
+    "  3 this rank lost contact with a peer.\n"
+    "  --version prints the version and the commit it was built from.\n";
 
 // Reads an integer rendezvous setting from `flag_value` or the environment variable `env`.
 bool ReadRendezvousInt(const std::string& flag_value, const char* env, int64_t* out,
@@ -98,6 +100,10 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
       std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg == "--version") {
+      std::puts(ringtrain::VersionLine("ringtrain-trainer").c_str());
       return 0;
     }
     bool is_rendezvous = false;
