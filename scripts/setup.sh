@@ -5,9 +5,9 @@
 #     libtorch_cuda, ProcessGroupNCCL and the c10d headers) into the project-local virtual
 #     environment .venv/ (git-ignored). CMake takes its prefix from torch.utils.cmake_prefix_path;
 #     the parity reference and every Python helper in tests/ run on the same interpreter;
-#   - the deploy tests' schema validators (tests/deploy/requirements.txt) and the tokenizer parity
-#     test's reference (tests/parity/requirements.txt: Hugging Face's tokenizers), PyPI, into the
-#     same .venv.
+#   - the deploy tests' schema validators (tests/deploy/requirements.txt) and the parity tests'
+#     references (tests/parity/requirements.txt: Hugging Face's tokenizers and transformers,
+#     TensorBoard's event reader), PyPI, into the same .venv.
 # Safe to re-run: it installs only what is missing or at the wrong version. Needs root (or sudo)
 # only when a Debian package is missing.
 set -euo pipefail
@@ -58,7 +58,7 @@ if ! command -v kubectl >/dev/null; then
 fi
 
 # The project-local virtual environment: the pinned torch (and numpy, which `import torch` asks for),
-# the deploy tests' validators (tests/deploy/requirements.txt) and the tokenizer reference
+# the deploy tests' validators (tests/deploy/requirements.txt) and the parity references
 # (tests/parity/requirements.txt); the tests need them, the binaries do not.
 venv="$root/.venv"
 python=${RINGTRAIN_PYTHON:-/usr/bin/python3}
