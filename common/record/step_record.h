@@ -82,7 +82,7 @@ struct StepRecord {
   double checkpoint_commit_step = 0;
   // [validation] enable: the mean loss over validation.steps batches of the validation data after
   // this step's update (every validation.freq steps and after the last); an eval job's one record
-  // (step 1) holds its result here. Written after "generation" only when set.
+  // (step 1) holds its result here. Written after the other figures, only when set.
   std::optional<double> validation_loss;
   std::vector<RankFigures> ranks;  // in rank order; empty for a one-rank job
 

@@ -104,7 +104,8 @@ TEST(StepRecordTest, ValidationLossIsWrittenOnlyWhenSet) {
   EXPECT_FALSE((*without)->validation_loss.has_value());
   r.validation_loss = 2.0 / 3.0;
   const std::string json = r.ToJson();
-  EXPECT_NE(json.find("\"generation\": 0, \"validation_loss\": 0.66666666666666663, \"ranks\""),
+  EXPECT_NE(json.find("\"checkpoint_commit_step\": 0, \"validation_loss\": 0.66666666666666663, "
+                      "\"ranks\""),
             std::string::npos)
       << json;
   auto parsed = ParseStepRecord(json, MissingFigure::kZero);
