@@ -39,11 +39,6 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-bool IsFinal(const v1::Job& job) {
-  return job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_FAILED ||
-         job.state() == v1::JOB_STATE_CANCELLED;
-}
-
 // The coordinator's count of refused agent messages for `reason`; -1 when the page has none.
 double Refused(const LocalCluster& cluster, const std::string& reason) {
   const std::string page = HttpGet(cluster.coordinator_metrics(), "/metrics");

@@ -21,11 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-bool IsFinal(const v1::Job& job) {
-  return job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_FAILED ||
-         job.state() == v1::JOB_STATE_CANCELLED;
-}
-
 // cp = 2 over both workers, 8 short steps, a checkpoint every 4, plus `extra`.
 std::vector<std::string> Job(std::vector<std::string> extra) {
   std::vector<std::string> o = {"parallelism.data_parallel_replicate_degree=1",

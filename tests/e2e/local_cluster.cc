@@ -343,4 +343,9 @@ bool IgnoresSignal(pid_t pid, int signo) {
   return false;
 }
 
+bool IsFinal(const v1::Job& job) {
+  return job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_FAILED ||
+         job.state() == v1::JOB_STATE_CANCELLED;
+}
+
 }  // namespace ringtrain::testing

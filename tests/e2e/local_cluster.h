@@ -135,6 +135,9 @@ class LocalCluster {
 // Raw JSON text of `key` in a flat JSON object line (so doubles compare bitwise).
 std::string RawField(const std::string& json_line, const std::string& key);
 
+// Whether the job is SUCCEEDED, FAILED or CANCELLED.
+bool IsFinal(const v1::Job& job);
+
 // Whether process `pid` ignores signal `signo` (the SigIgn mask of /proc/PID/status).
 bool IgnoresSignal(pid_t pid, int signo);
 

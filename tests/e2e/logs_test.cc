@@ -28,11 +28,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-bool IsFinal(const v1::Job& job) {
-  return job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_FAILED ||
-         job.state() == v1::JOB_STATE_CANCELLED;
-}
-
 std::vector<std::string> Mesh(int cp, int steps) {
   return {"parallelism.data_parallel_replicate_degree=1",
           "parallelism.context_parallel_degree=" + std::to_string(cp),

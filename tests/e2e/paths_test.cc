@@ -23,11 +23,6 @@ using ::testing::Not;
 
 constexpr char kSecret[] = "TOPSECRET-4c1d";
 
-bool IsFinal(const v1::Job& job) {
-  return job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_FAILED ||
-         job.state() == v1::JOB_STATE_CANCELLED;
-}
-
 // A one-rank job of a few short steps on the debug model, plus `extra`.
 std::vector<std::string> Small(std::vector<std::string> extra) {
   std::vector<std::string> o = {"parallelism.data_parallel_replicate_degree=1",

@@ -23,11 +23,6 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-bool IsFinal(const v1::Job& job) {
-  return job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_FAILED ||
-         job.state() == v1::JOB_STATE_CANCELLED;
-}
-
 // The debug config as a job of kSteps steps on a dp × cp mesh that checkpoints every 5 steps and
 // may restart `max_restarts` times after 1 s.
 std::vector<std::string> Restartable(int dp, int cp, int max_restarts, double comm_timeout) {

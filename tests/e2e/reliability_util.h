@@ -25,8 +25,6 @@ inline constexpr int kSteps = 24;
 
 double SecondsSince(Clock::time_point start);
 
-bool IsFinal(const v1::Job& job);
-
 // The debug config as a job of kSteps steps on a dp × cp mesh that checkpoints every 5 steps and
 // may restart `max_restarts` times after 1 s.
 std::vector<std::string> Restartable(int dp, int cp, int max_restarts, double comm_timeout = 10);

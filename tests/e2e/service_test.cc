@@ -34,11 +34,6 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-bool IsFinal(const v1::Job& job) {
-  return job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_FAILED ||
-         job.state() == v1::JOB_STATE_CANCELLED;
-}
-
 std::vector<std::string> StepRecords(const std::vector<v1::JobEvent>& events) {
   std::vector<std::string> records;
   for (const v1::JobEvent& e : events) {

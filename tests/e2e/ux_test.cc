@@ -26,11 +26,6 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-bool IsFinal(const v1::Job& job) {
-  return job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_FAILED ||
-         job.state() == v1::JOB_STATE_CANCELLED;
-}
-
 // A one-rank job of three short steps on the debug model, plus `extra`.
 std::vector<std::string> Small(std::vector<std::string> extra) {
   std::vector<std::string> o = {"parallelism.data_parallel_replicate_degree=1",

@@ -21,11 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-bool IsFinal(const v1::Job& job) {
-  return job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_FAILED ||
-         job.state() == v1::JOB_STATE_CANCELLED;
-}
-
 // The debug model on cp 2, four short steps, validating every 2 steps on 2 batches of 2.
 std::vector<std::string> Job(std::vector<std::string> extra) {
   std::vector<std::string> o = {"parallelism.context_parallel_degree=2",
