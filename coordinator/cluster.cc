@@ -280,6 +280,8 @@ absl::Status Cluster::AttachSession(const std::string& worker_id, const std::str
       channel->Send(AssignmentMessage(running->second, running->second.run.mesh.at(w.rank), w));
     }
   }
+  // A failure held while this worker's job was adopted may wait only for this session.
+  if (w.state == WorkerState::kBusy) DecideHeldFailureLocked(w.job_id);
   // An agent back (after its own restart, say) may hold the records a finished job still lacks.
   for (const auto& [id, job] : running_) {
     if (!job.missing_steps.empty()) AskForStepsLocked(id, job, w);

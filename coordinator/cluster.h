@@ -210,8 +210,9 @@ class Cluster {
     std::optional<size_t> healing_failure;
     absl::Time healing_since;
     // A rank's failure reported while the run was being adopted after a coordinator restart, for a
-    // job that may heal: held until every rank is back (AllBack) or adoption expires, so the heal
-    // decision sees which ranks live.
+    // job that may heal: held until every rank is back (AllBack) with every live rank's session
+    // attached, or until adoption expires, so the heal decision sees which ranks live and can
+    // reach them.
     std::optional<JobError> failure_while_adopting;
   };
   // What GetCounts reports that only counting tells, since this process started.
@@ -299,6 +300,12 @@ class Cluster {
   // Re-adopts a rank an agent still runs (Register after a restart); true when it was taken.
   bool AdoptRankLocked(Worker& worker, const std::string& job_id, int rank, int attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the run is still finding out who lives after a coordinator restart: adopting, and some
+  // rank neither back and attached nor known to have exited.
+  bool StillAdoptingLocked(const RunningJob& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Decides the failure held while `job_id` was adopted (failure_while_adopting) once that is no
+  // longer so (AdoptRankLocked, AttachSession).
+  void DecideHeldFailureLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails restarted jobs whose ranks did not all come back by their deadline.
   void ExpireAdoptionsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Declares lost (and so blames) the worker of each rank that has not started start_timeout

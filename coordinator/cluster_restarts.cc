@@ -29,7 +29,7 @@ void Cluster::RunFailedLocked(const std::string& job_id, JobError cause) {
   if (job.record.state != JobState::kAssigned && job.record.state != JobState::kRunning) {
     return;  // the run's first cause wins; a stopped or finished run has had it
   }
-  if (job.run.adopting && !job.run.AllBack() && MemoryIntervalLocked(job) > 0) {
+  if (StillAdoptingLocked(job) && MemoryIntervalLocked(job) > 0) {
     if (!job.failure_while_adopting) {
       RT_LOG(Info) << job_id << ": " << cause.message
                    << "; deciding how to recover once every rank is back";
@@ -217,12 +217,36 @@ bool Cluster::AdoptRankLocked(Worker& worker, const std::string& job_id, int ran
   run.started.insert(rank);  // it was running all along
   MaybeMarkRunningLocked(job_id, job);
   if (run.AllAdopted()) {
-    run.adopting = false;
     RT_LOG(Info) << job_id << ": every rank is back after the coordinator restart";
-  } else if (run.AllBack() && job.failure_while_adopting) {
-    RunFailedLocked(job_id, *job.failure_while_adopting);  // every live rank is back
+    if (!job.failure_while_adopting) run.adopting = false;  // else RunFailedLocked ends it
   }
+  // A rank adopted and then reported as exited counts as adopted too: a held failure is decided
+  // whether or not every rank was adopted.
+  DecideHeldFailureLocked(job_id);
   return true;
+}
+
+bool Cluster::StillAdoptingLocked(const RunningJob& job) const {
+  const JobRun& run = job.run;
+  if (!run.adopting) return false;
+  if (!run.AllBack()) return true;
+  for (int rank : run.adopted) {
+    if (run.exited.count(rank) != 0) continue;
+    const Worker* w = workers_.Find(run.mesh[size_t(rank)].worker_id);
+    if (w == nullptr || (w->state != WorkerState::kLost && w->channel == nullptr)) {
+      return true;  // registered again, its session not yet up
+    }
+  }
+  return false;
+}
+
+void Cluster::DecideHeldFailureLocked(const std::string& job_id) {
+  auto it = running_.find(job_id);
+  if (it == running_.end() || !it->second.failure_while_adopting ||
+      StillAdoptingLocked(it->second)) {
+    return;
+  }
+  RunFailedLocked(job_id, *it->second.failure_while_adopting);
 }
 
 void Cluster::ExpireAdoptionsLocked(absl::Time now) {

@@ -77,7 +77,9 @@ void ExpectHealed(const v1::Job& done, const std::string& cause, bool any_worker
   EXPECT_EQ(f.rank(), 1);
   EXPECT_EQ(f.recovery(), "healed");
   EXPECT_FALSE(f.replacement_worker_id().empty());
-  if (!any_worker) EXPECT_NE(f.replacement_worker_id(), f.worker_id()) << "the spare took the rank";
+  if (!any_worker) {
+    EXPECT_NE(f.replacement_worker_id(), f.worker_id()) << "the spare took the rank";
+  }
   EXPECT_GT(f.recovery_seconds(), 0);
   EXPECT_EQ(done.restart_count(), 0) << "no restart from storage";
   EXPECT_EQ(done.mesh(1).worker_id(), f.replacement_worker_id());
@@ -216,10 +218,9 @@ TEST_F(HealInPlaceTest, ACoordinatorRestartedDuringAHealLosesNothing) {
   ExpectBitwiseHeal(*cluster, u.job.job_id(), Uninterrupted(*cluster, 2, WithoutSnapshots(job)));
 }
 
-// Disabled: it passed 2 of 2 runs alone, but in a loaded CI run (2026-12-05) the job restarted
-// from storage instead of healing (restart_count 1), for a reason not yet found; run it with
-// --gtest_also_run_disabled_tests while investigating.
-TEST_F(HealInPlaceTest, DISABLED_ARankLostWhileTheCoordinatorIsAwayIsHealedWhenItReturns) {
+// The lost rank's agent may come back before or after the survivor's: both orders are decided
+// once every rank is back (a rank adopted and then found exited counts as back).
+TEST_F(HealInPlaceTest, ARankLostWhileTheCoordinatorIsAwayIsHealedWhenItReturns) {
   std::unique_ptr<LocalCluster> cluster = Start(3);
   const std::vector<std::string> job = Healable();
   const Underway u = SubmitAndRunTo(*cluster, job, /*rank=*/1);

@@ -414,5 +414,69 @@ TEST_F(ClusterRestartTest, ARestartingJobResumesAfterACoordinatorRestart) {
   EXPECT_EQ(AssignedWorkers(job.job_id, 1).size(), 2u);
 }
 
+// A cp-2 job with in-memory snapshots, rank 1 killed while the coordinator was away: the new
+// coordinator heals it once both agents are back, whichever registers first (rank 1's agent,
+// adopted and then reporting the kill, used to end adoption without deciding the held failure).
+class HealAfterRestartTest : public ClusterRestartTest,
+                             public ::testing::WithParamInterface<bool> {
+ protected:
+  // The agent that ran `rank` registers again with its old id, naming the rank it still runs.
+  void ComeBack(const std::string& old_id, const std::string& job_id, int rank) {
+    v1::RegisterRequest request;
+    request.set_device_kind("cpu");
+    request.set_device("cpu");
+    request.set_host_label("h1");
+    request.set_address("127.0.0.1");
+    request.set_previous_worker_id(old_id);
+    request.set_previous_credential(credentials_[old_id]);
+    request.set_running_job_id(job_id);
+    request.set_running_rank(rank);
+    absl::StatusOr<v1::RegisterResponse> response = cluster_->Register(request);
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_TRUE(response->rank_adopted());
+    credentials_[old_id] = response->credential();
+    ASSERT_TRUE(cluster_->AttachSession(old_id, credentials_[old_id], &channels_[old_id]).ok());
+  }
+};
+
+TEST_P(HealAfterRestartTest, ARankLostWhileTheCoordinatorWasAwayIsHealedOnceEveryRankIsBack) {
+  const bool lost_rank_first = GetParam();
+  AddWorkers(3);
+  const JobRecord job = SubmitRestartable(2, 1, 2, 8, {"checkpoint.memory_interval=3"});
+  std::map<int, std::string> ranks = AssignedWorkers(job.job_id);
+  StartAll(job.job_id);
+  for (int step = 1; step <= 4; ++step) {
+    v1::AgentMessage m;
+    m.mutable_rank_report()->set_job_id(job.job_id);
+    m.mutable_rank_report()->set_record_json(
+        "{\"step\": " + std::to_string(step) + ", \"loss\": 2.5, \"snapshot_step\": " +
+        std::to_string(step >= 3 ? 3 : 0) + ", \"snapshot_buddy_offset\": 1}");
+    ASSERT_EQ(Agent(ranks[0], m), "");
+  }
+  channels_.clear();
+  Reopen();
+  if (lost_rank_first) {
+    ComeBack(ranks[1], job.job_id, 1);
+    Exit(ranks[1], job.job_id, 1, 0, 9);
+    EXPECT_TRUE(Get(job.job_id).failures.empty()) << "held until rank 0 is back";
+    ComeBack(ranks[0], job.job_id, 0);
+  } else {
+    ComeBack(ranks[0], job.job_id, 0);
+    ComeBack(ranks[1], job.job_id, 1);
+    Exit(ranks[1], job.job_id, 1, 0, 9);
+  }
+  const JobRecord healed = Get(job.job_id);
+  ASSERT_EQ(healed.failures.size(), 1u);
+  EXPECT_EQ(healed.failures[0].rank, 1);
+  EXPECT_EQ(healed.failures[0].recovery, "healed");
+  EXPECT_EQ(healed.state, JobState::kRunning);
+  EXPECT_EQ(healed.restart_count, 0);
+  bool survivor_told = false;
+  for (const v1::CoordinatorMessage& m : channels_[ranks[0]].sent) survivor_told |= m.has_heal();
+  EXPECT_TRUE(survivor_told) << "rank 0 keeps its process and is told to heal";
+}
+
+INSTANTIATE_TEST_SUITE_P(EitherAgentFirst, HealAfterRestartTest, ::testing::Bool());
+
 }  // namespace
 }  // namespace ringtrain
