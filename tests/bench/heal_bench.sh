@@ -2,8 +2,10 @@
 # Healing-in-place figures (not part of the test suite), for the debug model and a model of about
 # 1.1 GB of parameters and AdamW state, two ranks with cp 2 on this machine, trainers started by
 # hand (no coordinator: its detection and scheduling come on top, see heal_in_place_test's output):
-#   snapshot cost   median step_seconds (rank 0's records, first 2 steps left out) with
-#                   checkpoint.memory_interval = 5 against 0, and rank 0's resident peak;
+#   snapshot cost   mean step_seconds (rank 0's records) with checkpoint.memory_interval = 5
+#                   against 0, over steps 3.. and over steps 13.. (the first two snapshots map their
+#                   buffers fresh; later ones reuse them), and rank 0's resident peak. A mean, not a
+#                   median: a snapshot slows two steps in five, which a median hides;
 #   heal            rank 1 SIGKILLed after step 8; a replacement started as generation 1 and
 #                   rank 0 told to rejoin: seconds from the kill to rank 0's first record of the
 #                   healed world;
@@ -23,12 +25,13 @@ big=(--model.dim=1024 --model.n_layers=6 --model.n_heads=16 --model.n_kv_heads=1
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 now() { date +%s.%N; }
 records() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
-median_step() {  # JSONL → median step_seconds of steps 3.., and the last record's resident peak
+step_costs() {  # JSONL → mean step_seconds of steps 3.. and of steps 13.., and the resident peak
   python3 - "$1" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-steps = [r["step_seconds"] for r in rows if r["step"] > 2]
-print(f'{statistics.median(steps):.4f} s/step, resident peak {rows[-1]["peak_memory_bytes"] / 2**20:.0f} MiB')
+mean = lambda first: statistics.mean(r["step_seconds"] for r in rows if r["step"] >= first)
+print(f'{mean(3):.4f} s/step (steps 3..), {mean(13):.4f} s/step (steps 13.., after the first two '
+      f'snapshots), resident peak {rows[-1]["peak_memory_bytes"] / 2**20:.0f} MiB')
 PY
 }
 rank() {  # NAME RANK PORT ARGS...: a trainer in the background, its records in NAME.jsonl
@@ -48,12 +51,12 @@ for model in ${2:-debug 1.1GB}; do
   extra=()
   [ "$model" = 1.1GB ] && extra=("${big[@]}")
   steps=40
-  [ "$model" = 1.1GB ] && steps=20
+  [ "$model" = 1.1GB ] && steps=30
   for k in 0 5; do
     "$bin/ringtrain-run" --nproc 2 configs/debug_model.toml --parallelism.context_parallel_degree=2 \
       --training.steps=$steps --checkpoint.memory_interval=$k --metrics.jsonl="$work/cost$k.jsonl" \
       "${extra[@]}" > "$work/cost$k.log" 2>&1
-    printf '%-6s snapshot cost, memory_interval %s: %s\n' "$model" "$k" "$(median_step "$work/cost$k.jsonl")"
+    printf '%-6s snapshot cost, memory_interval %s: %s\n' "$model" "$k" "$(step_costs "$work/cost$k.jsonl")"
   done
   grep -o "in-memory snapshots every .*" "$work/cost5.log" | head -1 | sed "s/^/$model        /"
 

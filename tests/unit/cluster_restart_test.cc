@@ -417,8 +417,7 @@ TEST_F(ClusterRestartTest, ARestartingJobResumesAfterACoordinatorRestart) {
 // A cp-2 job with in-memory snapshots, rank 1 killed while the coordinator was away: the new
 // coordinator heals it once both agents are back, whichever registers first (rank 1's agent,
 // adopted and then reporting the kill, used to end adoption without deciding the held failure).
-class HealAfterRestartTest : public ClusterRestartTest,
-                             public ::testing::WithParamInterface<bool> {
+class HealAfterRestartTest : public ClusterRestartTest, public ::testing::WithParamInterface<bool> {
  protected:
   // The agent that ran `rank` registers again with its old id, naming the rank it still runs.
   void ComeBack(const std::string& old_id, const std::string& job_id, int rank) {

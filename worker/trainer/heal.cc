@@ -93,7 +93,7 @@ void TransferCopy(Trainer::State& s, const Snapshot* copy, int64_t to, int64_t f
     Wait(group.send(meta, int(to), kHealMetaTag), s);
   }
   if (received != nullptr) {
-    received->flat = at::empty({s.snapshots->elements()}, at::kFloat);
+    received->flat = s.snapshots->NewFlat(s.snapshots->elements());
     received->rng_state = at::empty({s.snapshots->rng_bytes()}, at::kByte);
     at::Tensor meta_in = at::empty({2}, at::kLong);
     std::vector<at::Tensor> flat = {received->flat}, rng = {received->rng_state}, meta = {meta_in};

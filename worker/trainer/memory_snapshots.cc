@@ -9,6 +9,21 @@ namespace {
 constexpr int kFlatTag = 1;
 constexpr int kRngTag = 2;
 constexpr int kMetaTag = 3;
+// Dropped buffers kept for reuse: a rank holds at most two of its own and two of its source's
+// snapshots (the committed one and the newer being sent), so two spares cover the steady state.
+constexpr size_t kSpareBuffers = 2;
+
+// Moves the flat buffers of `snapshots`' entries in [first, last) to `spare` (up to its bound) and
+// erases the entries.
+void DropInto(std::map<int64_t, Snapshot>& snapshots, std::map<int64_t, Snapshot>::iterator first,
+              std::map<int64_t, Snapshot>::iterator last, std::vector<at::Tensor>& spare) {
+  for (auto it = first; it != last; ++it) {
+    if (spare.size() < kSpareBuffers && it->second.flat.defined()) {
+      spare.push_back(std::move(it->second.flat));
+    }
+  }
+  snapshots.erase(first, last);
+}
 
 }  // namespace
 
@@ -34,7 +49,7 @@ void MemorySnapshots::Take(int64_t step, int64_t optimizer_step) {
   Snapshot s;
   s.step = step;
   s.optimizer_step = optimizer_step;
-  s.flat = at::empty({elements_}, at::TensorOptions().dtype(at::kFloat).device(at::kCPU));
+  s.flat = NewFlat(elements_);
   {
     at::NoGradGuard no_grad;
     int64_t offset = 0;
@@ -48,7 +63,7 @@ void MemorySnapshots::Take(int64_t step, int64_t optimizer_step) {
   own_[step] = s;
 
   incoming_ = Snapshot{};
-  incoming_.flat = at::empty({source_elements_}, at::kFloat);
+  incoming_.flat = NewFlat(source_elements_);
   incoming_.rng_state = at::empty({source_rng_bytes_}, at::kByte);
   incoming_.step = -1;
   CommCall("sending the step " + std::to_string(step) + " snapshot to rank " +
@@ -91,13 +106,26 @@ void MemorySnapshots::Abandon() {
 }
 
 void MemorySnapshots::Prune(int64_t committed) {
-  own_.erase(own_.begin(), own_.lower_bound(committed));
-  held_.erase(held_.begin(), held_.lower_bound(committed));
+  DropInto(own_, own_.begin(), own_.lower_bound(committed), spare_);
+  DropInto(held_, held_.begin(), held_.lower_bound(committed), spare_);
 }
 
 void MemorySnapshots::ForgetAfter(int64_t step) {
-  own_.erase(own_.upper_bound(step), own_.end());
-  held_.erase(held_.upper_bound(step), held_.end());
+  DropInto(own_, own_.upper_bound(step), own_.end(), spare_);
+  DropInto(held_, held_.upper_bound(step), held_.end(), spare_);
+}
+
+at::Tensor MemorySnapshots::NewFlat(int64_t elements) {
+  for (auto it = spare_.begin(); it != spare_.end(); ++it) {
+    // Not one a transfer in flight still reads (Abandon leaves its tensors to Gloo).
+    if (it->numel() != elements || it->use_count() != 1 || it->storage().use_count() != 1) {
+      continue;
+    }
+    at::Tensor reused = std::move(*it);
+    spare_.erase(it);
+    return reused;
+  }
+  return at::empty({elements}, at::kFloat);
 }
 
 std::vector<int64_t> MemorySnapshots::own_steps() const {

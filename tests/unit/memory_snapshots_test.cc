@@ -1,0 +1,57 @@
+// MemorySnapshots' buffers without a communicator: a dropped snapshot's buffer is reused by the
+// next one of its size (so a 1 GB snapshot is not faulted in afresh every K steps), never one a
+// transfer still holds, and Restore writes a snapshot back bitwise.
+#include "worker/trainer/memory_snapshots.h"
+
+#include <gtest/gtest.h>
+
+namespace ringtrain {
+namespace {
+
+Snapshot Of(int64_t step, at::Tensor flat) {
+  Snapshot s;
+  s.step = step;
+  s.flat = std::move(flat);
+  return s;
+}
+
+TEST(MemorySnapshotsTest, ADroppedBufferIsReusedByTheNextSnapshotOfItsSize) {
+  MemorySnapshots snapshots(nullptr, {at::zeros({3, 4}), at::zeros({5})});
+  ASSERT_EQ(snapshots.elements(), 17);
+  at::Tensor first = snapshots.NewFlat(17);
+  const void* memory = first.data_ptr();
+  snapshots.AdoptOwn(Of(3, std::move(first)));
+  snapshots.AdoptOwn(Of(6, snapshots.NewFlat(17)));
+  EXPECT_NE(snapshots.Own(6)->flat.data_ptr(), memory);
+  snapshots.Prune(6);  // step 3 dropped
+  EXPECT_EQ(snapshots.own_steps(), std::vector<int64_t>{6});
+  EXPECT_EQ(snapshots.NewFlat(9).numel(), 9) << "another size: new memory";
+  EXPECT_EQ(snapshots.NewFlat(17).data_ptr(), memory);
+  EXPECT_NE(snapshots.NewFlat(17).data_ptr(), memory) << "taken once";
+}
+
+TEST(MemorySnapshotsTest, ABufferATransferStillHoldsIsNotReused) {
+  MemorySnapshots snapshots(nullptr, {at::zeros({8})});
+  snapshots.AdoptOwn(Of(3, snapshots.NewFlat(8)));
+  const at::Tensor in_flight = snapshots.Own(3)->flat;  // as a Gloo send still holds it
+  snapshots.ForgetAfter(0);
+  EXPECT_TRUE(snapshots.own_steps().empty());
+  EXPECT_NE(snapshots.NewFlat(8).data_ptr(), in_flight.data_ptr());
+}
+
+TEST(MemorySnapshotsTest, RestoreWritesTheSnapshotBackBitwise) {
+  at::Tensor a = at::randn({3, 4}), b = at::randn({5});
+  MemorySnapshots snapshots(nullptr, {a, b});
+  at::Tensor flat = snapshots.NewFlat(17);
+  flat.narrow(0, 0, 12).copy_(a.reshape(-1));
+  flat.narrow(0, 12, 5).copy_(b);
+  const at::Tensor a0 = a.clone(), b0 = b.clone();
+  a.add_(1);
+  b.mul_(3);
+  snapshots.Restore(Of(1, flat));
+  EXPECT_TRUE(at::equal(a, a0));
+  EXPECT_TRUE(at::equal(b, b0));
+}
+
+}  // namespace
+}  // namespace ringtrain
