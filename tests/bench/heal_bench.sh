@@ -34,13 +34,13 @@ print(f'{mean(3):.4f} s/step (steps 3..), {mean(13):.4f} s/step (steps 13.., aft
       f'snapshots), resident peak {rows[-1]["peak_memory_bytes"] / 2**20:.0f} MiB')
 PY
 }
-rank() {  # NAME RANK PORT ARGS...: a trainer in the background, its records in NAME.jsonl
+rank() {  # NAME RANK PORT ARGS...: a trainer in the background, its records in $dir/NAME.jsonl
   local name=$1 r=$2 p=$3
   shift 3
   RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$p OMP_NUM_THREADS=1 \
-    RINGTRAIN_CONTROL_FILE="$work/$name.control" "$bin/ringtrain-trainer" configs/debug_model.toml \
-    --parallelism.context_parallel_degree=2 --metrics.jsonl="$work/$name.jsonl" "$@" \
-    > "$work/$name.log" 2>&1 &
+    RINGTRAIN_CONTROL_FILE="$dir/$name.control" "$bin/ringtrain-trainer" configs/debug_model.toml \
+    --parallelism.context_parallel_degree=2 --metrics.jsonl="$dir/$name.jsonl" "$@" \
+    > "$dir/$name.log" 2>&1 &
   pids+=($!)
 }
 wait_records() {  # FILE N
@@ -48,51 +48,54 @@ wait_records() {  # FILE N
 }
 
 for model in ${2:-debug 1.1GB}; do
+  # Each model's files in a folder of their own: a name reused would find the last model's records.
+  dir="$work/$model"
+  mkdir -p "$dir"
   extra=()
   [ "$model" = 1.1GB ] && extra=("${big[@]}")
   steps=40
   [ "$model" = 1.1GB ] && steps=30
   for k in 0 5; do
     "$bin/ringtrain-run" --nproc 2 configs/debug_model.toml --parallelism.context_parallel_degree=2 \
-      --training.steps=$steps --checkpoint.memory_interval=$k --metrics.jsonl="$work/cost$k.jsonl" \
-      "${extra[@]}" > "$work/cost$k.log" 2>&1
-    printf '%-6s snapshot cost, memory_interval %s: %s\n' "$model" "$k" "$(step_costs "$work/cost$k.jsonl")"
+      --training.steps=$steps --checkpoint.memory_interval=$k --metrics.jsonl="$dir/cost$k.jsonl" \
+      "${extra[@]}" > "$dir/cost$k.log" 2>&1
+    printf '%-6s snapshot cost, memory_interval %s: %s\n' "$model" "$k" "$(step_costs "$dir/cost$k.jsonl")"
   done
-  grep -o "in-memory snapshots every .*" "$work/cost5.log" | head -1 | sed "s/^/$model        /"
+  grep -o "in-memory snapshots every .*" "$dir/cost5.log" | head -1 | sed "s/^/$model        /"
 
   # Heal in place.
   p=$(port)
   rank heal0 0 "$p" --training.steps=16 --checkpoint.memory_interval=3 "${extra[@]}"
   rank heal1 1 "$p" --training.steps=16 --checkpoint.memory_interval=3 "${extra[@]}"
-  wait_records "$work/heal0.jsonl" 8
+  wait_records "$dir/heal0.jsonl" 8
   kill -9 "${pids[-1]}"
   t0=$(now)
   p=$(port)
   RINGTRAIN_HEAL_GENERATION=1 rank replacement 1 "$p" --training.steps=16 \
     --checkpoint.memory_interval=3 "${extra[@]}"
   printf '{"generation": 1, "master_addr": "127.0.0.1", "master_port": %s}\n' "$p" \
-    > "$work/heal0.control"
-  until grep -q '"generation": 1' "$work/heal0.jsonl"; do sleep 0.02; done
+    > "$dir/heal0.control"
+  until grep -q '"generation": 1' "$dir/heal0.jsonl"; do sleep 0.02; done
   t1=$(now)
   wait "${pids[-3]}" "${pids[-1]}"
   printf '%-6s heal in place: %.2f s from the kill to training again (%s)\n' "$model" \
-    "$(echo "$t1 - $t0" | bc)" "$(grep -o 'rolled back to the step [0-9]* snapshot' "$work/heal0.log")"
+    "$(echo "$t1 - $t0" | bc)" "$(grep -o 'rolled back to the step [0-9]* snapshot' "$dir/heal0.log")"
 
   # Restart from storage.
   p=$(port)
   ckpt=(--training.steps=16 --checkpoint.enable=true --checkpoint.interval=3
-        --checkpoint.folder="$work/ckpt-$model")
+        --checkpoint.folder="$dir/ckpt")
   rank store0 0 "$p" "${ckpt[@]}" "${extra[@]}"
   rank store1 1 "$p" "${ckpt[@]}" "${extra[@]}"
-  wait_records "$work/store0.jsonl" 8
+  wait_records "$dir/store0.jsonl" 8
   kill -9 "${pids[-1]}" "${pids[-2]}"
   t0=$(now)
   p=$(port)
   rank restart0 0 "$p" "${ckpt[@]}" "${extra[@]}"
   rank restart1 1 "$p" "${ckpt[@]}" "${extra[@]}"
-  wait_records "$work/restart0.jsonl" 1
+  wait_records "$dir/restart0.jsonl" 1
   t1=$(now)
   wait "${pids[-1]}" "${pids[-2]}"
   printf '%-6s restart from storage: %.2f s from the kill to training again (%s)\n' "$model" \
-    "$(echo "$t1 - $t0" | bc)" "$(grep -o 'resumed from .*' "$work/restart0.log" | sed 's/.*(/(/')"
+    "$(echo "$t1 - $t0" | bc)" "$(grep -o 'resumed from .*' "$dir/restart0.log" | sed 's/.*(/(/')"
 done

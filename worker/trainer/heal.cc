@@ -210,6 +210,12 @@ absl::Status MaybeSnapshot(Trainer::State& s, int64_t step) {
   });
 }
 
+bool HealInstructionCame(const Trainer::State& s) {
+  if (!s.snapshots || s.control_file.empty()) return false;
+  absl::StatusOr<std::optional<HealInstruction>> read = ReadInstruction(s);
+  return read.ok() && read->has_value();
+}
+
 absl::StatusOr<int64_t> HealInPlace(Trainer::State& s, const absl::Status& failure) {
   if (!s.snapshots || !IsPeerLost(failure) || s.control_file.empty()) return failure;
   s.snapshots->Abandon();

@@ -30,6 +30,10 @@ absl::Status MaybeSnapshot(Trainer::State& s, int64_t step);
 // (with why it did not heal appended when it waited).
 absl::StatusOr<int64_t> HealInPlace(Trainer::State& s, const absl::Status& failure);
 
+// Whether a survivor's heal instruction (a newer generation) is in the control file: the
+// coordinator already knows a peer was lost.
+bool HealInstructionCame(const Trainer::State& s);
+
 // A replacement (rank.heal_generation > 0), after Create: the step it starts after.
 absl::StatusOr<int64_t> JoinAsReplacement(Trainer::State& s);
 

@@ -55,7 +55,10 @@ absl::Status Guarded(Trainer::State& s, const std::string& what,
   }
   // A failed collective: add which rank was lost, so the message names the peer, not a socket.
   std::string diagnosis;
-  if (s.comm) diagnosis = absl::StrCat("; ", s.comm->DiagnoseFailure());
+  if (s.comm) {
+    diagnosis =
+        absl::StrCat("; ", s.comm->DiagnoseFailure([&s] { return HealInstructionCame(s); }));
+  }
   return MarkPeerLost(
       absl::UnavailableError(absl::StrCat(what, " failed", where, ": ", comm_error, diagnosis)));
 }

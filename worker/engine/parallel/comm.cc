@@ -421,7 +421,7 @@ void Communicator::Wait(PendingWork& work) {
   work = PendingWork{};
 }
 
-std::string Communicator::DiagnoseFailure() {
+std::string Communicator::DiagnoseFailure(const std::function<bool()>& known) {
   auto read_all = [&]() {
     std::map<int64_t, std::string> beats;
     for (int64_t r = 0; r < mesh_.world; ++r) {
@@ -433,7 +433,14 @@ std::string Communicator::DiagnoseFailure() {
   };
   try {
     const auto before = read_all();
-    std::this_thread::sleep_for(kDiagnoseWindow);
+    const auto start = Clock::now();
+    while (Clock::now() - start < kDiagnoseWindow) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (known && known()) {
+        return absl::StrFormat("lost peer (told after %.1f s, before the heartbeat check ended)",
+                               std::chrono::duration<double>(Clock::now() - start).count());
+      }
+    }
     const auto after = read_all();
     std::vector<std::string> lost;
     for (const auto& [r, beat] : before) {

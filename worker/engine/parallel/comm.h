@@ -10,7 +10,7 @@
 // its own streams, ordered after the compute stream's work when issued; waiting orders the compute
 // stream after the transfer, so a ring transfer issued before a block's compute overlaps it.
 //
-// A heartbeat thread bumps `heartbeat/<rank>` in the store every second, so that when a collective
+// A heartbeat thread bumps `heartbeat/<rank>` in the store every 500 ms, so that when a collective
 // fails the survivors can name the rank that was lost (DiagnoseFailure) instead of reporting only a
 // closed socket.
 #ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_COMM_H_
@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -179,8 +180,10 @@ class Communicator {
   void Wait(PendingWork& work);
 
   // After a failed collective: which ranks stopped beating (checked over ~2.5 s), as a sentence
-  // to append to the error, e.g. "lost peer: rank 2 (no heartbeat for 2.5 s)".
-  std::string DiagnoseFailure();
+  // to append to the error, e.g. "lost peer: rank 2 (no heartbeat for 2.5 s)". `known`, checked
+  // every 100 ms, ends the check early when it returns true: whoever is waiting already knows a
+  // peer is gone (a survivor's heal instruction came), so the 2.5 s would only delay the heal.
+  std::string DiagnoseFailure(const std::function<bool()>& known = {});
 
   // Gathers `values` (same length on every rank) from all ranks to every rank: (world, n) doubles.
   // Throws CommError.
