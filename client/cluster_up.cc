@@ -226,6 +226,8 @@ int RunUp(const UpFlags& flags) {
     std::vector<std::string> argv = {(bin_dir / "ringtrain-worker").string(),
                                      "--coordinator",
                                      address,
+                                     "--worker-id",  // the folder's name, so ids and folders agree
+                                     name,
                                      "--host-label",
                                      "local",
                                      "--advertise-address",

@@ -190,8 +190,11 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
   const std::string digest = CredentialDigest(credential);
   absl::MutexLock lock(&mu_);
   const std::string& previous = request.previous_worker_id();
+  const std::string& requested = request.requested_worker_id();
+  if (!requested.empty()) RT_RETURN_IF_ERROR(workers_.CheckFree(requested));
   bool proven = false;  // an agent back after a restart keeps its name (the job meshes use it)
-  if (!previous.empty() && workers_.Find(previous) == nullptr) {
+  if (!previous.empty() && (requested.empty() || requested == previous) &&
+      workers_.Find(previous) == nullptr) {
     RT_ASSIGN_OR_RETURN(const std::string stored, store_->WorkerCredential(previous));
     proven = CredentialMatches(request.previous_credential(), stored);
     if (!proven && !stored.empty()) {
@@ -201,7 +204,9 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
                                 " credential; registered as a new worker instead"));
     }
   }
-  const std::string id = proven ? previous : workers_.NewId();
+  // An agent that asks for an id gets it (CheckFree above), proven or not; only a proven one gets
+  // its rank back.
+  const std::string id = proven ? previous : !requested.empty() ? requested : workers_.NewId();
   // Stored before the id is handed out: a restart right after still knows the credential.
   RT_RETURN_IF_ERROR(store_->PutWorkerCredential(id, digest));
   Worker& w = workers_.Register(id);
@@ -213,7 +218,7 @@ absl::StatusOr<v1::RegisterResponse> Cluster::Register(const v1::RegisterRequest
   w.credential_digest = digest;
   w.last_heartbeat = options_.clock->Now();
   w.last_seq = 0;  // a new registration: the agent re-sends what it has not had acknowledged
-  const bool adopted = id == previous && !request.running_job_id().empty() &&
+  const bool adopted = proven && !request.running_job_id().empty() &&
                        AdoptRankLocked(w, request.running_job_id(), request.running_rank(),
                                        request.running_attempt());
   RT_LOG(Info) << "registered " << id << " (" << request.device()

@@ -109,8 +109,11 @@ class Cluster {
   // digest is kept, in memory and in the store. A request with previous_worker_id gets that id
   // back only when no live worker holds it and previous_credential is the id's stored credential
   // (otherwise it is registered as a new worker, and the refusal counted), and rank_adopted when
-  // its running rank belongs to a job waiting for its ranks after a restart. INVALID_ARGUMENT
-  // naming the field for a request CheckRegisterRequest (worker_admission.h) refuses.
+  // its running rank belongs to a job waiting for its ranks after a restart. A request with
+  // requested_worker_id gets that id (never "worker-N"): ALREADY_EXISTS, naming the holder's host,
+  // while a live worker holds it (WorkerRegistry::CheckFree); previous_worker_id is then only
+  // proven when it is the same id. INVALID_ARGUMENT naming the field for a request
+  // CheckRegisterRequest (worker_admission.h) refuses.
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
   // Binds an agent's Session to its worker id (the stream's first message) and sends Welcome
   // down it before anything else. NOT_FOUND when the coordinator does not know the id (it

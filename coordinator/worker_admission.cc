@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config/device.h"
 #include "common/status_macros.h"
+#include "common/worker_id.h"
 #include "coordinator/admission.h"
 
 namespace ringtrain {
@@ -60,6 +61,9 @@ absl::Status CheckRegisterRequest(const v1::RegisterRequest& r) {
                                 kMaxWorkerFieldLength, true, "NVIDIA H200"));
   RT_RETURN_IF_ERROR(CheckField("previous_worker_id", r.previous_worker_id(), Required::kNo,
                                 kMaxWorkerFieldLength, false, "worker-3"));
+  if (!r.requested_worker_id().empty()) {
+    RT_RETURN_IF_ERROR(CheckWorkerId("requested_worker_id", r.requested_worker_id()));
+  }
   RT_RETURN_IF_ERROR(CheckField("previous_credential", r.previous_credential(), Required::kNo,
                                 kMaxWorkerFieldLength, false, "the credential Register gave"));
   RT_RETURN_IF_ERROR(CheckField("running_job_id", r.running_job_id(), Required::kNo,

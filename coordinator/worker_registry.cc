@@ -57,7 +57,22 @@ const Worker* WorkerRegistry::Find(const std::string& id) const {
 
 Worker& WorkerRegistry::Register(const std::string& id) {
   expected_.erase(id);
-  return workers_[id];
+  Reserve(id);
+  Worker& w = workers_[id];
+  w = Worker();
+  return w;
+}
+
+absl::Status WorkerRegistry::CheckFree(const std::string& id) const {
+  const Worker* holder = Find(id);
+  if (holder == nullptr || holder->state == WorkerState::kLost) return absl::OkStatus();
+  const bool connected = holder->channel != nullptr;
+  return absl::AlreadyExistsError(absl::StrCat(
+      "worker id \"", id, "\" is held by a live worker on host \"", holder->info.host_label,
+      "\" (address ", holder->info.address, ", ", holder->StateName(), "); ",
+      connected ? "give this agent another --worker-id, or stop that agent first"
+                : "its session ended: the id is free once it is declared lost (no heartbeat "
+                  "within the coordinator's --worker-timeout)"));
 }
 
 std::string WorkerRegistry::NewId() { return absl::StrCat("worker-", next_number_++); }

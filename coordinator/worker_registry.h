@@ -68,10 +68,17 @@ class WorkerRegistry {
   // nullptr when `id` is not registered (never, or purged).
   Worker* Find(const std::string& id);
   const Worker* Find(const std::string& id) const;
-  // The entry of `id`, made when new; `id` is no longer expected back (ExpectBack).
+  // A fresh entry for `id` (replacing a lost worker's); `id` is no longer expected back
+  // (ExpectBack) and NewId never hands it out. The caller has checked that no live worker holds it
+  // (CheckFree).
   Worker& Register(const std::string& id);
-  // "worker-N", never handed out before and above every id Reserve saw.
+  // "worker-N", never handed out before and above every id Reserve or Register saw (so never an
+  // id an agent asked for).
   std::string NewId();
+  // OK when a Register may take `id` (an agent's requested_worker_id): no worker holds it, or only
+  // a lost one. ALREADY_EXISTS naming the id, the holder's host and address and what to do
+  // otherwise (a disconnected holder's id is free once it is declared lost).
+  absl::Status CheckFree(const std::string& id) const;
   // An id an earlier coordinator handed out (the store's, a job mesh's): NewId never repeats it.
   void Reserve(const std::string& id);
   // A worker of an earlier coordinator that has not registered again: purged at `purge_at`.

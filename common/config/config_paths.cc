@@ -101,6 +101,18 @@ absl::Status CheckConfigPaths(const JobConfig& config) {
   for (const ConfigPath& path : ConfigPaths(config)) {
     if (absl::Status s = CheckPathText(path.key, path.value); !s.ok()) {
       problems.emplace_back(s.message());
+    } else if (path.root == PathRoot::kData && path.value.front() == '/') {
+      // Each worker reads data under its own --data-root, which the coordinator does not know:
+      // only a path relative to it means the same file on every worker.
+      const size_t slash = path.value.find_last_of('/');
+      const std::string example =
+          slash + 1 < path.value.size() ? path.value.substr(slash + 1) : "train.bin";
+      problems.push_back(absl::StrCat(
+          Excerpt(path.key), " = \"", absl::CHexEscape(Excerpt(path.value)),
+          "\": an absolute path; workers read data only under their --data-root (ringtrain-worker "
+          "--data-root DIR, or `ringctl up --data-root DIR`), so give a path relative to it, e.g. "
+          "\"",
+          absl::CHexEscape(Excerpt(example)), "\" for DIR/", absl::CHexEscape(Excerpt(example))));
     } else if (path.root == PathRoot::kCheckpoint && path.value.front() == '/') {
       // The job's checkpoint folder is made under <checkpoint-root>/<job id>/, which no submitted
       // absolute path can name (the id is given at submit).

@@ -1,7 +1,8 @@
 // The config keys that name files, and the checks a path value can pass without knowing where it
 // will be read. Workers confine every such path under their roots (worker/agent/job_paths.h): data
 // (datasets, initial weights; read-only) or the job's own checkpoint folder. The coordinator runs
-// CheckConfigPaths at submit time, so what it can tell is refused before a job is queued.
+// CheckConfigPaths at submit time, so what it can tell (an absolute path, a '..' that climbs out)
+// is refused before a job is queued.
 #ifndef RINGTRAIN_COMMON_CONFIG_CONFIG_PATHS_H_
 #define RINGTRAIN_COMMON_CONFIG_CONFIG_PATHS_H_
 
@@ -43,13 +44,16 @@ std::vector<ConfigPath> ConfigPaths(const JobConfig& config);
 // bidirectional controls (common/printable.h: they would make it print as another path), and when
 // relative, no ".." that climbs above where it starts ("a/../b" is fine, "../b" and "a/../../b"
 // are not).
-// Absolute paths pass: only a worker knows its roots. INVALID_ARGUMENT naming the key, the value
-// (escaped) and what would work.
+// Absolute paths pass (CheckConfigPaths refuses them; a worker resolves them against its roots).
+// INVALID_ARGUMENT naming the key, the value (escaped) and what would work.
 absl::Status CheckPathText(absl::string_view key, absl::string_view value);
 
-// CheckPathText for every path of ConfigPaths(config), and checkpoint.folder relative (it lies in
-// the job's own folder, <checkpoint-root>/<job id>/, which no absolute path given at submit can
-// name); the error lists every problem.
+// What the coordinator refuses at submit (coordinator/admission.cc; ringtrain-run, which reads
+// the same config on one machine, takes any path): CheckPathText for every path of
+// ConfigPaths(config), and every path relative — a data path to the workers' --data-root (each
+// worker has its own, which the coordinator does not know), checkpoint.folder to the job's own
+// folder, <checkpoint-root>/<job id>/, which no absolute path given at submit can name. The error
+// lists every problem, each with its key, its value and what to give instead.
 absl::Status CheckConfigPaths(const JobConfig& config);
 
 }  // namespace ringtrain

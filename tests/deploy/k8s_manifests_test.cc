@@ -172,6 +172,8 @@ TEST_P(DeployManifestsTest, WorkerAdvertisesItsHeadlessServiceDnsName) {
   EXPECT_EQ(FlagValue(args, "--advertise-address").value_or(""),
             "<metadata.name>." + service_name + ".<metadata.namespace>.svc.cluster.local");
   EXPECT_EQ(FlagValue(args, "--host-label").value_or(""), "<spec.nodeName>");
+  // Its worker id is the pod's name, so `ringctl workers` and `kubectl get pods` agree.
+  EXPECT_EQ(FlagValue(args, "--worker-id").value_or(""), "<metadata.name>");
 
   // --coordinator names the coordinator's Service and its gRPC port, in the same namespace.
   const std::string coordinator = FlagValue(args, "--coordinator").value_or("");

@@ -601,7 +601,8 @@ TEST_F(RingctlUpTest, StartsTheClusterAndStopsItOnSigterm) {
       calls, "ringtrain-coordinator --listen " + address_ + " --db " + cluster_ + "/ringtrain.db"))
       << calls;
   EXPECT_TRUE(Has(calls, "ringtrain-worker --coordinator " + address_ +
-                             " --host-label local --advertise-address 127.0.0.1 --work-dir " +
+                             " --worker-id worker-0 --host-label local --advertise-address "
+                             "127.0.0.1 --work-dir " +
                              cluster_ + "/worker-0 --threads 1"))
       << calls;
   EXPECT_TRUE(std::filesystem::exists(cluster_ + "/logs/worker-0.log"));

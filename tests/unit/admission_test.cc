@@ -1,6 +1,6 @@
 // AdmitSubmitRequest (coordinator/admission.h) on its own: the bounds it checks before parsing
 // (config size, override count and size, name), names with control characters or broken UTF-8,
-// and degrees that would overflow the 32-bit world size.
+// absolute data paths, and degrees that would overflow the 32-bit world size.
 #include "coordinator/admission.h"
 
 #include <string>
@@ -101,6 +101,20 @@ TEST(AdmissionTest, RefusesNamesWithBidirectionalControls) {
   EXPECT_TRUE(AdmitSubmitRequest(request).ok());
   request.set_name("\u05e9\u05dc\u05d5\u05dd job");  // right-to-left letters are fine
   EXPECT_TRUE(AdmitSubmitRequest(request).ok());
+}
+
+TEST(AdmissionTest, RefusesAbsoluteDataPathsInTheConfigOrAnOverride) {
+  v1::SubmitJobRequest request;
+  request.set_config_toml("[training]\ndataset = \"bin\"\ndataset_path = \"/data/train.bin\"\n");
+  EXPECT_THAT(Refusal(request),
+              HasSubstr("training.dataset_path = \"/data/train.bin\": an absolute "
+                        "path"));
+  request.add_overrides("training.dataset_path=train.bin");  // relative to each --data-root
+  ASSERT_TRUE(AdmitSubmitRequest(request).ok());
+  request.add_overrides("checkpoint.initial_load_path=/weights/model.pt");
+  const std::string message = Refusal(request);
+  EXPECT_THAT(message, HasSubstr("checkpoint.initial_load_path = \"/weights/model.pt\""));
+  EXPECT_THAT(message, HasSubstr("e.g. \"model.pt\" for DIR/model.pt"));
 }
 
 TEST(AdmissionTest, RefusesPathsWithBidirectionalControls) {

@@ -64,9 +64,12 @@ class ClusterIdentityTest : public ::testing::Test {
     }
   }
 
-  // Registers and attaches one cpu worker; returns its id (its credential in credentials_).
-  std::string AddWorker() {
-    auto response = cluster_->Register(CpuWorker());
+  // Registers and attaches one cpu worker, asking for `requested` when not empty; returns its id
+  // (its credential in credentials_).
+  std::string AddWorker(const std::string& requested = "") {
+    v1::RegisterRequest request = CpuWorker();
+    request.set_requested_worker_id(requested);
+    auto response = cluster_->Register(request);
     EXPECT_TRUE(response.ok()) << response.status();
     const std::string id = response->worker_id();
     credentials_[id] = response->credential();
@@ -74,9 +77,11 @@ class ClusterIdentityTest : public ::testing::Test {
     return id;
   }
 
-  // A running 2-rank job on two real workers, plus an idle fake worker; ranks_ maps rank → worker.
-  std::string StartJobWithAFakeWorker() {
-    const std::string a = AddWorker(), b = AddWorker();
+  // A running 2-rank job on two real workers (asking for `ids` when given), plus an idle fake
+  // worker; ranks_ maps rank → worker.
+  std::string StartJobWithAFakeWorker(const std::vector<std::string>& ids = {"", ""}) {
+    AddWorker(ids[0]);
+    AddWorker(ids[1]);
     v1::SubmitJobRequest request;
     request.set_config_toml(kTinyJobConfig);
     request.add_overrides("parallelism.context_parallel_degree=2");
@@ -331,6 +336,89 @@ TEST_F(ClusterIdentityTest, AfterARestartOnlyTheCredentialGetsAnIdAndItsRankBack
   EXPECT_EQ(StoredLosses(job), std::vector<double>({4.0, 3.5, 3.0}));
 }
 
+TEST_F(ClusterIdentityTest, AnAgentGetsTheIdItAsksForUnlessALiveWorkerHoldsIt) {
+  EXPECT_EQ(AddWorker("worker-0"), "worker-0");
+  EXPECT_EQ(AddWorker("worker-2"), "worker-2");
+  EXPECT_EQ(AddWorker(), "worker-3") << "a numbered id skips the ids agents asked for";
+  EXPECT_EQ(AddWorker("gpu-node.7"), "gpu-node.7");
+  for (const std::string& taken : {"worker-0", "worker-3"}) {  // asked for, and numbered
+    v1::RegisterRequest twin = CpuWorker();
+    twin.set_host_label("h2");
+    twin.set_requested_worker_id(taken);
+    auto refused = cluster_->Register(twin);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists) << taken;
+    EXPECT_THAT(refused.status().message(), HasSubstr("\"" + taken + "\""));
+    EXPECT_THAT(refused.status().message(), HasSubstr("host \"h1\""));  // the holder's
+  }
+  EXPECT_EQ(ListedIds(),
+            (std::vector<std::string>{"gpu-node.7", "worker-0", "worker-2", "worker-3"}));
+
+  // An agent restarted while the coordinator still holds its old session: refused until the old
+  // one is declared lost, then its id is its own again.
+  cluster_->DetachSession("worker-2", &channels_["worker-2"]);
+  v1::RegisterRequest restarted = CpuWorker();
+  restarted.set_requested_worker_id("worker-2");
+  auto early = cluster_->Register(restarted);
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(early.status().message(), HasSubstr("declared lost"));
+  for (int i = 0; i < 4; ++i) {  // the others keep their heartbeats; worker-2 goes silent
+    clock_.Advance(absl::Milliseconds(100));
+    for (const std::string id : {"worker-0", "worker-3", "gpu-node.7"}) {
+      v1::AgentMessage beat;
+      beat.mutable_heartbeat();
+      Send(id, beat);
+    }
+  }
+  cluster_->Tick();
+  auto back = cluster_->Register(restarted);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->worker_id(), "worker-2");
+  ASSERT_TRUE(cluster_->AttachSession("worker-2", back->credential(), &channels_["w2"]).ok());
+  EXPECT_EQ(cluster_->GetCounts().workers_by_state["lost"], 0);
+  EXPECT_EQ(cluster_->GetCounts().workers_by_state["idle"], 4);
+}
+
+TEST_F(ClusterIdentityTest, AfterACoordinatorRestartAnAgentGetsTheIdItAskedForBack) {
+  const std::string job = StartJobWithAFakeWorker({"worker-7", "worker-8"});
+  EXPECT_EQ(fake_, "worker-9");
+  Step(ranks_[0], job, 0, 1, 4.0);
+  channels_.clear();
+  Reopen();
+  // Numbered ids still skip the ids asked for before the restart (the store's rows).
+  EXPECT_EQ(AddWorker(), "worker-10");
+  // Rank 0's agent comes back with its credential: its id and its rank.
+  v1::RegisterRequest claim = CpuWorker();
+  claim.set_requested_worker_id(ranks_[0]);
+  claim.set_previous_worker_id(ranks_[0]);
+  claim.set_previous_credential(credentials_[ranks_[0]]);
+  claim.set_running_job_id(job);
+  claim.set_running_rank(0);
+  auto proven = cluster_->Register(claim);
+  ASSERT_TRUE(proven.ok()) << proven.status();
+  EXPECT_EQ(proven->worker_id(), ranks_[0]);
+  EXPECT_TRUE(proven->rank_adopted());
+  // Rank 1's agent was restarted too (no credential left): its id, but not the rank.
+  v1::RegisterRequest fresh = CpuWorker();
+  fresh.set_requested_worker_id(ranks_[1]);
+  fresh.set_previous_worker_id(ranks_[1]);
+  fresh.set_running_job_id(job);
+  fresh.set_running_rank(1);
+  auto unproven = cluster_->Register(fresh);
+  ASSERT_TRUE(unproven.ok()) << unproven.status();
+  EXPECT_EQ(unproven->worker_id(), ranks_[1]);
+  EXPECT_FALSE(unproven->rank_adopted());
+  // A credential proves only the id it was given for: the fake worker's, asking for another id,
+  // gets that id as a new worker.
+  v1::RegisterRequest other = CpuWorker();
+  other.set_previous_worker_id(fake_);
+  other.set_previous_credential(credentials_[fake_]);
+  other.set_requested_worker_id("worker-11");
+  auto mismatched = cluster_->Register(other);
+  ASSERT_TRUE(mismatched.ok()) << mismatched.status();
+  EXPECT_EQ(mismatched->worker_id(), "worker-11");
+  EXPECT_FALSE(mismatched->rank_adopted());
+}
+
 TEST_F(ClusterIdentityTest, LostWorkersArePurgedAfterTheConfiguredTime) {
   const std::string a = AddWorker();
   const std::string b = AddWorker();
@@ -396,6 +484,9 @@ TEST_F(ClusterIdentityTest, RegisterFieldsAreBoundedAndPrintable) {
       {[](auto& r) { r.set_device_name("NVIDIA\x1b[2J H200"); }, "device_name"},
       {[](auto& r) { r.set_device_name("NVIDIA H200\n"); }, "device_name"},
       {[](auto& r) { r.set_previous_worker_id("worker 1"); }, "previous_worker_id"},
+      {[](auto& r) { r.set_requested_worker_id("../worker-1"); }, "requested_worker_id"},
+      {[](auto& r) { r.set_requested_worker_id("worker\x1b[2J"); }, "requested_worker_id"},
+      {[](auto& r) { r.set_requested_worker_id(std::string(97, 'w')); }, "requested_worker_id"},
       {[](auto& r) { r.set_previous_credential(std::string(129, 'a')); }, "previous_credential"},
       {[](auto& r) { r.set_running_job_id("job\r1"); }, "running_job_id"},
       {[](auto& r) {

@@ -137,10 +137,9 @@ TEST(ConfigPathsTest, RefusesWhatCanBeToldWithoutRoots) {
   EXPECT_TRUE(absl::StrContains(all.message(), "training.dataset_path")) << all;
   EXPECT_TRUE(absl::StrContains(all.message(), "checkpoint.folder")) << all;
 
-  // A checkpoint folder lies in the job's own folder, which no absolute path can name; a dataset
-  // may be absolute (inside the worker's data root, which only the worker knows).
+  // A checkpoint folder lies in the job's own folder, which no absolute path can name.
   const absl::Status absolute =
-      CheckConfigPaths(Config({"training.dataset=bin", "training.dataset_path=/srv/data/a.bin",
+      CheckConfigPaths(Config({"training.dataset=bin", "training.dataset_path=data/a.bin",
                                "checkpoint.enable=true", "checkpoint.folder=/srv/ckpt"}));
   EXPECT_EQ(absolute.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(absolute.message(),
@@ -150,6 +149,36 @@ TEST(ConfigPathsTest, RefusesWhatCanBeToldWithoutRoots) {
   EXPECT_FALSE(absl::StrContains(absolute.message(), "training.dataset_path")) << absolute;
   EXPECT_TRUE(
       CheckConfigPaths(Config({"checkpoint.enable=false", "checkpoint.folder=/srv/ckpt"})).ok());
+}
+
+TEST(ConfigPathsTest, AbsoluteDataPathsAreRefusedNamingTheKeyAndTheRelativeForm) {
+  // Each worker has its own --data-root: only a relative path names the same file on each.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"training.dataset=bin", "training.dataset_path=/srv/data/a.bin"}, "training.dataset_path"},
+      {{"validation.enable=true", "validation.dataset=bin", "validation.dataset_path=/v/val.bin"},
+       "validation.dataset_path"},
+      {{"training.dataset=text", "training.dataset_path=c.txt",
+        "training.tokenizer_path=/t/tok.json"},
+       "training.tokenizer_path"},
+      {{"model.hf_assets_path=/models/Llama-3.2-1B"}, "model.hf_assets_path"},
+      {{"checkpoint.initial_load_path=/w/init.pt"}, "checkpoint.initial_load_path"},
+  };
+  for (const auto& [overrides, key] : cases) {
+    const absl::Status s = CheckConfigPaths(Config(overrides));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << key;
+    EXPECT_TRUE(absl::StrContains(s.message(), key + " = \"/")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "an absolute path")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "relative to it")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "--data-root")) << s;
+  }
+  const absl::Status dataset = CheckConfigPaths(Config(cases[0].first));
+  EXPECT_TRUE(absl::StrContains(dataset.message(), "e.g. \"a.bin\" for DIR/a.bin")) << dataset;
+  // The same keys, relative, pass; a key the job does not read is not looked at.
+  EXPECT_TRUE(CheckConfigPaths(Config({"training.dataset=bin", "training.dataset_path=srv/a.bin",
+                                       "checkpoint.initial_load_path=w/init.pt"}))
+                  .ok());
+  EXPECT_TRUE(
+      CheckConfigPaths(Config({"training.dataset=synthetic", "training.dataset_path=/x"})).ok());
 }
 
 class JobPathsTest : public ::testing::Test {

@@ -13,6 +13,7 @@ namespace ringtrain {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
 
@@ -40,6 +41,49 @@ TEST(WorkerRegistryTest, NewIdsNeverTakeAnIdAnEarlierCoordinatorHandedOut) {
   registry.Reserve("worker-3");
   EXPECT_EQ(registry.NewId(), "worker-8");
   EXPECT_EQ(registry.NewId(), "worker-9");
+}
+
+TEST(WorkerRegistryTest, NewIdsNeverTakeAnIdAnAgentAskedFor) {
+  WorkerRegistry registry;
+  NullChannel channel;
+  Add(registry, "worker-0", "cpu", &channel);  // as `ringctl up` asks: worker-0, worker-1, ...
+  Add(registry, "worker-1", "cpu", &channel);
+  EXPECT_EQ(registry.NewId(), "worker-2");
+  Add(registry, "worker-5", "cpu", &channel);
+  Add(registry, "ringtrain-worker-9", "cpu", &channel);  // a pod's name: not "worker-N"
+  EXPECT_EQ(registry.NewId(), "worker-6");
+  EXPECT_EQ(registry.NewId(), "worker-7");
+}
+
+TEST(WorkerRegistryTest, AnIdIsFreeUnlessALiveWorkerHoldsIt) {
+  WorkerRegistry registry;
+  EXPECT_TRUE(registry.CheckFree("worker-0").ok());  // never registered
+  NullChannel channel;
+  Worker& connected = Add(registry, "worker-0", "cpu", &channel);
+  connected.info.host_label = "node-3";
+  const absl::Status held = registry.CheckFree("worker-0");
+  EXPECT_EQ(held.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(held.message()), HasSubstr("\"worker-0\""));
+  EXPECT_THAT(std::string(held.message()), HasSubstr("host \"node-3\""));
+  EXPECT_THAT(std::string(held.message()), HasSubstr("another --worker-id"));
+
+  // Its session ended but it is not lost yet: still held, and the error says when it frees.
+  connected.channel = nullptr;
+  const absl::Status disconnected = registry.CheckFree("worker-0");
+  EXPECT_EQ(disconnected.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(disconnected.message()), HasSubstr("declared lost"));
+
+  // Lost (its job released): free, and a registration gets a fresh entry, not the lost one's.
+  connected.Assign("job-000001", 0, 0);
+  connected.refusals_logged.insert("bad_credential");
+  connected.MarkLost(kT0, "no heartbeat");
+  EXPECT_TRUE(registry.CheckFree("worker-0").ok());
+  Worker& again = registry.Register("worker-0");
+  EXPECT_EQ(again.state, WorkerState::kIdle);
+  EXPECT_TRUE(again.job_id.empty());
+  EXPECT_EQ(again.rank, -1);
+  EXPECT_TRUE(again.refusals_logged.empty());
+  EXPECT_EQ(registry.workers().size(), 1u);
 }
 
 TEST(WorkerRegistryTest, OnlyTheWorkerRunningARankOfThatRunOwnsIt) {

@@ -230,6 +230,7 @@ absl::Status Agent::Register() {
   request.set_checkpoint_root(options_.checkpoint_root);
   request.set_host_label(options_.host_label);
   request.set_address(options_.advertise_address);
+  request.set_requested_worker_id(options_.worker_id);
   {
     absl::MutexLock lock(&mu_);
     request.set_previous_worker_id(previous_worker_id_);

@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--host-label", options.host_label, "Host name the coordinator shows")
       ->capture_default_str();
+  app.add_option("--worker-id", options.worker_id,
+                 "Id to register as, e.g. the work dir's or pod's name (letters, digits, '-', "
+                 "'_', '.'); refused while a live worker holds it (default: the coordinator "
+                 "picks worker-N)");
   app.add_option("--advertise-address", options.advertise_address,
                  "Host other ranks reach this agent's trainers at (rendezvous host for rank 0)")
       ->capture_default_str();

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config/device.h"
 #include "common/status_macros.h"
+#include "common/worker_id.h"
 #include "worker/agent/job_paths.h"
 
 namespace ringtrain {
@@ -57,6 +58,8 @@ absl::StatusOr<AgentOptions> CheckAgentOptions(AgentOptions options) {
   if (options.advertise_address.empty()) {
     return absl::InvalidArgumentError("--advertise-address is empty; expected a host name or IP");
   }
+  if (!options.worker_id.empty())
+    RT_RETURN_IF_ERROR(CheckWorkerId("--worker-id", options.worker_id));
   RT_RETURN_IF_ERROR(CheckTrainer(options.trainer_path));
   std::error_code ec;
   const std::filesystem::path work_dir = std::filesystem::absolute(options.work_dir, ec);

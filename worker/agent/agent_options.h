@@ -18,6 +18,7 @@ struct AgentOptions {
   std::string coordinator = "127.0.0.1:50051";  // host:port of the WorkerService
   std::string device = "cpu";                   // "cpu" or "cuda:N"; every trainer gets it
   std::string host_label;                       // display only
+  std::string worker_id;  // the id to ask for (common/worker_id.h); empty: the coordinator's pick
   std::string advertise_address = "127.0.0.1";  // rendezvous host other ranks reach us at
   std::string work_dir = "ringtrain-worker";    // created; <job_id>/rank-<rank>/ below it
   // Where jobs' paths may lead (job_paths.h). CheckAgentOptions makes both absolute and canonical.
@@ -45,10 +46,11 @@ struct AgentOptions {
 // "cpu" for "cpu", "cuda" for "cuda:N"; INVALID_ARGUMENT naming --device and the valid forms.
 absl::StatusOr<std::string> DeviceKind(absl::string_view device);
 
-// `options` checked (threads, coordinator, advertise address, the trainer an executable file; the
-// device is DeviceKind's) with work_dir made absolute and created, data_root (must exist) and
-// checkpoint_root (created; empty means <work_dir>/checkpoints) made absolute and canonical.
-// INVALID_ARGUMENT or FAILED_PRECONDITION naming the flag and what would work.
+// `options` checked (threads, coordinator, advertise address, worker id (CheckWorkerId), the
+// trainer an executable file; the device is DeviceKind's) with work_dir made absolute and created,
+// data_root (must exist) and checkpoint_root (created; empty means <work_dir>/checkpoints) made
+// absolute and canonical. INVALID_ARGUMENT or FAILED_PRECONDITION naming the flag and what would
+// work.
 absl::StatusOr<AgentOptions> CheckAgentOptions(AgentOptions options);
 
 }  // namespace ringtrain
