@@ -1,10 +1,10 @@
 // Healing in place at the trainer's level, without a coordinator (which the e2e tests add): real
 // trainers with checkpoint.memory_interval train cp 2 (alone, with FSDP shard 2, with two
-// replicas); rank 1 is killed with SIGKILL in the middle of the run; a replacement rank 1 starts
-// as generation 1 of a new rendezvous, and every other rank — the same process throughout — is
-// told to rejoin through its control file, the file its agent writes. All finish, and every step
-// rank 0 recorded, before and after the heal, is bitwise the step of an uninterrupted run that
-// took no snapshots.
+// replicas) and cp 4 on two hosts (RINGTRAIN_NODE_NAME: the copies go to the other host); rank 1 is
+// killed with SIGKILL in the middle of the run; a replacement rank 1 starts as generation 1 of a
+// new rendezvous, and every other rank — the same process throughout — is told to rejoin through
+// its control file, the file its agent writes. All finish, and every step rank 0 recorded, before
+// and after the heal, is bitwise the step of an uninterrupted run that took no snapshots.
 #include <signal.h>
 
 #include <cstdio>
@@ -20,11 +20,15 @@
 namespace ringtrain::testing {
 namespace {
 
-// A mesh to heal: its world and the options that make it.
+// A mesh to heal: its world and the options that make it; `nodes`, when given, each rank's
+// $RINGTRAIN_NODE_NAME (the host it counts as on), and `buddy_offset` the snapshot_buddy_offset
+// the records must then show.
 struct Mesh {
   const char* name;
   int world;
   std::vector<std::string> options;
+  std::vector<std::string> nodes = {};
+  int buddy_offset = 0;
 };
 
 std::vector<std::string> Args(const Mesh& mesh, const std::string& jsonl) {
@@ -43,6 +47,7 @@ Subprocess StartRank(const TempDir& dir, const Mesh& mesh, int rank, int port,
                                   "MASTER_PORT=" + std::to_string(port),
                                   "OMP_NUM_THREADS=1",
                                   "RINGTRAIN_CONTROL_FILE=" + (dir / (name + ".control"))};
+  if (!mesh.nodes.empty()) env.push_back("RINGTRAIN_NODE_NAME=" + mesh.nodes.at(size_t(rank)));
   env.insert(env.end(), extra_env.begin(), extra_env.end());
   return StartCommand(TrainerCommand(Args(mesh, dir / (name + ".jsonl"))), dir / (name + ".log"),
                       "", env);
@@ -130,6 +135,13 @@ TEST_P(HealTest, AKilledRankIsReplacedFromItsBuddysMemoryAndEveryStepMatchesAnUn
   EXPECT_TRUE(mismatches.empty()) << mismatches.front();
   // Steps after the rolled-back-to snapshot were recorded twice, the same both times.
   EXPECT_GT(ReadJsonl(dir / "rank0.jsonl").size(), 16u);
+  if (mesh.buddy_offset > 0) {
+    for (const auto& record : ReadJsonl(dir / "rank0.jsonl")) {
+      EXPECT_EQ(record.at("snapshot_buddy_offset"), std::to_string(mesh.buddy_offset))
+          << "step " << record.at("step");
+    }
+    EXPECT_NE(log0.find("on another host"), std::string::npos) << log0;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -145,7 +157,14 @@ INSTANTIATE_TEST_SUITE_P(
                            4,
                            {"--parallelism.context_parallel_degree=2",
                             "--parallelism.data_parallel_replicate_degree=2",
-                            "--training.local_batch_size=4"}}),
+                            "--training.local_batch_size=4"}},
+                      // cp 4 on two hosts of two ranks: the next rank would often be on the same
+                      // host, so every copy goes 2 ranks on (SnapshotOffset): rank 1's to rank 3.
+                      Mesh{"cp4_two_hosts",
+                           4,
+                           {"--parallelism.context_parallel_degree=4"},
+                           {"node-a", "node-a", "node-b", "node-b"},
+                           2}),
     [](const ::testing::TestParamInfo<Mesh>& info) { return std::string(info.param.name); });
 
 }  // namespace

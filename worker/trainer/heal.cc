@@ -185,6 +185,7 @@ absl::Status StartSnapshots(Trainer::State& s) {
     const int64_t source = SnapshotSource(me, world, s.snapshot_offset);
     s.snapshots->SetPeers(buddy, source, int64_t(rows[size_t(source)][0]),
                           int64_t(rows[size_t(source)][1]));
+    s.snapshots->PrepareBuffers();
     if (me == 0) {
       const int64_t hosts_count = int64_t(std::set<uint64_t>(hosts.begin(), hosts.end()).size());
       RT_LOG(Info) << absl::StrFormat(

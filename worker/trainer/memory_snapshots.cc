@@ -1,5 +1,6 @@
 #include "worker/trainer/memory_snapshots.h"
 
+#include <cstring>
 #include <utility>
 
 namespace ringtrain {
@@ -115,7 +116,23 @@ void MemorySnapshots::ForgetAfter(int64_t step) {
   DropInto(held_, held_.upper_bound(step), held_.end(), spare_);
 }
 
+void MemorySnapshots::PrepareBuffers() {
+  const int64_t own = elements_, source = source_elements_;
+  prepared_ = std::async(std::launch::async, [own, source] {
+    std::vector<at::Tensor> buffers;
+    for (int64_t n : {own, own, source, source}) {
+      at::Tensor t = at::empty({n}, at::kFloat);
+      std::memset(t.data_ptr(), 0, size_t(t.nbytes()));  // not ATen's fill: no intra-op threads
+      buffers.push_back(std::move(t));
+    }
+    return buffers;
+  });
+}
+
 at::Tensor MemorySnapshots::NewFlat(int64_t elements) {
+  if (prepared_.valid()) {
+    for (at::Tensor& t : prepared_.get()) spare_.push_back(std::move(t));
+  }
   for (auto it = spare_.begin(); it != spare_.end(); ++it) {
     // Not one a transfer in flight still reads (Abandon leaves its tensors to Gloo).
     if (it->numel() != elements || it->use_count() != 1 || it->storage().use_count() != 1) {

@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <future>
 #include <map>
 #include <vector>
 
@@ -69,6 +70,10 @@ class MemorySnapshots {
   // A snapshot of this rank's state received from its buddy (a replacement's): kept as its own.
   void AdoptOwn(Snapshot snapshot);
 
+  // Starts writing, on a thread of its own, the four buffers the first two snapshots take (two of
+  // this rank's size, two of its source's): their pages are touched while the first K steps run,
+  // not by the snapshot's copy and transfer (see NewFlat). After SetPeers, once.
+  void PrepareBuffers();
   // A float32 host buffer of `elements` for a snapshot: a dropped snapshot's buffer when one of
   // that size is free, else new memory. Reuse matters: a new 1 GB buffer is mapped fresh, and its
   // first touch (by the copy, or by Gloo receiving into it) faults on every page — on this
@@ -88,8 +93,10 @@ class MemorySnapshots {
   int64_t buddy_ = -1, source_ = -1;
   int64_t source_elements_ = -1, source_rng_bytes_ = -1;
   std::map<int64_t, Snapshot> own_, held_;
-  // Buffers of dropped snapshots, for NewFlat (at most kSpareBuffers).
+  // Buffers of dropped snapshots, for NewFlat (at most kSpareBuffers), and those PrepareBuffers is
+  // writing.
   std::vector<at::Tensor> spare_;
+  std::future<std::vector<at::Tensor>> prepared_;
   // The transfer in flight: its works and the copy being received.
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;
   Snapshot incoming_;
