@@ -391,6 +391,9 @@ std::string StepEventJson(const v1::StepEvent& event) {
       numbers.numbers.count("validation_loss") > 0 && valid
           ? absl::StrCat(",\"validation_loss\":", numbers.numbers.at("validation_loss"))
           : "",
+      numbers.numbers.count("mfu_percent") > 0 && valid
+          ? absl::StrCat(",\"mfu_percent\":", numbers.numbers.at("mfu_percent"))
+          : "",
       ",\"record\":", valid ? record : "null", "}");
 }
 
@@ -400,6 +403,13 @@ uint64_t DeviceMemoryPeakBytes(const v1::StepEvent& event) {
   if (!record.ok() || !record->has_value()) return 0;
   const double peak = (*record)->device_memory_peak_bytes;
   return std::isfinite(peak) && peak > 0 ? static_cast<uint64_t>(peak) : 0;
+}
+
+std::optional<double> MfuPercentOf(const v1::StepEvent& event) {
+  const absl::StatusOr<std::optional<StepRecord>> record =
+      ParseStepRecord(event.record_json(), MissingFigure::kZero);
+  if (!record.ok() || !record->has_value()) return std::nullopt;
+  return (*record)->mfu_percent;
 }
 
 StragglerNote StragglerOf(const v1::StepEvent& event) {
@@ -434,8 +444,9 @@ std::string StragglerEventJson(const std::string& job_id, int64_t step, const St
 std::string ProgressLine(const Progress& p) {
   std::string line = absl::StrCat("step ", p.step);
   if (p.total_steps > 0) absl::StrAppend(&line, "/", p.total_steps);
-  absl::StrAppendFormat(&line, "  loss %.4f  %.0f tok/s  elapsed %s", p.loss, p.tokens_per_second,
-                        FormatDuration(p.mean_step_seconds * p.step));
+  absl::StrAppendFormat(&line, "  loss %.4f  %.0f tok/s", p.loss, p.tokens_per_second);
+  if (p.mfu_percent) absl::StrAppendFormat(&line, "  MFU %.1f%%", *p.mfu_percent);
+  absl::StrAppend(&line, "  elapsed ", FormatDuration(p.mean_step_seconds * p.step));
   if (p.total_steps > 0) {
     const int64_t left = std::max<int64_t>(0, p.total_steps - p.step);
     absl::StrAppend(&line, "  ETA ", FormatDuration(p.mean_step_seconds * left));

@@ -6,6 +6,7 @@
 #define RINGTRAIN_CLIENT_JOB_FORMAT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,12 +80,15 @@ std::string StateChangeJson(const v1::StateChange& change);
 // is the record's own text when the record has that top-level field (so losses stay bitwise what
 // the trainer wrote), else the event's field printed to round-trip exactly; NaN is null. When the
 // record's device_memory_peak_bytes is nonzero (a CUDA job), "device_memory_peak_bytes":N comes
-// before "record".
+// before "record", and so does the record's "mfu_percent" when it has one.
 std::string StepEventJson(const v1::StepEvent& event);
 // The "device_memory_peak_bytes" of the event's step record (StepRecord; the CUDA caching
 // allocator's peak during the step, the largest over the ranks); 0 when absent (CPU jobs, older
 // trainers), not a positive number, or the record is not a step record.
 uint64_t DeviceMemoryPeakBytes(const v1::StepEvent& event);
+// The record's "mfu_percent" (model FLOPs utilization, README "Metrics"); nullopt when the record
+// has none (no peak known, older trainers) or is not a step record.
+std::optional<double> MfuPercentOf(const v1::StepEvent& event);
 
 // The rank the trainer named a straggler after the event's step (the record's straggler_rank and
 // straggler_ratio: consistently slower at computing than the other ranks), or none (rank -1).
@@ -114,8 +118,10 @@ struct Progress {
   double tokens_per_second = 0;
   double mean_step_seconds = 0;           // over the steps seen
   uint64_t device_memory_peak_bytes = 0;  // 0: not shown (CPU jobs)
+  std::optional<double> mfu_percent;      // shown after tok/s when set
 };
-// "step 12/100  loss 4.2143  1234 tok/s  elapsed 0:12  ETA 1:28"; elapsed and ETA are estimated
+// "step 12/100  loss 4.2143  1234 tok/s  MFU 41.3%  elapsed 0:12  ETA 1:28" (no MFU when unknown);
+// elapsed and ETA are estimated
 // from the mean step time (elapsed = mean × step, ETA = mean × steps left). With a device peak,
 // "  device peak 61.2 GiB" follows.
 std::string ProgressLine(const Progress& progress);

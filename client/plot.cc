@@ -59,7 +59,7 @@ CLI::App* AddPlotCommand(CLI::App& app, PlotFlags* flags) {
       "plot",
       "Write a job's loss curve (and learning rate, second axis) as a standalone SVG: the steps "
       "so far for a running job, all of them for a finished one. With several JOBs, their loss "
-      "curves in one plot, one colour each, with a legend.");
+      "curves (and, dashed, validation losses) in one plot, one colour each, with a legend.");
   plot->add_option("JOB", flags->job_ids,
                    "The job id; several ids overlay their losses in one plot with a legend")
       ->required();

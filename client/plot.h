@@ -1,7 +1,7 @@
 // `ringctl plot JOB [JOB...] --out FILE.svg`: FetchPlotSeries reads a job's points from the
 // coordinator's WatchJob history (client/job_steps.h), RenderLossSvg (one job: loss and learning
-// rate) or RenderOverlaySvg (several: their losses, one colour each, a legend) from
-// client/plot_svg.h draws them, RunPlot writes the file.
+// rate) or RenderOverlaySvg (several: their losses, one colour each, their validation losses
+// dashed, a legend) from client/plot_svg.h draws them, RunPlot writes the file.
 #ifndef RINGTRAIN_CLIENT_PLOT_H_
 #define RINGTRAIN_CLIENT_PLOT_H_
 

@@ -130,9 +130,11 @@ std::string Text(double x, double y, absl::string_view anchor, absl::string_view
                       extra.empty() ? "" : " ", extra, ">", XmlEscape(text), "</text>\n");
 }
 
-std::string Line(double x1, double y1, double x2, double y2, absl::string_view stroke) {
+std::string Line(double x1, double y1, double x2, double y2, absl::string_view stroke,
+                 absl::string_view extra = "") {
   return absl::StrCat("<line x1=\"", Num(x1), "\" y1=\"", Num(y1), "\" x2=\"", Num(x2), "\" y2=\"",
-                      Num(y2), "\" stroke=\"", stroke, "\"/>\n");
+                      Num(y2), "\" stroke=\"", stroke, "\"", extra.empty() ? "" : " ", extra,
+                      "/>\n");
 }
 
 // The axes with their ticks, labels and the loss grid; the right (learning rate) one when `lr` is
@@ -252,19 +254,33 @@ std::string Points(const std::vector<PlotPoint>& points, const Scale& x, const S
   return out;
 }
 
-// The validation losses: a dotted line through square markers (finite values only).
+// How a series of validation losses is drawn: the single-job plot's dotted green line, or an
+// overlaid job's dashed line in its own colour.
+struct ValidationStyle {
+  absl::string_view extra_class;  // "" or "series-K", after "validation" / "validation-point"
+  absl::string_view color;
+  absl::string_view dasharray;
+  absl::string_view label;  // before "step N" in the markers' titles: "" or "TITLE: "
+};
+constexpr ValidationStyle kSingleJobValidation = {"", kValidationColor, "2 2", ""};
+constexpr char kOverlayValidationDash[] = "6 3";
+
+// The validation losses: a line through square markers (finite values only).
 std::string ValidationSeries(const std::vector<PlotPoint>& points, const Scale& x,
-                             const Scale& loss) {
+                             const Scale& loss, const ValidationStyle& style) {
   if (points.empty()) return "";
+  const std::string space = style.extra_class.empty() ? "" : " ";
   std::string out = Polylines(
       points, [](const PlotPoint& p) { return p.loss; }, x, loss,
-      absl::StrCat("class=\"validation\" fill=\"none\" stroke=\"", kValidationColor,
-                   "\" stroke-width=\"1.5\" stroke-dasharray=\"2 2\""));
-  absl::StrAppend(&out, "<g class=\"validation-points\" fill=\"", kValidationColor, "\">\n");
+      absl::StrCat("class=\"validation", space, style.extra_class, "\" fill=\"none\" stroke=\"",
+                   style.color, "\" stroke-width=\"1.5\" stroke-dasharray=\"", style.dasharray,
+                   "\""));
+  absl::StrAppend(&out, "<g class=\"validation-points\" fill=\"", style.color, "\">\n");
   for (const PlotPoint& p : points) {
     if (!std::isfinite(p.loss)) continue;
-    absl::StrAppend(&out, "<rect class=\"validation-point\" x=\"", Num(x(p.step) - 4), "\" y=\"",
-                    Num(loss(p.loss) - 4), "\" width=\"8\" height=\"8\"><title>step ", p.step,
+    absl::StrAppend(&out, "<rect class=\"validation-point", space, style.extra_class, "\" x=\"",
+                    Num(x(p.step) - 4), "\" y=\"", Num(loss(p.loss) - 4),
+                    "\" width=\"8\" height=\"8\"><title>", XmlEscape(style.label), "step ", p.step,
                     " validation loss ", PlotValueText(p.loss), "</title></rect>\n");
   }
   absl::StrAppend(&out, "</g>\n");
@@ -386,13 +402,16 @@ std::string RenderLossSvg(const PlotSeries& series) {
                                          "\" stroke-width=\"1.5\"")));
 
   absl::StrAppend(&svg, Points(points, x, loss, "", kLossColor, ""),
-                  ValidationSeries(series.validation, x, loss), "</svg>\n");
+                  ValidationSeries(series.validation, x, loss, kSingleJobValidation), "</svg>\n");
   return svg;
 }
 
 std::string RenderOverlaySvg(const std::string& title, const std::vector<PlotSeries>& series) {
-  std::vector<PlotPoint> all;  // for the axes' ranges
-  for (const PlotSeries& one : series) all.insert(all.end(), one.points.begin(), one.points.end());
+  std::vector<PlotPoint> all;  // for the axes' ranges: the losses and the validation losses
+  for (const PlotSeries& one : series) {
+    all.insert(all.end(), one.points.begin(), one.points.end());
+    all.insert(all.end(), one.validation.begin(), one.validation.end());
+  }
   const auto loss_of = [](const PlotPoint& p) { return p.loss; };
   double first_step = 0, last_step = 1;
   if (!all.empty()) {
@@ -406,16 +425,28 @@ std::string RenderOverlaySvg(const std::string& title, const std::vector<PlotSer
   const Scale x{NiceTicks(first_step, last_step, 10, /*integer_steps=*/true), kLeft, kRight};
   const Scale loss{NiceTicks(loss_lo, loss_hi, 6), kBottom, kTop};
 
-  // The legend's lines first: they set the picture's height.
+  // The legend's lines first: they set the picture's height. Each job's entry, then, for a job
+  // that validated, one for its validation losses.
   const double max_units =
       (kWidth - kLegendRightMargin - kLegendTextX) / (kPlotGlyphEm * kLegendFont);
-  std::vector<std::vector<std::string>> labels;
+  struct LegendEntry {
+    size_t k;
+    bool validation;
+    std::vector<std::string> lines;
+  };
+  std::vector<LegendEntry> entries;
   size_t legend_lines = 0;
-  for (const PlotSeries& one : series) {
-    labels.push_back(
-        WrapText(one.subtitle.empty() ? one.title : absl::StrCat(one.title, " — ", one.subtitle),
-                 max_units));
-    legend_lines += labels.back().size();
+  for (size_t k = 0; k < series.size(); ++k) {
+    const PlotSeries& one = series[k];
+    entries.push_back(
+        {k, false,
+         WrapText(one.subtitle.empty() ? one.title : absl::StrCat(one.title, " — ", one.subtitle),
+                  max_units)});
+    legend_lines += entries.back().lines.size();
+    if (one.validation.empty()) continue;
+    entries.push_back(
+        {k, true, WrapText(absl::StrCat(one.title, " — validation loss"), max_units)});
+    legend_lines += entries.back().lines.size();
   }
   const double legend_top = kHeight;
   const double height = legend_top + kLegendLine * legend_lines + 12;
@@ -425,7 +456,8 @@ std::string RenderOverlaySvg(const std::string& title, const std::vector<PlotSer
       "polylines "
       "have the classes \"loss series-K\" (K = 0, 1, ... in the legend's order), and each of its "
       "steps is one element with classes \"loss-point series-K\" (\"nan\" too for a non-finite "
-      "loss).",
+      "loss); its validation losses, dashed, are polylines \"validation series-K\" and one "
+      "\"validation-point series-K\" per finite value.",
       title, absl::StrCat(series.size(), " job", series.size() == 1 ? "" : "s", ", loss by step"),
       height);
   absl::StrAppend(&svg, Axes(x, loss, nullptr));
@@ -442,26 +474,37 @@ std::string RenderOverlaySvg(const std::string& title, const std::vector<PlotSer
                                            kSeriesColors[k % kColors], "\" stroke-width=\"1.5\"")),
                     Points(series[k].points, x, loss, cls, kSeriesColors[k % kColors],
                            absl::StrCat(series[k].title, ": ")));
+    const std::string label = absl::StrCat(series[k].title, ": ");
+    absl::StrAppend(
+        &svg, ValidationSeries(series[k].validation, x, loss,
+                               {cls, kSeriesColors[k % kColors], kOverlayValidationDash, label}));
   }
-  // The legend under the plot: a swatch and "title — subtitle" per job, wrapped (one <text> each,
-  // a <tspan> per line when it wraps).
+  // The legend under the plot: a swatch and "title — subtitle" per job (a dashed one and "title —
+  // validation loss" for its validation losses), wrapped (one <text> each, a <tspan> per line when
+  // it wraps).
   absl::StrAppend(&svg, "<g class=\"legend\" font-size=\"", Num(kLegendFont), "\">\n");
   double y = legend_top + kLegendLine;
-  for (size_t k = 0; k < series.size(); ++k) {
-    absl::StrAppend(&svg, Line(kLeft, y - 4, kLeft + 22, y - 4, kSeriesColors[k % kColors]));
-    const std::string cls = absl::StrCat("class=\"legend-entry series-", k, "\"");
-    if (labels[k].size() == 1) {
-      absl::StrAppend(&svg, Text(kLegendTextX, y, "start", labels[k][0], cls));
+  for (const LegendEntry& e : entries) {
+    const char* color = kSeriesColors[e.k % kColors];
+    absl::StrAppend(&svg,
+                    Line(kLeft, y - 4, kLeft + 22, y - 4, color,
+                         e.validation ? absl::StrCat("stroke-width=\"1.5\" stroke-dasharray=\"",
+                                                     kOverlayValidationDash, "\"")
+                                      : ""));
+    const std::string cls = absl::StrCat("class=\"legend-entry ", e.validation ? "validation " : "",
+                                         "series-", e.k, "\"");
+    if (e.lines.size() == 1) {
+      absl::StrAppend(&svg, Text(kLegendTextX, y, "start", e.lines[0], cls));
     } else {
       absl::StrAppend(&svg, "<text x=\"", Num(kLegendTextX), "\" y=\"", Num(y),
                       "\" text-anchor=\"start\" ", cls, ">");
-      for (size_t i = 0; i < labels[k].size(); ++i) {
+      for (size_t i = 0; i < e.lines.size(); ++i) {
         absl::StrAppend(&svg, "<tspan x=\"", Num(kLegendTextX), "\" y=\"", Num(y + kLegendLine * i),
-                        "\">", XmlEscape(labels[k][i]), "</tspan>");
+                        "\">", XmlEscape(e.lines[i]), "</tspan>");
       }
       absl::StrAppend(&svg, "</text>\n");
     }
-    y += kLegendLine * labels[k].size();
+    y += kLegendLine * e.lines.size();
   }
   absl::StrAppend(&svg, "</g>\n</svg>\n");
   return svg;

@@ -52,8 +52,13 @@ std::string RenderLossSvg(const PlotSeries& series);
 // contract tests count on: each maximal run of finite losses of series K is one
 // <polyline class="loss series-K">; each point of series K is one element whose class list holds
 // "loss-point" and "series-K" (and "nan" for a non-finite loss); the legend is one
-// <g class="legend"> with one <text class="legend-entry series-K"> per series. Any input works, as
-// for RenderLossSvg; text is XML-escaped.
+// <g class="legend"> with one <text class="legend-entry series-K"> per series. A series with
+// `validation` points has them on the same loss axis, dashed in its colour: each maximal run of
+// finite ones one <polyline class="validation series-K">, each finite one a
+// <rect class="validation-point series-K"> titled "TITLE: step N validation loss X", and a legend
+// entry of its own, <text class="legend-entry validation series-K"> ("TITLE — validation loss"),
+// after the job's, wrapped and fitted like it. Any input works, as for RenderLossSvg; text is
+// XML-escaped.
 std::string RenderOverlaySvg(const std::string& title, const std::vector<PlotSeries>& series);
 
 // Round tick values covering [lo, hi] (lo <= hi, both finite): `first` <= lo and `last` >= hi are

@@ -80,6 +80,7 @@ void WatchPrinter::OnStep(const v1::StepEvent& event) {
   progress.tokens_per_second = event.tokens_per_second();
   progress.mean_step_seconds = step_seconds_sum_ / steps_seen_;
   progress.device_memory_peak_bytes = DeviceMemoryPeakBytes(event);
+  progress.mfu_percent = MfuPercentOf(event);
   if (terminal_) {
     *out_ << "\r" << ProgressLine(progress) << "\x1b[K" << std::flush;  // rewrite, clear the rest
     live_line_ = true;

@@ -203,6 +203,10 @@ struct MetricsSection {
   // worker, <checkpoint-root>/<job_id>/; relative to the working directory under ringtrain-run).
   bool enable_tensorboard = false;
   std::string save_tb_folder = "tb";
+  // MFU's peak (README "Metrics"; worker/trainer/mfu.h): one device's dense FLOP/s in the compute
+  // dtype. 0: a known GPU's data-sheet figure, or on the CPU a GEMM rate measured at start; -1: no
+  // MFU.
+  double peak_flops = 0;
 };
 
 // The validation data: what an eval job (job.mode = "eval") computes its loss over, and with

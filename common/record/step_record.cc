@@ -43,7 +43,9 @@ std::string StepRecord::ToJson() const {
   JsonRecord record;
   record.Add("step", step);
   AddFigures(*this, kStepFields, &record);
-  if (validation_loss.has_value()) record.Add("validation_loss", *validation_loss);
+  for (const auto& [name, member] : kOptionalStepFields) {
+    if ((this->*member).has_value()) record.Add(name, *(this->*member));
+  }
   if (!ranks.empty()) {
     std::vector<std::string> entries;
     for (size_t r = 0; r < ranks.size(); ++r) {
@@ -89,8 +91,8 @@ absl::StatusOr<std::optional<StepRecord>> ParseStepRecord(absl::string_view json
   StepRecord record;
   record.step = step->get<int64_t>();
   ReadFigures(j, kStepFields, missing, &record);
-  if (j.contains("validation_loss")) {
-    record.validation_loss = Figure(j, "validation_loss", MissingFigure::kNaN);
+  for (const auto& [name, member] : kOptionalStepFields) {
+    if (j.contains(name)) record.*member = Figure(j, name, MissingFigure::kNaN);
   }
   const auto ranks = j.find("ranks");
   if (ranks == j.end()) return record;

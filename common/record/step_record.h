@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -84,6 +85,11 @@ struct StepRecord {
   // this step's update (every validation.freq steps and after the last); an eval job's one record
   // (step 1) holds its result here. Written after the other figures, only when set.
   std::optional<double> validation_loss;
+  // Model FLOPs utilization, in percent (README "Metrics"): torchtitan's FLOPs per token times
+  // tokens_per_second, over the world's peak FLOP/s (worker/trainer/mfu.h). Written after
+  // validation_loss, only when the trainer knows a peak (a known GPU, the CPU's measured GEMM rate
+  // or metrics.peak_flops).
+  std::optional<double> mfu_percent;
   std::vector<RankFigures> ranks;  // in rank order; empty for a one-rank job
 
   std::string ToJson() const;  // one line, without the newline
@@ -121,6 +127,11 @@ inline constexpr std::array<FigureField<StepRecord>, 19> kStepFields = {{
     {"checkpoint_save_step", &StepRecord::checkpoint_save_step, FigureKind::kCount},
     {"checkpoint_commit_step", &StepRecord::checkpoint_commit_step, FigureKind::kCount},
 }};
+
+// The figures written only when set, after the others, in wire order.
+inline constexpr std::array<std::pair<const char*, std::optional<double> StepRecord::*>, 2>
+    kOptionalStepFields = {{{"validation_loss", &StepRecord::validation_loss},
+                            {"mfu_percent", &StepRecord::mfu_percent}}};
 
 // A rank's figures after "rank", in wire order (also the order of the all-gathered vector).
 inline constexpr std::array<FigureField<RankFigures>, 11> kRankFields = {{

@@ -18,6 +18,7 @@ std::vector<Scalar> StepScalars(const StepRecord& r) {
   if (r.validation_loss.has_value()) {
     scalars.push_back({"validation_metrics/loss", float(*r.validation_loss)});
   }
+  if (r.mfu_percent.has_value()) scalars.push_back({"mfu(%)", float(*r.mfu_percent)});
   return scalars;
 }
 

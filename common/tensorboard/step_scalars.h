@@ -6,6 +6,7 @@
 //   lr                             lr              memory/max_rss(GiB)         peak_memory_bytes
 //   memory/max_active(GiB)   device_memory_peak_bytes (when > 0: a CUDA rank's allocator peak)
 //   validation_metrics/loss  validation_loss (the steps that validated)
+//   mfu(%)                   mfu_percent (when the trainer knows a peak)
 #ifndef RINGTRAIN_COMMON_TENSORBOARD_STEP_SCALARS_H_
 #define RINGTRAIN_COMMON_TENSORBOARD_STEP_SCALARS_H_
 

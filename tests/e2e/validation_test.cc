@@ -133,7 +133,8 @@ TEST(ValidationE2eTest, WatchGetTopPlotCompareAnEvalAndTensorBoard) {
          std::map<std::string, std::string>{{"loss_metrics/global_avg_loss", "loss"},
                                             {"grad_norm", "grad_norm"},
                                             {"lr", "lr"},
-                                            {"throughput(tps)", "tokens_per_second"}}) {
+                                            {"throughput(tps)", "tokens_per_second"},
+                                            {"mfu(%)", "mfu_percent"}}) {
       ASSERT_EQ(tb[tag].size(), 4u) << run << " " << tag;
       for (size_t i = 0; i < 4; ++i) {
         EXPECT_EQ(tb[tag][i][0], records[i]["step"]);

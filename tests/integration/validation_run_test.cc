@@ -2,7 +2,8 @@
 // with [validation] enable computes the same losses bitwise as without; its validation loss after
 // the last step is bitwise an eval job's on the exported weights of that step; and the event files
 // the trainer writes, read back by TensorBoard's own reader (tests/parity/tensorboard_reader.py),
-// hold the values of the JSONL records.
+// hold the values of the JSONL records, MFU among them; and MFU is the model FLOPs of the tokens
+// over the world's peak.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,7 +36,9 @@ std::vector<std::string> CpRun(const std::vector<std::string>& extra) {
 
 TEST(ValidationRunTest, TrainingIsUnchangedAndTheLastValidationIsAnEvalOfItsWeights) {
   TempDir dir;
-  const auto off = RunCommand(CpRun({"--metrics.jsonl=" + (dir / "off.jsonl")}));
+  // (and without MFU: it changes nothing either)
+  const auto off =
+      RunCommand(CpRun({"--metrics.jsonl=" + (dir / "off.jsonl"), "--metrics.peak_flops=-1"}));
   ASSERT_EQ(off.exit_code, 0) << off.output;
   const auto on = RunCommand(CpRun(
       {"--metrics.jsonl=" + (dir / "on.jsonl"), "--validation.enable=true", "--validation.freq=3",
@@ -49,6 +52,7 @@ TEST(ValidationRunTest, TrainingIsUnchangedAndTheLastValidationIsAnEvalOfItsWeig
     EXPECT_EQ(a[i].at("loss"), b[i].at("loss")) << "step " << i + 1;
     EXPECT_EQ(a[i].at("grad_norm"), b[i].at("grad_norm")) << "step " << i + 1;
     EXPECT_EQ(a[i].count("validation_loss"), 0u);
+    EXPECT_EQ(a[i].count("mfu_percent"), 0u);  // metrics.peak_flops = -1
     // Every freq = 3 steps and after the last.
     EXPECT_EQ(b[i].count("validation_loss"), i + 1 == 3 || i + 1 == 4 ? 1u : 0u) << i + 1;
   }
@@ -78,11 +82,18 @@ TEST(ValidationRunTest, TensorBoardReadsBackTheJsonlValues) {
   EXPECT_EQ(tb["file_version"], nlohmann::json::array({"brain.Event:2"}));  // rank 0 only
   const auto records = ReadJsonl(dir / "run.jsonl");
   ASSERT_EQ(records.size(), 4u);
+  // Against the GEMM rate the trainer measured at start: positive (not bounded by 100 here, as a
+  // machine loaded at start and idle later makes the measured peak low).
+  for (const auto& record : records) {
+    ASSERT_EQ(record.count("mfu_percent"), 1u);
+    EXPECT_GT(std::stod(record.at("mfu_percent")), 0);
+  }
   const std::map<std::string, std::string> tags = {{"loss_metrics/global_avg_loss", "loss"},
                                                    {"grad_norm", "grad_norm"},
                                                    {"lr", "lr"},
                                                    {"throughput(tps)", "tokens_per_second"},
-                                                   {"time_metrics/end_to_end(s)", "step_seconds"}};
+                                                   {"time_metrics/end_to_end(s)", "step_seconds"},
+                                                   {"mfu(%)", "mfu_percent"}};
   for (const auto& [tag, key] : tags) {
     const nlohmann::json& points = tb["scalars"][tag];
     ASSERT_EQ(points.size(), records.size()) << tag;
@@ -100,6 +111,28 @@ TEST(ValidationRunTest, TensorBoardReadsBackTheJsonlValues) {
     EXPECT_EQ(validation[i][0].get<int64_t>(), int64_t(2 * i + 2));
     EXPECT_EQ(validation[i][1].get<double>(),
               double(float(std::stod(record.at("validation_loss")))));
+  }
+}
+
+// MFU with a given peak: torchtitan's FLOPs per token of the debug model at seq_len 256 (6,691,584,
+// tests/unit/model_flops_test.cc) times the record's global tokens/s, over 2 ranks' peaks. On
+// cp 2 each rank holds half of every sequence, and its tokens count at the whole sequence's length.
+TEST(ValidationRunTest, MfuIsTheModelFlopsOfTheTokensOverTheWorldsPeak) {
+  TempDir dir;
+  const auto run =
+      RunCommand(CpRun({"--metrics.jsonl=" + (dir / "run.jsonl"), "--metrics.peak_flops=2e9"}));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("MFU: 6.692e+06 FLOPs/token, peak 2e+09 FLOP/s a rank "
+                            "(metrics.peak_flops) x 2 ranks"),
+            std::string::npos)
+      << run.output;
+  const auto records = ReadJsonl(dir / "run.jsonl");
+  ASSERT_EQ(records.size(), 4u);
+  for (const auto& record : records) {
+    ASSERT_EQ(record.count("mfu_percent"), 1u);
+    const double tokens_per_second = std::stod(record.at("tokens_per_second"));
+    EXPECT_DOUBLE_EQ(std::stod(record.at("mfu_percent")),
+                     100 * 6'691'584.0 * tokens_per_second / (2 * 2e9));
   }
 }
 

@@ -175,6 +175,31 @@ TEST(JobFormatTest, DevicePeakShownOnlyWhenTheRecordHasOne) {
   EXPECT_THAT(ProgressLine(progress), ::testing::Not(HasSubstr("device peak")));
 }
 
+TEST(JobFormatTest, MfuShownOnlyWhenTheRecordHasIt) {
+  v1::StepEvent event;
+  event.set_job_id("job-000001");
+  event.set_step(3);
+  event.set_tokens_per_second(1234);
+  event.set_record_json(R"({"step":3,"loss":2.5,"mfu_percent":41.3})");
+  EXPECT_EQ(MfuPercentOf(event), 41.3);
+  EXPECT_THAT(StepEventJson(event), HasSubstr(",\"mfu_percent\":41.3,\"record\":"));
+  Progress progress;
+  progress.step = 3;
+  progress.tokens_per_second = 1234;
+  progress.mfu_percent = MfuPercentOf(event);
+  EXPECT_THAT(ProgressLine(progress), HasSubstr("  1234 tok/s  MFU 41.3%  elapsed "));
+
+  for (const char* record : {R"({"step":3,"loss":2.5})", "not json"}) {
+    event.set_record_json(record);
+    EXPECT_EQ(MfuPercentOf(event), std::nullopt) << record;
+    const std::string json = StepEventJson(event);
+    EXPECT_THAT(json.substr(0, json.find(",\"record\":")), ::testing::Not(HasSubstr("mfu")))
+        << record;
+  }
+  progress.mfu_percent.reset();
+  EXPECT_THAT(ProgressLine(progress), HasSubstr("  1234 tok/s  elapsed "));
+}
+
 TEST(JobFormatTest, ErrorsAndStateChangesEscape) {
   const std::string line =
       CommandErrorLine("submit", absl::InvalidArgumentError(std::string("bad:\n  ") + kEvil));

@@ -192,6 +192,56 @@ std::vector<std::string> ExpectLegendInside(const std::string& svg) {
   return lines;
 }
 
+TEST(RenderOverlaySvgTest, EachJobsValidationIsADashedSeriesInItsColour) {
+  TempDir dir;
+  PlotSeries a{"job-000001 (cp1)", "SUCCEEDED", {}};
+  PlotSeries b{"job-000002 (cp4)", "SUCCEEDED", {}};
+  PlotSeries c{"job-000003 (none)", "SUCCEEDED", {}};
+  for (int step = 1; step <= 6; ++step) {
+    a.points.push_back({step, 5.0 - step * 0.5, 1e-3});
+    b.points.push_back({step, 5.2 - step * 0.5, 1e-3});
+    c.points.push_back({step, 5.4 - step * 0.5, 1e-3});
+  }
+  a.validation = {{2, 4.5, 0}, {4, 3.75, 0}, {6, 3.0, 0}};
+  b.validation = {{3, 4.0, 0}, {6, kNaN, 0}};
+  // A validation loss below every training loss: the axis must reach it.
+  c.validation.clear();
+  a.validation.push_back({7, 0.25, 0});
+  const std::string svg = RenderOverlaySvg("three", {a, b, c});
+  WriteFile(dir / "validation.svg", svg);
+  ExpectFiniteCoordinates(svg);
+  EXPECT_EQ(CountPoints(dir / "validation.svg"), 18) << "validation markers are not loss points";
+  EXPECT_EQ(Occurrences(svg,
+                        "<polyline class=\"validation series-0\" fill=\"none\" "
+                        "stroke=\"#1f77b4\" stroke-width=\"1.5\" stroke-dasharray=\"6 3\""),
+            1);
+  EXPECT_EQ(Occurrences(svg,
+                        "<polyline class=\"validation series-1\" fill=\"none\" "
+                        "stroke=\"#ff7f0e\""),
+            1);
+  EXPECT_EQ(Occurrences(svg, "class=\"validation series-2\""), 0) << "job 3 did not validate";
+  EXPECT_EQ(Occurrences(svg, "class=\"validation-point series-0\""), 4);
+  EXPECT_EQ(Occurrences(svg, "class=\"validation-point series-1\""), 1) << "the NaN has no marker";
+  EXPECT_TRUE(Has(svg, "<title>job-000002 (cp4): step 3 validation loss 4</title>")) << svg;
+  // One legend entry per job, one more per job that validated, after its own.
+  EXPECT_EQ(Occurrences(svg, "class=\"legend-entry series-0\""), 1);
+  EXPECT_EQ(Occurrences(svg, "class=\"legend-entry validation series-0\""), 1);
+  EXPECT_EQ(Occurrences(svg, "class=\"legend-entry validation series-1\""), 1);
+  EXPECT_EQ(Occurrences(svg, "class=\"legend-entry validation series-2\""), 0);
+  const std::vector<std::string> lines = ExpectLegendInside(svg);
+  EXPECT_EQ(lines, (std::vector<std::string>{
+                       "job-000001 (cp1) — SUCCEEDED", "job-000001 (cp1) — validation loss",
+                       "job-000002 (cp4) — SUCCEEDED", "job-000002 (cp4) — validation loss",
+                       "job-000003 (none) — SUCCEEDED"}));
+  // The swatch of a validation entry is dashed in the job's colour.
+  EXPECT_TRUE(Has(svg, "stroke=\"#ff7f0e\" stroke-width=\"1.5\" stroke-dasharray=\"6 3\"/>"));
+  // The loss axis covers the lowest validation loss: a tick at or below 0.25.
+  std::smatch tick;
+  ASSERT_TRUE(
+      std::regex_search(svg, tick, std::regex(R"re(text-anchor="end">([0-9.]+)</text>)re")));
+  EXPECT_LE(std::stod(tick[1]), 0.25);
+}
+
 TEST(RenderOverlaySvgTest, TheLegendFitsWhateverTheNamesAndHowMany) {
   TempDir dir;
   std::vector<PlotSeries> series;
@@ -209,6 +259,7 @@ TEST(RenderOverlaySvgTest, TheLegendFitsWhateverTheNamesAndHowMany) {
                    "SUCCEEDED, steps 1–3 of 3, last loss 2.5",
                    {}};
     for (int step = 1; step <= 3; ++step) one.points.push_back({step, 4.0 - step + k * 0.01, 1e-3});
+    if (k % 2 == 0) one.validation = {{3, 1.5, 0}};  // a legend entry more, as long as the job's
     series.push_back(one);
   }
   const std::string svg = RenderOverlaySvg("twelve jobs", series);
@@ -216,7 +267,7 @@ TEST(RenderOverlaySvgTest, TheLegendFitsWhateverTheNamesAndHowMany) {
   EXPECT_EQ(CountPoints(dir / "many.svg"), 36);
   ExpectFiniteCoordinates(svg);
   const std::vector<std::string> lines = ExpectLegendInside(svg);
-  EXPECT_GT(lines.size(), 15u) << "the long entries wrap";
+  EXPECT_GT(lines.size(), 24u) << "the long entries wrap";
   // Nothing is dropped: the words of the first entry are all there, in order.
   std::string joined;
   for (size_t i = 0; i < 4 && i < lines.size(); ++i) joined += lines[i] + " ";
@@ -224,7 +275,11 @@ TEST(RenderOverlaySvgTest, TheLegendFitsWhateverTheNamesAndHowMany) {
       << joined;
   for (size_t k = 0; k < series.size(); ++k) {
     EXPECT_EQ(Occurrences(svg, "class=\"legend-entry series-" + std::to_string(k) + "\""), 1);
+    EXPECT_EQ(
+        Occurrences(svg, "class=\"legend-entry validation series-" + std::to_string(k) + "\""),
+        k % 2 == 0 ? 1 : 0);
   }
+  EXPECT_EQ(lines.back(), "job-0000011 (job-11) — SUCCEEDED, steps 1–3 of 3, last loss 2.5");
   // Two short names keep one line each.
   const std::string two = RenderOverlaySvg("two", {{"job-000001 (a)", "SUCCEEDED", {{1, 2, 1e-3}}},
                                                    {"job-000002 (b)", "FAILED", {{1, 3, 1e-3}}}});

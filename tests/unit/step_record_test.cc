@@ -117,6 +117,32 @@ TEST(StepRecordTest, ValidationLossIsWrittenOnlyWhenSet) {
   EXPECT_TRUE(std::isnan(*(*null)->validation_loss));
 }
 
+TEST(StepRecordTest, MfuIsWrittenOnlyWhenSetAndRoundTrips) {
+  StepRecord r = Sample();
+  EXPECT_EQ(r.ToJson().find("mfu_percent"), std::string::npos);
+  auto without = ParseStepRecord(r.ToJson(), MissingFigure::kZero);
+  ASSERT_TRUE(without.ok());
+  EXPECT_FALSE((*without)->mfu_percent.has_value());
+  r.validation_loss = 2.5;
+  r.mfu_percent = 100.0 / 3.0;
+  const std::string json = r.ToJson();
+  EXPECT_NE(json.find("\"validation_loss\": 2.5, \"mfu_percent\": 33.333333333333336, \"ranks\""),
+            std::string::npos)
+      << json;
+  auto parsed = ParseStepRecord(json, MissingFigure::kZero);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ((*parsed)->mfu_percent, 100.0 / 3.0);  // exactly
+  EXPECT_EQ((*parsed)->validation_loss, 2.5);
+  EXPECT_EQ((*parsed)->ToJson(), json);
+  // Without validation it follows the figures directly.
+  r.validation_loss.reset();
+  EXPECT_NE(r.ToJson().find("\"checkpoint_commit_step\": 0, \"mfu_percent\": "), std::string::npos);
+  auto null = ParseStepRecord(R"({"step": 2, "mfu_percent": null})", MissingFigure::kZero);
+  ASSERT_TRUE(null.ok());
+  ASSERT_TRUE((*null)->mfu_percent.has_value());
+  EXPECT_TRUE(std::isnan(*(*null)->mfu_percent));
+}
+
 TEST(StepRecordTest, WhatIsNotAStepRecord) {
   auto no_step = ParseStepRecord(R"({"validation_loss": 2.5})", MissingFigure::kZero);
   ASSERT_TRUE(no_step.ok());

@@ -128,6 +128,11 @@ TEST(StepScalarsTest, TagsAndValues) {
   EXPECT_EQ(scalars[6].value, 1.0f);
   EXPECT_EQ(scalars[7].tag, "validation_metrics/loss");
   EXPECT_EQ(scalars[7].value, 3.25f);
+  r.mfu_percent = 41.5;
+  scalars = StepScalars(r);
+  ASSERT_EQ(scalars.size(), 9u);
+  EXPECT_EQ(scalars[8].tag, "mfu(%)");
+  EXPECT_EQ(scalars[8].value, 41.5f);
 }
 
 }  // namespace

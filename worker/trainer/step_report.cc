@@ -34,6 +34,7 @@ StepRecord ToStepRecord(const StepReport& r, std::vector<RankFigures> ranks) {
   record.checkpoint_save_step = static_cast<double>(r.checkpoint_save_step);
   record.checkpoint_commit_step = static_cast<double>(r.checkpoint_commit_step);
   record.validation_loss = r.validation_loss;
+  record.mfu_percent = r.mfu_percent;
   record.ranks = std::move(ranks);
   return record;
 }
@@ -48,6 +49,7 @@ std::string StepReportLine(const StepReport& r) {
       static_cast<int>(absl::StrCat(r.total_steps).size()), r.step, r.total_steps, r.loss,
       r.grad_norm, r.lr, r.tokens_per_second, r.step_seconds,
       double(r.peak_memory_bytes) / (1024.0 * 1024.0));
+  if (r.mfu_percent) absl::StrAppendFormat(&line, "  mfu %5.2f%%", *r.mfu_percent);
   if (r.device_memory_peak_bytes > 0) {
     absl::StrAppendFormat(&line, "  device %5.0f MiB",
                           double(r.device_memory_peak_bytes) / (1024.0 * 1024.0));

@@ -40,6 +40,7 @@ struct StepReport {
   int64_t checkpoint_save_step = 0;       // StepRecord's
   int64_t checkpoint_commit_step = 0;     // StepRecord's
   std::optional<double> validation_loss;  // StepRecord's
+  std::optional<double> mfu_percent;      // StepRecord's
 };
 
 // The step's record (common/record/step_record.h, the contract with the agent, the coordinator and

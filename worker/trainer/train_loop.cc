@@ -352,6 +352,7 @@ absl::Status TrainStep(Trainer::State& s, int64_t step, Clock::time_point run_st
   report.step_seconds = SecondsSince(step_start);
   report.elapsed_seconds = SecondsSince(run_start);
   report.tokens_per_second = double(global_tokens) / report.step_seconds;
+  if (s.mfu) report.mfu_percent = s.mfu->Percent(report.tokens_per_second);
   report.peak_memory_bytes = PeakMemoryBytes();
   report.device_memory_peak_bytes = DevicePeakBytes(s.device);
   RT_RETURN_IF_ERROR(MaybeSave(s, step, &report));

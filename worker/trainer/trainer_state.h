@@ -26,6 +26,7 @@
 #include "worker/engine/parallel/mesh.h"
 #include "worker/engine/parallel/parallelize.h"
 #include "worker/trainer/memory_snapshots.h"
+#include "worker/trainer/mfu.h"
 #include "worker/trainer/step_report.h"
 #include "worker/trainer/straggler.h"
 #include "worker/trainer/trainer.h"
@@ -61,6 +62,7 @@ struct Trainer::State {
   std::unique_ptr<EventFileWriter> tensorboard;  // metrics.enable_tensorboard, rank 0
   std::optional<StragglerDetector> stragglers;   // metrics.straggler_window > 0 and world > 1
   std::optional<Straggler> straggler;            // the rank named after the last step
+  std::optional<MfuBasis> mfu;                   // training runs with a known peak (mfu.h)
   TrainState train_state;
   // checkpoint.memory_interval (heal.h): the snapshots, the world's generation (0 at start, n
   // after the n-th heal) and where the agent writes a heal instruction ($RINGTRAIN_CONTROL_FILE).
