@@ -78,6 +78,26 @@ class ClusterFixture : public ::testing::Test {
     return ids;
   }
 
+  // After Reopen: the agent `old_id` registers again with its credential, naming the rank of
+  // `job_id` it still runs, and attaches its session; the rank must be adopted under the old id.
+  void ComeBack(const std::string& old_id, const std::string& job_id, int rank) {
+    v1::RegisterRequest request;
+    request.set_device_kind("cpu");
+    request.set_device("cpu");
+    request.set_host_label("h1");
+    request.set_address("127.0.0.1");
+    request.set_previous_worker_id(old_id);
+    request.set_previous_credential(credentials_[old_id]);
+    request.set_running_job_id(job_id);
+    request.set_running_rank(rank);
+    absl::StatusOr<v1::RegisterResponse> response = cluster_->Register(request);
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_EQ(response->worker_id(), old_id);
+    EXPECT_TRUE(response->rank_adopted());
+    credentials_[old_id] = response->credential();
+    ASSERT_TRUE(cluster_->AttachSession(old_id, credentials_[old_id], &channels_[old_id]).ok());
+  }
+
   absl::StatusOr<JobRecord> Submit(int dp, int cp, int steps = 3,
                                    const std::vector<std::string>& more = {}) {
     v1::SubmitJobRequest request;

@@ -417,26 +417,8 @@ TEST_F(ClusterRestartTest, ARestartingJobResumesAfterACoordinatorRestart) {
 // A cp-2 job with in-memory snapshots, rank 1 killed while the coordinator was away: the new
 // coordinator heals it once both agents are back, whichever registers first (rank 1's agent,
 // adopted and then reporting the kill, used to end adoption without deciding the held failure).
-class HealAfterRestartTest : public ClusterRestartTest, public ::testing::WithParamInterface<bool> {
- protected:
-  // The agent that ran `rank` registers again with its old id, naming the rank it still runs.
-  void ComeBack(const std::string& old_id, const std::string& job_id, int rank) {
-    v1::RegisterRequest request;
-    request.set_device_kind("cpu");
-    request.set_device("cpu");
-    request.set_host_label("h1");
-    request.set_address("127.0.0.1");
-    request.set_previous_worker_id(old_id);
-    request.set_previous_credential(credentials_[old_id]);
-    request.set_running_job_id(job_id);
-    request.set_running_rank(rank);
-    absl::StatusOr<v1::RegisterResponse> response = cluster_->Register(request);
-    ASSERT_TRUE(response.ok()) << response.status();
-    EXPECT_TRUE(response->rank_adopted());
-    credentials_[old_id] = response->credential();
-    ASSERT_TRUE(cluster_->AttachSession(old_id, credentials_[old_id], &channels_[old_id]).ok());
-  }
-};
+class HealAfterRestartTest : public ClusterRestartTest,
+                             public ::testing::WithParamInterface<bool> {};
 
 TEST_P(HealAfterRestartTest, ARankLostWhileTheCoordinatorWasAwayIsHealedOnceEveryRankIsBack) {
   const bool lost_rank_first = GetParam();

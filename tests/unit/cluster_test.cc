@@ -252,23 +252,7 @@ TEST_F(ClusterTest, RunningJobIsReadoptedWhenItsAgentsComeBackAfterARestart) {
   Reopen();
   EXPECT_EQ(StateOf(job->job_id), JobState::kRunning);
   // The agents register again, naming their old ids and the ranks they still run.
-  for (const auto& [rank, old_id] : ranks) {
-    v1::RegisterRequest request;
-    request.set_device_kind("cpu");
-    request.set_device("cpu");
-    request.set_host_label("h1");
-    request.set_address("127.0.0.1");
-    request.set_previous_worker_id(old_id);
-    request.set_previous_credential(credentials_[old_id]);
-    request.set_running_job_id(job->job_id);
-    request.set_running_rank(rank);
-    auto response = cluster_->Register(request);
-    ASSERT_TRUE(response.ok());
-    EXPECT_EQ(response->worker_id(), old_id);
-    EXPECT_TRUE(response->rank_adopted());
-    credentials_[old_id] = response->credential();
-    ASSERT_TRUE(cluster_->AttachSession(old_id, credentials_[old_id], &channels_[old_id]).ok());
-  }
+  for (const auto& [rank, old_id] : ranks) ComeBack(old_id, job->job_id, rank);
   // Reports buffered during the outage arrive (step 1 again: taken once), then the rest.
   for (int step = 1; step <= 4; ++step) Report(ranks[0], job->job_id, step, 4.0 - step / 2.0);
   clock_.Advance(absl::Milliseconds(400));
