@@ -5,7 +5,8 @@
 // config wait behind it (FIFO: the job holds every worker). The round checks what the clients saw
 // against the store and measures the job's step times and the coordinator's memory. With watchers
 // or a queue, a gate job of the same config holds the workers until every watcher is counted and
-// every queued job submitted, and is then cancelled: the watched job runs all its steps watched.
+// every queued job submitted and checked, and is then cancelled: the watched job runs all its
+// steps watched, and the queue is cancelled while it runs.
 //
 // "Nothing lost" means, for every watcher: its stream ends OK; its step events are exactly those
 // of a replay of the finished job from the store — steps 1..N, each once, in order, record_json
@@ -31,7 +32,7 @@ namespace ringtrain::testing {
 struct LoadRoundOptions {
   int watchers = 0;  // WatchJob streams, one thread and one connection each (as separate clients)
   int queued = 0;    // jobs submitted behind the watched one, checked while QUEUED, then cancelled
-  int steps = 30;    // of the watched job; enough that it outlives the queued jobs' checks
+  int steps = 30;    // of the watched job; enough that it outlives the queue's cancellation
   int cp = 2;        // its context-parallel degree: should equal the cluster's workers
   double timeout_seconds = 150;  // the whole round; no client call's deadline goes past it
 };
@@ -65,6 +66,7 @@ struct LoadRoundResult {
   int streams_reopened = 0;
   std::string open_error;             // the first such failure's message
   double subscribe_seconds = 0;       // from the first watcher's start until all were counted
+  double cancel_seconds = 0;          // cancelling the queue, while the watched job ran
   double seconds = 0;                 // submit to idle workers
   std::vector<std::string> problems;  // what was lost or wrong, one line each; empty when none
 };
