@@ -1,4 +1,4 @@
-"""The nine comparisons of ringtrain-bench (issues 16, 30 and 31), each a function of the bench context that
+"""The ten comparisons of ringtrain-bench (issues 16, 30, 31 and 32), each a function of the bench context that
 adds rows (figure, ours, peer, ratio, target) and keeps its raw figures. Sizes come from SIZES:
 "quick" runs each comparison at a tiny size so the test suite keeps it working; "full" is the run
 RESULTS.md records. Standard library only.
@@ -19,7 +19,7 @@ SIZES = {
         "grow_seqs": [256, 512], "grow_steps": 3, "cp_seq": 512, "scale_seq": 512,
         "service_seq": 256,
         "service_steps": 4, "doc_seq": 1024, "doc_train_bytes": 200_000,
-        "doc_corpus_bytes": 300_000, "doc_vocab": 1000, "method_seq": 1024,
+        "doc_corpus_bytes": 300_000, "doc_vocab": 1000, "method_seq": 1024, "bf16_seqs": [256],
     },
     "full": {
         "compare_seqs": [512, 2048, 8192, 16384],
@@ -29,6 +29,7 @@ SIZES = {
         "grow_seqs": [1024, 2048, 4096, 8192], "grow_steps": 3, "cp_seq": 8192,
         "scale_seq": 16384, "service_seq": 2048, "service_steps": 6, "doc_seq": 16384,
         "doc_train_bytes": 2 << 20, "doc_corpus_bytes": 4 << 20, "doc_vocab": 16000, "method_seq": 16384,
+        "bf16_seqs": [2048, 8192],
     },
 }
 WARMUP = 2        # items 1 and 7: steps 1 and 2 left out (the issue's "steps 3…N") ...
@@ -386,13 +387,57 @@ def cp_methods(b):
                                   "ring_wait_seconds": exposed, "comm_wait_seconds": waits}
 
 
+# ---- 10. bfloat16 compute against float32 (issue 32) -----------------------------------------
+def cpu_bf16_units():
+    """The CPU's bfloat16 matrix units as the kernels see them (cpu_isa.h): amx, avx512_bf16 or
+    none."""
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    if "amx_bf16" in flags and "amx_tile" in flags:
+        return "amx"
+    return "avx512_bf16" if "avx512_bf16" in flags else "none"
+
+
+def bf16_speedup(b):
+    """training.mixed_precision_param = "bfloat16" against float32, same weights and tokens, the
+    first kernel: bf16 with the attention GEMMs as bfloat16 (the default where the CPU has bf16
+    units) and widened to float32 (RINGTRAIN_BF16_GEMM=widen). The issue's target (bf16 at most
+    half the float32 step) holds on AMX machines only."""
+    s, t, kernel = b.size, b.threads, b.kernels[0]
+    units = cpu_bf16_units()
+    b.raw["bf16 units"] = units
+    for seq in s["bf16_seqs"]:
+        steps = s["compare_steps"][seq]
+        fixture = b.run.fixture(max(seq * steps + 1, 4096))
+        runs = {}
+        for name, extra, env in (
+                ("float32", [], None),
+                ("bf16", ["--training.mixed_precision_param=bfloat16"], None),
+                ("bf16 widened", ["--training.mixed_precision_param=bfloat16"],
+                 {"RINGTRAIN_BF16_GEMM": "widen"})):
+            runs[name] = b.run.trainer(f"ringtrain {kernel} {name} L={seq}", seq, steps,
+                                       warmup(steps), threads=t, kernel=kernel, fixture=fixture,
+                                       extra=extra, env=env)
+            b.raw[f"ours {kernel} {name} L={seq}"] = runs[name].records
+        f32 = runs["float32"].step_seconds()
+        for name in ("bf16", "bf16 widened"):
+            target = ("<=", 0.5, "ratio") if name == "bf16" and units == "amx" else None
+            b.row(10, f"step s, {name} vs float32, {kernel}, L {seq} (bf16 units: {units})",
+                  runs[name].step_seconds(), f32, target)
+            loss, want = runs[name].records[0]["loss"], runs["float32"].records[0]["loss"]
+            if abs(loss - want) > 2e-2 * abs(want):
+                raise CaseError(f"L={seq}: step-1 loss {loss} ({name}) and {want} (float32) "
+                                f"differ by more than bfloat16 rounding")
+
+
 ITEMS = {1: compare_eager, 2: kernel_rate, 3: growth, 4: cp_scaling, 5: overlap,
-         6: load_balance, 7: service_overhead, 8: packed_documents, 9: cp_methods}
+         6: load_balance, 7: service_overhead, 8: packed_documents, 9: cp_methods,
+         10: bf16_speedup}
 TITLES = {1: "step time and peak memory vs PyTorch eager and torch.compile",
           2: "GEMM rate, kernel rate, MFU",
           3: "cost vs sequence length per cp", 4: "CP scaling", 5: "ring transfer overlap",
           6: "load balance", 7: "service overhead", 8: "packed documents",
-          9: "context-parallel methods"}
+          9: "context-parallel methods", 10: "bfloat16 against float32"}
 
 
 def cpu_model():

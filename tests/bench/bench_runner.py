@@ -136,9 +136,11 @@ class Runner:
         return corpus
 
     def trainer(self, name, seq, steps, warmup, nproc=1, threads=1, kernel=None, cp=1,
-                balancer="headtail", rotate="alltoall", fixture=None, extra=()):
-        """ringtrain-run of the benchmark model; fixture: same weights and tokens as the peer."""
-        key = (seq, steps, nproc, threads, kernel, cp, balancer, rotate, fixture, tuple(extra))
+                balancer="headtail", rotate="alltoall", fixture=None, extra=(), env=None):
+        """ringtrain-run of the benchmark model; fixture: same weights and tokens as the peer;
+        env: variables set for the run beside this process's."""
+        key = (seq, steps, nproc, threads, kernel, cp, balancer, rotate, fixture, tuple(extra),
+               tuple(sorted((env or {}).items())))
         if key in self.cache:
             self.log(f"  [{name}] same run as [{self.cache[key][0]}]")
             return self.cache[key][1]
@@ -160,7 +162,7 @@ class Runner:
                     f"--training.dataset_path={fixture}/tokens.bin",
                     f"--checkpoint.initial_load_path={fixture}/init.pt"]
         cmd += list(extra)
-        self._run(name, cmd)
+        self._run(name, cmd, env=env)
         run = TrainerRun(read_jsonl(jsonl, steps, name), warmup)
         self.cache[key] = (name, run)
         return run

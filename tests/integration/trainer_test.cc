@@ -262,9 +262,10 @@ INSTANTIATE_TEST_SUITE_P(
                  {"CONFIG", "--checkpoint.initial_load_path=$DIR/w.pt"},
                  "unexpected: w"},
         BadInput{"not_a_device", {"CONFIG", "--device=tpu"}, "'tpu' is not a device"},
-        BadInput{"unknown_cpu_level",
-                 {"ENV RINGTRAIN_CPU_ISA=avx1024", "CONFIG"},
-                 "RINGTRAIN_CPU_ISA=avx1024 is not a level: use baseline, avx2 or avx512"},
+        BadInput{
+            "unknown_cpu_level",
+            {"ENV RINGTRAIN_CPU_ISA=avx1024", "CONFIG"},
+            "RINGTRAIN_CPU_ISA=avx1024 is not a level: use baseline, avx2, avx512 or avx512_bf16"},
         BadInput{"cuda_on_a_cpu_build", {"CONFIG", "--device=cuda:0"}, "-DRINGTRAIN_CUDA=ON"},
         BadInput{"diverging_lr",
                  {"CONFIG", "--optimizer.lr=1e9", "--training.max_norm=1e9",

@@ -42,11 +42,11 @@ TEST(CpuIsa, ParsesEachNameAndRefusesUnknownOrMissingLevels) {
     FAIL() << "avx1024 was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("RINGTRAIN_CPU_ISA=avx1024 is not a level: use baseline, "
-                                         "avx2 or avx512"),
+                                         "avx2, avx512 or avx512_bf16"),
               std::string::npos)
         << e.what();
   }
-  if (DetectedCpuIsa() != CpuIsa::kAvx512) {
+  if (static_cast<int>(DetectedCpuIsa()) < static_cast<int>(CpuIsa::kAvx512)) {
     EXPECT_THROW(ScopedCpuIsa(CpuIsa::kAvx512), std::invalid_argument);
     try {
       ParseCpuIsa("avx512", "RINGTRAIN_CPU_ISA");
@@ -55,6 +55,9 @@ TEST(CpuIsa, ParsesEachNameAndRefusesUnknownOrMissingLevels) {
       EXPECT_NE(std::string(e.what()).find("this CPU has no avx512"), std::string::npos)
           << e.what();
     }
+  }
+  if (DetectedCpuIsa() != CpuIsa::kAvx512Bf16) {
+    EXPECT_THROW(ScopedCpuIsa(CpuIsa::kAvx512Bf16), std::invalid_argument);
   }
 }
 

@@ -1,8 +1,9 @@
 // ringtrain's fused CPU attention kernel against plain softmax attention computed in float64
 // (PyTorch autograd): forward and backward, GQA, ragged tiles, head-tail shard positions, key
 // positions in no order, rows that see no key; its exp against std::exp; the same result twice
-// (bitwise) and on 1 and 2 threads; and the kernel inside ring attention. The row code is tested at
-// every level this CPU has (cpu_isa.h), forced in turn.
+// (bitwise) and on 1 and 2 threads; bfloat16 inputs multiplied as bfloat16 or widened; and the
+// kernel inside ring attention. The row code is tested at every level this CPU has (cpu_isa.h),
+// forced in turn.
 #include "worker/engine/kernels/fused_cpu_attention.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -40,7 +42,7 @@ Result RunFused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                 const std::vector<int64_t>& kp, double scale, FusedCpuTiling tiling) {
   const BlockPositions q_pos{qp}, k_pos{kp};
   const BlockOutput fwd = FusedCpuAttentionForward(q, k, v, q_pos, k_pos, scale, tiling);
-  const at::Tensor delta = AttentionDelta(dout, fwd.out);
+  const at::Tensor delta = AttentionDelta(dout.to(torch::kFloat), fwd.out);
   const BlockGrads g =
       FusedCpuAttentionBackward(q, k, v, dout, delta, fwd.lse, q_pos, k_pos, scale, tiling);
   return {fwd.out, fwd.lse, g.dq, g.dk, g.dv};
@@ -163,20 +165,131 @@ TEST(FusedCpuAttention, CountsTheScoresOfTilesItComputes) {
   EXPECT_EQ(out.scores_computed, 10 * 2 * 16 * 16);
 }
 
-TEST(FusedCpuAttention, WidensBFloat16AndKeepsFloat64OnTheTiledKernel) {
+// bfloat16 inputs multiplied as bfloat16 (the native path: P and dS rounded to bfloat16, float32
+// accumulation) against float64 attention of the same bfloat16 values, beside the widened path;
+// at every CPU level (the rounding row follows it); bitwise repeatable, and out, lse and dQ
+// independent of the thread count.
+TEST(FusedCpuAttention, BFloat16NativeGemmsMatchFloat64WithinBFloat16Rounding) {
+  struct Bf16Case {
+    const char* name;
+    int64_t heads, kv_heads, len, dim;
+    FusedCpuTiling tiling;
+  };
+  for (const Bf16Case& c : {Bf16Case{"gqa_ragged_tiles", 6, 2, 100, 16, {24, 40}},
+                            Bf16Case{"mha_auto_tiles", 4, 4, 150, 32, {}},
+                            Bf16Case{"dim64_odd_length", 4, 2, 77, 64, {16, 32}}}) {
+    SCOPED_TRACE(c.name);
+    torch::manual_seed(11);
+    const auto q = torch::randn({2, c.heads, c.len, c.dim}).to(torch::kBFloat16);
+    const auto k = torch::randn({2, c.kv_heads, c.len, c.dim}).to(torch::kBFloat16);
+    const auto v = torch::randn({2, c.kv_heads, c.len, c.dim}).to(torch::kBFloat16);
+    const auto dout = torch::randn({2, c.heads, c.len, c.dim}).to(torch::kBFloat16);
+    const std::vector<int64_t> pos = Iota(c.len);
+    const double scale = 1.0 / std::sqrt(double(c.dim));
+    const Result want = RunReference(q, k, v, dout, pos, pos, scale);
+    const Result widened = RunFused(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat),
+                                    dout.to(torch::kFloat), pos, pos, scale, c.tiling);
+    for (CpuIsa isa : AvailableCpuIsas()) {
+      SCOPED_TRACE(CpuIsaName(isa));
+      ScopedCpuIsa level(isa);
+      const Result got = RunFused(q, k, v, dout, pos, pos, scale, c.tiling);
+      for (const at::Tensor& t : {got.out, got.lse, got.dq, got.dk, got.dv}) {
+        EXPECT_EQ(t.scalar_type(), torch::kFloat);
+      }
+      // Relative to each tensor's largest entry: bfloat16 keeps 8 bits (2^-9 relative rounding)
+      // and P and dS are rounded once each. Widened, the same inputs give float32 accuracy.
+      EXPECT_LE(RelDiff(got.out, want.out), 1e-2);
+      EXPECT_LE(RelDiff(got.lse, want.lse), 1e-5);
+      EXPECT_LE(RelDiff(got.dq, want.dq), 2e-2);
+      EXPECT_LE(RelDiff(got.dk, want.dk), 2e-2);
+      EXPECT_LE(RelDiff(got.dv, want.dv), 1e-2);
+      EXPECT_LE(RelDiff(widened.out, want.out), 1e-5);
+      EXPECT_LE(RelDiff(widened.dq, want.dq), 1e-5);
+      // The native path really rounds (it is not the widened one under another name).
+      EXPECT_FALSE(torch::equal(got.dv, widened.dv));
+      const Result again = RunFused(q, k, v, dout, pos, pos, scale, c.tiling);
+      for (const auto& [x, y] : {std::pair{got.out, again.out},
+                                 {got.lse, again.lse},
+                                 {got.dq, again.dq},
+                                 {got.dk, again.dk},
+                                 {got.dv, again.dv}}) {
+        EXPECT_TRUE(torch::equal(x, y));
+      }
+    }
+    const int saved = at::get_num_threads();
+    at::set_num_threads(1);
+    const Result one = RunFused(q, k, v, dout, pos, pos, scale, c.tiling);
+    at::set_num_threads(2);
+    const Result two = RunFused(q, k, v, dout, pos, pos, scale, c.tiling);
+    at::set_num_threads(saved);
+    EXPECT_TRUE(torch::equal(one.out, two.out));
+    EXPECT_TRUE(torch::equal(one.lse, two.lse));
+    EXPECT_TRUE(torch::equal(one.dq, two.dq));
+  }
+}
+
+TEST(FusedCpuAttention, TheKernelMultipliesBFloat16AsChosenAndKeepsFloat64OnTheTiledKernel) {
   torch::manual_seed(9);
   const auto q = torch::randn({1, 2, 24, 16}), k = torch::randn({1, 2, 24, 16});
-  FusedCpuBlockKernel kernel;
+  const auto q16 = q.to(torch::kBFloat16), k16 = k.to(torch::kBFloat16);
   const BlockPositions pos{Iota(24)};
-  const BlockOutput f32 = kernel.Forward(q, k, k, pos, pos, 0.25);
-  const BlockOutput bf16 = kernel.Forward(q.to(torch::kBFloat16), k.to(torch::kBFloat16),
-                                          k.to(torch::kBFloat16), pos, pos, 0.25);
-  EXPECT_EQ(bf16.out.scalar_type(), torch::kFloat);
-  EXPECT_LE(MaxDiff(bf16.out, f32.out), 5e-2);
-  const BlockOutput f64 = kernel.Forward(q.to(torch::kFloat64), k.to(torch::kFloat64),
+  FusedCpuBlockKernel native({}, Bf16Gemm::kNative), widen({}, Bf16Gemm::kWiden);
+  const BlockOutput a = native.Forward(q16, k16, k16, pos, pos, 0.25);
+  const BlockOutput b = widen.Forward(q16, k16, k16, pos, pos, 0.25);
+  EXPECT_EQ(a.out.scalar_type(), torch::kFloat);
+  EXPECT_EQ(b.out.scalar_type(), torch::kFloat);
+  EXPECT_TRUE(torch::equal(a.out, FusedCpuAttentionForward(q16, k16, k16, pos, pos, 0.25).out));
+  EXPECT_TRUE(
+      torch::equal(b.out, FusedCpuAttentionForward(q16.to(torch::kFloat), k16.to(torch::kFloat),
+                                                   k16.to(torch::kFloat), pos, pos, 0.25)
+                              .out));
+  EXPECT_NE(native.Describe().find("bf16 GEMMs native"), std::string::npos) << native.Describe();
+  EXPECT_NE(widen.Describe().find("bf16 GEMMs widen"), std::string::npos) << widen.Describe();
+  // float32 inputs take the float32 path whatever the choice.
+  EXPECT_TRUE(torch::equal(native.Forward(q, k, k, pos, pos, 0.25).out,
+                           widen.Forward(q, k, k, pos, pos, 0.25).out));
+  const BlockOutput f32 = native.Forward(q, k, k, pos, pos, 0.25);
+  const BlockOutput f64 = native.Forward(q.to(torch::kFloat64), k.to(torch::kFloat64),
                                          k.to(torch::kFloat64), pos, pos, 0.25);
   EXPECT_EQ(f64.out.scalar_type(), torch::kFloat64);
   EXPECT_LE(MaxDiff(f64.out, f32.out), 1e-5);
+}
+
+TEST(AttentionRows, RoundsToBFloat16AsPyTorchDoes) {
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<uint32_t> bits;
+  std::vector<float> x;
+  for (int i = 0; i < 997; ++i) {  // any bit pattern: NaNs, infinities, denormals, ties
+    const uint32_t b = bits(rng);
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    x.push_back(f);
+  }
+  for (float f : {0.0f, -0.0f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 3.3895314e38f,
+                  std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                  std::numeric_limits<float>::denorm_min()}) {
+    x.push_back(f);
+  }
+  const at::Tensor want =
+      torch::from_blob(x.data(), {int64_t(x.size())}).to(torch::kBFloat16).contiguous();
+  const auto* want_bits = reinterpret_cast<const uint16_t*>(want.data_ptr<at::BFloat16>());
+  for (CpuIsa isa : AvailableCpuIsas()) {
+    SCOPED_TRACE(CpuIsaName(isa));
+    ScopedCpuIsa level(isa);
+    std::vector<uint16_t> y(x.size());
+    RoundRowToBf16(x.data(), y.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      // PyTorch may convert with VCVTNEPS2BF16, which takes denormal inputs as 0; the kernel's
+      // rounding keeps them (it never meets one: its rows are exps and products of normals).
+      if (std::fpclassify(x[i]) == FP_SUBNORMAL) continue;
+      if (std::isnan(x[i])) {
+        EXPECT_EQ(y[i] & 0x7f80, 0x7f80) << i;  // a NaN stays a NaN (its payload may differ)
+        EXPECT_NE(y[i] & 0x007f, 0) << i;
+      } else {
+        EXPECT_EQ(y[i], want_bits[i]) << "x = " << x[i];
+      }
+    }
+  }
 }
 
 TEST(AttentionRows, ExpMatchesStdExpAndNeverMakesDenormals) {
@@ -196,6 +309,49 @@ TEST(AttentionRows, ExpMatchesStdExpAndNeverMakesDenormals) {
         EXPECT_NEAR(y[i], want, 3e-7 * want) << "x = " << x[i];
         EXPECT_EQ(std::fpclassify(y[i]), FP_NORMAL) << "x = " << x[i];
       }
+    }
+  }
+}
+
+// The row functions' bfloat16 outputs are their float outputs rounded (RoundRowToBf16, tested
+// against PyTorch above), masked and partial tails included.
+TEST(AttentionRows, BFloat16OutputsAreTheFloatOutputsRounded) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal;
+  for (CpuIsa isa : AvailableCpuIsas()) {
+    SCOPED_TRACE(CpuIsaName(isa));
+    ScopedCpuIsa level(isa);
+    for (int64_t n : {5, 16, 37}) {
+      const int64_t visible = n - 3;
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = 3 * normal(rng);
+      std::vector<uint16_t> rounded(static_cast<size_t>(n)), got(static_cast<size_t>(n), 0xffff);
+      // Softmax step: with p16 the float row is left as it was.
+      std::vector<float> s = x, s2 = x, acc(4, 1.0f), acc2(4, 1.0f);
+      float max = 0.5f, sum = 2.0f, max2 = 0.5f, sum2 = 2.0f;
+      SoftmaxRowStep(s.data(), n, visible, &max, &sum, acc.data(), 4);
+      SoftmaxRowStep(s2.data(), n, visible, &max2, &sum2, acc2.data(), 4, got.data());
+      RoundRowToBf16(s.data(), rounded.data(), n);
+      EXPECT_EQ(got, rounded) << "softmax step, n " << n;
+      EXPECT_EQ(s2, x);
+      EXPECT_EQ(sum2, sum);
+      EXPECT_EQ(acc2, acc);
+      // Probabilities: the float row and its rounded twin.
+      s = x, s2 = x;
+      std::fill(got.begin(), got.end(), 0xffff);
+      ProbabilityRow(s.data(), n, visible, 4.0f);
+      ProbabilityRow(s2.data(), n, visible, 4.0f, got.data());
+      RoundRowToBf16(s.data(), rounded.data(), n);
+      EXPECT_EQ(s2, s);
+      EXPECT_EQ(got, rounded) << "probability, n " << n;
+      // Score gradients: with ds16 the float row is left as it was.
+      std::vector<float> dp = x, dp2 = x;
+      std::fill(got.begin(), got.end(), 0xffff);
+      ScoreGradRow(dp.data(), s.data(), n, 0.3f);
+      ScoreGradRow(dp2.data(), s.data(), n, 0.3f, got.data());
+      RoundRowToBf16(dp.data(), rounded.data(), n);
+      EXPECT_EQ(got, rounded) << "score gradient, n " << n;
+      EXPECT_EQ(dp2, x);
     }
   }
 }

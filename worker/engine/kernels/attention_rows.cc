@@ -20,9 +20,37 @@ RT_INLINE void ScaleRowBody(float* x, int64_t n, float a) {
   for (; j < n; ++j) x[j] *= a;
 }
 
-template <int N>
+// p (lanes j … j + N) into the float row `s`, or rounded into `p16` when given. H: round with
+// VCVTNEPS2BF16 (simd::NarrowToBf16).
+template <int N, bool H>
+RT_INLINE void StoreRow(float* s, uint16_t* p16, int64_t j, simd::Vec<N> p) {
+  if (p16 != nullptr) {
+    simd::StoreBf16<N, H>(p16 + j, p);
+  } else {
+    simd::Store<N>(s + j, p);
+  }
+}
+template <int N, bool H>
+RT_INLINE void StoreRowPartial(float* s, uint16_t* p16, int64_t j, simd::Vec<N> p, int64_t n) {
+  if (p16 != nullptr) {
+    simd::StorePartialBf16<N, H>(p16 + j, p, n);
+  } else {
+    simd::StorePartial<N>(s + j, p, n);
+  }
+}
+// Zeroes entries [from, n) of the float row `s`, or of `p16` when given.
+RT_INLINE void ZeroRow(float* s, uint16_t* p16, int64_t from, int64_t n) {
+  if (n <= from) return;
+  if (p16 != nullptr) {
+    std::memset(p16 + from, 0, size_t(n - from) * sizeof(uint16_t));
+  } else {
+    std::memset(s + from, 0, size_t(n - from) * sizeof(float));
+  }
+}
+
+template <int N, bool H>
 RT_INLINE void SoftmaxRowStepBody(float* s, int64_t n, int64_t visible, float* max, float* sum,
-                                  float* acc, int64_t dim) {
+                                  float* acc, int64_t dim, uint16_t* p16) {
   simd::Vec<N> vmax = simd::Splat<N>(kNegInf);
   int64_t j = 0;
   for (; j + N <= visible; j += N) vmax = simd::Max<N>(vmax, simd::Load<N>(s + j));
@@ -30,7 +58,7 @@ RT_INLINE void SoftmaxRowStepBody(float* s, int64_t n, int64_t visible, float* m
   const float tile_max = simd::HorizontalMax<N>(vmax);
   const float new_max = tile_max > *max ? tile_max : *max;
   if (new_max == kNegInf) {  // nothing visible to this row yet
-    std::memset(s, 0, size_t(n) * sizeof(float));
+    ZeroRow(s, p16, 0, n);
     return;
   }
   if (*max != new_max) {
@@ -45,41 +73,59 @@ RT_INLINE void SoftmaxRowStepBody(float* s, int64_t n, int64_t visible, float* m
   j = 0;
   for (; j + N <= visible; j += N) {
     const simd::Vec<N> p = simd::Exp<N>(simd::Load<N>(s + j) - shift);
-    simd::Store<N>(s + j, p);
+    StoreRow<N, H>(s, p16, j, p);
     vsum += p;
   }
   if (j < visible) {
     const simd::Vec<N> p = simd::Exp<N>(simd::LoadPartial<N>(s + j, visible - j, kNegInf) - shift);
-    simd::StorePartial<N>(s + j, p, visible - j);
+    StoreRowPartial<N, H>(s, p16, j, p, visible - j);
     vsum += p;
     j = visible;
   }
-  if (n > visible) std::memset(s + visible, 0, size_t(n - visible) * sizeof(float));
+  ZeroRow(s, p16, visible, n);
   *sum += simd::HorizontalSum<N>(vsum);
 }
 
-template <int N>
-RT_INLINE void ProbabilityRowBody(float* s, int64_t n, int64_t visible, float lse) {
+template <int N, bool H>
+RT_INLINE void ProbabilityRowBody(float* s, int64_t n, int64_t visible, float lse, uint16_t* p16) {
   if (lse == kNegInf) visible = 0;
   const simd::Vec<N> shift = simd::Splat<N>(lse);
   int64_t j = 0;
-  for (; j + N <= visible; j += N)
-    simd::Store<N>(s + j, simd::Exp<N>(simd::Load<N>(s + j) - shift));
-  if (j < visible) {
-    simd::StorePartial<N>(s + j,
-                          simd::Exp<N>(simd::LoadPartial<N>(s + j, visible - j, kNegInf) - shift),
-                          visible - j);
+  for (; j + N <= visible; j += N) {
+    const simd::Vec<N> p = simd::Exp<N>(simd::Load<N>(s + j) - shift);
+    simd::Store<N>(s + j, p);
+    if (p16 != nullptr) simd::StoreBf16<N, H>(p16 + j, p);
   }
-  if (n > visible) std::memset(s + visible, 0, size_t(n - visible) * sizeof(float));
+  if (j < visible) {
+    const simd::Vec<N> p = simd::Exp<N>(simd::LoadPartial<N>(s + j, visible - j, kNegInf) - shift);
+    simd::StorePartial<N>(s + j, p, visible - j);
+    if (p16 != nullptr) simd::StorePartialBf16<N, H>(p16 + j, p, visible - j);
+  }
+  if (n > visible) {
+    std::memset(s + visible, 0, size_t(n - visible) * sizeof(float));
+    if (p16 != nullptr) std::memset(p16 + visible, 0, size_t(n - visible) * sizeof(uint16_t));
+  }
 }
 
-template <int N>
-RT_INLINE void ScoreGradRowBody(float* dp, const float* p, int64_t n, float delta) {
+template <int N, bool H>
+RT_INLINE void ScoreGradRowBody(float* dp, const float* p, int64_t n, float delta, uint16_t* ds16) {
   const simd::Vec<N> vd = simd::Splat<N>(delta);
   int64_t j = 0;
-  for (; j + N <= n; j += N)
-    simd::Store<N>(dp + j, simd::Load<N>(p + j) * (simd::Load<N>(dp + j) - vd));
-  for (; j < n; ++j) dp[j] = p[j] * (dp[j] - delta);
+  for (; j + N <= n; j += N) {
+    StoreRow<N, H>(dp, ds16, j, simd::Load<N>(p + j) * (simd::Load<N>(dp + j) - vd));
+  }
+  if (j < n) {
+    const simd::Vec<N> ds =
+        simd::LoadPartial<N>(p + j, n - j, 0.0f) * (simd::LoadPartial<N>(dp + j, n - j, 0.0f) - vd);
+    StoreRowPartial<N, H>(dp, ds16, j, ds, n - j);
+  }
+}
+
+template <int N, bool H>
+RT_INLINE void RoundRowToBf16Body(const float* x, uint16_t* y, int64_t n) {
+  int64_t j = 0;
+  for (; j + N <= n; j += N) simd::StoreBf16<N, H>(y + j, simd::Load<N>(x + j));
+  if (j < n) simd::StorePartialBf16<N, H>(y + j, simd::LoadPartial<N>(x + j, n - j, 0.0f), n - j);
 }
 
 template <int N>
@@ -91,42 +137,53 @@ RT_INLINE void VecExpBody(const float* x, float* y, int64_t n) {
 }
 
 struct RowFunctions {
-  void (*softmax_step)(float*, int64_t, int64_t, float*, float*, float*, int64_t);
-  void (*probability)(float*, int64_t, int64_t, float);
-  void (*score_grad)(float*, const float*, int64_t, float);
+  void (*softmax_step)(float*, int64_t, int64_t, float*, float*, float*, int64_t, uint16_t*);
+  void (*probability)(float*, int64_t, int64_t, float, uint16_t*);
+  void (*score_grad)(float*, const float*, int64_t, float, uint16_t*);
   void (*scale)(float*, int64_t, float);
+  void (*round_bf16)(const float*, uint16_t*, int64_t);
   void (*exp)(const float*, float*, int64_t);
 };
 
-#define RT_ROW_FUNCTIONS(SUFFIX, N, ATTR)                                                        \
+#define RT_ROW_FUNCTIONS(SUFFIX, N, H, ATTR)                                                     \
   ATTR void SoftmaxRowStep##SUFFIX(float* s, int64_t n, int64_t visible, float* max, float* sum, \
-                                   float* acc, int64_t dim) {                                    \
-    SoftmaxRowStepBody<N>(s, n, visible, max, sum, acc, dim);                                    \
+                                   float* acc, int64_t dim, uint16_t* p16) {                     \
+    SoftmaxRowStepBody<N, H>(s, n, visible, max, sum, acc, dim, p16);                            \
   }                                                                                              \
-  ATTR void ProbabilityRow##SUFFIX(float* s, int64_t n, int64_t visible, float lse) {            \
-    ProbabilityRowBody<N>(s, n, visible, lse);                                                   \
+  ATTR void ProbabilityRow##SUFFIX(float* s, int64_t n, int64_t visible, float lse,              \
+                                   uint16_t* p16) {                                              \
+    ProbabilityRowBody<N, H>(s, n, visible, lse, p16);                                           \
   }                                                                                              \
-  ATTR void ScoreGradRow##SUFFIX(float* dp, const float* p, int64_t n, float delta) {            \
-    ScoreGradRowBody<N>(dp, p, n, delta);                                                        \
+  ATTR void ScoreGradRow##SUFFIX(float* dp, const float* p, int64_t n, float delta,              \
+                                 uint16_t* ds16) {                                               \
+    ScoreGradRowBody<N, H>(dp, p, n, delta, ds16);                                               \
   }                                                                                              \
   ATTR void ScaleRow##SUFFIX(float* x, int64_t n, float a) { ScaleRowBody<N>(x, n, a); }         \
+  ATTR void RoundRowToBf16##SUFFIX(const float* x, uint16_t* y, int64_t n) {                     \
+    RoundRowToBf16Body<N, H>(x, y, n);                                                           \
+  }                                                                                              \
   ATTR void VecExp##SUFFIX(const float* x, float* y, int64_t n) { VecExpBody<N>(x, y, n); }      \
   constexpr RowFunctions k##SUFFIX##Rows = {SoftmaxRowStep##SUFFIX, ProbabilityRow##SUFFIX,      \
-                                            ScoreGradRow##SUFFIX, ScaleRow##SUFFIX,              \
-                                            VecExp##SUFFIX};
+                                            ScoreGradRow##SUFFIX,   ScaleRow##SUFFIX,            \
+                                            RoundRowToBf16##SUFFIX, VecExp##SUFFIX};
 
-RT_ROW_FUNCTIONS(Baseline, 8, )
+RT_ROW_FUNCTIONS(Baseline, 8, false, )
 #if defined(__x86_64__)
-RT_ROW_FUNCTIONS(Avx2, 8, __attribute__((target("avx2,fma"))))
-RT_ROW_FUNCTIONS(Avx512, 16, __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma"))))
+RT_ROW_FUNCTIONS(Avx2, 8, false, __attribute__((target("avx2,fma"))))
+RT_ROW_FUNCTIONS(Avx512, 16, false,
+                 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma"))))
+RT_ROW_FUNCTIONS(Avx512Bf16, 16, true,
+                 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma"))))
 #endif
 
 // Indexed by CpuIsa; the levels a build for another architecture lacks run the baseline.
 const RowFunctions& Rows() {
 #if defined(__x86_64__)
-  static constexpr RowFunctions kRows[kCpuIsaCount] = {kBaselineRows, kAvx2Rows, kAvx512Rows};
+  static constexpr RowFunctions kRows[kCpuIsaCount] = {kBaselineRows, kAvx2Rows, kAvx512Rows,
+                                                       kAvx512Bf16Rows};
 #else
-  static constexpr RowFunctions kRows[kCpuIsaCount] = {kBaselineRows, kBaselineRows, kBaselineRows};
+  static constexpr RowFunctions kRows[kCpuIsaCount] = {kBaselineRows, kBaselineRows, kBaselineRows,
+                                                       kBaselineRows};
 #endif
   return kRows[static_cast<int>(ActiveCpuIsa())];
 }
@@ -134,16 +191,17 @@ const RowFunctions& Rows() {
 }  // namespace
 
 void SoftmaxRowStep(float* s, int64_t n, int64_t visible, float* max, float* sum, float* acc,
-                    int64_t dim) {
-  Rows().softmax_step(s, n, visible, max, sum, acc, dim);
+                    int64_t dim, uint16_t* p16) {
+  Rows().softmax_step(s, n, visible, max, sum, acc, dim, p16);
 }
-void ProbabilityRow(float* s, int64_t n, int64_t visible, float lse) {
-  Rows().probability(s, n, visible, lse);
+void ProbabilityRow(float* s, int64_t n, int64_t visible, float lse, uint16_t* p16) {
+  Rows().probability(s, n, visible, lse, p16);
 }
-void ScoreGradRow(float* dp, const float* p, int64_t n, float delta) {
-  Rows().score_grad(dp, p, n, delta);
+void ScoreGradRow(float* dp, const float* p, int64_t n, float delta, uint16_t* ds16) {
+  Rows().score_grad(dp, p, n, delta, ds16);
 }
 void ScaleRow(float* x, int64_t n, float a) { Rows().scale(x, n, a); }
+void RoundRowToBf16(const float* x, uint16_t* y, int64_t n) { Rows().round_bf16(x, y, n); }
 void VecExp(const float* x, float* y, int64_t n) { Rows().exp(x, y, n); }
 const char* AttentionRowsIsa() { return CpuIsaName(ActiveCpuIsa()); }
 

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 namespace ringtrain {
 namespace {
@@ -15,7 +16,7 @@ CpuIsa Detect() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("fma")) {
-    return CpuIsa::kAvx512;
+    return __builtin_cpu_supports("avx512bf16") ? CpuIsa::kAvx512Bf16 : CpuIsa::kAvx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuIsa::kAvx2;
 #endif
@@ -56,8 +57,8 @@ CpuIsa ParseCpuIsa(const std::string& name, const std::string& what) {
     }
   }
   throw std::invalid_argument(
-      what + "=" + name +
-      " is not a level: use baseline, avx2 or avx512 (this CPU: " + AvailableNames() + ")");
+      what + "=" + name + " is not a level: use baseline, avx2, avx512 or avx512_bf16 (this CPU: " +
+      AvailableNames() + ")");
 }
 
 const char* CpuIsaName(CpuIsa isa) {
@@ -65,6 +66,7 @@ const char* CpuIsaName(CpuIsa isa) {
     case CpuIsa::kBaseline: return "baseline";
     case CpuIsa::kAvx2: return "avx2";
     case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kAvx512Bf16: return "avx512_bf16";
   }
   return "?";
 }
@@ -98,5 +100,47 @@ ScopedCpuIsa::ScopedCpuIsa(CpuIsa isa) : previous_(ActiveCpuIsa()) {
 }
 
 ScopedCpuIsa::~ScopedCpuIsa() { active.store(static_cast<int>(previous_)); }
+
+const char* Bf16UnitsName(Bf16Units units) {
+  switch (units) {
+    case Bf16Units::kNone: return "none";
+    case Bf16Units::kAvx512Bf16: return "avx512_bf16";
+    case Bf16Units::kAmx: return "amx";
+  }
+  return "?";
+}
+
+Bf16Units DetectedBf16Units() {
+  static const Bf16Units detected = [] {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("amx-bf16") && __builtin_cpu_supports("amx-tile")) {
+      return Bf16Units::kAmx;
+    }
+    if (__builtin_cpu_supports("avx512bf16")) return Bf16Units::kAvx512Bf16;
+#endif
+    return Bf16Units::kNone;
+  }();
+  return detected;
+}
+
+const char* Bf16GemmName(Bf16Gemm gemm) { return gemm == Bf16Gemm::kNative ? "native" : "widen"; }
+
+Bf16Gemm ActiveBf16Gemm() {
+  static const Bf16Gemm chosen = [] {
+    constexpr const char* kGemmVariable = "RINGTRAIN_BF16_GEMM";
+    const char* value = std::getenv(kGemmVariable);
+    if (value == nullptr || *value == '\0') {
+      return DetectedBf16Units() == Bf16Units::kNone ? Bf16Gemm::kWiden : Bf16Gemm::kNative;
+    }
+    const std::string name = value;
+    if (name == "native") return Bf16Gemm::kNative;
+    if (name == "widen") return Bf16Gemm::kWiden;
+    throw std::invalid_argument(std::string(kGemmVariable) + "=" + name +
+                                " is not a choice: use native or widen (this CPU's bf16 units: " +
+                                Bf16UnitsName(DetectedBf16Units()) + ")");
+  }();
+  return chosen;
+}
 
 }  // namespace ringtrain

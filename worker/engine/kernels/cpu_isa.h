@@ -1,13 +1,16 @@
 // Which x86 vector width the CPU kernels run (the fused attention rows and the fused element-wise
 // blocks): the widest the CPU supports, chosen once at start-up, or the one RINGTRAIN_CPU_ISA names
-// (baseline | avx2 | avx512; one the CPU lacks is refused at start-up, naming what the CPU has).
-// Tests force each available level in turn (ScopedCpuIsa). Torch-free.
+// (baseline | avx2 | avx512 | avx512_bf16; one the CPU lacks is refused at start-up, naming what
+// the CPU has). Tests force each available level in turn (ScopedCpuIsa). Torch-free.
 //
-//   baseline  x86-64 SSE2, 8-float vectors as two registers (also every non-x86 build)
-//   avx2      AVX2 + FMA, 8 floats a register
-//   avx512    AVX-512 F/BW/DQ/VL + FMA, 16 floats a register
+//   baseline     x86-64 SSE2, 8-float vectors as two registers (also every non-x86 build)
+//   avx2         AVX2 + FMA, 8 floats a register
+//   avx512       AVX-512 F/BW/DQ/VL + FMA, 16 floats a register
+//   avx512_bf16  avx512, rounding to bfloat16 with AVX512-BF16's VCVTNEPS2BF16 (one instruction
+//                for 16 lanes instead of eight)
 //
-// Results differ between levels only in the order horizontal sums add their lanes (a few ulp);
+// Results differ between levels only in the order horizontal sums add their lanes (a few ulp), and
+// avx512_bf16 rounds a denormal float to a bfloat16 0 (the compute threads flush denormals anyway);
 // on one machine and level every kernel is bitwise repeatable.
 #ifndef RINGTRAIN_WORKER_ENGINE_KERNELS_CPU_ISA_H_
 #define RINGTRAIN_WORKER_ENGINE_KERNELS_CPU_ISA_H_
@@ -17,10 +20,10 @@
 
 namespace ringtrain {
 
-enum class CpuIsa { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
-inline constexpr int kCpuIsaCount = 3;
+enum class CpuIsa { kBaseline = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
+inline constexpr int kCpuIsaCount = 4;
 
-const char* CpuIsaName(CpuIsa isa);  // "baseline", "avx2", "avx512"
+const char* CpuIsaName(CpuIsa isa);  // "baseline", "avx2", "avx512", "avx512_bf16"
 // The widest level this CPU supports.
 CpuIsa DetectedCpuIsa();
 // baseline … DetectedCpuIsa(), in order.
@@ -46,6 +49,21 @@ class ScopedCpuIsa {
  private:
   CpuIsa previous_;
 };
+
+// The CPU's bfloat16 matrix units, if any: AMX tiles (amx_bf16) or AVX512-BF16 dot products.
+// Where there are some, the fused attention kernel multiplies bfloat16 inputs as bfloat16 with
+// float32 accumulation (MKL's gemm_bf16bf16f32); elsewhere it widens them to float32.
+enum class Bf16Units { kNone = 0, kAvx512Bf16 = 1, kAmx = 2 };
+const char* Bf16UnitsName(Bf16Units units);  // "none", "avx512_bf16", "amx"
+Bf16Units DetectedBf16Units();
+
+// How the fused attention kernel multiplies bfloat16 inputs: as bfloat16 (kNative) or widened to
+// float32 (kWiden). RINGTRAIN_BF16_GEMM = native | widen when set, else native exactly where the
+// CPU has bf16 units. native runs on any CPU (MKL emulates the units, slowly); a value that is
+// neither throws std::invalid_argument naming the variable. Read once; thread-safe.
+enum class Bf16Gemm { kWiden = 0, kNative = 1 };
+const char* Bf16GemmName(Bf16Gemm gemm);  // "widen", "native"
+Bf16Gemm ActiveBf16Gemm();
 
 }  // namespace ringtrain
 

@@ -23,8 +23,11 @@
 // Every thread computes with flush-to-zero and denormals-are-zero set (restored afterwards), so a
 // softmax that grows peaky never runs into slow denormal arithmetic.
 //
-// Inputs of another dtype than float32 are widened (bfloat16) or, for float64 (tests), computed by
-// the tiled kernel.
+// bfloat16 inputs are multiplied as bfloat16 with float32 accumulation where the CPU has bf16
+// matrix units (AMX, AVX512-BF16; cpu_isa.h's Bf16Gemm, RINGTRAIN_BF16_GEMM): scores, dP and the
+// softmax statistics stay float32, the probabilities P and score gradients dS are rounded to
+// bfloat16 for the GEMMs that take them (as FlashAttention does); out, lse and the gradients are
+// float32. Elsewhere they are widened to float32. float64 (tests) runs the tiled kernel.
 //
 // The parts: fused_cpu_plan.h (tiles, masks, the work split), fused_cpu_runtime.h (BLAS, the
 // threads), attention_rows.h (the vectorised row math); this file's .cc drives them.
@@ -39,6 +42,7 @@
 #include <ATen/Tensor.h>
 
 #include "worker/engine/kernels/block_kernel.h"
+#include "worker/engine/kernels/cpu_isa.h"
 #include "worker/engine/kernels/tiled_attention.h"
 
 namespace ringtrain {
@@ -49,12 +53,15 @@ struct FusedCpuTiling {
   int64_t kv_tile = 0;  // Tk: keys per tile
 };
 
-// The tiling used for head dim `dim` and group `group` when `requested` leaves a size at 0.
-FusedCpuTiling FusedCpuTilingFor(int64_t dim, int64_t group, FusedCpuTiling requested = {});
+// The tiling used for head dim `dim` and group `group` when `requested` leaves a size at 0; `bf16`:
+// for bfloat16 GEMMs (taller row blocks).
+FusedCpuTiling FusedCpuTilingFor(int64_t dim, int64_t group, FusedCpuTiling requested = {},
+                                 bool bf16 = false);
 
 // Forward of one causal block (key at p_k visible to the query at p_q iff p_k <= p_q). q (B, H,
-// Lq, D), k and v (B, Hk, Lk, D), float32, contiguous, on the CPU. Same contract as
-// AttentionBlockForward (tiled_attention.h): out zero and lse −inf on rows that see no key.
+// Lq, D), k and v (B, Hk, Lk, D), float32 or (all three) bfloat16, on the CPU; out and lse float32.
+// Same contract as AttentionBlockForward (tiled_attention.h): out zero and lse −inf on rows that
+// see no key.
 BlockOutput FusedCpuAttentionForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      const BlockPositions& q_pos, const BlockPositions& k_pos,
                                      double scale, FusedCpuTiling tiling = {});
@@ -69,17 +76,24 @@ BlockGrads FusedCpuAttentionBackward(const at::Tensor& q, const at::Tensor& k, c
 
 class FusedCpuBlockKernel : public BlockKernel {
  public:
-  explicit FusedCpuBlockKernel(FusedCpuTiling tiling = {}) : tiling_(tiling) {}
+  // `bf16_gemm`: how bfloat16 inputs are multiplied (ActiveBf16Gemm(): by the CPU, or
+  // RINGTRAIN_BF16_GEMM).
+  explicit FusedCpuBlockKernel(FusedCpuTiling tiling = {}, Bf16Gemm bf16_gemm = ActiveBf16Gemm())
+      : tiling_(tiling), bf16_gemm_(bf16_gemm) {}
   BlockOutput Forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                       const BlockPositions& q_pos, const BlockPositions& k_pos,
                       double scale) override;
   BlockGrads Backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                       const at::Tensor& dout, const FinalStats& final, const BlockPositions& q_pos,
                       const BlockPositions& k_pos, double scale) override;
-  std::string Describe() const override;  // "cpu_flash: fused CPU (<isa>; tiles <q>×<kv>)"
+  // "cpu_flash: fused CPU (<isa>; bf16 GEMMs <native|widen>, bf16 units <units>; tiles <q>×<kv>)"
+  std::string Describe() const override;
 
  private:
+  bool Native(const at::Tensor& q) const;  // bfloat16 q multiplied as bfloat16
+
   FusedCpuTiling tiling_;
+  Bf16Gemm bf16_gemm_;
   TiledBlockKernel float64_;  // float64 inputs (the tests' references)
 };
 

@@ -3,6 +3,7 @@
 #include "worker/engine/kernels/denormals.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #if defined(__x86_64__)
 #include <xmmintrin.h>
@@ -13,6 +14,12 @@
 extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
                        const int* k, const float* alpha, const float* a, const int* lda,
                        const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
+// MKL's CBLAS bfloat16 GEMM with float32 C (MKL_BF16 is the 16 bits; MKL_INT is int in LibTorch's
+// LP64 MKL); the layout and transpose arguments are CBLAS's enum values.
+extern "C" void cblas_gemm_bf16bf16f32(int layout, int transa, int transb, int m, int n, int k,
+                                       float alpha, const uint16_t* a, int lda, const uint16_t* b,
+                                       int ldb, float beta, float* c, int ldc);
+constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasTrans = 112;
 // MKL's per-thread thread count (returns the previous one; 0 = the global setting).
 extern "C" int MKL_Set_Num_Threads_Local(int threads);  // mkl_set_num_threads_local in C
 
@@ -28,6 +35,14 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
             ildc = int(ldc);
   const float one = 1.0f;
   sgemm_(&tb, &ta, &in, &im, &ik, &one, b, &ildb, a, &ilda, &beta, c, &ildc);
+}
+
+void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
+              int64_t ldc) {
+  cblas_gemm_bf16bf16f32(kCblasRowMajor, trans_a ? kCblasTrans : kCblasNoTrans,
+                         trans_b ? kCblasTrans : kCblasNoTrans, int(m), int(n), int(k), alpha, a,
+                         int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
 SequentialBlas::SequentialBlas() : saved_(MKL_Set_Num_Threads_Local(1)) {}

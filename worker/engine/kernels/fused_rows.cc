@@ -30,27 +30,26 @@ RT_INLINE Vec<N> RoundBf16(Vec<N> v) {
   return simd::Select<N>(v != v, v, reinterpret_cast<Vec<N>>(rounded));
 }
 
-// v into N elements of T (bfloat16: rounded to nearest even).
-template <int N, typename T>
+// v into N elements of T (bfloat16: rounded to nearest even by simd::NarrowToBf16; H: with
+// VCVTNEPS2BF16).
+template <int N, bool H, typename T>
 RT_INLINE void StoreTo(T* p, Vec<N> v) {
   if constexpr (sizeof(T) == sizeof(float)) {
     simd::Store<N>(reinterpret_cast<float*>(p), v);
   } else {
-    const simd::Bits<N> high = reinterpret_cast<simd::Bits<N>>(RoundBf16<N>(v)) >> 16;
-    const simd::Halves<N> halves = __builtin_convertvector(high, simd::Halves<N>);
-    std::memcpy(p, &halves, sizeof halves);
+    simd::StoreBf16<N, H>(p, v);
   }
 }
-template <int N, typename T>
+template <int N, bool H, typename T>
 RT_INLINE void StoreTail(T* p, Vec<N> v, int64_t n) {
   T buffer[N];
-  StoreTo<N>(buffer, v);
+  StoreTo<N, H>(buffer, v);
   std::memcpy(p, buffer, size_t(n) * sizeof(T));
 }
 
 // ---- the bodies, compiled once per level below ----
 
-template <int N, typename T>
+template <int N, bool H, typename T>
 RT_INLINE float RmsNormRowBody(const T* x, const float* w, T* y, int64_t c, float eps) {
   constexpr bool kBf16 = sizeof(T) != sizeof(float);
   Vec<N> squares = simd::Splat<N>(0.0f);
@@ -70,15 +69,15 @@ RT_INLINE float RmsNormRowBody(const T* x, const float* w, T* y, int64_t c, floa
     return (v * r) * weight;
   };
   for (j = 0; j + N <= c; j += N) {
-    StoreTo<N>(y + j, normed(simd::LoadAs<N>(x + j), simd::Load<N>(w + j)));
+    StoreTo<N, H>(y + j, normed(simd::LoadAs<N>(x + j), simd::Load<N>(w + j)));
   }
   if (j < c) {
-    StoreTail<N>(y + j, normed(LoadTail<N>(x + j, c - j), LoadTail<N>(w + j, c - j)), c - j);
+    StoreTail<N, H>(y + j, normed(LoadTail<N>(x + j, c - j), LoadTail<N>(w + j, c - j)), c - j);
   }
   return rstd;
 }
 
-template <int N, typename T>
+template <int N, bool H, typename T>
 RT_INLINE void RmsNormGradRowBody(const T* dy, const T* x, const float* w, float rstd, T* dx,
                                   float* dw_acc, int64_t c) {
   constexpr bool kBf16 = sizeof(T) != sizeof(float);
@@ -101,7 +100,7 @@ RT_INLINE void RmsNormGradRowBody(const T* dy, const T* x, const float* w, float
   if (j < c) {
     Vec<N> dw = LoadTail<N>(dw_acc + j, c - j);
     step(LoadTail<N>(dy + j, c - j), LoadTail<N>(x + j, c - j), LoadTail<N>(w + j, c - j), &dw);
-    StoreTail<N>(dw_acc + j, dw, c - j);
+    StoreTail<N, H>(dw_acc + j, dw, c - j);
   }
   const Vec<N> mean = simd::Splat<N>(simd::HorizontalSum<N>(dot) / float(c));
   // dx = rstd·(g − x̂·mean(g·x̂))
@@ -110,10 +109,11 @@ RT_INLINE void RmsNormGradRowBody(const T* dy, const T* x, const float* w, float
     return r * (vdy * weight - (vx * r) * mean);
   };
   for (j = 0; j + N <= c; j += N) {
-    StoreTo<N>(dx + j, grad(simd::LoadAs<N>(dy + j), simd::LoadAs<N>(x + j), simd::Load<N>(w + j)));
+    StoreTo<N, H>(dx + j,
+                  grad(simd::LoadAs<N>(dy + j), simd::LoadAs<N>(x + j), simd::Load<N>(w + j)));
   }
   if (j < c) {
-    StoreTail<N>(
+    StoreTail<N, H>(
         dx + j,
         grad(LoadTail<N>(dy + j, c - j), LoadTail<N>(x + j, c - j), LoadTail<N>(w + j, c - j)),
         c - j);
@@ -128,7 +128,7 @@ RT_INLINE Vec<N> SwapPairs(Vec<N> v) {
   return __builtin_shuffle(v, swap);
 }
 
-template <int N, typename T>
+template <int N, bool H, typename T>
 RT_INLINE void RotateHeadsBody(const T* in, int64_t in_stride, T* out, int64_t out_stride,
                                int64_t heads, int64_t d, const float* cos2, const float* sin2) {
   for (int64_t h = 0; h < heads; ++h) {
@@ -137,11 +137,12 @@ RT_INLINE void RotateHeadsBody(const T* in, int64_t in_stride, T* out, int64_t o
     int64_t j = 0;
     for (; j + N <= d; j += N) {
       const Vec<N> v = simd::LoadAs<N>(src + j);
-      StoreTo<N>(dst + j, v * simd::Load<N>(cos2 + j) + SwapPairs<N>(v) * simd::Load<N>(sin2 + j));
+      StoreTo<N, H>(dst + j,
+                    v * simd::Load<N>(cos2 + j) + SwapPairs<N>(v) * simd::Load<N>(sin2 + j));
     }
     if (j < d) {
       const Vec<N> v = LoadTail<N>(src + j, d - j);
-      StoreTail<N>(
+      StoreTail<N, H>(
           dst + j,
           v * LoadTail<N>(cos2 + j, d - j) + SwapPairs<N>(v) * LoadTail<N>(sin2 + j, d - j), d - j);
     }
@@ -156,16 +157,17 @@ RT_INLINE Vec<N> Sigmoid(Vec<N> a) {
   return simd::Splat<N>(1.0f) / (simd::Splat<N>(1.0f) + simd::Exp<N>(minus));
 }
 
-template <int N, typename T>
+template <int N, bool H, typename T>
 RT_INLINE void SwiGluRowBody(const T* a, const T* b, T* h, int64_t n) {
   auto body = [](Vec<N> va, Vec<N> vb) { return (va * Sigmoid<N>(va)) * vb; };
   int64_t j = 0;
   for (; j + N <= n; j += N)
-    StoreTo<N>(h + j, body(simd::LoadAs<N>(a + j), simd::LoadAs<N>(b + j)));
-  if (j < n) StoreTail<N>(h + j, body(LoadTail<N>(a + j, n - j), LoadTail<N>(b + j, n - j)), n - j);
+    StoreTo<N, H>(h + j, body(simd::LoadAs<N>(a + j), simd::LoadAs<N>(b + j)));
+  if (j < n)
+    StoreTail<N, H>(h + j, body(LoadTail<N>(a + j, n - j), LoadTail<N>(b + j, n - j)), n - j);
 }
 
-template <int N, typename T>
+template <int N, bool H, typename T>
 RT_INLINE void SwiGluGradRowBody(const T* dh, const T* a, const T* b, T* da, T* db, int64_t n) {
   auto body = [](Vec<N> vdh, Vec<N> va, Vec<N> vb, Vec<N>* vda, Vec<N>* vdb) {
     const Vec<N> s = Sigmoid<N>(va);
@@ -176,14 +178,14 @@ RT_INLINE void SwiGluGradRowBody(const T* dh, const T* a, const T* b, T* da, T* 
   Vec<N> vda, vdb;
   for (; j + N <= n; j += N) {
     body(simd::LoadAs<N>(dh + j), simd::LoadAs<N>(a + j), simd::LoadAs<N>(b + j), &vda, &vdb);
-    StoreTo<N>(da + j, vda);
-    StoreTo<N>(db + j, vdb);
+    StoreTo<N, H>(da + j, vda);
+    StoreTo<N, H>(db + j, vdb);
   }
   if (j < n) {
     body(LoadTail<N>(dh + j, n - j), LoadTail<N>(a + j, n - j), LoadTail<N>(b + j, n - j), &vda,
          &vdb);
-    StoreTail<N>(da + j, vda, n - j);
-    StoreTail<N>(db + j, vdb, n - j);
+    StoreTail<N, H>(da + j, vda, n - j);
+    StoreTail<N, H>(db + j, vdb, n - j);
   }
 }
 
@@ -196,46 +198,51 @@ struct RowTable {
   void (*swiglu_grad)(const T*, const T*, const T*, T*, T*, int64_t);
 };
 
-#define RT_FUSED_ROWS(SUFFIX, N, ATTR)                                                            \
+#define RT_FUSED_ROWS(SUFFIX, N, H, ATTR)                                                         \
   template <typename T>                                                                           \
   ATTR float RmsNorm##SUFFIX(const T* x, const float* w, T* y, int64_t c, float eps) {            \
-    return RmsNormRowBody<N>(x, w, y, c, eps);                                                    \
+    return RmsNormRowBody<N, H>(x, w, y, c, eps);                                                 \
   }                                                                                               \
   template <typename T>                                                                           \
   ATTR void RmsNormGrad##SUFFIX(const T* dy, const T* x, const float* w, float rstd, T* dx,       \
                                 float* dw, int64_t c) {                                           \
-    RmsNormGradRowBody<N>(dy, x, w, rstd, dx, dw, c);                                             \
+    RmsNormGradRowBody<N, H>(dy, x, w, rstd, dx, dw, c);                                          \
   }                                                                                               \
   template <typename T>                                                                           \
   ATTR void Rotate##SUFFIX(const T* in, int64_t is, T* out, int64_t os, int64_t heads, int64_t d, \
                            const float* cos2, const float* sin2) {                                \
-    RotateHeadsBody<N>(in, is, out, os, heads, d, cos2, sin2);                                    \
+    RotateHeadsBody<N, H>(in, is, out, os, heads, d, cos2, sin2);                                 \
   }                                                                                               \
   template <typename T>                                                                           \
   ATTR void SwiGlu##SUFFIX(const T* a, const T* b, T* h, int64_t n) {                             \
-    SwiGluRowBody<N>(a, b, h, n);                                                                 \
+    SwiGluRowBody<N, H>(a, b, h, n);                                                              \
   }                                                                                               \
   template <typename T>                                                                           \
   ATTR void SwiGluGrad##SUFFIX(const T* dh, const T* a, const T* b, T* da, T* db, int64_t n) {    \
-    SwiGluGradRowBody<N>(dh, a, b, da, db, n);                                                    \
+    SwiGluGradRowBody<N, H>(dh, a, b, da, db, n);                                                 \
   }                                                                                               \
   template <typename T>                                                                           \
   constexpr RowTable<T> k##SUFFIX = {RmsNorm##SUFFIX<T>, RmsNormGrad##SUFFIX<T>,                  \
                                      Rotate##SUFFIX<T>, SwiGlu##SUFFIX<T>, SwiGluGrad##SUFFIX<T>};
 
-RT_FUSED_ROWS(Baseline, 8, )
+RT_FUSED_ROWS(Baseline, 8, false, )
 #if defined(__x86_64__)
-RT_FUSED_ROWS(Avx2, 8, __attribute__((target("avx2,fma"))))
-RT_FUSED_ROWS(Avx512, 16, __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma"))))
+RT_FUSED_ROWS(Avx2, 8, false, __attribute__((target("avx2,fma"))))
+RT_FUSED_ROWS(Avx512, 16, false,
+              __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma"))))
+RT_FUSED_ROWS(Avx512Bf16, 16, true,
+              __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma"))))
 #endif
 
 // Indexed by CpuIsa; the levels a build for another architecture lacks run the baseline.
 template <typename T>
 const RowTable<T>& Rows() {
 #if defined(__x86_64__)
-  static constexpr RowTable<T> kRows[kCpuIsaCount] = {kBaseline<T>, kAvx2<T>, kAvx512<T>};
+  static constexpr RowTable<T> kRows[kCpuIsaCount] = {kBaseline<T>, kAvx2<T>, kAvx512<T>,
+                                                      kAvx512Bf16<T>};
 #else
-  static constexpr RowTable<T> kRows[kCpuIsaCount] = {kBaseline<T>, kBaseline<T>, kBaseline<T>};
+  static constexpr RowTable<T> kRows[kCpuIsaCount] = {kBaseline<T>, kBaseline<T>, kBaseline<T>,
+                                                      kBaseline<T>};
 #endif
   return kRows[static_cast<int>(ActiveCpuIsa())];
 }

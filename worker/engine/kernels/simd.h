@@ -134,6 +134,44 @@ RT_INLINE uint16_t FloatToBf16(float f) {
   return uint16_t(bits >> 16);
 }
 
+// VCVTNEPS2BF16 (AVX512-BF16) on 16 lanes: round to nearest even, NaN made quiet, and — unlike
+// FloatToBf16 — denormal inputs taken as 0. Inline assembly, so only the functions of the
+// avx512_bf16 level (cpu_isa.h), which the CPU is known to run, ever contain it.
+template <int N>
+RT_INLINE Halves<N> NarrowToBf16Instruction(Vec<N> v) {
+  static_assert(N == 16, "VCVTNEPS2BF16 narrows one 16-lane AVX-512 register");
+  Halves<N> h;
+  asm("vcvtneps2bf16 %1, %0" : "=v"(h) : "v"(v));
+  return h;
+}
+
+// FloatToBf16 on N lanes at once: the same bits; with kInstruction (the avx512_bf16 level) by
+// VCVTNEPS2BF16, the same bits but for denormal inputs (0).
+template <int N, bool kInstruction = false>
+RT_INLINE Halves<N> NarrowToBf16(Vec<N> v) {
+  if constexpr (kInstruction) {
+    return NarrowToBf16Instruction<N>(v);
+  } else {
+    const Bits<N> bits = reinterpret_cast<Bits<N>>(v);
+    const Bits<N> rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    const Bits<N> quiet_nan = (bits >> 16) | 0x40u;
+    const Bits<N> is_nan = reinterpret_cast<Bits<N>>((bits & 0x7fffffffu) > 0x7f800000u);
+    return __builtin_convertvector((quiet_nan & is_nan) | (rounded & ~is_nan), Halves<N>);
+  }
+}
+
+// v into N bfloat16s at p, rounded by NarrowToBf16; and its first n (< N) lanes only.
+template <int N, bool kInstruction = false>
+RT_INLINE void StoreBf16(uint16_t* p, Vec<N> v) {
+  const Halves<N> h = NarrowToBf16<N, kInstruction>(v);
+  std::memcpy(p, &h, sizeof h);
+}
+template <int N, bool kInstruction = false>
+RT_INLINE void StorePartialBf16(uint16_t* p, Vec<N> v, int64_t n) {
+  const Halves<N> h = NarrowToBf16<N, kInstruction>(v);
+  std::memcpy(p, &h, size_t(n) * sizeof(uint16_t));
+}
+
 // N elements of T (float or bfloat16 bits) as floats, and back.
 template <int N, typename T>
 RT_INLINE Vec<N> LoadAs(const T* p) {
@@ -151,7 +189,7 @@ RT_INLINE void StoreAs(T* p, Vec<N> v) {
   if constexpr (sizeof(T) == sizeof(float)) {
     Store<N>(reinterpret_cast<float*>(p), v);
   } else {
-    for (int i = 0; i < N; ++i) p[i] = FloatToBf16(v[i]);
+    StoreBf16<N>(p, v);
   }
 }
 template <typename T>
