@@ -1,6 +1,7 @@
 // MemorySnapshots' buffers without a communicator: a dropped snapshot's buffer is reused by the
 // next one of its size (so a 1 GB snapshot is not faulted in afresh every K steps), never one a
-// transfer still holds, and Restore writes a snapshot back bitwise.
+// transfer still holds; prepared buffers are the next snapshots'; Restore writes a snapshot back
+// bitwise.
 #include "worker/trainer/memory_snapshots.h"
 
 #include <gtest/gtest.h>
@@ -37,6 +38,23 @@ TEST(MemorySnapshotsTest, ABufferATransferStillHoldsIsNotReused) {
   snapshots.ForgetAfter(0);
   EXPECT_TRUE(snapshots.own_steps().empty());
   EXPECT_NE(snapshots.NewFlat(8).data_ptr(), in_flight.data_ptr());
+}
+
+TEST(MemorySnapshotsTest, PreparedBuffersAreTheNextSnapshotsBuffers) {
+  MemorySnapshots snapshots(nullptr, {at::zeros({17})});
+  snapshots.SetPeers(/*buddy=*/1, /*source=*/1, /*source_elements=*/9, /*source_rng_bytes=*/4);
+  snapshots.PrepareBuffers(/*own=*/1);  // as a replacement: one of its size, two of its source's
+  EXPECT_EQ(snapshots.spare_bytes(), (17 + 2 * 9) * 4);
+  EXPECT_EQ(snapshots.NewFlat(17).numel(), 17);
+  EXPECT_EQ(snapshots.NewFlat(9).numel(), 9);
+  EXPECT_EQ(snapshots.spare_bytes(), 9 * 4) << "the prepared buffers are taken, not new memory";
+  EXPECT_EQ(snapshots.NewFlat(17).numel(), 17) << "none of that size left: new memory";
+  EXPECT_EQ(snapshots.spare_bytes(), 9 * 4);
+
+  MemorySnapshots normal(nullptr, {at::zeros({5})});
+  normal.SetPeers(1, 1, 5, 4);
+  normal.PrepareBuffers();  // a normal start: two of each
+  EXPECT_EQ(normal.spare_bytes(), 4 * 5 * 4);
 }
 
 TEST(MemorySnapshotsTest, RestoreWritesTheSnapshotBackBitwise) {

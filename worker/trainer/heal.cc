@@ -162,6 +162,9 @@ absl::StatusOr<int64_t> AgreeAndRestore(Trainer::State& s, bool survivor) {
   snapshots.SetPeers(SnapshotBuddy(me, world, *offset), source,
                      int64_t(rows[size_t(source)].flat_elements),
                      int64_t(rows[size_t(source)].rng_bytes));
+  // A replacement holds only the copy it received: its next snapshots' buffers are written now,
+  // as at a normal start, not faulted in by their first copy and transfer.
+  if (!survivor) snapshots.PrepareBuffers(/*own=*/1);
   s.tag_pid = rows[0].tag_pid;
   s.tag_ms = rows[0].tag_ms;
   return *step;

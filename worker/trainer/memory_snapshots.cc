@@ -1,5 +1,6 @@
 #include "worker/trainer/memory_snapshots.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -116,11 +117,12 @@ void MemorySnapshots::ForgetAfter(int64_t step) {
   DropInto(held_, held_.upper_bound(step), held_.end(), spare_);
 }
 
-void MemorySnapshots::PrepareBuffers() {
-  const int64_t own = elements_, source = source_elements_;
-  prepared_ = std::async(std::launch::async, [own, source] {
+void MemorySnapshots::PrepareBuffers(int own) {
+  std::vector<int64_t> sizes(size_t(std::max(own, 0)), elements_);
+  sizes.insert(sizes.end(), 2, source_elements_);
+  prepared_ = std::async(std::launch::async, [sizes = std::move(sizes)] {
     std::vector<at::Tensor> buffers;
-    for (int64_t n : {own, own, source, source}) {
+    for (int64_t n : sizes) {
       at::Tensor t = at::empty({n}, at::kFloat);
       std::memset(t.data_ptr(), 0, size_t(t.nbytes()));  // not ATen's fill: no intra-op threads
       buffers.push_back(std::move(t));
@@ -129,10 +131,21 @@ void MemorySnapshots::PrepareBuffers() {
   });
 }
 
-at::Tensor MemorySnapshots::NewFlat(int64_t elements) {
+void MemorySnapshots::TakePrepared() {
   if (prepared_.valid()) {
     for (at::Tensor& t : prepared_.get()) spare_.push_back(std::move(t));
   }
+}
+
+int64_t MemorySnapshots::spare_bytes() {
+  TakePrepared();
+  int64_t total = 0;
+  for (const at::Tensor& t : spare_) total += t.nbytes();
+  return total;
+}
+
+at::Tensor MemorySnapshots::NewFlat(int64_t elements) {
+  TakePrepared();
   for (auto it = spare_.begin(); it != spare_.end(); ++it) {
     // Not one a transfer in flight still reads (Abandon leaves its tensors to Gloo).
     if (it->numel() != elements || it->use_count() != 1 || it->storage().use_count() != 1) {

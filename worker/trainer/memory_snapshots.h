@@ -70,10 +70,11 @@ class MemorySnapshots {
   // A snapshot of this rank's state received from its buddy (a replacement's): kept as its own.
   void AdoptOwn(Snapshot snapshot);
 
-  // Starts writing, on a thread of its own, the four buffers the first two snapshots take (two of
-  // this rank's size, two of its source's): their pages are touched while the first K steps run,
-  // not by the snapshot's copy and transfer (see NewFlat). After SetPeers, once.
-  void PrepareBuffers();
+  // Starts writing, on a thread of its own, the buffers the next two snapshots take: `own` of this
+  // rank's size (2 at a normal start; 1 for a replacement, which holds the copy it received) and
+  // two of its source's. Their pages are touched while the next K steps run, not by the
+  // snapshot's copy and transfer (see NewFlat). After SetPeers, once.
+  void PrepareBuffers(int own = 2);
   // A float32 host buffer of `elements` for a snapshot: a dropped snapshot's buffer when one of
   // that size is free, else new memory. Reuse matters: a new 1 GB buffer is mapped fresh, and its
   // first touch (by the copy, or by Gloo receiving into it) faults on every page — on this
@@ -85,8 +86,13 @@ class MemorySnapshots {
   void Restore(const Snapshot& snapshot);
   // Host bytes held by snapshots, own and held.
   int64_t bytes() const;
+  // Host bytes of the buffers kept for NewFlat (prepared or dropped), once the preparation is done.
+  int64_t spare_bytes();
 
  private:
+  // Moves the prepared buffers, once written, to spare_.
+  void TakePrepared();
+
   Communicator* comm_;
   std::vector<at::Tensor> state_;
   int64_t elements_ = 0;
