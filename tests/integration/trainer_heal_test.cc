@@ -4,10 +4,12 @@
 // killed with SIGKILL in the middle of the run; a replacement rank 1 starts as generation 1 of a
 // new rendezvous, and every other rank — the same process throughout — is told to rejoin through
 // its control file, the file its agent writes. All finish, and every step rank 0 recorded, before
-// and after the heal, is bitwise the step of an uninterrupted run that took no snapshots.
+// and after the heal, is bitwise the step of an uninterrupted run that took no snapshots. On one
+// host the buddies share their snapshot buffers; across the two named hosts they send them.
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -141,6 +143,19 @@ TEST_P(HealTest, AKilledRankIsReplacedFromItsBuddysMemoryAndEveryStepMatchesAnUn
           << "step " << record.at("step");
     }
     EXPECT_NE(log0.find("on another host"), std::string::npos) << log0;
+  } else {
+    // One host: the buddy maps rank 0's snapshot buffers (shared_floats.h), before and after the
+    // heal, and nothing is left in /dev/shm.
+    EXPECT_NE(log0.find("on the same host, through shared memory"), std::string::npos) << log0;
+  }
+  EXPECT_EQ(logs().find("over the network, not through shared memory"), std::string::npos)
+      << logs();
+  pids.push_back(replacement.pid());
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    for (pid_t pid : pids) {
+      const std::string prefix = "ringtrain-snapshot-" + std::to_string(pid) + "-";
+      EXPECT_NE(entry.path().filename().string().rfind(prefix, 0), 0u) << entry.path();
+    }
   }
 }
 

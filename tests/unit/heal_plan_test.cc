@@ -135,6 +135,7 @@ TEST(HealRowTest, RoundTripsThroughDoubles) {
   row.tag_pid = 77;
   row.tag_ms = 1.7e12;
   row.buddy_offset = 2;
+  row.host_id = double((uint64_t{1} << 48) - 3);  // HostId's widest
   const absl::StatusOr<HealRow> back = HealRowFromDoubles(HealRowToDoubles(row));
   ASSERT_TRUE(back.ok());
   EXPECT_TRUE(back->survivor);
@@ -143,6 +144,7 @@ TEST(HealRowTest, RoundTripsThroughDoubles) {
   EXPECT_EQ(back->flat_elements, 12345);
   EXPECT_EQ(back->tag_ms, 1.7e12);
   EXPECT_EQ(back->buddy_offset, 2);
+  EXPECT_EQ(back->host_id, double((uint64_t{1} << 48) - 3));
   EXPECT_FALSE(HealRowFromDoubles({1, 2}).ok());
 }
 

@@ -45,6 +45,37 @@ uint64_t HostId() {
   return h & ((uint64_t{1} << 48) - 1);
 }
 
+// $RINGTRAIN_SNAPSHOT_TRANSPORT: "auto" (the default: buddies on one host share their snapshot
+// buffers, others send them) or "network" (every copy is sent).
+absl::StatusOr<bool> SharedBuffersAllowed() {
+  const char* value = std::getenv("RINGTRAIN_SNAPSHOT_TRANSPORT");
+  if (value == nullptr || *value == 0 || std::string(value) == "auto") return true;
+  if (std::string(value) == "network") return false;
+  return absl::InvalidArgumentError(
+      absl::StrCat("RINGTRAIN_SNAPSHOT_TRANSPORT=", value, ": expected auto or network"));
+}
+
+// Shared snapshot buffers with the buddy and the source where they are on this rank's host
+// (`hosts`: every rank's HostId) and the transport allows it; warns when this rank's offer failed.
+absl::Status ShareSnapshotBuffers(Trainer::State& s, const std::vector<double>& hosts) {
+  RT_ASSIGN_OR_RETURN(const bool allowed, SharedBuffersAllowed());
+  MemorySnapshots& snapshots = *s.snapshots;
+  const int64_t me = s.rank.rank, world = s.rank.world_size;
+  const int64_t buddy = SnapshotBuddy(me, world, s.snapshot_offset);
+  const int64_t source = SnapshotSource(me, world, s.snapshot_offset);
+  const auto on_host = [&](int64_t r) { return allowed && hosts[size_t(r)] == hosts[size_t(me)]; };
+  std::string why;
+  // Snapshots every step keep three at once (heal.h: the committed one, the one sent last step and
+  // the new one); two otherwise.
+  const int slots = s.config.checkpoint.memory_interval == 1 ? 3 : 2;
+  snapshots.ShareOnHost(on_host(buddy), on_host(source), slots, &why);
+  if (!why.empty()) {
+    RT_LOG(Warning) << "rank " << me << ": its snapshots go to rank " << buddy
+                    << " over the network, not through shared memory on this host: " << why;
+  }
+  return absl::OkStatus();
+}
+
 // Tags of a replacement's copy, sent by its buddy on the snapshot group.
 constexpr int kHealFlatTag = 11;
 constexpr int kHealRngTag = 12;
@@ -118,6 +149,7 @@ absl::StatusOr<int64_t> AgreeAndRestore(Trainer::State& s, bool survivor) {
   mine.tag_pid = s.tag_pid;
   mine.tag_ms = s.tag_ms;
   mine.buddy_offset = s.snapshot_offset;
+  mine.host_id = double(HostId());
   std::vector<HealRow> rows;
   RT_RETURN_IF_ERROR(Guarded(s, "agreeing on the heal", [&]() -> absl::Status {
     for (const std::vector<double>& r : s.comm->AllGatherDoubles(HealRowToDoubles(mine))) {
@@ -162,6 +194,11 @@ absl::StatusOr<int64_t> AgreeAndRestore(Trainer::State& s, bool survivor) {
   snapshots.SetPeers(SnapshotBuddy(me, world, *offset), source,
                      int64_t(rows[size_t(source)].flat_elements),
                      int64_t(rows[size_t(source)].rng_bytes));
+  // New shared buffers with the new members (a replacement is another process).
+  std::vector<double> hosts;
+  for (const HealRow& row : rows) hosts.push_back(row.host_id);
+  RT_RETURN_IF_ERROR(Guarded(s, "sharing the snapshot buffers again",
+                             [&] { return ShareSnapshotBuffers(s, hosts); }));
   // A replacement holds only the copy it received: its next snapshots' buffers are written now,
   // as at a normal start, not faulted in by their first copy and transfer.
   if (!survivor) snapshots.PrepareBuffers(/*own=*/1);
@@ -188,16 +225,24 @@ absl::Status StartSnapshots(Trainer::State& s) {
     const int64_t source = SnapshotSource(me, world, s.snapshot_offset);
     s.snapshots->SetPeers(buddy, source, int64_t(rows[size_t(source)][0]),
                           int64_t(rows[size_t(source)][1]));
+    std::vector<double> host_ids;
+    for (uint64_t h : hosts) host_ids.push_back(double(h));
+    RT_RETURN_IF_ERROR(ShareSnapshotBuffers(s, host_ids));
     s.snapshots->PrepareBuffers();
     if (me == 0) {
       const int64_t hosts_count = int64_t(std::set<uint64_t>(hosts.begin(), hosts.end()).size());
+      std::string where = ", on another host";
+      if (s.snapshots->shares_with_buddy()) {
+        where = ", on the same host, through shared memory";
+      } else if (hosts[size_t(buddy)] == hosts[0]) {
+        where = ", on the same host, over the network";
+      }
       RT_LOG(Info) << absl::StrFormat(
           "in-memory snapshots every %d steps: each rank keeps its state (rank 0: %.1f MB) and "
           "holds the copy of the rank %d places before it (%d host%s; rank 0's copy goes to rank "
           "%d%s)",
           k, double(s.snapshots->elements()) * 4 / 1e6, s.snapshot_offset, hosts_count,
-          hosts_count == 1 ? "" : "s", buddy,
-          hosts[size_t(buddy)] == hosts[0] ? ", on the same host" : ", on another host");
+          hosts_count == 1 ? "" : "s", buddy, where);
     }
     return absl::OkStatus();
   });

@@ -9,7 +9,7 @@
 namespace ringtrain {
 namespace {
 
-constexpr size_t kRowLength = 6 + 2 * kMaxHealSteps;
+constexpr size_t kRowLength = 7 + 2 * kMaxHealSteps;
 
 void PutSteps(const std::vector<int64_t>& steps, std::vector<double>* out) {
   for (int i = 0; i < kMaxHealSteps; ++i) {
@@ -30,7 +30,7 @@ std::vector<int64_t> GetSteps(const std::vector<double>& values, size_t first) {
 std::vector<double> HealRowToDoubles(const HealRow& row) {
   std::vector<double> out = {
       row.survivor ? 1.0 : 0.0, row.flat_elements, row.rng_bytes, row.tag_pid, row.tag_ms,
-      double(row.buddy_offset)};
+      double(row.buddy_offset), row.host_id};
   PutSteps(row.own_steps, &out);
   PutSteps(row.held_steps, &out);
   return out;
@@ -48,8 +48,9 @@ absl::StatusOr<HealRow> HealRowFromDoubles(const std::vector<double>& values) {
   row.tag_pid = values[3];
   row.tag_ms = values[4];
   row.buddy_offset = int64_t(values[5]);
-  row.own_steps = GetSteps(values, 6);
-  row.held_steps = GetSteps(values, 6 + kMaxHealSteps);
+  row.host_id = values[6];
+  row.own_steps = GetSteps(values, 7);
+  row.held_steps = GetSteps(values, 7 + kMaxHealSteps);
   return row;
 }
 

@@ -28,6 +28,8 @@ struct HealRow {
   // The run's buddy offset (SnapshotOffset, chosen at its start); a replacement brings 0 and
   // adopts the survivors'.
   int64_t buddy_offset = 0;
+  // Its host (heal.cc's HostId, 48 bits): buddies on one host share their snapshot buffers.
+  double host_id = 0;
 };
 
 // Fixed length, for an all-gather of equal-length vectors; and back (INVALID_ARGUMENT when the

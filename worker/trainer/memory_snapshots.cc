@@ -1,31 +1,29 @@
 #include "worker/trainer/memory_snapshots.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
+#include <random>
+#include <string>
 #include <utility>
+
+#include "worker/trainer/shared_floats.h"
 
 namespace ringtrain {
 namespace {
 
-// Tags on the snapshot group: a copy is its flat state, its generator state and (step, AdamW step).
+// Tags on the snapshot group: a copy is its flat state (unless shared), its generator state and
+// (step, AdamW step, shared buffer or −1).
 constexpr int kFlatTag = 1;
 constexpr int kRngTag = 2;
 constexpr int kMetaTag = 3;
+// The shared-buffer handshake (ShareOnHost): the owner's offer, the buddy's answer.
+constexpr int kShareOfferTag = 4;
+constexpr int kShareAnswerTag = 5;
 // Dropped buffers kept for reuse: a rank holds at most two of its own and two of its source's
 // snapshots (the committed one and the newer being sent), so two spares cover the steady state.
 constexpr size_t kSpareBuffers = 2;
-
-// Moves the flat buffers of `snapshots`' entries in [first, last) to `spare` (up to its bound) and
-// erases the entries.
-void DropInto(std::map<int64_t, Snapshot>& snapshots, std::map<int64_t, Snapshot>::iterator first,
-              std::map<int64_t, Snapshot>::iterator last, std::vector<at::Tensor>& spare) {
-  for (auto it = first; it != last; ++it) {
-    if (spare.size() < kSpareBuffers && it->second.flat.defined()) {
-      spare.push_back(std::move(it->second.flat));
-    }
-  }
-  snapshots.erase(first, last);
-}
 
 }  // namespace
 
@@ -48,10 +46,12 @@ void MemorySnapshots::SetPeers(int64_t buddy, int64_t source, int64_t source_ele
 
 void MemorySnapshots::Take(int64_t step, int64_t optimizer_step) {
   Settle();
+  TakePrepared();
   Snapshot s;
   s.step = step;
   s.optimizer_step = optimizer_step;
-  s.flat = NewFlat(elements_);
+  const int64_t slot = shares_with_buddy() ? FreeSlot() : -1;
+  s.flat = slot >= 0 ? own_slots_[size_t(slot)] : NewFlat(elements_);
   {
     at::NoGradGuard no_grad;
     int64_t offset = 0;
@@ -61,27 +61,33 @@ void MemorySnapshots::Take(int64_t step, int64_t optimizer_step) {
     }
   }
   s.rng_state = at::detail::getDefaultCPUGenerator().get_state();
-  const at::Tensor meta = at::tensor({step, optimizer_step}, at::kLong);
+  const at::Tensor meta = at::tensor({step, optimizer_step, slot}, at::kLong);
   own_[step] = s;
 
   incoming_ = Snapshot{};
-  incoming_.flat = NewFlat(source_elements_);
+  if (!shares_with_source()) incoming_.flat = NewFlat(source_elements_);
   incoming_.rng_state = at::empty({source_rng_bytes_}, at::kByte);
   incoming_.step = -1;
   CommCall("sending the step " + std::to_string(step) + " snapshot to rank " +
                std::to_string(buddy_) + " and receiving rank " + std::to_string(source_) + "'s",
            [&] {
              c10d::ProcessGroup& group = comm_->snapshot_group();
-             std::vector<std::vector<at::Tensor>> sends = {{s.flat}, {s.rng_state}, {meta}};
-             const int tags[] = {kFlatTag, kRngTag, kMetaTag};
+             if (slot < 0) {
+               std::vector<at::Tensor> flat = {s.flat};
+               works_.push_back(group.send(flat, int(buddy_), kFlatTag));
+             }
+             std::vector<std::vector<at::Tensor>> sends = {{s.rng_state}, {meta}};
+             const int tags[] = {kRngTag, kMetaTag};
              for (size_t i = 0; i < sends.size(); ++i) {
                works_.push_back(group.send(sends[i], int(buddy_), tags[i]));
              }
-             std::vector<at::Tensor> flat = {incoming_.flat};
              std::vector<at::Tensor> rng = {incoming_.rng_state};
-             incoming_meta_ = at::empty({2}, at::kLong);
+             incoming_meta_ = at::empty({3}, at::kLong);
              std::vector<at::Tensor> meta_in = {incoming_meta_};
-             works_.push_back(group.recv(flat, int(source_), kFlatTag));
+             if (!shares_with_source()) {
+               std::vector<at::Tensor> flat = {incoming_.flat};
+               works_.push_back(group.recv(flat, int(source_), kFlatTag));
+             }
              works_.push_back(group.recv(rng, int(source_), kRngTag));
              works_.push_back(group.recv(meta_in, int(source_), kMetaTag));
            });
@@ -98,6 +104,15 @@ void MemorySnapshots::Settle() {
            });
   incoming_.step = incoming_meta_[0].item<int64_t>();
   incoming_.optimizer_step = incoming_meta_[1].item<int64_t>();
+  if (shares_with_source()) {
+    const int64_t slot = incoming_meta_[2].item<int64_t>();
+    if (slot < 0 || slot >= int64_t(source_slots_.size())) {
+      throw CommError("rank " + std::to_string(source_) + "'s step " +
+                      std::to_string(incoming_.step) + " snapshot names shared buffer " +
+                      std::to_string(slot) + " of " + std::to_string(source_slots_.size()));
+    }
+    incoming_.flat = source_slots_[size_t(slot)];
+  }
   held_[incoming_.step] = std::move(incoming_);
   incoming_ = Snapshot{};
 }
@@ -107,19 +122,110 @@ void MemorySnapshots::Abandon() {
   incoming_ = Snapshot{};
 }
 
+void MemorySnapshots::Drop(std::map<int64_t, Snapshot>& snapshots,
+                           std::map<int64_t, Snapshot>::iterator first,
+                           std::map<int64_t, Snapshot>::iterator last) {
+  for (auto it = first; it != last; ++it) {
+    const at::Tensor& flat = it->second.flat;
+    if (spare_.size() < kSpareBuffers && flat.defined() && shared_.count(flat.data_ptr()) == 0) {
+      spare_.push_back(std::move(it->second.flat));
+    }
+  }
+  snapshots.erase(first, last);
+}
+
 void MemorySnapshots::Prune(int64_t committed) {
-  DropInto(own_, own_.begin(), own_.lower_bound(committed), spare_);
-  DropInto(held_, held_.begin(), held_.lower_bound(committed), spare_);
+  Drop(own_, own_.begin(), own_.lower_bound(committed));
+  Drop(held_, held_.begin(), held_.lower_bound(committed));
 }
 
 void MemorySnapshots::ForgetAfter(int64_t step) {
-  DropInto(own_, own_.upper_bound(step), own_.end(), spare_);
-  DropInto(held_, held_.upper_bound(step), held_.end(), spare_);
+  Drop(own_, own_.upper_bound(step), own_.end());
+  Drop(held_, held_.upper_bound(step), held_.end());
+}
+
+int64_t MemorySnapshots::FreeSlot() const {
+  for (size_t i = 0; i < own_slots_.size(); ++i) {
+    bool kept = false;
+    for (const auto& [step, s] : own_) kept = kept || s.flat.data_ptr() == own_slots_[i].data_ptr();
+    if (!kept) return int64_t(i);
+  }
+  // ShareOnHost sizes the buffers for the snapshots a rank keeps (the committed one, the one in
+  // flight, and with snapshots every step the one before): more is a bug.
+  throw CommError("every one of the " + std::to_string(own_slots_.size()) +
+                  " shared snapshot buffers holds a kept snapshot (steps " +
+                  std::to_string(own_.begin()->first) + " to " +
+                  std::to_string(own_.rbegin()->first) + ")");
+}
+
+void MemorySnapshots::ShareOnHost(bool buddy_on_host, bool source_on_host, int slots,
+                                  std::string* why) {
+  Settle();
+  own_slots_.clear();
+  source_slots_.clear();
+  const int64_t pid = getpid();
+  const int64_t nonce = int64_t(std::random_device{}() & 0x7fffffff);
+  std::vector<std::string> names;
+  if (buddy_on_host) {
+    for (int i = 0; i < slots; ++i) {
+      names.push_back(SharedFloatsName(pid, nonce, i));
+      absl::StatusOr<at::Tensor> slot = CreateSharedFloats(names.back(), elements_);
+      if (!slot.ok()) {
+        *why = std::string(slot.status().message());
+        names.pop_back();
+        own_slots_.clear();
+        break;
+      }
+      own_slots_.push_back(*slot);
+    }
+  }
+  const at::Tensor offer = at::tensor(
+      {int64_t(own_slots_.empty() ? 0 : 1), pid, nonce, int64_t(own_slots_.size())}, at::kLong);
+  const at::Tensor offered = at::zeros({4}, at::kLong);
+  at::Tensor answer = at::zeros({1}, at::kLong);
+  const at::Tensor answered = at::zeros({1}, at::kLong);
+  CommCall("agreeing on shared snapshot buffers with ranks " + std::to_string(buddy_) + " and " +
+               std::to_string(source_),
+           [&] {
+             c10d::ProcessGroup& group = comm_->snapshot_group();
+             std::vector<at::Tensor> out = {offer}, in = {offered};
+             auto sent = group.send(out, int(buddy_), kShareOfferTag);
+             group.recv(in, int(source_), kShareOfferTag)->wait(comm_->timeout());
+             sent->wait(comm_->timeout());
+             if (source_on_host && offered[0].item<int64_t>() == 1) {
+               const int64_t count = offered[3].item<int64_t>();
+               for (int64_t i = 0; i < count; ++i) {
+                 absl::StatusOr<at::Tensor> slot = OpenSharedFloats(
+                     SharedFloatsName(offered[1].item<int64_t>(), offered[2].item<int64_t>(), i),
+                     source_elements_);
+                 if (!slot.ok()) {
+                   source_slots_.clear();
+                   break;
+                 }
+                 source_slots_.push_back(*slot);
+               }
+             }
+             answer.fill_(source_slots_.empty() ? 0 : 1);
+             std::vector<at::Tensor> reply = {answer}, replied = {answered};
+             auto replied_work = group.send(reply, int(source_), kShareAnswerTag);
+             group.recv(replied, int(buddy_), kShareAnswerTag)->wait(comm_->timeout());
+             replied_work->wait(comm_->timeout());
+           });
+  // Both sides have mapped the buffers (or will not): the names go, so a process killed later
+  // leaves nothing in /dev/shm.
+  for (const std::string& name : names) UnlinkSharedFloats(name);
+  if (!own_slots_.empty() && answered[0].item<int64_t>() != 1) {
+    *why = "rank " + std::to_string(buddy_) + " could not map them (another /dev/shm?)";
+    own_slots_.clear();
+  }
+  for (const auto* slots_of : {&own_slots_, &source_slots_}) {
+    for (const at::Tensor& t : *slots_of) shared_.insert(t.data_ptr());
+  }
 }
 
 void MemorySnapshots::PrepareBuffers(int own) {
-  std::vector<int64_t> sizes(size_t(std::max(own, 0)), elements_);
-  sizes.insert(sizes.end(), 2, source_elements_);
+  std::vector<int64_t> sizes(shares_with_buddy() ? 0 : size_t(std::max(own, 0)), elements_);
+  if (!shares_with_source()) sizes.insert(sizes.end(), 2, source_elements_);
   prepared_ = std::async(std::launch::async, [sizes = std::move(sizes)] {
     std::vector<at::Tensor> buffers;
     for (int64_t n : sizes) {

@@ -8,7 +8,10 @@
 // The step pays only the copy into the host buffer (buffers are reused: NewFlat): the transfer is
 // issued on the communicator's snapshot group (Gloo, its own connections) and runs in Gloo's
 // threads during the next step, whose end waits for it (Settle) so that the step's gathered figures
-// can say which copies every rank holds. Snapshots are kept until a newer step is committed: held
+// can say which copies every rank holds. A buddy on the same host maps this rank's snapshot
+// buffers instead (ShareOnHost, shared_floats.h): the copy into the buffer is then the buddy's copy
+// too, and only the generator state and the step numbers travel; the send, the receive and the
+// buddy's buffers are gone. Snapshots are kept until a newer step is committed: held
 // by every rank for its source (RankFigures::snapshot_held_step; the minimum over the ranks is the
 // record's snapshot_step), which every rank computes from the same gathered figures.
 //
@@ -21,6 +24,8 @@
 #include <cstdint>
 #include <future>
 #include <map>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "worker/engine/parallel/comm.h"
@@ -58,6 +63,15 @@ class MemorySnapshots {
   // The rank copies go to, the rank whose copies this one holds (heal_instruction.h's
   // SnapshotBuddy and SnapshotSource), and the sizes of the source's snapshot.
   void SetPeers(int64_t buddy, int64_t source, int64_t source_elements, int64_t source_rng_bytes);
+  // After SetPeers (and again after every heal, with new buffers; older ones live on while a
+  // snapshot in them is kept), every rank at the same point: offers the buddy `slots` shared
+  // buffers of this rank's size when `buddy_on_host` (2 suffice when snapshots are at least 2
+  // steps apart, 3 otherwise), and maps the source's when `source_on_host` and the source offers
+  // them. A pair whose buffers cannot be created or mapped (another /dev/shm, no room) keeps the
+  // network; `why` says why when this rank's offer failed. Throws CommError.
+  void ShareOnHost(bool buddy_on_host, bool source_on_host, int slots, std::string* why);
+  bool shares_with_buddy() const { return !own_slots_.empty(); }
+  bool shares_with_source() const { return !source_slots_.empty(); }
   int64_t elements() const { return elements_; }
   int64_t rng_bytes() const;
 
@@ -72,8 +86,9 @@ class MemorySnapshots {
 
   // Starts writing, on a thread of its own, the buffers the next two snapshots take: `own` of this
   // rank's size (2 at a normal start; 1 for a replacement, which holds the copy it received) and
-  // two of its source's. Their pages are touched while the next K steps run, not by the
-  // snapshot's copy and transfer (see NewFlat). After SetPeers, once.
+  // two of its source's; none for a side that is shared (ShareOnHost, before this). Their pages are
+  // touched while the next K steps run, not by the snapshot's copy and transfer (see NewFlat).
+  // After SetPeers, once.
   void PrepareBuffers(int own = 2);
   // A float32 host buffer of `elements` for a snapshot: a dropped snapshot's buffer when one of
   // that size is free, else new memory. Reuse matters: a new 1 GB buffer is mapped fresh, and its
@@ -92,6 +107,12 @@ class MemorySnapshots {
  private:
   // Moves the prepared buffers, once written, to spare_.
   void TakePrepared();
+  // Moves the flat buffers of `snapshots`' entries before `last` or after `first` to spare_ (up to
+  // its bound; never a shared one) and erases the entries.
+  void Drop(std::map<int64_t, Snapshot>& snapshots, std::map<int64_t, Snapshot>::iterator first,
+            std::map<int64_t, Snapshot>::iterator last);
+  // The index of an own shared buffer no kept snapshot is in.
+  int64_t FreeSlot() const;
 
   Communicator* comm_;
   std::vector<at::Tensor> state_;
@@ -103,10 +124,14 @@ class MemorySnapshots {
   // writing.
   std::vector<at::Tensor> spare_;
   std::future<std::vector<at::Tensor>> prepared_;
+  // Shared buffers (ShareOnHost): this rank's, which its buddy maps, and its source's, mapped
+  // read-only; `shared_` every one's address ever, so that none is taken for a received copy.
+  std::vector<at::Tensor> own_slots_, source_slots_;
+  std::set<const void*> shared_;
   // The transfer in flight: its works and the copy being received.
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;
   Snapshot incoming_;
-  at::Tensor incoming_meta_;  // (step, AdamW step) of the copy being received
+  at::Tensor incoming_meta_;  // (step, AdamW step, shared buffer or −1) of the copy being received
 };
 
 }  // namespace ringtrain

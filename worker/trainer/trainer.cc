@@ -415,7 +415,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config
   RT_RETURN_IF_ERROR(ChooseDevice(*s));
   RT_RETURN_IF_ERROR(JoinWorld(*s));
   s->mfu = ChooseMfuBasis(s->config, s->device, rank.world_size);  // every rank, just after joining
-  if (s->mfu && rank.rank == 0) RT_LOG(Info) << "MFU: " << s->mfu->Describe();
+  if (s->mfu && rank.rank == 0) {
+    RT_LOG(Info) << "MFU: " << s->mfu->Describe();
+  }
   RT_RETURN_IF_ERROR(OpenData(*s, eval ? 1 : degrees.accumulation));
   RT_RETURN_IF_ERROR(BuildModel(*s));
   RT_RETURN_IF_ERROR(ParallelizeModel(*s));
