@@ -9,7 +9,6 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -145,18 +144,11 @@ TEST_P(HealTest, AKilledRankIsReplacedFromItsBuddysMemoryAndEveryStepMatchesAnUn
     EXPECT_NE(log0.find("on another host"), std::string::npos) << log0;
   } else {
     // One host: the buddy maps rank 0's snapshot buffers (shared_floats.h), before and after the
-    // heal, and nothing is left in /dev/shm.
+    // heal.
     EXPECT_NE(log0.find("on the same host, through shared memory"), std::string::npos) << log0;
   }
   EXPECT_EQ(logs().find("over the network, not through shared memory"), std::string::npos)
       << logs();
-  pids.push_back(replacement.pid());
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
-    for (pid_t pid : pids) {
-      const std::string prefix = "ringtrain-snapshot-" + std::to_string(pid) + "-";
-      EXPECT_NE(entry.path().filename().string().rfind(prefix, 0), 0u) << entry.path();
-    }
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -57,7 +57,9 @@ absl::StatusOr<bool> SharedBuffersAllowed() {
 
 // Shared snapshot buffers with the buddy and the source where they are on this rank's host
 // (`hosts`: every rank's HostId) and the transport allows it; warns when this rank's offer failed.
-absl::Status ShareSnapshotBuffers(Trainer::State& s, const std::vector<double>& hosts) {
+// `populate`: see MemorySnapshots::ShareOnHost.
+absl::Status ShareSnapshotBuffers(Trainer::State& s, const std::vector<double>& hosts,
+                                  bool populate) {
   RT_ASSIGN_OR_RETURN(const bool allowed, SharedBuffersAllowed());
   MemorySnapshots& snapshots = *s.snapshots;
   const int64_t me = s.rank.rank, world = s.rank.world_size;
@@ -68,7 +70,7 @@ absl::Status ShareSnapshotBuffers(Trainer::State& s, const std::vector<double>& 
   // Snapshots every step keep three at once (heal.h: the committed one, the one sent last step and
   // the new one); two otherwise.
   const int slots = s.config.checkpoint.memory_interval == 1 ? 3 : 2;
-  snapshots.ShareOnHost(on_host(buddy), on_host(source), slots, &why);
+  snapshots.ShareOnHost(on_host(buddy), on_host(source), slots, populate, &why);
   if (!why.empty()) {
     RT_LOG(Warning) << "rank " << me << ": its snapshots go to rank " << buddy
                     << " over the network, not through shared memory on this host: " << why;
@@ -194,11 +196,13 @@ absl::StatusOr<int64_t> AgreeAndRestore(Trainer::State& s, bool survivor) {
   snapshots.SetPeers(SnapshotBuddy(me, world, *offset), source,
                      int64_t(rows[size_t(source)].flat_elements),
                      int64_t(rows[size_t(source)].rng_bytes));
-  // New shared buffers with the new members (a replacement is another process).
+  // Shared buffers with the new members (a replacement is another process; a survivor offers the
+  // buffers it has). A replacement's new buffers are not populated: the heal waits for it, and the
+  // first snapshot's copy faults their pages in instead.
   std::vector<double> hosts;
   for (const HealRow& row : rows) hosts.push_back(row.host_id);
   RT_RETURN_IF_ERROR(Guarded(s, "sharing the snapshot buffers again",
-                             [&] { return ShareSnapshotBuffers(s, hosts); }));
+                             [&] { return ShareSnapshotBuffers(s, hosts, /*populate=*/false); }));
   // A replacement holds only the copy it received: its next snapshots' buffers are written now,
   // as at a normal start, not faulted in by their first copy and transfer.
   if (!survivor) snapshots.PrepareBuffers(/*own=*/1);
@@ -227,7 +231,7 @@ absl::Status StartSnapshots(Trainer::State& s) {
                           int64_t(rows[size_t(source)][1]));
     std::vector<double> host_ids;
     for (uint64_t h : hosts) host_ids.push_back(double(h));
-    RT_RETURN_IF_ERROR(ShareSnapshotBuffers(s, host_ids));
+    RT_RETURN_IF_ERROR(ShareSnapshotBuffers(s, host_ids, /*populate=*/true));
     s.snapshots->PrepareBuffers();
     if (me == 0) {
       const int64_t hosts_count = int64_t(std::set<uint64_t>(hosts.begin(), hosts.end()).size());

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <random>
 #include <string>
 #include <utility>
 
@@ -158,31 +157,42 @@ int64_t MemorySnapshots::FreeSlot() const {
                   std::to_string(own_.rbegin()->first) + ")");
 }
 
-void MemorySnapshots::ShareOnHost(bool buddy_on_host, bool source_on_host, int slots,
+void MemorySnapshots::ShareOnHost(bool buddy_on_host, bool source_on_host, int slots, bool populate,
                                   std::string* why) {
+  constexpr int kMaxSlots = 3;  // what an offer carries
+  slots = std::min(slots, kMaxSlots);
   Settle();
-  own_slots_.clear();
   source_slots_.clear();
-  const int64_t pid = getpid();
-  const int64_t nonce = int64_t(std::random_device{}() & 0x7fffffff);
-  std::vector<std::string> names;
-  if (buddy_on_host) {
+  // This rank's buffers are kept when it offers them again (a survivor after a heal: its kept
+  // snapshots are in them); a new buddy opens them as the first one did.
+  if (!buddy_on_host || int64_t(own_slots_.size()) != slots) {
+    own_slots_.clear();
+    own_paths_.clear();
+  }
+  if (buddy_on_host && own_slots_.empty()) {
     for (int i = 0; i < slots; ++i) {
-      names.push_back(SharedFloatsName(pid, nonce, i));
-      absl::StatusOr<at::Tensor> slot = CreateSharedFloats(names.back(), elements_);
+      absl::StatusOr<SharedFloats> slot = CreateSharedFloats(elements_, populate);
       if (!slot.ok()) {
         *why = std::string(slot.status().message());
-        names.pop_back();
         own_slots_.clear();
+        own_paths_.clear();
         break;
       }
-      own_slots_.push_back(*slot);
+      own_slots_.push_back(slot->floats);
+      own_paths_.push_back(slot->path);
     }
   }
-  const at::Tensor offer = at::tensor(
-      {int64_t(own_slots_.empty() ? 0 : 1), pid, nonce, int64_t(own_slots_.size())}, at::kLong);
-  const at::Tensor offered = at::zeros({4}, at::kLong);
-  at::Tensor answer = at::zeros({1}, at::kLong);
+  // The offer: (offered, pid, count, the fds) — the buddy opens /proc/<pid>/fd/<fd>.
+  std::vector<int64_t> offer_values(3 + kMaxSlots, -1);
+  offer_values[0] = own_slots_.empty() ? 0 : 1;
+  offer_values[1] = getpid();
+  offer_values[2] = int64_t(own_slots_.size());
+  for (size_t i = 0; i < own_paths_.size() && i < size_t(kMaxSlots); ++i) {
+    offer_values[3 + i] = std::stoll(own_paths_[i].substr(own_paths_[i].rfind('/') + 1));
+  }
+  const at::Tensor offer = at::tensor(offer_values, at::kLong);
+  const at::Tensor offered = at::zeros({3 + kMaxSlots}, at::kLong);
+  const at::Tensor answer = at::zeros({1}, at::kLong);
   const at::Tensor answered = at::zeros({1}, at::kLong);
   CommCall("agreeing on shared snapshot buffers with ranks " + std::to_string(buddy_) + " and " +
                std::to_string(source_),
@@ -192,12 +202,13 @@ void MemorySnapshots::ShareOnHost(bool buddy_on_host, bool source_on_host, int s
              auto sent = group.send(out, int(buddy_), kShareOfferTag);
              group.recv(in, int(source_), kShareOfferTag)->wait(comm_->timeout());
              sent->wait(comm_->timeout());
+             const int64_t count = std::min(offered[2].item<int64_t>(), int64_t{kMaxSlots});
              if (source_on_host && offered[0].item<int64_t>() == 1) {
-               const int64_t count = offered[3].item<int64_t>();
                for (int64_t i = 0; i < count; ++i) {
-                 absl::StatusOr<at::Tensor> slot = OpenSharedFloats(
-                     SharedFloatsName(offered[1].item<int64_t>(), offered[2].item<int64_t>(), i),
-                     source_elements_);
+                 absl::StatusOr<at::Tensor> slot =
+                     OpenSharedFloats("/proc/" + std::to_string(offered[1].item<int64_t>()) +
+                                          "/fd/" + std::to_string(offered[3 + i].item<int64_t>()),
+                                      source_elements_);
                  if (!slot.ok()) {
                    source_slots_.clear();
                    break;
@@ -211,12 +222,11 @@ void MemorySnapshots::ShareOnHost(bool buddy_on_host, bool source_on_host, int s
              group.recv(replied, int(buddy_), kShareAnswerTag)->wait(comm_->timeout());
              replied_work->wait(comm_->timeout());
            });
-  // Both sides have mapped the buffers (or will not): the names go, so a process killed later
-  // leaves nothing in /dev/shm.
-  for (const std::string& name : names) UnlinkSharedFloats(name);
   if (!own_slots_.empty() && answered[0].item<int64_t>() != 1) {
-    *why = "rank " + std::to_string(buddy_) + " could not map them (another /dev/shm?)";
+    *why = "rank " + std::to_string(buddy_) + " could not open them (another host, or another " +
+           "process namespace)";
     own_slots_.clear();
+    own_paths_.clear();
   }
   for (const auto* slots_of : {&own_slots_, &source_slots_}) {
     for (const at::Tensor& t : *slots_of) shared_.insert(t.data_ptr());

@@ -63,13 +63,16 @@ class MemorySnapshots {
   // The rank copies go to, the rank whose copies this one holds (heal_instruction.h's
   // SnapshotBuddy and SnapshotSource), and the sizes of the source's snapshot.
   void SetPeers(int64_t buddy, int64_t source, int64_t source_elements, int64_t source_rng_bytes);
-  // After SetPeers (and again after every heal, with new buffers; older ones live on while a
-  // snapshot in them is kept), every rank at the same point: offers the buddy `slots` shared
-  // buffers of this rank's size when `buddy_on_host` (2 suffice when snapshots are at least 2
-  // steps apart, 3 otherwise), and maps the source's when `source_on_host` and the source offers
-  // them. A pair whose buffers cannot be created or mapped (another /dev/shm, no room) keeps the
+  // After SetPeers (and again after every heal), every rank at the same point: offers the buddy
+  // `slots` (at most 3) shared buffers of this rank's size when `buddy_on_host` — the ones it has
+  // when it has that many, else new ones — (2 suffice when snapshots are at least 2 steps apart,
+  // 3 otherwise), and maps the source's when `source_on_host` and the source offers them. A pair
+  // whose buffers cannot be created or opened (another process namespace, no memory) keeps the
   // network; `why` says why when this rank's offer failed. Throws CommError.
-  void ShareOnHost(bool buddy_on_host, bool source_on_host, int slots, std::string* why);
+  // `populate`: new buffers' pages are mapped in now (CreateSharedFloats), not by the first
+  // snapshots' copies.
+  void ShareOnHost(bool buddy_on_host, bool source_on_host, int slots, bool populate,
+                   std::string* why);
   bool shares_with_buddy() const { return !own_slots_.empty(); }
   bool shares_with_source() const { return !source_slots_.empty(); }
   int64_t elements() const { return elements_; }
@@ -127,6 +130,7 @@ class MemorySnapshots {
   // Shared buffers (ShareOnHost): this rank's, which its buddy maps, and its source's, mapped
   // read-only; `shared_` every one's address ever, so that none is taken for a received copy.
   std::vector<at::Tensor> own_slots_, source_slots_;
+  std::vector<std::string> own_paths_;  // where the buddy opens own_slots_ (SharedFloats::path)
   std::set<const void*> shared_;
   // The transfer in flight: its works and the copy being received.
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;

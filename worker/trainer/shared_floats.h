@@ -1,9 +1,9 @@
-// POSIX shared memory as float32 host tensors, for in-memory snapshots whose buddy runs on the same
-// host (memory_snapshots.h): the owner writes a snapshot once into a segment its buddy has mapped,
-// in place of sending it through the loopback (three copies of the state: its own, Gloo's send,
-// Gloo's receive). A mapping outlives its owner's process, so the buddy's copy survives the owner
-// being killed, as a received copy does; the names are unlinked once both sides have mapped them,
-// so a killed process leaves nothing behind in /dev/shm.
+// Shared memory as float32 host tensors, for in-memory snapshots whose buddy runs on the same host
+// (memory_snapshots.h): the owner writes a snapshot once into memory its buddy has mapped, in
+// place of sending it through the loopback (three copies of the state: its own, Gloo's send,
+// Gloo's receive). The memory is a memfd, which the buddy opens through /proc/<owner pid>/fd/<fd>:
+// it has no name, so nothing is ever left behind in /dev/shm, and a mapping outlives its owner's
+// process, so the buddy's copy survives the owner being killed, as a received copy does.
 #ifndef RINGTRAIN_WORKER_TRAINER_SHARED_FLOATS_H_
 #define RINGTRAIN_WORKER_TRAINER_SHARED_FLOATS_H_
 
@@ -16,20 +16,20 @@
 
 namespace ringtrain {
 
-// "/ringtrain-snapshot-<pid>-<nonce>-<slot>": the owner's pid and a nonce it chose.
-std::string SharedFloatsName(int64_t owner_pid, int64_t nonce, int64_t slot);
+struct SharedFloats {
+  at::Tensor floats;  // mapped read-write; unmapped, and its memfd closed, with its last reference
+  std::string path;   // where another process of this host opens it: /proc/<pid>/fd/<fd>
+};
 
-// A new segment `name` of `elements` floats, its memory reserved up front (posix_fallocate: a full
-// /dev/shm is an error here, not a SIGBUS at the first copy) and mapped read-write with its pages
-// populated. Fails if the name exists. The tensor unmaps it when its last reference goes.
-absl::StatusOr<at::Tensor> CreateSharedFloats(const std::string& name, int64_t elements);
+// New shared memory of `elements` floats, reserved up front (posix_fallocate: no room is an error
+// here, not a SIGBUS at the first copy) and mapped; with `populate`, its pages mapped in now
+// (MAP_POPULATE) rather than faulted in by the first copy into it — on this project's VMs about
+// 2 s per GB either way.
+absl::StatusOr<SharedFloats> CreateSharedFloats(int64_t elements, bool populate = true);
 
-// The existing segment `name`, which must hold exactly `elements` floats, mapped read-only (the
-// buddy's side: it reads a copy only to heal).
-absl::StatusOr<at::Tensor> OpenSharedFloats(const std::string& name, int64_t elements);
-
-// Removes the name (the mappings stay); no error when it is already gone.
-void UnlinkSharedFloats(const std::string& name);
+// The shared memory at `path` (SharedFloats::path of another process), which must hold exactly
+// `elements` floats, mapped read-only: the buddy reads a copy only to heal.
+absl::StatusOr<at::Tensor> OpenSharedFloats(const std::string& path, int64_t elements);
 
 }  // namespace ringtrain
 
