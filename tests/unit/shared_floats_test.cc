@@ -4,6 +4,7 @@
 #include "worker/trainer/shared_floats.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace ringtrain {
 namespace {
@@ -12,14 +13,14 @@ TEST(SharedFloatsTest, TheBuddyReadsWhatTheOwnerWroteAfterTheOwnersMappingIsGone
   absl::StatusOr<SharedFloats> owner = CreateSharedFloats(1000);
   ASSERT_TRUE(owner.ok()) << owner.status();
   EXPECT_EQ(owner->floats.numel(), 1000);
-  EXPECT_EQ(owner->path.rfind("/proc/", 0), 0u) << owner->path;
-  absl::StatusOr<at::Tensor> buddy = OpenSharedFloats(owner->path, 1000);
+  const std::string path = SharedFloatsPath(getpid(), owner->fd);
+  EXPECT_EQ(path.rfind("/proc/", 0), 0u) << path;
+  absl::StatusOr<at::Tensor> buddy = OpenSharedFloats(path, 1000);
   ASSERT_TRUE(buddy.ok()) << buddy.status();
 
   const at::Tensor values = at::randn({1000});
   owner->floats.copy_(values);
   EXPECT_TRUE(at::equal(*buddy, values)) << "one memory, not a copy";
-  const std::string path = owner->path;
   owner->floats = at::Tensor();  // the owner's mapping and fd go, as when its process is killed
   EXPECT_TRUE(at::equal(*buddy, values));
   EXPECT_FALSE(OpenSharedFloats(path, 1000).ok()) << "its fd is closed";
@@ -28,9 +29,10 @@ TEST(SharedFloatsTest, TheBuddyReadsWhatTheOwnerWroteAfterTheOwnersMappingIsGone
 TEST(SharedFloatsTest, AMissingOrMisSizedBufferIsRefusedNamingIt) {
   absl::StatusOr<SharedFloats> owner = CreateSharedFloats(64);
   ASSERT_TRUE(owner.ok()) << owner.status();
-  const absl::StatusOr<at::Tensor> other_size = OpenSharedFloats(owner->path, 65);
+  const std::string path = SharedFloatsPath(getpid(), owner->fd);
+  const absl::StatusOr<at::Tensor> other_size = OpenSharedFloats(path, 65);
   ASSERT_FALSE(other_size.ok());
-  EXPECT_NE(other_size.status().message().find(owner->path + " holds 256 bytes, not the 260"),
+  EXPECT_NE(other_size.status().message().find(path + " holds 256 bytes, not the 260"),
             std::string::npos)
       << other_size.status();
 

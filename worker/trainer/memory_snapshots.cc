@@ -45,7 +45,6 @@ void MemorySnapshots::SetPeers(int64_t buddy, int64_t source, int64_t source_ele
 
 void MemorySnapshots::Take(int64_t step, int64_t optimizer_step) {
   Settle();
-  TakePrepared();
   Snapshot s;
   s.step = step;
   s.optimizer_step = optimizer_step;
@@ -167,7 +166,7 @@ void MemorySnapshots::ShareOnHost(bool buddy_on_host, bool source_on_host, int s
   // snapshots are in them); a new buddy opens them as the first one did.
   if (!buddy_on_host || int64_t(own_slots_.size()) != slots) {
     own_slots_.clear();
-    own_paths_.clear();
+    own_fds_.clear();
   }
   if (buddy_on_host && own_slots_.empty()) {
     for (int i = 0; i < slots; ++i) {
@@ -175,11 +174,11 @@ void MemorySnapshots::ShareOnHost(bool buddy_on_host, bool source_on_host, int s
       if (!slot.ok()) {
         *why = std::string(slot.status().message());
         own_slots_.clear();
-        own_paths_.clear();
+        own_fds_.clear();
         break;
       }
       own_slots_.push_back(slot->floats);
-      own_paths_.push_back(slot->path);
+      own_fds_.push_back(slot->fd);
     }
   }
   // The offer: (offered, pid, count, the fds) — the buddy opens /proc/<pid>/fd/<fd>.
@@ -187,9 +186,7 @@ void MemorySnapshots::ShareOnHost(bool buddy_on_host, bool source_on_host, int s
   offer_values[0] = own_slots_.empty() ? 0 : 1;
   offer_values[1] = getpid();
   offer_values[2] = int64_t(own_slots_.size());
-  for (size_t i = 0; i < own_paths_.size() && i < size_t(kMaxSlots); ++i) {
-    offer_values[3 + i] = std::stoll(own_paths_[i].substr(own_paths_[i].rfind('/') + 1));
-  }
+  for (size_t i = 0; i < own_fds_.size(); ++i) offer_values[3 + i] = own_fds_[i];
   const at::Tensor offer = at::tensor(offer_values, at::kLong);
   const at::Tensor offered = at::zeros({3 + kMaxSlots}, at::kLong);
   const at::Tensor answer = at::zeros({1}, at::kLong);
@@ -205,10 +202,9 @@ void MemorySnapshots::ShareOnHost(bool buddy_on_host, bool source_on_host, int s
              const int64_t count = std::min(offered[2].item<int64_t>(), int64_t{kMaxSlots});
              if (source_on_host && offered[0].item<int64_t>() == 1) {
                for (int64_t i = 0; i < count; ++i) {
-                 absl::StatusOr<at::Tensor> slot =
-                     OpenSharedFloats("/proc/" + std::to_string(offered[1].item<int64_t>()) +
-                                          "/fd/" + std::to_string(offered[3 + i].item<int64_t>()),
-                                      source_elements_);
+                 absl::StatusOr<at::Tensor> slot = OpenSharedFloats(
+                     SharedFloatsPath(offered[1].item<int64_t>(), offered[3 + i].item<int64_t>()),
+                     source_elements_);
                  if (!slot.ok()) {
                    source_slots_.clear();
                    break;
@@ -226,7 +222,7 @@ void MemorySnapshots::ShareOnHost(bool buddy_on_host, bool source_on_host, int s
     *why = "rank " + std::to_string(buddy_) + " could not open them (another host, or another " +
            "process namespace)";
     own_slots_.clear();
-    own_paths_.clear();
+    own_fds_.clear();
   }
   for (const auto* slots_of : {&own_slots_, &source_slots_}) {
     for (const at::Tensor& t : *slots_of) shared_.insert(t.data_ptr());

@@ -130,7 +130,7 @@ class MemorySnapshots {
   // Shared buffers (ShareOnHost): this rank's, which its buddy maps, and its source's, mapped
   // read-only; `shared_` every one's address ever, so that none is taken for a received copy.
   std::vector<at::Tensor> own_slots_, source_slots_;
-  std::vector<std::string> own_paths_;  // where the buddy opens own_slots_ (SharedFloats::path)
+  std::vector<int64_t> own_fds_;  // own_slots_' memfds, which the buddy opens (SharedFloatsPath)
   std::set<const void*> shared_;
   // The transfer in flight: its works and the copy being received.
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;

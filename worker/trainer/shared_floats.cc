@@ -49,8 +49,11 @@ absl::StatusOr<SharedFloats> CreateSharedFloats(int64_t elements, bool populate)
     close(fd);
     return Failed(absl::StrCat("mapping ", bytes, " bytes of shared memory"), error);
   }
-  return SharedFloats{OverMapping(data, elements, fd),
-                      absl::StrCat("/proc/", getpid(), "/fd/", fd)};
+  return SharedFloats{OverMapping(data, elements, fd), fd};
+}
+
+std::string SharedFloatsPath(int64_t pid, int64_t fd) {
+  return absl::StrCat("/proc/", pid, "/fd/", fd);
 }
 
 absl::StatusOr<at::Tensor> OpenSharedFloats(const std::string& path, int64_t elements) {

@@ -18,8 +18,11 @@ namespace ringtrain {
 
 struct SharedFloats {
   at::Tensor floats;  // mapped read-write; unmapped, and its memfd closed, with its last reference
-  std::string path;   // where another process of this host opens it: /proc/<pid>/fd/<fd>
+  int fd = -1;        // the memfd, open while `floats` lives
 };
+
+// Where another process of this host opens process `pid`'s memfd `fd`: /proc/<pid>/fd/<fd>.
+std::string SharedFloatsPath(int64_t pid, int64_t fd);
 
 // New shared memory of `elements` floats, reserved up front (posix_fallocate: no room is an error
 // here, not a SIGBUS at the first copy) and mapped; with `populate`, its pages mapped in now
@@ -27,8 +30,8 @@ struct SharedFloats {
 // 2 s per GB either way.
 absl::StatusOr<SharedFloats> CreateSharedFloats(int64_t elements, bool populate = true);
 
-// The shared memory at `path` (SharedFloats::path of another process), which must hold exactly
-// `elements` floats, mapped read-only: the buddy reads a copy only to heal.
+// The shared memory at `path` (SharedFloatsPath of another process's memfd), which must hold
+// exactly `elements` floats, mapped read-only: the buddy reads a copy only to heal.
 absl::StatusOr<at::Tensor> OpenSharedFloats(const std::string& path, int64_t elements);
 
 }  // namespace ringtrain
