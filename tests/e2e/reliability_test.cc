@@ -300,10 +300,9 @@ TEST_P(ProtectedReliabilityTest, ACoordinatorKilledMidJobStillEndsWithEveryStepO
   ASSERT_TRUE(WaitFor([&] { return cluster->Workers().size() == 2; }, 30)) << cluster->Logs();
   std::printf("coordinator SIGKILL -> both agents back: %.2f s\n", SecondsSince(killed));
   const int64_t seen = cluster->Get(job.job_id()).last_step();
-  ASSERT_TRUE(cluster->WaitForJob(
-      job.job_id(), [&](const v1::Job& j) { return j.last_step() > seen; }, 60,
-      "a step after the restart"));
-  std::printf("coordinator SIGKILL -> the job's next step: %.2f s\n", SecondsSince(killed));
+  ASSERT_TRUE(StepsOnOrEnds(*cluster, job.job_id(), seen));
+  std::printf("coordinator SIGKILL -> the job's next step or end (step %lld seen): %.2f s\n",
+              static_cast<long long>(seen), SecondsSince(killed));
   const v1::Job done = Succeeded(*cluster, job.job_id());
   EXPECT_EQ(done.restart_count(), 0) << "the ranks were re-adopted, not restarted";
   const std::vector<std::map<std::string, std::string>> expected =

@@ -128,6 +128,15 @@ Underway SubmitAndRunTo(LocalCluster& cluster, const std::vector<std::string>& o
   return u;
 }
 
+bool StepsOnOrEnds(LocalCluster& cluster, const std::string& job_id, int64_t seen) {
+  return cluster.WaitForJob(
+      job_id,
+      [&](const v1::Job& j) {
+        return j.last_step() > seen || j.state() == v1::JOB_STATE_SUCCEEDED;
+      },
+      60, "a step after step " + std::to_string(seen) + ", or the job's end");
+}
+
 // The job once it has ended, after a test failure unless it SUCCEEDED.
 v1::Job Succeeded(LocalCluster& cluster, const std::string& job_id) {
   cluster.WaitForJob(job_id, IsFinal, 240, "end");

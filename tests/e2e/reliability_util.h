@@ -68,6 +68,11 @@ struct Underway {
 Underway SubmitAndRunTo(LocalCluster& cluster, const std::vector<std::string>& overrides, int rank,
                         int64_t step = 8);
 
+// Whether the job reports a step after `seen`, or SUCCEEDS, within 60 s of a coordinator's
+// return. Its trainers keep training while the coordinator is away, so on a fast machine they may
+// have finished every step before their agents are back; the job's end is its progress then.
+bool StepsOnOrEnds(LocalCluster& cluster, const std::string& job_id, int64_t seen);
+
 // The job once it has ended, after a test failure unless it SUCCEEDED.
 v1::Job Succeeded(LocalCluster& cluster, const std::string& job_id);
 
