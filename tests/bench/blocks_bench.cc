@@ -2,7 +2,7 @@
 // and the attention kernel at each CPU level — figures for issue 32, printed as a table.
 //
 //   blocks_bench [--seq 2048] [--dim 256] [--heads 8] [--kv-heads 4] [--ffn 768] [--threads 2]
-//                [--reps 5] [--vocabs 256,32768]
+//                [--reps 5] [--vocabs 256,32768] [--adamw-params 16777216]
 //
 // Each figure is the median of --reps timed forward+backward calls after one untimed call, on
 // random inputs of the suite's shape (batch 1, L = --seq):
@@ -11,7 +11,10 @@
 //   - cpu_flash attention (causal, H, Hk, D = C / H) at every level;
 //   - the loss: the chunked head (chunked_loss.h) against F.cross_entropy on the whole logits at
 //     each vocabulary, time and the peak CPU tensor bytes above the inputs (the counting
-//     allocator of worker/trainer/tensor_memory.h).
+//     allocator of worker/trainer/tensor_memory.h);
+//   - AdamW's update of --adamw-params float32 parameters: the one pass (optim/adamw.h) at every
+//     level against torch.optim.AdamW's single-tensor ATen chain, alone and with a snapshot's copy
+//     of the new state (written in the same pass; the chain then copies it, as a snapshot did).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
@@ -31,6 +34,7 @@
 #include "worker/engine/model/chunked_loss.h"
 #include "worker/engine/model/fused_blocks.h"
 #include "worker/engine/model/rope.h"
+#include "worker/engine/optim/adamw.h"
 #include "worker/trainer/tensor_memory.h"
 
 namespace {
@@ -40,6 +44,7 @@ using ringtrain::CpuIsa;
 
 struct Options {
   int64_t seq = 2048, dim = 256, heads = 8, kv_heads = 4, ffn = 768, threads = 2, reps = 5;
+  int64_t adamw_params = int64_t(1) << 24;
   std::vector<int64_t> vocabs = {256, 32768};
 };
 
@@ -75,6 +80,8 @@ Options Parse(int argc, char** argv) {
       o.threads = Int(v);
     else if (a == "--reps")
       o.reps = Int(v);
+    else if (a == "--adamw-params")
+      o.adamw_params = Int(v);
     else if (a == "--vocabs") {
       o.vocabs.clear();
       for (absl::string_view p : absl::StrSplit(v, ','))
@@ -221,6 +228,39 @@ int main(int argc, char** argv) {
     std::printf("%-44s %8.1f MiB %8.1f MiB %7.2fx\n", ("peak tensor memory, " + v).c_str(),
                 peak_chunked / 1048576.0, peak_whole / 1048576.0,
                 double(peak_chunked) / double(peak_whole));
+  }
+
+  // AdamW's update (lr 1e-4, PyTorch's defaults otherwise), and with a snapshot's copy.
+  std::printf("%-44s %12s %12s %8s\n", "AdamW update", "one pass", "ATen chain", "speed-up");
+  const int64_t n = o.adamw_params;
+  at::Tensor param = torch::randn({n}).requires_grad_();
+  param.mutable_grad() = torch::randn({n});
+  ringtrain::AdamW adamw({{"w", param}}, {});
+  const std::vector<at::Tensor> copies = {torch::empty({n}), torch::empty({n}), torch::empty({n})};
+  at::Tensor m = torch::zeros({n}), v = torch::zeros({n});
+  auto chain = [&](bool copy) {
+    return MedianSeconds(o.reps, [&] {
+      torch::NoGradGuard no_grad;
+      const at::Tensor p = param.detach(), g = param.grad();
+      p.mul_(1 - 1e-4 * 0.1);
+      m.mul_(0.9).add_(g, 0.1);
+      v.mul_(0.95).addcmul_(g, g, 0.05);
+      p.addcdiv_(m, (v.sqrt() / 0.2).add_(1e-8), -1e-3);
+      if (copy) {
+        copies[0].copy_(p);
+        copies[1].copy_(m);
+        copies[2].copy_(v);
+      }
+    });
+  };
+  const double chain_alone = chain(false), chain_copy = chain(true);
+  const std::string params = std::to_string(n) + " params";
+  for (CpuIsa isa : ringtrain::AvailableCpuIsas()) {
+    ringtrain::ScopedCpuIsa level(isa);
+    const std::string at = std::string(" (") + ringtrain::CpuIsaName(isa) + ")";
+    Row(params + at, MedianSeconds(o.reps, [&] { adamw.Step(1e-4); }), chain_alone);
+    Row(params + " + snapshot copy" + at, MedianSeconds(o.reps, [&] { adamw.Step(1e-4, copies); }),
+        chain_copy);
   }
   return 0;
 }

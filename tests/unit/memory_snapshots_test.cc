@@ -1,7 +1,7 @@
 // MemorySnapshots' buffers without a communicator: a dropped snapshot's buffer is reused by the
 // next one of its size (so a 1 GB snapshot is not faulted in afresh every K steps), never one a
-// transfer still holds; prepared buffers are the next snapshots'; Restore writes a snapshot back
-// bitwise.
+// transfer still holds; prepared buffers are the next snapshots'; Stage hands the next buffer out
+// as the state's shapes; Restore writes a snapshot back bitwise.
 #include "worker/trainer/memory_snapshots.h"
 
 #include <gtest/gtest.h>
@@ -55,6 +55,25 @@ TEST(MemorySnapshotsTest, PreparedBuffersAreTheNextSnapshotsBuffers) {
   normal.SetPeers(1, 1, 5, 4);
   normal.PrepareBuffers();  // a normal start: two of each
   EXPECT_EQ(normal.spare_bytes(), 4 * 5 * 4);
+}
+
+TEST(MemorySnapshotsTest, StageGivesTheNextBufferAsViewsInTheStatesOrderAndShapes) {
+  MemorySnapshots snapshots(nullptr, {at::zeros({3, 4}), at::zeros({5}), at::zeros({2, 1})});
+  snapshots.AdoptOwn(Of(3, snapshots.NewFlat(19)));
+  const void* memory = snapshots.Own(3)->flat.data_ptr();
+  snapshots.AdoptOwn(Of(6, snapshots.NewFlat(19)));
+  snapshots.Prune(6);  // step 3's buffer is free again
+  std::vector<at::Tensor> views = snapshots.Stage(9);
+  ASSERT_EQ(views.size(), 3u);
+  EXPECT_EQ(views[0].sizes(), at::IntArrayRef({3, 4}));
+  EXPECT_EQ(views[1].sizes(), at::IntArrayRef({5}));
+  EXPECT_EQ(views[2].sizes(), at::IntArrayRef({2, 1}));
+  EXPECT_EQ(views[0].data_ptr(), memory) << "the dropped buffer, not new memory";
+  EXPECT_EQ(views[1].data_ptr<float>(), views[0].data_ptr<float>() + 12);
+  EXPECT_EQ(views[2].data_ptr<float>(), views[0].data_ptr<float>() + 17);
+  views.clear();
+  snapshots.Abandon();  // a heal drops what was staged: its buffer goes back to the spares
+  EXPECT_EQ(snapshots.NewFlat(19).data_ptr(), memory);
 }
 
 TEST(MemorySnapshotsTest, RestoreWritesTheSnapshotBackBitwise) {

@@ -252,13 +252,20 @@ absl::Status StartSnapshots(Trainer::State& s) {
   });
 }
 
+bool SnapshotDue(const Trainer::State& s, int64_t step) {
+  return s.snapshots && step % s.config.checkpoint.memory_interval == 0 &&
+         step < s.config.training.steps;
+}
+
+std::vector<at::Tensor> StageSnapshot(Trainer::State& s, int64_t step) {
+  return SnapshotDue(s, step) ? s.snapshots->Stage(step) : std::vector<at::Tensor>{};
+}
+
 absl::Status MaybeSnapshot(Trainer::State& s, int64_t step) {
   if (!s.snapshots) return absl::OkStatus();
   return Guarded(s, absl::StrCat("snapshot of step ", step), [&]() -> absl::Status {
     s.snapshots->Settle();
-    if (step % s.config.checkpoint.memory_interval == 0 && step < s.config.training.steps) {
-      s.snapshots->Take(step, s.gradients->optimizer_step());
-    }
+    if (SnapshotDue(s, step)) s.snapshots->Take(step, s.gradients->optimizer_step());
     return absl::OkStatus();
   });
 }

@@ -12,6 +12,7 @@
 #define RINGTRAIN_WORKER_TRAINER_HEAL_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "worker/trainer/trainer_state.h"
@@ -21,6 +22,14 @@ namespace ringtrain::trainer_internal {
 // The snapshots when checkpoint.memory_interval > 0 and the world has several ranks; a normal
 // start also all-gathers their sizes (a collective: every rank calls it at start).
 absl::Status StartSnapshots(Trainer::State& s);
+
+// Whether a snapshot is taken after step `step` (snapshots on, every memory_interval steps, not
+// after the last).
+bool SnapshotDue(const Trainer::State& s, int64_t step);
+
+// Before step `step`'s update, when a snapshot is due: where the update also writes the state
+// (MemorySnapshots::Stage); empty otherwise.
+std::vector<at::Tensor> StageSnapshot(Trainer::State& s, int64_t step);
 
 // After step `step`'s update: settles the previous transfer and takes a snapshot when one is due.
 absl::Status MaybeSnapshot(Trainer::State& s, int64_t step);

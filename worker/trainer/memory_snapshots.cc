@@ -24,6 +24,17 @@ constexpr int kShareAnswerTag = 5;
 // snapshots (the committed one and the newer being sent), so two spares cover the steady state.
 constexpr size_t kSpareBuffers = 2;
 
+// `to` = `from` (of the same sizes). Between contiguous float32 CPU tensors (every CPU rank's
+// state) it is one memcpy: glibc's copy of a 1.1 GB state took 0.11 s here, ATen's copy_ 0.17 s.
+void CopyState(const at::Tensor& from, const at::Tensor& to) {
+  if (from.device().is_cpu() && to.device().is_cpu() && from.scalar_type() == at::kFloat &&
+      to.scalar_type() == at::kFloat && from.is_contiguous() && to.is_contiguous()) {
+    std::memcpy(to.data_ptr(), from.data_ptr(), size_t(to.nbytes()));
+    return;
+  }
+  to.copy_(from);
+}
+
 }  // namespace
 
 MemorySnapshots::MemorySnapshots(Communicator* comm, std::vector<at::Tensor> state)
@@ -43,21 +54,43 @@ void MemorySnapshots::SetPeers(int64_t buddy, int64_t source, int64_t source_ele
   source_rng_bytes_ = source_rng_bytes;
 }
 
+std::vector<at::Tensor> MemorySnapshots::Stage(int64_t step) {
+  Settle();
+  Recycle(std::move(staged_));  // one staged for a step that never took its snapshot
+  staged_slot_ = shares_with_buddy() ? FreeSlot() : -1;
+  staged_ = staged_slot_ >= 0 ? own_slots_[size_t(staged_slot_)] : NewFlat(elements_);
+  staged_step_ = step;
+  std::vector<at::Tensor> views;
+  int64_t offset = 0;
+  for (const at::Tensor& t : state_) {
+    views.push_back(staged_.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+  return views;
+}
+
 void MemorySnapshots::Take(int64_t step, int64_t optimizer_step) {
   Settle();
   Snapshot s;
   s.step = step;
   s.optimizer_step = optimizer_step;
-  const int64_t slot = shares_with_buddy() ? FreeSlot() : -1;
-  s.flat = slot >= 0 ? own_slots_[size_t(slot)] : NewFlat(elements_);
-  {
+  int64_t slot = -1;
+  if (staged_step_ == step) {  // the optimizer's update wrote the state into it
+    slot = staged_slot_;
+    s.flat = std::move(staged_);
+  } else {
+    slot = shares_with_buddy() ? FreeSlot() : -1;
+    s.flat = slot >= 0 ? own_slots_[size_t(slot)] : NewFlat(elements_);
     at::NoGradGuard no_grad;
     int64_t offset = 0;
     for (const at::Tensor& t : state_) {
-      s.flat.narrow(0, offset, t.numel()).copy_(t.detach().reshape(-1));
+      CopyState(t.detach(), s.flat.narrow(0, offset, t.numel()).view(t.sizes()));
       offset += t.numel();
     }
   }
+  staged_step_ = -1;
+  Recycle(std::move(staged_));  // one staged for another step (none after the staged branch)
+  staged_ = at::Tensor();
   s.rng_state = at::detail::getDefaultCPUGenerator().get_state();
   const at::Tensor meta = at::tensor({step, optimizer_step, slot}, at::kLong);
   own_[step] = s;
@@ -117,19 +150,23 @@ void MemorySnapshots::Settle() {
 
 void MemorySnapshots::Abandon() {
   works_.clear();
+  staged_step_ = -1;
+  Recycle(std::move(staged_));
+  staged_ = at::Tensor();
   incoming_ = Snapshot{};
 }
 
 void MemorySnapshots::Drop(std::map<int64_t, Snapshot>& snapshots,
                            std::map<int64_t, Snapshot>::iterator first,
                            std::map<int64_t, Snapshot>::iterator last) {
-  for (auto it = first; it != last; ++it) {
-    const at::Tensor& flat = it->second.flat;
-    if (spare_.size() < kSpareBuffers && flat.defined() && shared_.count(flat.data_ptr()) == 0) {
-      spare_.push_back(std::move(it->second.flat));
-    }
-  }
+  for (auto it = first; it != last; ++it) Recycle(std::move(it->second.flat));
   snapshots.erase(first, last);
+}
+
+void MemorySnapshots::Recycle(at::Tensor flat) {
+  if (spare_.size() < kSpareBuffers && flat.defined() && shared_.count(flat.data_ptr()) == 0) {
+    spare_.push_back(std::move(flat));
+  }
 }
 
 void MemorySnapshots::Prune(int64_t committed) {
@@ -305,7 +342,7 @@ void MemorySnapshots::Restore(const Snapshot& snapshot) {
   at::NoGradGuard no_grad;
   int64_t offset = 0;
   for (at::Tensor& t : state_) {
-    t.detach().copy_(snapshot.flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    CopyState(snapshot.flat.narrow(0, offset, t.numel()).view(t.sizes()), t.detach());
     offset += t.numel();
   }
 }

@@ -5,7 +5,10 @@
 // then healed in place (heal.h): the survivors roll back to a snapshot step from their own copies
 // and the replacement takes its copy from the buddy, with no storage involved.
 //
-// The step pays only the copy into the host buffer (buffers are reused: NewFlat): the transfer is
+// The step pays only the copy into the host buffer (buffers are reused: NewFlat), and where the
+// optimizer can write it (Stage: float32 CPU state) not even that: AdamW's update writes the new
+// state into the buffer in the same pass that writes it in place, so the snapshot costs its
+// stores, not a second read and write of the whole state. The transfer is
 // issued on the communicator's snapshot group (Gloo, its own connections) and runs in Gloo's
 // threads during the next step, whose end waits for it (Settle) so that the step's gathered figures
 // can say which copies every rank holds. A buddy on the same host maps this rank's snapshot
@@ -46,7 +49,12 @@ class MemorySnapshots {
   // SetPeers must come before the first Take.
   MemorySnapshots(Communicator* comm, std::vector<at::Tensor> state);
 
-  // Copies the state into a new snapshot of `step` (the step pays this copy) and issues its
+  // Before the optimizer update of a step Take will follow: picks the next snapshot's buffer and
+  // returns views of it shaped as the state tensors, in their order, for the update to write the
+  // new state into (GradientPath::Step's copies). Settles a transfer still in flight first.
+  std::vector<at::Tensor> Stage(int64_t step);
+  // Copies the state into a new snapshot of `step` (the step pays this copy; not when Stage gave
+  // the buffer for this step, which then holds it already) and issues its
   // transfer: to the buddy, and the source's copy of the same step from it, whose sizes
   // SetPeers gave. Every rank calls it at the same steps. Settles a transfer still in flight
   // first. Throws CommError.
@@ -114,6 +122,8 @@ class MemorySnapshots {
   // its bound; never a shared one) and erases the entries.
   void Drop(std::map<int64_t, Snapshot>& snapshots, std::map<int64_t, Snapshot>::iterator first,
             std::map<int64_t, Snapshot>::iterator last);
+  // Keeps `flat` in spare_ for NewFlat (up to its bound; never a shared one).
+  void Recycle(at::Tensor flat);
   // The index of an own shared buffer no kept snapshot is in.
   int64_t FreeSlot() const;
 
@@ -136,6 +146,9 @@ class MemorySnapshots {
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;
   Snapshot incoming_;
   at::Tensor incoming_meta_;  // (step, AdamW step, shared buffer or −1) of the copy being received
+  // The buffer Stage gave (its step, and its shared buffer's index or −1) until Take uses it.
+  int64_t staged_step_ = -1, staged_slot_ = -1;
+  at::Tensor staged_;
 };
 
 }  // namespace ringtrain

@@ -141,7 +141,8 @@ absl::Status RunStep(Trainer::State& s, int64_t step, StepReport* report) {
   report->loss = SyncLossAndGradients(s, local_loss.item<double>());
   report->grad_norm = s.gradients->ClipGradNorm(s.config.training.max_norm);
   RT_RETURN_IF_ERROR(CheckFinite(step, *report));
-  s.gradients->Step(report->lr);
+  // A snapshot due after this step is written by the update itself, in the same pass.
+  s.gradients->Step(report->lr, trainer_internal::StageSnapshot(s, step));
   return absl::OkStatus();
 }
 

@@ -1,5 +1,6 @@
 #include "worker/engine/optim/adamw.h"
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -7,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "worker/engine/kernels/adamw_rows.h"
 
 namespace ringtrain {
 
@@ -18,8 +20,20 @@ AdamW::AdamW(std::vector<std::pair<std::string, at::Tensor>> params, AdamWOption
   }
 }
 
-void AdamW::Step(double lr) {
+namespace {
+
+// Float32 CPU tensors of one layout, which AdamWUpdate takes as flat arrays.
+bool Fusable(const at::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
+}
+
+}  // namespace
+
+void AdamW::Step(double lr, const std::vector<at::Tensor>& copies) {
   torch::NoGradGuard no_grad;
+  const size_t n = params_.size();
+  TORCH_CHECK(copies.empty() || copies.size() == 3 * n, "AdamW::Step: ", copies.size(),
+              " copies for ", n, " parameters (3 per parameter wanted)");
   ++step_;
   const double beta1 = options_.beta1, beta2 = options_.beta2;
   // Same scalar arithmetic (in double) as torch.optim.adamw._single_tensor_adamw.
@@ -27,15 +41,51 @@ void AdamW::Step(double lr) {
   const double bias_correction2 = 1 - std::pow(beta2, double(step_));
   const double step_size = lr / bias_correction1;
   const double bias_correction2_sqrt = std::sqrt(bias_correction2);
-  for (size_t i = 0; i < params_.size(); ++i) {
+  AdamWScalars scalars;
+  scalars.decay = float(1 - lr * options_.weight_decay);
+  scalars.beta1 = float(beta1);
+  scalars.one_minus_beta1 = float(1 - beta1);
+  scalars.beta2 = float(beta2);
+  scalars.one_minus_beta2 = float(1 - beta2);
+  scalars.bias_correction2_sqrt = float(bias_correction2_sqrt);
+  scalars.eps = float(options_.eps);
+  scalars.neg_step_size = float(-step_size);
+  for (size_t i = 0; i < n; ++i) {
     at::Tensor& param = params_[i].second;
     const at::Tensor& grad = param.grad();
-    if (!grad.defined()) continue;
-    param.mul_(1 - lr * options_.weight_decay);
-    exp_avg_[i].mul_(beta1).add_(grad, 1 - beta1);
-    exp_avg_sq_[i].mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-    const at::Tensor denom = (exp_avg_sq_[i].sqrt() / bias_correction2_sqrt).add_(options_.eps);
-    param.addcdiv_(exp_avg_[i], denom, -step_size);
+    const at::Tensor* copy = copies.empty() ? nullptr : &copies[i];
+    const bool fused = grad.defined() && Fusable(param) && Fusable(grad) && Fusable(exp_avg_[i]) &&
+                       Fusable(exp_avg_sq_[i]) &&
+                       (copy == nullptr || (Fusable(copies[i]) && Fusable(copies[n + i]) &&
+                                            Fusable(copies[2 * n + i])));
+    if (fused) {
+      float* p = param.data_ptr<float>();
+      const float* g = grad.data_ptr<float>();
+      float* m = exp_avg_[i].data_ptr<float>();
+      float* v = exp_avg_sq_[i].data_ptr<float>();
+      float* cp = copy ? copies[i].data_ptr<float>() : nullptr;
+      float* cm = copy ? copies[n + i].data_ptr<float>() : nullptr;
+      float* cv = copy ? copies[2 * n + i].data_ptr<float>() : nullptr;
+      // Element-wise: any split over the threads gives the same bits.
+      at::parallel_for(0, param.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
+        AdamWCopies into;
+        if (cp != nullptr) into = {cp + begin, cm + begin, cv + begin};
+        AdamWUpdate(p + begin, g + begin, m + begin, v + begin, end - begin, scalars, into);
+      });
+      continue;
+    }
+    if (grad.defined()) {  // double (the unit tests' reference), CUDA, or a strided layout
+      param.mul_(1 - lr * options_.weight_decay);
+      exp_avg_[i].mul_(beta1).add_(grad, 1 - beta1);
+      exp_avg_sq_[i].mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+      const at::Tensor denom = (exp_avg_sq_[i].sqrt() / bias_correction2_sqrt).add_(options_.eps);
+      param.addcdiv_(exp_avg_[i], denom, -step_size);
+    }
+    if (copy != nullptr) {  // skipped parameters too: a snapshot holds the whole state
+      copies[i].copy_(param);
+      copies[n + i].copy_(exp_avg_[i]);
+      copies[2 * n + i].copy_(exp_avg_sq_[i]);
+    }
   }
 }
 

@@ -1,5 +1,7 @@
-// AdamW with exactly torch.optim.AdamW's (2.11, foreach=False, amsgrad=False) update: decoupled
-// weight decay on every parameter (as torchtitan does), bias correction, eps outside the sqrt.
+// AdamW with torch.optim.AdamW's (2.11, foreach=False, amsgrad=False) update: decoupled weight
+// decay on every parameter (as torchtitan does), bias correction, eps outside the sqrt. Float32
+// CPU parameters are updated in one pass (kernels/adamw_rows.h), which agrees with PyTorch's to
+// about an ulp a step; others (float64, CUDA) by the ATen chain torch.optim runs, exactly.
 #ifndef RINGTRAIN_WORKER_ENGINE_OPTIM_ADAMW_H_
 #define RINGTRAIN_WORKER_ENGINE_OPTIM_ADAMW_H_
 
@@ -28,7 +30,10 @@ class AdamW {
   AdamW(std::vector<std::pair<std::string, at::Tensor>> params, AdamWOptions options);
 
   // One update at learning rate `lr`. Parameters without a gradient are skipped (as PyTorch does).
-  void Step(double lr);
+  // `copies`, when given, also receives the updated state (a snapshot's buffer, filled in the
+  // same pass): 3 tensors per parameter, the parameters', then exp_avg's, then exp_avg_sq's, each
+  // of its tensor's shape.
+  void Step(double lr, const std::vector<at::Tensor>& copies = {});
   int64_t step_count() const { return step_; }
   void set_step_count(int64_t step) { step_ = step; }
   // The moments, one per parameter in its order and shape (the live tensors: a checkpoint reads and

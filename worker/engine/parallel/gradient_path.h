@@ -57,8 +57,9 @@ class GradientPath {
   virtual void FinishBackward() = 0;
   // The global gradient norm before clipping; the gradients are scaled to at most `max_norm`.
   virtual double ClipGradNorm(double max_norm) = 0;
-  // One AdamW update at learning rate `lr`.
-  void Step(double lr) { optimizer_->Step(lr); }
+  // One AdamW update at learning rate `lr`; `copies` (StateTensors' order and shapes), when given,
+  // also receive the updated state in the same pass (an in-memory snapshot's buffer).
+  void Step(double lr, const std::vector<at::Tensor>& copies = {}) { optimizer_->Step(lr, copies); }
 
   // The parameters ("model.<name>") and AdamW's moments ("optimizer.exp_avg.<name>",
   // "optimizer.exp_avg_sq.<name>") this rank writes to a sharded checkpoint: views of the live
