@@ -56,7 +56,7 @@ void MemorySnapshots::SetPeers(int64_t buddy, int64_t source, int64_t source_ele
 
 std::vector<at::Tensor> MemorySnapshots::Stage(int64_t step) {
   Settle();
-  Recycle(std::move(staged_));  // one staged for a step that never took its snapshot
+  DropStaged();  // one staged for a step that never took its snapshot
   staged_slot_ = shares_with_buddy() ? FreeSlot() : -1;
   staged_ = staged_slot_ >= 0 ? own_slots_[size_t(staged_slot_)] : NewFlat(elements_);
   staged_step_ = step;
@@ -70,27 +70,18 @@ std::vector<at::Tensor> MemorySnapshots::Stage(int64_t step) {
 }
 
 void MemorySnapshots::Take(int64_t step, int64_t optimizer_step) {
+  if (staged_step_ != step) {  // no update wrote the state into a buffer: the step pays the copy
+    const std::vector<at::Tensor> views = Stage(step);
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < state_.size(); ++i) CopyState(state_[i].detach(), views[i]);
+  }
   Settle();
   Snapshot s;
   s.step = step;
   s.optimizer_step = optimizer_step;
-  int64_t slot = -1;
-  if (staged_step_ == step) {  // the optimizer's update wrote the state into it
-    slot = staged_slot_;
-    s.flat = std::move(staged_);
-  } else {
-    slot = shares_with_buddy() ? FreeSlot() : -1;
-    s.flat = slot >= 0 ? own_slots_[size_t(slot)] : NewFlat(elements_);
-    at::NoGradGuard no_grad;
-    int64_t offset = 0;
-    for (const at::Tensor& t : state_) {
-      CopyState(t.detach(), s.flat.narrow(0, offset, t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
-  }
+  s.flat = std::move(staged_);  // Take owns it now: nothing is staged
+  const int64_t slot = staged_slot_;
   staged_step_ = -1;
-  Recycle(std::move(staged_));  // one staged for another step (none after the staged branch)
-  staged_ = at::Tensor();
   s.rng_state = at::detail::getDefaultCPUGenerator().get_state();
   const at::Tensor meta = at::tensor({step, optimizer_step, slot}, at::kLong);
   own_[step] = s;
@@ -150,9 +141,7 @@ void MemorySnapshots::Settle() {
 
 void MemorySnapshots::Abandon() {
   works_.clear();
-  staged_step_ = -1;
-  Recycle(std::move(staged_));
-  staged_ = at::Tensor();
+  DropStaged();
   incoming_ = Snapshot{};
 }
 
@@ -161,6 +150,12 @@ void MemorySnapshots::Drop(std::map<int64_t, Snapshot>& snapshots,
                            std::map<int64_t, Snapshot>::iterator last) {
   for (auto it = first; it != last; ++it) Recycle(std::move(it->second.flat));
   snapshots.erase(first, last);
+}
+
+void MemorySnapshots::DropStaged() {
+  staged_step_ = -1;
+  Recycle(std::move(staged_));
+  staged_ = at::Tensor();
 }
 
 void MemorySnapshots::Recycle(at::Tensor flat) {

@@ -124,6 +124,8 @@ class MemorySnapshots {
             std::map<int64_t, Snapshot>::iterator last);
   // Keeps `flat` in spare_ for NewFlat (up to its bound; never a shared one).
   void Recycle(at::Tensor flat);
+  // Forgets the buffer Stage gave, keeping it for NewFlat.
+  void DropStaged();
   // The index of an own shared buffer no kept snapshot is in.
   int64_t FreeSlot() const;
 
