@@ -164,12 +164,26 @@ std::string HttpGet(const std::string& host_port, const std::string& path) {
   return body == std::string::npos ? "" : response.substr(body + 4);
 }
 
+namespace {
+
+// The lines of a JSONL file that a writer has finished: a last line without its newline is one
+// the trainer is still writing (a write that crosses a page boundary becomes visible page by page)
+// or was killed writing, so it is left out.
+std::vector<std::string> FinishedLines(const std::string& path) {
+  std::vector<std::string> lines;
+  const std::string text = ReadFile(path);
+  for (size_t begin = 0, end; (end = text.find('\n', begin)) != std::string::npos;
+       begin = end + 1) {
+    if (end > begin) lines.push_back(text.substr(begin, end - begin));
+  }
+  return lines;
+}
+
+}  // namespace
+
 std::vector<std::map<std::string, std::string>> ReadJsonl(const std::string& path) {
   std::vector<std::map<std::string, std::string>> records;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
+  for (const std::string& line : FinishedLines(path)) {
     // Raw number text is what bitwise comparisons need: split the flat object by hand, using
     // nlohmann only to check the line is valid JSON.
     if (nlohmann::json::parse(line, nullptr, false).is_discarded()) {
@@ -219,10 +233,7 @@ std::vector<std::string> TrainerCommand(const std::vector<std::string>& args) {
 
 std::vector<double> ReadLosses(const std::string& path) {
   std::vector<double> losses;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
+  for (const std::string& line : FinishedLines(path)) {
     absl::StatusOr<std::optional<StepRecord>> record = ParseStepRecord(line, MissingFigure::kNaN);
     if (!record.ok()) {
       throw std::runtime_error("not a step record in " + path + ": " +

@@ -69,7 +69,8 @@ int FreePort();
 std::string HttpGet(const std::string& host_port, const std::string& path);
 
 // Parses a JSONL file into one map per line, each value kept as its raw JSON text, so floats can be
-// compared bitwise ("loss" → "6.7041950225830078").
+// compared bitwise ("loss" → "6.7041950225830078"). A last line without its newline is still being
+// written (or its writer was killed) and is left out; so does ReadLosses.
 std::vector<std::map<std::string, std::string>> ReadJsonl(const std::string& path);
 
 // The argv of `ringtrain-run --nproc <nproc> <args…>` and of `ringtrain-trainer <args…>` from this
