@@ -1,10 +1,12 @@
 // The CPU level dispatch (cpu_isa.h): the levels this machine has, forcing each, refusing what it
-// lacks, and the attention rows following the forced level. The kernels at each level are tested
-// against float64 where they are (fused_cpu_attention_test, fused_rows_test).
+// lacks, the attention rows following the forced level, and the float32 GEMM engine's default. The
+// kernels at each level are tested against float64 where they are (fused_cpu_attention_test,
+// fused_rows_test).
 #include "worker/engine/kernels/cpu_isa.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -59,6 +61,22 @@ TEST(CpuIsa, ParsesEachNameAndRefusesUnknownOrMissingLevels) {
   if (DetectedCpuIsa() != CpuIsa::kAvx512Bf16) {
     EXPECT_THROW(ScopedCpuIsa(CpuIsa::kAvx512Bf16), std::invalid_argument);
   }
+}
+
+// The float32 GEMM engine: BRGeMM exactly on AVX-512 CPUs that are not Intel's (MKL runs AVX2
+// there), unless RINGTRAIN_F32_GEMM says otherwise.
+TEST(F32Gemm, BrgemmByDefaultExactlyOnAvx512CpusThatAreNotIntels) {
+  const char* forced = std::getenv("RINGTRAIN_F32_GEMM");
+  if (forced != nullptr && *forced != '\0') GTEST_SKIP() << "RINGTRAIN_F32_GEMM=" << forced;
+  bool want_brgemm = false;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  want_brgemm = static_cast<int>(DetectedCpuIsa()) >= static_cast<int>(CpuIsa::kAvx512) &&
+                !__builtin_cpu_is("intel");
+#endif
+  EXPECT_EQ(ActiveF32Gemm(), want_brgemm ? F32Gemm::kBrgemm : F32Gemm::kMkl);
+  EXPECT_STREQ(F32GemmName(F32Gemm::kMkl), "mkl");
+  EXPECT_STREQ(F32GemmName(F32Gemm::kBrgemm), "brgemm");
 }
 
 }  // namespace

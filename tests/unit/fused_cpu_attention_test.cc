@@ -3,7 +3,7 @@
 // positions in no order, rows that see no key; its exp against std::exp; the same result twice
 // (bitwise) and on 1 and 2 threads; bfloat16 inputs multiplied as bfloat16 or widened; and the
 // kernel inside ring attention. The row code is tested at every level this CPU has (cpu_isa.h),
-// forced in turn.
+// forced in turn, and the float32 GEMMs with every engine it has (MKL, and BRGeMM with AVX-512).
 #include "worker/engine/kernels/fused_cpu_attention.h"
 
 #include <gtest/gtest.h>
@@ -32,6 +32,16 @@ std::vector<int64_t> Iota(int64_t n, int64_t from = 0) {
   return p;
 }
 
+// Every CPU level with the active float32 GEMM engine, and the other engines at the widest level.
+std::vector<std::pair<CpuIsa, F32Gemm>> IsasAndGemms() {
+  std::vector<std::pair<CpuIsa, F32Gemm>> runs;
+  for (CpuIsa isa : AvailableCpuIsas()) runs.emplace_back(isa, ActiveF32Gemm());
+  for (F32Gemm gemm : AvailableF32Gemms()) {
+    if (gemm != ActiveF32Gemm()) runs.emplace_back(DetectedCpuIsa(), gemm);
+  }
+  return runs;
+}
+
 struct Result {
   at::Tensor out, lse, dq, dk, dv;
 };
@@ -39,12 +49,13 @@ struct Result {
 // The fused kernel on one block: forward, then backward with this block as the whole attention.
 Result RunFused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                 const at::Tensor& dout, const std::vector<int64_t>& qp,
-                const std::vector<int64_t>& kp, double scale, FusedCpuTiling tiling) {
+                const std::vector<int64_t>& kp, double scale, FusedCpuTiling tiling,
+                F32Gemm f32_gemm = ActiveF32Gemm()) {
   const BlockPositions q_pos{qp}, k_pos{kp};
-  const BlockOutput fwd = FusedCpuAttentionForward(q, k, v, q_pos, k_pos, scale, tiling);
+  const BlockOutput fwd = FusedCpuAttentionForward(q, k, v, q_pos, k_pos, scale, tiling, f32_gemm);
   const at::Tensor delta = AttentionDelta(dout.to(torch::kFloat), fwd.out);
-  const BlockGrads g =
-      FusedCpuAttentionBackward(q, k, v, dout, delta, fwd.lse, q_pos, k_pos, scale, tiling);
+  const BlockGrads g = FusedCpuAttentionBackward(q, k, v, dout, delta, fwd.lse, q_pos, k_pos, scale,
+                                                 tiling, f32_gemm);
   return {fwd.out, fwd.lse, g.dq, g.dk, g.dv};
 }
 
@@ -106,10 +117,10 @@ TEST_P(FusedCpuAttentionTest, MatchesPlainAttentionInFloat64) {
   }
   const double scale = 1.0 / std::sqrt(double(c.dim));
   const Result want = RunReference(q, k, v, dout, qp, kp, scale);
-  for (CpuIsa isa : AvailableCpuIsas()) {
-    SCOPED_TRACE(CpuIsaName(isa));
+  for (const auto& [isa, gemm] : IsasAndGemms()) {
+    SCOPED_TRACE(std::string(CpuIsaName(isa)) + ", float32 GEMMs " + F32GemmName(gemm));
     ScopedCpuIsa level(isa);
-    const Result got = RunFused(q, k, v, dout, qp, kp, scale, c.tiling);
+    const Result got = RunFused(q, k, v, dout, qp, kp, scale, c.tiling, gemm);
     const double tol = 2e-5;
     EXPECT_LE(MaxDiff(got.out, want.out), tol);
     EXPECT_LE(MaxDiff(got.dq, want.dq), tol);
@@ -137,24 +148,53 @@ TEST(FusedCpuAttention, SameResultTwiceAndOnOneOrTwoThreads) {
   torch::manual_seed(5);
   const auto q = torch::randn({1, 8, 300, 32}), k = torch::randn({1, 4, 300, 32}),
              v = torch::randn({1, 4, 300, 32}), dout = torch::randn({1, 8, 300, 32});
-  const int saved = at::get_num_threads();
-  at::set_num_threads(2);
-  const Result a = RunFused(q, k, v, dout, Iota(300), Iota(300), 0.2, {32, 64});
-  const Result b = RunFused(q, k, v, dout, Iota(300), Iota(300), 0.2, {32, 64});
-  at::set_num_threads(1);
-  const Result one = RunFused(q, k, v, dout, Iota(300), Iota(300), 0.2, {32, 64});
-  at::set_num_threads(saved);
-  for (const auto& [x, y] :
-       {std::pair{a.out, b.out}, {a.lse, b.lse}, {a.dq, b.dq}, {a.dk, b.dk}, {a.dv, b.dv}}) {
-    EXPECT_TRUE(torch::equal(x, y));
+  for (F32Gemm gemm : AvailableF32Gemms()) {
+    SCOPED_TRACE(F32GemmName(gemm));
+    const int saved = at::get_num_threads();
+    at::set_num_threads(2);
+    const Result a = RunFused(q, k, v, dout, Iota(300), Iota(300), 0.2, {32, 64}, gemm);
+    const Result b = RunFused(q, k, v, dout, Iota(300), Iota(300), 0.2, {32, 64}, gemm);
+    at::set_num_threads(1);
+    const Result one = RunFused(q, k, v, dout, Iota(300), Iota(300), 0.2, {32, 64}, gemm);
+    at::set_num_threads(saved);
+    for (const auto& [x, y] :
+         {std::pair{a.out, b.out}, {a.lse, b.lse}, {a.dq, b.dq}, {a.dk, b.dk}, {a.dv, b.dv}}) {
+      EXPECT_TRUE(torch::equal(x, y));
+    }
+    // Rows never cross threads, so out, lse and dQ do not depend on the thread count; dK/dV are
+    // summed over per-thread parts.
+    EXPECT_TRUE(torch::equal(a.out, one.out));
+    EXPECT_TRUE(torch::equal(a.lse, one.lse));
+    EXPECT_TRUE(torch::equal(a.dq, one.dq));
+    EXPECT_LE(MaxDiff(a.dk, one.dk), 1e-5);
+    EXPECT_LE(MaxDiff(a.dv, one.dv), 1e-5);
   }
-  // Rows never cross threads, so out, lse and dQ do not depend on the thread count; dK/dV are
-  // summed over per-thread parts.
-  EXPECT_TRUE(torch::equal(a.out, one.out));
-  EXPECT_TRUE(torch::equal(a.lse, one.lse));
-  EXPECT_TRUE(torch::equal(a.dq, one.dq));
-  EXPECT_LE(MaxDiff(a.dk, one.dk), 1e-5);
-  EXPECT_LE(MaxDiff(a.dv, one.dv), 1e-5);
+}
+
+// The float32 GEMM engines: each is the one asked for (the kernel says which), and they agree to
+// float32 rounding (the float64 comparisons above bound each) without being one engine twice.
+TEST(FusedCpuAttention, EachFloat32GemmEngineRunsAsChosen) {
+  const std::vector<F32Gemm> gemms = AvailableF32Gemms();
+  ASSERT_EQ(gemms.front(), F32Gemm::kMkl);
+  EXPECT_EQ(gemms.size() > 1, int(DetectedCpuIsa()) >= int(CpuIsa::kAvx512));
+  torch::manual_seed(6);
+  const auto q = torch::randn({1, 4, 200, 32}), k = torch::randn({1, 2, 200, 32}),
+             v = torch::randn({1, 2, 200, 32}), dout = torch::randn({1, 4, 200, 32});
+  const Result mkl = RunFused(q, k, v, dout, Iota(200), Iota(200), 0.2, {}, F32Gemm::kMkl);
+  for (F32Gemm gemm : gemms) {
+    SCOPED_TRACE(F32GemmName(gemm));
+    const FusedCpuBlockKernel kernel({}, Bf16Gemm::kWiden, gemm);
+    EXPECT_NE(kernel.Describe().find(std::string("float32 GEMMs ") + F32GemmName(gemm)),
+              std::string::npos)
+        << kernel.Describe();
+    const Result got = RunFused(q, k, v, dout, Iota(200), Iota(200), 0.2, {}, gemm);
+    for (const auto& [x, y] :
+         {std::pair{got.out, mkl.out}, {got.dq, mkl.dq}, {got.dk, mkl.dk}, {got.dv, mkl.dv}}) {
+      EXPECT_LE(RelDiff(x, y), 1e-5);
+    }
+    // BRGeMM sums a tile's products in another order than MKL: some bits differ.
+    if (gemm != F32Gemm::kMkl) EXPECT_FALSE(torch::equal(got.dk, mkl.dk));
+  }
 }
 
 TEST(FusedCpuAttention, CountsTheScoresOfTilesItComputes) {

@@ -200,12 +200,17 @@ absl::Status OpenData(Trainer::State& s, int64_t micro_batches) {
 // (Parallelize → Fsdp::Create).
 absl::Status BuildModel(Trainer::State& s) {
   const JobConfig& config = s.config;
-  // The CPU kernels' level, chosen once here so that a bad RINGTRAIN_CPU_ISA stops the start.
+  // The CPU kernels' level and GEMM engines, chosen once here so that a bad RINGTRAIN_CPU_ISA,
+  // RINGTRAIN_F32_GEMM or RINGTRAIN_BF16_GEMM stops the start.
   try {
     const CpuIsa isa = ActiveCpuIsa();
+    const F32Gemm f32_gemm = ActiveF32Gemm();
+    const Bf16Gemm bf16_gemm = ActiveBf16Gemm();
     if (s.rank.rank == 0 && s.device.is_cpu()) {
       RT_LOG(Info) << "CPU kernels: " << CpuIsaName(isa)
-                   << " (this CPU: " << CpuIsaName(DetectedCpuIsa()) << ")";
+                   << " (this CPU: " << CpuIsaName(DetectedCpuIsa())
+                   << "); attention GEMMs: float32 " << F32GemmName(f32_gemm) << ", bf16 "
+                   << Bf16GemmName(bf16_gemm);
     }
   } catch (const std::invalid_argument& e) {
     return absl::InvalidArgumentError(e.what());

@@ -143,4 +143,39 @@ Bf16Gemm ActiveBf16Gemm() {
   return chosen;
 }
 
+const char* F32GemmName(F32Gemm gemm) { return gemm == F32Gemm::kBrgemm ? "brgemm" : "mkl"; }
+
+std::vector<F32Gemm> AvailableF32Gemms() {
+  if (static_cast<int>(DetectedCpuIsa()) < static_cast<int>(CpuIsa::kAvx512)) {
+    return {F32Gemm::kMkl};
+  }
+  return {F32Gemm::kMkl, F32Gemm::kBrgemm};
+}
+
+F32Gemm ActiveF32Gemm() {
+  static const F32Gemm chosen = [] {
+    constexpr const char* kGemmVariable = "RINGTRAIN_F32_GEMM";
+    const bool has_brgemm = AvailableF32Gemms().size() > 1;
+    const char* value = std::getenv(kGemmVariable);
+    if (value == nullptr || *value == '\0') {
+#if defined(__x86_64__)
+      __builtin_cpu_init();
+      if (has_brgemm && !__builtin_cpu_is("intel")) return F32Gemm::kBrgemm;
+#endif
+      return F32Gemm::kMkl;
+    }
+    const std::string name = value;
+    if (name == "mkl") return F32Gemm::kMkl;
+    if (name == "brgemm" && has_brgemm) return F32Gemm::kBrgemm;
+    if (name == "brgemm") {
+      throw std::invalid_argument(std::string(kGemmVariable) +
+                                  "=brgemm needs AVX-512, and this CPU's widest level is " +
+                                  CpuIsaName(DetectedCpuIsa()) + ": use mkl");
+    }
+    throw std::invalid_argument(std::string(kGemmVariable) + "=" + name +
+                                " is not a choice: use mkl or brgemm");
+  }();
+  return chosen;
+}
+
 }  // namespace ringtrain

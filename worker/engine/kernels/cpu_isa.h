@@ -65,6 +65,20 @@ enum class Bf16Gemm { kWiden = 0, kNative = 1 };
 const char* Bf16GemmName(Bf16Gemm gemm);  // "widen", "native"
 Bf16Gemm ActiveBf16Gemm();
 
+// How the fused attention kernel multiplies float32 tiles: MKL's sgemm (kMkl) or oneDNN's BRGeMM
+// micro-kernel (kBrgemm), both inside LibTorch. MKL takes its AVX-512 code only on Intel's CPUs; on
+// other AVX-512 CPUs (AMD's) it runs AVX2, and there BRGeMM, which dispatches on the CPU's
+// features, ran the kernel's tile shapes 2.3-2.5x faster (a Zen 5 EPYC, one thread).
+// RINGTRAIN_F32_GEMM = mkl | brgemm when set, else brgemm exactly on AVX-512 CPUs that are not
+// Intel's. brgemm needs AVX-512 (DetectedCpuIsa() >= avx512): asked for without it, or a value that
+// is neither, throws std::invalid_argument naming the variable. Read once; thread-safe. The two sum
+// a tile's products in different orders (a few ulp); each is bitwise repeatable.
+enum class F32Gemm { kMkl = 0, kBrgemm = 1 };
+const char* F32GemmName(F32Gemm gemm);  // "mkl", "brgemm"
+// mkl, and brgemm where the CPU has AVX-512.
+std::vector<F32Gemm> AvailableF32Gemms();
+F32Gemm ActiveF32Gemm();
+
 }  // namespace ringtrain
 
 #endif  // RINGTRAIN_WORKER_ENGINE_KERNELS_CPU_ISA_H_

@@ -19,12 +19,14 @@ namespace {
 using fused_cpu_internal::ForEachItem;
 using fused_cpu_internal::Gemm;
 using fused_cpu_internal::GemmBf16;
+using fused_cpu_internal::GemmBrgemm;
 using fused_cpu_internal::Item;
 using fused_cpu_internal::MakePlan;
 using fused_cpu_internal::MaskRow;
 using fused_cpu_internal::PartsFor;
 using fused_cpu_internal::Plan;
 using fused_cpu_internal::Scratch;
+using fused_cpu_internal::ScratchKind;
 using fused_cpu_internal::Shape;
 using fused_cpu_internal::SplitByCost;
 using fused_cpu_internal::Tile;
@@ -80,17 +82,55 @@ const T* DataOf(const at::Tensor& t) {
   }
 }
 
-// The GEMMs of the two kinds of input. float32: sgemm, with scale·Q gathered. bfloat16: bfloat16
-// operands with float32 accumulation, Q gathered as it is and the scale passed as the GEMMs'
-// alpha; the row functions write the probabilities P and score gradients dS rounded to bfloat16
-// into p16 (Row16) for the GEMMs that take them, as FlashAttention does.
+// Where key tile `kt` of (batch b, kv head hk) lies: `rows`, the offset of its first row in K and V
+// (B, Hk, Lk, D); `cols`, the offset of its first column in their transposes (B, Hk, D, Lk), which
+// the BRGeMM GEMMs take (their B operand is never transposed); `size`, Tk.
+struct KvTileAt {
+  int64_t rows, cols, size;
+};
+
+KvTileAt TileAt(const Shape& s, int64_t b, int64_t hk, const Tile& kt) {
+  const int64_t head = b * s.kv_heads + hk;
+  return {(head * s.lk + kt.begin) * s.dim, head * s.dim * s.lk + kt.begin, kt.size()};
+}
+
+// The GEMMs of the two kinds of input. float32: sgemm or BRGeMM (F32Gemm), with scale·Q gathered.
+// BRGeMM multiplies untransposed operands only, so it reads Kᵀ and Vᵀ (transposed once per call)
+// and accumulates dKᵀ and dVᵀ (transposed back once) from the row blocks' transposes. bfloat16:
+// bfloat16 operands with float32 accumulation, Q gathered as it is and the scale passed as the
+// GEMMs' alpha; the row functions write the probabilities P and score gradients dS rounded to
+// bfloat16 into p16 (Row16) for the GEMMs that take them, as FlashAttention does. `grad` below is
+// dK's or dV's whole accumulator, (B, Hk, D, Lk) where Transposed(), else (B, Hk, Lk, D).
 template <typename T>
 struct Gemms;
 
 template <>
 struct Gemms<float> {
   static constexpr bool kBf16 = false;
+  // `backward`: Vᵀ too (for dP).
+  Gemms(float scale, F32Gemm engine, const at::Tensor& k, const at::Tensor& v, bool backward)
+      : scale(scale),
+        brgemm(engine == F32Gemm::kBrgemm),
+        lk(k.size(2)),
+        k(k.data_ptr<float>()),
+        v(v.data_ptr<float>()) {
+    if (!brgemm) return;
+    k_t_ = k.transpose(2, 3).contiguous();
+    k_t = k_t_.data_ptr<float>();
+    if (backward) {
+      v_t_ = v.transpose(2, 3).contiguous();
+      v_t = v_t_.data_ptr<float>();
+    }
+  }
   float scale;
+  bool brgemm;
+  int64_t lk;
+  const float *k, *v;
+  const float *k_t = nullptr, *v_t = nullptr;
+  at::Tensor k_t_, v_t_;
+
+  ScratchKind Kind(bool backward) const { return {false, brgemm && backward}; }
+  bool Transposed() const { return brgemm; }
   float* QRows(Scratch& w) const { return w.q.data(); }
   float* DoRows(Scratch& w) const { return w.a.data(); }
   float QMul() const { return scale; }  // the gathered Q is scale·Q
@@ -98,51 +138,89 @@ struct Gemms<float> {
   uint16_t* Row16(Scratch&, int64_t) const { return nullptr; }
   // The P or dS tile the GEMMs take, given the float one.
   const float* Tile(Scratch&, const float* p) const { return p; }
-  // c = (scale·Q)·Kᵀ (rows × tk).
-  void Scores(Scratch& w, int64_t rows, int64_t tk, int64_t dim, const float* k, float* c) const {
-    Gemm(false, true, rows, tk, dim, w.q.data(), dim, k, dim, 0.0f, c, tk);
+  // Backward, after the rows are gathered: BRGeMM's transposes of scale·Q and dO.
+  void TransposeRows(Scratch& w, int64_t rows, int64_t dim) const {
+    if (!brgemm) return;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t d = 0; d < dim; ++d) {
+        w.q_t[size_t(d * rows + r)] = w.q[size_t(r * dim + d)];
+        w.a_t[size_t(d * rows + r)] = w.a[size_t(r * dim + d)];
+      }
+    }
   }
-  // c = dO·Vᵀ (rows × tk).
-  void ScoreGrads(Scratch& w, int64_t rows, int64_t tk, int64_t dim, const float* v,
-                  float* c) const {
-    Gemm(false, true, rows, tk, dim, w.a.data(), dim, v, dim, 0.0f, c, tk);
+  // c = (scale·Q)·Kᵀ (rows × Tk).
+  void Scores(Scratch& w, int64_t rows, const KvTileAt& t, int64_t dim, float* c) const {
+    RowsTimesTileT(w.q.data(), rows, t, dim, k, k_t, c);
+  }
+  // c = dO·Vᵀ (rows × Tk).
+  void ScoreGrads(Scratch& w, int64_t rows, const KvTileAt& t, int64_t dim, float* c) const {
+    RowsTimesTileT(w.a.data(), rows, t, dim, v, v_t, c);
   }
   // c += P·X (rows × dim): P rows × tk, X tk × dim.
   void AddPX(int64_t rows, int64_t tk, int64_t dim, const float* p, const float* x,
              float* c) const {
-    Gemm(false, false, rows, dim, tk, p, tk, x, dim, 1.0f, c, dim);
+    if (brgemm) {
+      GemmBrgemm(rows, dim, tk, p, tk, x, dim, true, c, dim);
+    } else {
+      Gemm(false, false, rows, dim, tk, p, tk, x, dim, 1.0f, c, dim);
+    }
   }
-  // c += Pᵀ·Y (tk × dim), Y the gathered rows × dim; `scaled_q` when Y is Q.
-  void AddPtY(int64_t rows, int64_t tk, int64_t dim, const float* p, const float* y, bool,
-              float* c) const {
-    Gemm(true, false, tk, dim, rows, p, tk, y, dim, 1.0f, c, dim);
+  // grad's tile += Pᵀ·Y, Y the gathered Q rows (`q_rows`, scale·Q) or dO rows, rows × dim.
+  void AddPtY(Scratch& w, int64_t rows, const KvTileAt& t, int64_t dim, const float* p, bool q_rows,
+              float* grad) const {
+    if (brgemm) {  // its transpose: dXᵀ (dim × Tk) += Yᵀ·P
+      GemmBrgemm(dim, t.size, rows, q_rows ? w.q_t.data() : w.a_t.data(), rows, p, t.size, true,
+                 grad + t.cols, lk);
+    } else {
+      Gemm(true, false, t.size, dim, rows, p, t.size, q_rows ? w.q.data() : w.a.data(), dim, 1.0f,
+           grad + t.rows, dim);
+    }
+  }
+
+ private:
+  // c = A·Xᵀ for X = K or V's tile `t`.
+  void RowsTimesTileT(const float* a, int64_t rows, const KvTileAt& t, int64_t dim, const float* x,
+                      const float* x_t, float* c) const {
+    if (brgemm) {
+      GemmBrgemm(rows, t.size, dim, a, dim, x_t + t.cols, lk, false, c, t.size);
+    } else {
+      Gemm(false, true, rows, t.size, dim, a, dim, x + t.rows, dim, 0.0f, c, t.size);
+    }
   }
 };
 
 template <>
 struct Gemms<uint16_t> {
   static constexpr bool kBf16 = true;
+  Gemms(float scale, F32Gemm, const at::Tensor& k, const at::Tensor& v, bool)
+      : scale(scale), k(DataOf<uint16_t>(k)), v(DataOf<uint16_t>(v)) {}
   float scale;
+  const uint16_t *k, *v;
+
+  ScratchKind Kind(bool) const { return {true, false}; }
+  bool Transposed() const { return false; }
   uint16_t* QRows(Scratch& w) const { return w.q16.data(); }
   uint16_t* DoRows(Scratch& w) const { return w.a16.data(); }
   float QMul() const { return 1.0f; }
   uint16_t* Row16(Scratch& w, int64_t offset) const { return w.p16.data() + offset; }
   const uint16_t* Tile(Scratch& w, const float*) const { return w.p16.data(); }
-  void Scores(Scratch& w, int64_t rows, int64_t tk, int64_t dim, const uint16_t* k,
-              float* c) const {
-    GemmBf16(false, true, rows, tk, dim, scale, w.q16.data(), dim, k, dim, 0.0f, c, tk);
+  void TransposeRows(Scratch&, int64_t, int64_t) const {}
+  void Scores(Scratch& w, int64_t rows, const KvTileAt& t, int64_t dim, float* c) const {
+    GemmBf16(false, true, rows, t.size, dim, scale, w.q16.data(), dim, k + t.rows, dim, 0.0f, c,
+             t.size);
   }
-  void ScoreGrads(Scratch& w, int64_t rows, int64_t tk, int64_t dim, const uint16_t* v,
-                  float* c) const {
-    GemmBf16(false, true, rows, tk, dim, 1.0f, w.a16.data(), dim, v, dim, 0.0f, c, tk);
+  void ScoreGrads(Scratch& w, int64_t rows, const KvTileAt& t, int64_t dim, float* c) const {
+    GemmBf16(false, true, rows, t.size, dim, 1.0f, w.a16.data(), dim, v + t.rows, dim, 0.0f, c,
+             t.size);
   }
   void AddPX(int64_t rows, int64_t tk, int64_t dim, const uint16_t* p, const uint16_t* x,
              float* c) const {
     GemmBf16(false, false, rows, dim, tk, 1.0f, p, tk, x, dim, 1.0f, c, dim);
   }
-  void AddPtY(int64_t rows, int64_t tk, int64_t dim, const uint16_t* p, const uint16_t* y,
-              bool scaled_q, float* c) const {
-    GemmBf16(true, false, tk, dim, rows, scaled_q ? scale : 1.0f, p, tk, y, dim, 1.0f, c, dim);
+  void AddPtY(Scratch& w, int64_t rows, const KvTileAt& t, int64_t dim, const uint16_t* p,
+              bool q_rows, float* grad) const {
+    GemmBf16(true, false, t.size, dim, rows, q_rows ? scale : 1.0f, p, t.size,
+             q_rows ? w.q16.data() : w.a16.data(), dim, 1.0f, grad + t.rows, dim);
   }
 };
 
@@ -198,7 +276,7 @@ namespace {
 template <typename T>
 BlockOutput ForwardOf(const Shape& s, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                       const BlockPositions& q_pos, const BlockPositions& k_pos, double scale,
-                      FusedCpuTiling tiling) {
+                      FusedCpuTiling tiling, F32Gemm f32_gemm) {
   const at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   const at::TensorOptions f32 = q.options().dtype(at::kFloat);
   at::Tensor out = at::zeros({s.batch, s.heads, s.lq, s.dim}, f32);
@@ -210,63 +288,62 @@ BlockOutput ForwardOf(const Shape& s, const at::Tensor& q, const at::Tensor& k, 
   const std::vector<int64_t> bounds = SplitByCost(plan, items, parts);
   std::vector<int64_t> scores(size_t(parts), 0);
   const T* qp = DataOf<T>(qc);
-  const T* kp = DataOf<T>(kc);
   const T* vp = DataOf<T>(vc);
   float* outp = out.data_ptr<float>();
   float* lsep = lse.data_ptr<float>();
-  const Gemms<T> gemms{float(scale)};
+  const Gemms<T> gemms(float(scale), f32_gemm, kc, vc, /*backward=*/false);
 
-  ForEachItem(
-      plan, s, bounds, parts, tiling, Gemms<T>::kBf16,
-      [&](int64_t part, const Item& item, Scratch& w) {
-        const int64_t b = item.b, hk = item.kv_head;
-        const Tile& qt = plan.q_tiles[size_t(item.q_tile)];
-        const auto& pairs = plan.PairsOf(b, item.q_tile);
-        if (pairs.empty()) return;  // out 0, lse −inf already
-        const int64_t tq = qt.size(), rows = s.group * tq;
-        GatherRows(qp, s, b, hk, qt, s.dim, gemms.QMul(), gemms.QRows(w));
-        std::fill(w.a.begin(), w.a.begin() + rows * s.dim, 0.0f);
-        std::fill(w.row_max.begin(), w.row_max.begin() + rows, kNegInf);
-        std::fill(w.row_sum.begin(), w.row_sum.begin() + rows, 0.0f);
-        for (const Plan::Pair& pair : pairs) {
-          const Tile& kt = plan.k_tiles[size_t(pair.k_tile)];
-          const int64_t tk = kt.size();
-          const T* k_tile = kp + ((b * s.kv_heads + hk) * s.lk + kt.begin) * s.dim;
-          const T* v_tile = vp + ((b * s.kv_heads + hk) * s.lk + kt.begin) * s.dim;
-          gemms.Scores(w, rows, tk, s.dim, k_tile, w.s.data());  // S = scale·Q Kᵀ
-          for (int64_t i = 0; i < tq; ++i) {
-            const int64_t pq = q_pos.positions[size_t(qt.begin + i)];
-            const int64_t lo = VisibleFrom(q_pos.mask(), b, pq);
-            for (int64_t g = 0; g < s.group; ++g) {
-              const int64_t r = g * tq + i;
-              float* row = w.s.data() + r * tk;
-              uint16_t* row16 = gemms.Row16(w, r * tk);
-              VisibleRow(row, row16, k_pos.positions, kt, pair.cover, lo, pq,
-                         [&](int64_t first, int64_t n, int64_t visible) {
-                           SoftmaxRowStep(row + first, n, visible, &w.row_max[size_t(r)],
-                                          &w.row_sum[size_t(r)], w.a.data() + r * s.dim, s.dim,
-                                          row16 == nullptr ? nullptr : row16 + first);
-                         });
-            }
-          }
-          gemms.AddPX(rows, tk, s.dim, gemms.Tile(w, w.s.data()), v_tile, w.a.data());  // O += P V
-          scores[size_t(part)] += rows * tk;
-        }
-        for (int64_t g = 0; g < s.group; ++g) {
-          const int64_t head = hk * s.group + g;
-          for (int64_t i = 0; i < tq; ++i) {
-            const int64_t r = g * tq + i;
-            const int64_t row = (b * s.heads + head) * s.lq + qt.begin + i;
-            const float sum = w.row_sum[size_t(r)];
-            if (sum <= 0.0f) continue;  // saw no key: out 0, lse −inf
-            const float* acc = w.a.data() + r * s.dim;
-            float* dst = outp + row * s.dim;
-            const float inv = 1.0f / sum;
-            for (int64_t d = 0; d < s.dim; ++d) dst[d] = acc[d] * inv;
-            lsep[row] = w.row_max[size_t(r)] + std::log(sum);
-          }
-        }
-      });
+  ForEachItem(plan, s, bounds, parts, tiling, gemms.Kind(/*backward=*/false),
+              [&](int64_t part, const Item& item, Scratch& w) {
+                const int64_t b = item.b, hk = item.kv_head;
+                const Tile& qt = plan.q_tiles[size_t(item.q_tile)];
+                const auto& pairs = plan.PairsOf(b, item.q_tile);
+                if (pairs.empty()) return;  // out 0, lse −inf already
+                const int64_t tq = qt.size(), rows = s.group * tq;
+                GatherRows(qp, s, b, hk, qt, s.dim, gemms.QMul(), gemms.QRows(w));
+                std::fill(w.a.begin(), w.a.begin() + rows * s.dim, 0.0f);
+                std::fill(w.row_max.begin(), w.row_max.begin() + rows, kNegInf);
+                std::fill(w.row_sum.begin(), w.row_sum.begin() + rows, 0.0f);
+                for (const Plan::Pair& pair : pairs) {
+                  const Tile& kt = plan.k_tiles[size_t(pair.k_tile)];
+                  const int64_t tk = kt.size();
+                  const KvTileAt kv = TileAt(s, b, hk, kt);
+                  gemms.Scores(w, rows, kv, s.dim, w.s.data());  // S = scale·Q Kᵀ
+                  for (int64_t i = 0; i < tq; ++i) {
+                    const int64_t pq = q_pos.positions[size_t(qt.begin + i)];
+                    const int64_t lo = VisibleFrom(q_pos.mask(), b, pq);
+                    for (int64_t g = 0; g < s.group; ++g) {
+                      const int64_t r = g * tq + i;
+                      float* row = w.s.data() + r * tk;
+                      uint16_t* row16 = gemms.Row16(w, r * tk);
+                      VisibleRow(row, row16, k_pos.positions, kt, pair.cover, lo, pq,
+                                 [&](int64_t first, int64_t n, int64_t visible) {
+                                   SoftmaxRowStep(row + first, n, visible, &w.row_max[size_t(r)],
+                                                  &w.row_sum[size_t(r)], w.a.data() + r * s.dim,
+                                                  s.dim,
+                                                  row16 == nullptr ? nullptr : row16 + first);
+                                 });
+                    }
+                  }
+                  gemms.AddPX(rows, tk, s.dim, gemms.Tile(w, w.s.data()), vp + kv.rows,
+                              w.a.data());  // O += P V
+                  scores[size_t(part)] += rows * tk;
+                }
+                for (int64_t g = 0; g < s.group; ++g) {
+                  const int64_t head = hk * s.group + g;
+                  for (int64_t i = 0; i < tq; ++i) {
+                    const int64_t r = g * tq + i;
+                    const int64_t row = (b * s.heads + head) * s.lq + qt.begin + i;
+                    const float sum = w.row_sum[size_t(r)];
+                    if (sum <= 0.0f) continue;  // saw no key: out 0, lse −inf
+                    const float* acc = w.a.data() + r * s.dim;
+                    float* dst = outp + row * s.dim;
+                    const float inv = 1.0f / sum;
+                    for (int64_t d = 0; d < s.dim; ++d) dst[d] = acc[d] * inv;
+                    lsep[row] = w.row_max[size_t(r)] + std::log(sum);
+                  }
+                }
+              });
   int64_t total = 0;
   for (int64_t n : scores) total += n;
   return {out, lse, total};
@@ -276,37 +353,38 @@ template <typename T>
 BlockGrads BackwardOf(const Shape& s, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                       const at::Tensor& dout, const at::Tensor& delta, const at::Tensor& lse,
                       const BlockPositions& q_pos, const BlockPositions& k_pos, double scale,
-                      FusedCpuTiling tiling) {
+                      FusedCpuTiling tiling, F32Gemm f32_gemm) {
   const at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   const at::Tensor doc = dout.to(q.scalar_type()).contiguous();
   const at::Tensor lsec = lse.to(at::kFloat).contiguous();
   const at::Tensor deltac = delta.to(at::kFloat).contiguous();
   const at::TensorOptions f32 = q.options().dtype(at::kFloat);
-  at::Tensor dq = at::zeros(qc.sizes(), f32), dk = at::zeros(kc.sizes(), f32),
-             dv = at::zeros(vc.sizes(), f32);
-  if (s.lq == 0 || s.lk == 0) return {dq, dk, dv};
+  at::Tensor dq = at::zeros(qc.sizes(), f32);
+  if (s.lq == 0 || s.lk == 0) return {dq, at::zeros(kc.sizes(), f32), at::zeros(vc.sizes(), f32)};
   const Plan plan = PlanOf(s, q_pos, k_pos, tiling);
   const int64_t items = s.batch * s.kv_heads * plan.q_tile_count();
   const int64_t parts = PartsFor(items);
   const std::vector<int64_t> bounds = SplitByCost(plan, items, parts);
-  // Part 0 accumulates dK/dV in the result; every other part in a buffer of its own.
-  std::vector<at::Tensor> dk_parts = {dk}, dv_parts = {dv};
-  for (int64_t part = 1; part < parts; ++part) {
-    dk_parts.push_back(at::zeros_like(dk));
-    dv_parts.push_back(at::zeros_like(dv));
+  const float fscale = float(scale);
+  const Gemms<T> gemms(fscale, f32_gemm, kc, vc, /*backward=*/true);
+  // Each part accumulates dK/dV in a buffer of its own (dKᵀ/dVᵀ where the GEMMs take transposes).
+  const std::vector<int64_t> grad_shape =
+      gemms.Transposed() ? std::vector<int64_t>{s.batch, s.kv_heads, s.dim, s.lk}
+                         : std::vector<int64_t>{s.batch, s.kv_heads, s.lk, s.dim};
+  std::vector<at::Tensor> dk_parts, dv_parts;
+  for (int64_t part = 0; part < parts; ++part) {
+    dk_parts.push_back(at::zeros(grad_shape, f32));
+    dv_parts.push_back(at::zeros(grad_shape, f32));
   }
   const T* qp = DataOf<T>(qc);
   const T* kp = DataOf<T>(kc);
-  const T* vp = DataOf<T>(vc);
   const T* dop = DataOf<T>(doc);
   const float* lsep = lsec.data_ptr<float>();
   const float* deltap = deltac.data_ptr<float>();
   float* dqp = dq.data_ptr<float>();
-  const float fscale = float(scale);
-  const Gemms<T> gemms{fscale};
 
   ForEachItem(
-      plan, s, bounds, parts, tiling, Gemms<T>::kBf16,
+      plan, s, bounds, parts, tiling, gemms.Kind(/*backward=*/true),
       [&](int64_t part, const Item& item, Scratch& w) {
         const int64_t b = item.b, hk = item.kv_head;
         float* dkp = dk_parts[size_t(part)].data_ptr<float>();
@@ -319,16 +397,15 @@ BlockGrads BackwardOf(const Shape& s, const at::Tensor& q, const at::Tensor& k, 
         GatherRows(dop, s, b, hk, qt, s.dim, 1.0f, gemms.DoRows(w));
         GatherRows(lsep, s, b, hk, qt, 1, 1.0f, w.lse.data());
         GatherRows(deltap, s, b, hk, qt, 1, 1.0f, w.delta.data());
+        gemms.TransposeRows(w, rows, s.dim);
         std::fill(w.b.begin(), w.b.begin() + rows * s.dim, 0.0f);  // dQ / scale
         for (const Plan::Pair& pair : pairs) {
           const Tile& kt = plan.k_tiles[size_t(pair.k_tile)];
           const int64_t tk = kt.size();
-          const int64_t kv_offset = ((b * s.kv_heads + hk) * s.lk + kt.begin) * s.dim;
-          const T* k_tile = kp + kv_offset;
-          const T* v_tile = vp + kv_offset;
+          const KvTileAt kv = TileAt(s, b, hk, kt);
           float* p = w.s.data();
           float* ds = w.p2.data();
-          gemms.Scores(w, rows, tk, s.dim, k_tile, p);
+          gemms.Scores(w, rows, kv, s.dim, p);
           for (int64_t i = 0; i < tq; ++i) {
             const int64_t pq = q_pos.positions[size_t(qt.begin + i)];
             const int64_t lo = VisibleFrom(q_pos.mask(), b, pq);
@@ -343,15 +420,14 @@ BlockGrads BackwardOf(const Shape& s, const at::Tensor& q, const at::Tensor& k, 
                          });
             }
           }
-          gemms.AddPtY(rows, tk, s.dim, gemms.Tile(w, p), gemms.DoRows(w), false,
-                       dvp + kv_offset);                     // dV += Pᵀ dO
-          gemms.ScoreGrads(w, rows, tk, s.dim, v_tile, ds);  // dP = dO Vᵀ
+          gemms.AddPtY(w, rows, kv, s.dim, gemms.Tile(w, p), false, dvp);  // dV += Pᵀ dO
+          gemms.ScoreGrads(w, rows, kv, s.dim, ds);                        // dP = dO Vᵀ
           for (int64_t r = 0; r < rows; ++r) {  // dS (over P's bfloat16 twin, no longer needed)
             ScoreGradRow(ds + r * tk, p + r * tk, tk, w.delta[size_t(r)], gemms.Row16(w, r * tk));
           }
-          gemms.AddPX(rows, tk, s.dim, gemms.Tile(w, ds), k_tile, w.b.data());  // dQ/scale += dS K
-          gemms.AddPtY(rows, tk, s.dim, gemms.Tile(w, ds), gemms.QRows(w), true,
-                       dkp + kv_offset);  // dK += dSᵀ (scale·Q)
+          gemms.AddPX(rows, tk, s.dim, gemms.Tile(w, ds), kp + kv.rows,
+                      w.b.data());                                         // dQ/scale += dS K
+          gemms.AddPtY(w, rows, kv, s.dim, gemms.Tile(w, ds), true, dkp);  // dK += dSᵀ (scale·Q)
         }
         for (int64_t g = 0; g < s.group; ++g) {
           const int64_t head = hk * s.group + g;
@@ -360,9 +436,14 @@ BlockGrads BackwardOf(const Shape& s, const at::Tensor& q, const at::Tensor& k, 
           for (int64_t i = 0; i < tq * s.dim; ++i) dst[i] = src[i] * fscale;
         }
       });
+  at::Tensor dk = dk_parts[0], dv = dv_parts[0];
   for (int64_t part = 1; part < parts; ++part) {  // in part order: the same sum every run
     dk.add_(dk_parts[size_t(part)]);
     dv.add_(dv_parts[size_t(part)]);
+  }
+  if (gemms.Transposed()) {
+    dk = dk.transpose(2, 3).contiguous();
+    dv = dv.transpose(2, 3).contiguous();
   }
   return {dq, dk, dv};
 }
@@ -371,28 +452,29 @@ BlockGrads BackwardOf(const Shape& s, const at::Tensor& q, const at::Tensor& k, 
 
 BlockOutput FusedCpuAttentionForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      const BlockPositions& q_pos, const BlockPositions& k_pos,
-                                     double scale, FusedCpuTiling tiling) {
+                                     double scale, FusedCpuTiling tiling, F32Gemm f32_gemm) {
   const Shape s = ShapeOf(q, k, v);
   TORCH_CHECK(int64_t(q_pos.positions.size()) == s.lq && int64_t(k_pos.positions.size()) == s.lk,
               "attention positions do not match the sequence lengths");
   tiling = FusedCpuTilingFor(s.dim, s.group, tiling, q.scalar_type() == at::kBFloat16);
   if (q.scalar_type() == at::kBFloat16) {
-    return ForwardOf<uint16_t>(s, q, k, v, q_pos, k_pos, scale, tiling);
+    return ForwardOf<uint16_t>(s, q, k, v, q_pos, k_pos, scale, tiling, f32_gemm);
   }
-  return ForwardOf<float>(s, q, k, v, q_pos, k_pos, scale, tiling);
+  return ForwardOf<float>(s, q, k, v, q_pos, k_pos, scale, tiling, f32_gemm);
 }
 
 BlockGrads FusedCpuAttentionBackward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      const at::Tensor& dout, const at::Tensor& delta,
                                      const at::Tensor& lse, const BlockPositions& q_pos,
                                      const BlockPositions& k_pos, double scale,
-                                     FusedCpuTiling tiling) {
+                                     FusedCpuTiling tiling, F32Gemm f32_gemm) {
   const Shape s = ShapeOf(q, k, v);
   tiling = FusedCpuTilingFor(s.dim, s.group, tiling, q.scalar_type() == at::kBFloat16);
   if (q.scalar_type() == at::kBFloat16) {
-    return BackwardOf<uint16_t>(s, q, k, v, dout, delta, lse, q_pos, k_pos, scale, tiling);
+    return BackwardOf<uint16_t>(s, q, k, v, dout, delta, lse, q_pos, k_pos, scale, tiling,
+                                f32_gemm);
   }
-  return BackwardOf<float>(s, q, k, v, dout, delta, lse, q_pos, k_pos, scale, tiling);
+  return BackwardOf<float>(s, q, k, v, dout, delta, lse, q_pos, k_pos, scale, tiling, f32_gemm);
 }
 
 BlockOutput FusedCpuBlockKernel::Forward(const at::Tensor& q, const at::Tensor& k,
@@ -404,9 +486,11 @@ BlockOutput FusedCpuBlockKernel::Forward(const at::Tensor& q, const at::Tensor& 
               "not on ",
               q.device(), "; HINT: \"torch_flash\" or \"auto\" on CUDA");
   if (Native(q)) {
-    return FusedCpuAttentionForward(AsBf16(q), AsBf16(k), AsBf16(v), q_pos, k_pos, scale, tiling_);
+    return FusedCpuAttentionForward(AsBf16(q), AsBf16(k), AsBf16(v), q_pos, k_pos, scale, tiling_,
+                                    f32_gemm_);
   }
-  return FusedCpuAttentionForward(Widen(q), Widen(k), Widen(v), q_pos, k_pos, scale, tiling_);
+  return FusedCpuAttentionForward(Widen(q), Widen(k), Widen(v), q_pos, k_pos, scale, tiling_,
+                                  f32_gemm_);
 }
 
 BlockGrads FusedCpuBlockKernel::Backward(const at::Tensor& q, const at::Tensor& k,
@@ -418,10 +502,10 @@ BlockGrads FusedCpuBlockKernel::Backward(const at::Tensor& q, const at::Tensor& 
   }
   if (Native(q)) {
     return FusedCpuAttentionBackward(AsBf16(q), AsBf16(k), AsBf16(v), AsBf16(dout), final.delta(),
-                                     final.lse, q_pos, k_pos, scale, tiling_);
+                                     final.lse, q_pos, k_pos, scale, tiling_, f32_gemm_);
   }
   return FusedCpuAttentionBackward(Widen(q), Widen(k), Widen(v), Widen(dout), final.delta(),
-                                   final.lse, q_pos, k_pos, scale, tiling_);
+                                   final.lse, q_pos, k_pos, scale, tiling_, f32_gemm_);
 }
 
 bool FusedCpuBlockKernel::Native(const at::Tensor& q) const {
@@ -430,9 +514,10 @@ bool FusedCpuBlockKernel::Native(const at::Tensor& q) const {
 
 std::string FusedCpuBlockKernel::Describe() const {
   const auto size = [](int64_t n) { return n > 0 ? absl::StrCat(n) : std::string("auto"); };
-  return absl::StrCat("cpu_flash: fused CPU (", AttentionRowsIsa(), "; bf16 GEMMs ",
-                      Bf16GemmName(bf16_gemm_), ", bf16 units ", Bf16UnitsName(DetectedBf16Units()),
-                      "; tiles ", size(tiling_.q_tile), "×", size(tiling_.kv_tile), ")");
+  return absl::StrCat("cpu_flash: fused CPU (", AttentionRowsIsa(), "; float32 GEMMs ",
+                      F32GemmName(f32_gemm_), ", bf16 GEMMs ", Bf16GemmName(bf16_gemm_),
+                      ", bf16 units ", Bf16UnitsName(DetectedBf16Units()), "; tiles ",
+                      size(tiling_.q_tile), "×", size(tiling_.kv_tile), ")");
 }
 
 }  // namespace ringtrain

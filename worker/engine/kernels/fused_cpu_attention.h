@@ -2,7 +2,8 @@
 // "ringtrain"; the CPU default): one pass over (query tile × key tile) pairs in float32 where the
 // score tile never leaves the cache —
 //
-//   S = (scale·Q) Kᵀ   one GEMM into a preallocated tile (BLAS sgemm, the MKL inside LibTorch)
+//   S = (scale·Q) Kᵀ   one GEMM into a preallocated tile (the MKL or oneDNN BRGeMM inside
+//                      LibTorch: cpu_isa.h's F32Gemm)
 //   online softmax     vectorised max / exp / sum on S in place (kernels/vec_exp.h), the causal
 //                      mask by index arithmetic: a key tile wholly visible to a query tile is
 //                      "full", one wholly hidden is skipped, and in a "partial" one each row sees
@@ -64,7 +65,8 @@ FusedCpuTiling FusedCpuTilingFor(int64_t dim, int64_t group, FusedCpuTiling requ
 // see no key.
 BlockOutput FusedCpuAttentionForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      const BlockPositions& q_pos, const BlockPositions& k_pos,
-                                     double scale, FusedCpuTiling tiling = {});
+                                     double scale, FusedCpuTiling tiling = {},
+                                     F32Gemm f32_gemm = ActiveF32Gemm());
 
 // Backward of one causal block given the FINAL output's lse (B, H, Lq) and delta (B, H, Lq);
 // float32 gradients that sum over blocks to the full ones.
@@ -72,21 +74,24 @@ BlockGrads FusedCpuAttentionBackward(const at::Tensor& q, const at::Tensor& k, c
                                      const at::Tensor& dout, const at::Tensor& delta,
                                      const at::Tensor& lse, const BlockPositions& q_pos,
                                      const BlockPositions& k_pos, double scale,
-                                     FusedCpuTiling tiling = {});
+                                     FusedCpuTiling tiling = {},
+                                     F32Gemm f32_gemm = ActiveF32Gemm());
 
 class FusedCpuBlockKernel : public BlockKernel {
  public:
   // `bf16_gemm`: how bfloat16 inputs are multiplied (ActiveBf16Gemm(): by the CPU, or
-  // RINGTRAIN_BF16_GEMM).
-  explicit FusedCpuBlockKernel(FusedCpuTiling tiling = {}, Bf16Gemm bf16_gemm = ActiveBf16Gemm())
-      : tiling_(tiling), bf16_gemm_(bf16_gemm) {}
+  // RINGTRAIN_BF16_GEMM); `f32_gemm`: float32 ones (and widened bfloat16; ActiveF32Gemm()).
+  explicit FusedCpuBlockKernel(FusedCpuTiling tiling = {}, Bf16Gemm bf16_gemm = ActiveBf16Gemm(),
+                               F32Gemm f32_gemm = ActiveF32Gemm())
+      : tiling_(tiling), bf16_gemm_(bf16_gemm), f32_gemm_(f32_gemm) {}
   BlockOutput Forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                       const BlockPositions& q_pos, const BlockPositions& k_pos,
                       double scale) override;
   BlockGrads Backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                       const at::Tensor& dout, const FinalStats& final, const BlockPositions& q_pos,
                       const BlockPositions& k_pos, double scale) override;
-  // "cpu_flash: fused CPU (<isa>; bf16 GEMMs <native|widen>, bf16 units <units>; tiles <q>×<kv>)"
+  // "cpu_flash: fused CPU (<isa>; float32 GEMMs <mkl|brgemm>, bf16 GEMMs <native|widen>, bf16
+  // units <units>; tiles <q>×<kv>)"
   std::string Describe() const override;
 
  private:
@@ -94,6 +99,7 @@ class FusedCpuBlockKernel : public BlockKernel {
 
   FusedCpuTiling tiling_;
   Bf16Gemm bf16_gemm_;
+  F32Gemm f32_gemm_;
   TiledBlockKernel float64_;  // float64 inputs (the tests' references)
 };
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <ATen/native/CPUBlas.h>
+
 #if defined(__x86_64__)
 #include <xmmintrin.h>
 #endif
@@ -35,6 +37,11 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
             ildc = int(ldc);
   const float one = 1.0f;
   sgemm_(&tb, &ta, &in, &im, &ik, &one, b, &ildb, a, &ilda, &beta, c, &ildc);
+}
+
+void GemmBrgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+  at::native::cpublas::brgemm(m, n, k, lda, ldb, ldc, accumulate, a, b, c, /*is_vnni=*/false);
 }
 
 void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,

@@ -24,6 +24,12 @@ namespace fused_cpu_internal {
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// Row-major C (m×n, leading dim ldc) = A · B, plus C when `accumulate`; A m×k (lda), B k×n (ldb),
+// neither transposed: oneDNN's BRGeMM micro-kernel inside LibTorch (F32Gemm::kBrgemm, cpu_isa.h),
+// one thread, AVX-512.
+void GemmBrgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, bool accumulate, float* c, int64_t ldc);
+
 // The same with bfloat16 A and B (their 16 bits) and float32 C = alpha · op(A) · op(B) + beta · C,
 // accumulated in float32: MKL's gemm_bf16bf16f32, on AMX tiles or AVX512-BF16 where the CPU has
 // them.
@@ -58,10 +64,16 @@ class DenormalsAreZero {
   unsigned saved_ = 0;
 };
 
-// Per-thread scratch, sized for the largest tiles: `rows` = G·Tq, `cols` = Tk, `dim` = D; with
-// `bf16`, the bfloat16 operands of the native bfloat16 GEMMs too.
+// What a thread's Scratch holds beside the float32 tiles: the bfloat16 operands of the native
+// bfloat16 GEMMs, or the transposed row blocks of the BRGeMM float32 backward.
+struct ScratchKind {
+  bool bf16 = false;
+  bool transposed = false;
+};
+
+// Per-thread scratch, sized for the largest tiles: `rows` = G·Tq, `cols` = Tk, `dim` = D.
 struct Scratch {
-  Scratch(int64_t rows, int64_t cols, int64_t dim, bool bf16)
+  Scratch(int64_t rows, int64_t cols, int64_t dim, ScratchKind kind)
       : q(size_t(rows * dim)),
         s(size_t(rows * cols)),
         p2(size_t(rows * cols)),
@@ -71,14 +83,18 @@ struct Scratch {
         row_sum(size_t(rows)),
         lse(size_t(rows)),
         delta(size_t(rows)),
-        q16(bf16 ? size_t(rows * dim) : 0),
-        a16(bf16 ? size_t(rows * dim) : 0),
-        p16(bf16 ? size_t(rows * cols) : 0) {}
+        q16(kind.bf16 ? size_t(rows * dim) : 0),
+        a16(kind.bf16 ? size_t(rows * dim) : 0),
+        p16(kind.bf16 ? size_t(rows * cols) : 0),
+        q_t(kind.transposed ? size_t(rows * dim) : 0),
+        a_t(kind.transposed ? size_t(rows * dim) : 0) {}
   std::vector<float> q, s, p2, a, b;
   std::vector<float> row_max, row_sum;  // forward: the online softmax's running max and sum
   std::vector<float> lse, delta;        // backward: the final statistics of the rows
   // bfloat16: Q rows, dO rows, and P (forward and backward) or dS rounded for their GEMMs.
   std::vector<uint16_t> q16, a16, p16;
+  // BRGeMM float32 backward: q and a transposed (D × rows), the A operands of dKᵀ and dVᵀ.
+  std::vector<float> q_t, a_t;
 };
 
 // One work item: batch b, kv head, query tile (item i = ((b · Hk) + kv head) · tiles + tile).
@@ -91,16 +107,16 @@ struct Item {
 int64_t PartsFor(int64_t items);
 
 // Calls fn(part, item, scratch) for every item, the items of each part in order on one intra-op
-// thread, with flush-to-zero set and MKL sequential there, and one Scratch per thread (with the
-// bfloat16 buffers when `bf16`). `bounds` are SplitByCost's.
+// thread, with flush-to-zero set and MKL sequential there, and one Scratch of `kind` per thread.
+// `bounds` are SplitByCost's.
 template <class Fn>
 void ForEachItem(const Plan& plan, const Shape& s, const std::vector<int64_t>& bounds,
-                 int64_t parts, const FusedCpuTiling& tiling, bool bf16, const Fn& fn) {
+                 int64_t parts, const FusedCpuTiling& tiling, ScratchKind kind, const Fn& fn) {
   const int64_t tiles = plan.q_tile_count();
   at::parallel_for(0, parts, 1, [&](int64_t part_begin, int64_t part_end) {
     DenormalsAreZero daz;
     SequentialBlas sequential;
-    Scratch scratch(s.group * tiling.q_tile, tiling.kv_tile, s.dim, bf16);
+    Scratch scratch(s.group * tiling.q_tile, tiling.kv_tile, s.dim, kind);
     for (int64_t part = part_begin; part < part_end; ++part) {
       for (int64_t i = bounds[size_t(part)]; i < bounds[size_t(part + 1)]; ++i) {
         fn(part, Item{i / (tiles * s.kv_heads), (i / tiles) % s.kv_heads, i % tiles}, scratch);
