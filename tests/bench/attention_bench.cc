@@ -6,14 +6,15 @@
 //                   [--threads 1,2] [--heads 8] [--kv-heads 4] [--reps 3] [--gemm-size 2048]
 //   attention_bench --list-kernels
 //
-// For every thread count T (at::set_num_threads(T)): the GEMM rate is at::mm of two N × N float32
-// matrices, 2·N³ FLOPs per call; each case is one causal block (B = 1, H query heads, Hk kv heads,
-// L = seq, D = head dim, positions 0 … L−1) through MakeBlockKernel(kind, cpu): Forward, then
-// Backward with the forward's own statistics and a random dout. FLOPs are the causal attention's
-// useful work, not what a kernel happens to compute: S = L(L+1)/2 visible scores per head, forward
-// 4·S·D (Q·Kᵀ and P·V), backward 10·S·D (scores recomputed, dV, dP, dQ, dK), so 14·S·D·H per
-// forward+backward; a kernel that computes masked-out scores is charged for them in time only.
-// Each figure is the median of --reps timed calls after one untimed warm-up call.
+// For every thread count T (at::set_num_threads(T)): the GEMM rate is the faster of at::mm (MKL)
+// and a BRGeMM-tiled GEMM (AVX-512 CPUs) of two N × N float32 matrices, 2·N³ FLOPs per call; each
+// case is one causal block (B = 1, H query heads, Hk kv heads, L = seq, D = head dim, positions 0 …
+// L−1) through MakeBlockKernel(kind, cpu): Forward, then Backward with the forward's own statistics
+// and a random dout. FLOPs are the causal attention's useful work, not what a kernel happens to
+// compute: S = L(L+1)/2 visible scores per head, forward 4·S·D (Q·Kᵀ and P·V), backward 10·S·D
+// (scores recomputed, dV, dP, dQ, dK), so 14·S·D·H per forward+backward; a kernel that computes
+// masked-out scores is charged for them in time only. Each figure is the median of --reps timed
+// calls after one untimed warm-up call.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -32,6 +33,8 @@
 #include "absl/strings/str_split.h"
 #include "common/config/choices.h"
 #include "worker/engine/kernels/block_kernel.h"
+#include "worker/engine/kernels/cpu_isa.h"
+#include "worker/engine/kernels/fused_cpu_runtime.h"
 
 namespace {
 
@@ -137,11 +140,71 @@ double MedianSeconds(int64_t reps, Fn fn) {
   return n % 2 == 1 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
 }
 
+// C = A·B of N × N float32 matrices out of oneDNN's BRGeMM micro-kernel (the cpu_flash kernel's
+// float32 engine where ActiveF32Gemm() is brgemm), as a BLAS would: B packed into contiguous
+// 256 × 256 blocks, then 256-row panels of A (each packed likewise) spread over the intra-op
+// threads, accumulating over K. Rows 8 KiB apart (N = 2048) would alias in the caches unpacked. N
+// must be a multiple of 256. `packed_b`: N² floats of scratch, reused across calls.
+void BrgemmMatmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& c,
+                  std::vector<float>& packed_b) {
+  constexpr int64_t kRows = 256, kBlock = 256;
+  const int64_t n = a.size(0), blocks = n / kBlock;
+  const float* ap = a.data_ptr<float>();
+  const float* bp = b.data_ptr<float>();
+  float* cp = c.data_ptr<float>();
+  // Block (k, j) of B at (k · blocks + j) · 256².
+  at::parallel_for(0, blocks * blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t block = begin; block < end; ++block) {
+      const int64_t k = block / blocks * kBlock, j = block % blocks * kBlock;
+      float* dst = packed_b.data() + block * kBlock * kBlock;
+      for (int64_t r = 0; r < kBlock; ++r) {
+        std::copy_n(bp + (k + r) * n + j, kBlock, dst + r * kBlock);
+      }
+    }
+  });
+  at::parallel_for(0, n / kRows, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> panel(size_t(kRows * n));  // K block k at k · 64 · 256
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t i = p * kRows;
+      for (int64_t kb = 0; kb < blocks; ++kb) {
+        for (int64_t r = 0; r < kRows; ++r) {
+          std::copy_n(ap + (i + r) * n + kb * kBlock, kBlock,
+                      panel.data() + (kb * kRows + r) * kBlock);
+        }
+      }
+      for (int64_t jb = 0; jb < blocks; ++jb) {
+        for (int64_t kb = 0; kb < blocks; ++kb) {
+          ringtrain::fused_cpu_internal::GemmBrgemm(
+              kRows, kBlock, kBlock, panel.data() + kb * kRows * kBlock, kBlock,
+              packed_b.data() + (kb * blocks + jb) * kBlock * kBlock, kBlock, kb > 0,
+              cp + i * n + jb * kBlock, n);
+        }
+      }
+    }
+  });
+}
+
+// The float32 GEMM rate of N × N matrices: the faster of at::mm (MKL) and, where the CPU has it
+// (AVX-512) and N is a multiple of 256, BRGeMM; each printed.
 double GemmFlopsPerSecond(int64_t n, int64_t reps) {
   const at::Tensor a = at::randn({n, n});
   const at::Tensor b = at::randn({n, n});
-  const double seconds = MedianSeconds(reps, [&] { at::mm(a, b); });
-  return 2.0 * double(n) * double(n) * double(n) / seconds;
+  const double flops = 2.0 * double(n) * double(n) * double(n);
+  const double mkl = flops / MedianSeconds(reps, [&] { at::mm(a, b); });
+  std::fprintf(stderr, "  GEMM %d×%d float32, at::mm (MKL): %.1f GFLOP/s\n", int(n), int(n),
+               mkl / 1e9);
+  const std::vector<ringtrain::F32Gemm> engines = ringtrain::AvailableF32Gemms();
+  if (n % 256 != 0 ||
+      std::find(engines.begin(), engines.end(), ringtrain::F32Gemm::kBrgemm) == engines.end()) {
+    return mkl;
+  }
+  at::Tensor c = at::empty({n, n});
+  std::vector<float> packed_b(size_t(n * n));
+  const double brgemm = flops / MedianSeconds(reps, [&] { BrgemmMatmul(a, b, c, packed_b); });
+  std::fprintf(stderr, "  GEMM %d×%d float32, BRGeMM: %.1f GFLOP/s\n", int(n), int(n),
+               brgemm / 1e9);
+  if (!at::allclose(c, at::mm(a, b), 1e-4, 1e-3)) Fail("the BRGeMM GEMM disagrees with at::mm");
+  return std::max(mkl, brgemm);
 }
 
 // One causal block's forward+backward; returns the JSON object of the case.
