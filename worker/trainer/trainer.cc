@@ -208,8 +208,8 @@ absl::Status BuildModel(Trainer::State& s) {
     const Bf16Gemm bf16_gemm = ActiveBf16Gemm();
     if (s.rank.rank == 0 && s.device.is_cpu()) {
       RT_LOG(Info) << "CPU kernels: " << CpuIsaName(isa)
-                   << " (this CPU: " << CpuIsaName(DetectedCpuIsa())
-                   << "); attention GEMMs: float32 " << F32GemmName(f32_gemm) << ", bf16 "
+                   << " (this CPU: " << CpuIsaName(DetectedCpuIsa()) << "); float32 GEMMs "
+                   << F32GemmName(f32_gemm) << ", attention's bf16 GEMMs "
                    << Bf16GemmName(bf16_gemm);
     }
   } catch (const std::invalid_argument& e) {

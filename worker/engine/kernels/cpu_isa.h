@@ -65,9 +65,10 @@ enum class Bf16Gemm { kWiden = 0, kNative = 1 };
 const char* Bf16GemmName(Bf16Gemm gemm);  // "widen", "native"
 Bf16Gemm ActiveBf16Gemm();
 
-// How the fused attention kernel multiplies float32 tiles: MKL's sgemm (kMkl) or oneDNN's BRGeMM
-// micro-kernel (kBrgemm), both inside LibTorch. MKL takes its AVX-512 code only on Intel's CPUs; on
-// other AVX-512 CPUs (AMD's) it runs AVX2, and there BRGeMM, which dispatches on the CPU's
+// How the CPU's float32 GEMMs run — the fused attention kernel's tiles, the model's projections
+// and the chunked loss's head (model/brgemm_linear.h): MKL's sgemm and ATen (kMkl) or oneDNN's
+// BRGeMM micro-kernel (kBrgemm), both inside LibTorch. MKL takes its AVX-512 code only on Intel's
+// CPUs; on other AVX-512 CPUs (AMD's) it runs AVX2, and there BRGeMM, which dispatches on the CPU's
 // features, ran the kernel's tile shapes 2.3-2.5x faster (a Zen 5 EPYC, one thread).
 // RINGTRAIN_F32_GEMM = mkl | brgemm when set, else brgemm exactly on AVX-512 CPUs that are not
 // Intel's. brgemm needs AVX-512 (DetectedCpuIsa() >= avx512): asked for without it, or a value that

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 
+#include "worker/engine/kernels/brgemm_matmul.h"
+#include "worker/engine/model/brgemm_linear.h"
+
 namespace ringtrain {
 namespace {
 
@@ -17,11 +20,58 @@ struct Chunk {
   at::Tensor logits, labels, valid;
 };
 
-Chunk ChunkLogits(const at::Tensor& h, const at::Tensor& w, const at::Tensor& labels, int64_t begin,
-                  int64_t end) {
+// The chunk's three GEMMs: logits = h·Wᵀ, dh = d·W and dW += dᵀ·h for the chunk's rows h and
+// logit gradients d — on the BRGeMM GEMM where it is the float32 engine (brgemm_linear.h), which
+// takes no transposed operand (Wᵀ is made once a call, dᵀ once a chunk), else ATen's.
+class HeadGemms {
+ public:
+  HeadGemms(const at::Tensor& h, const at::Tensor& w)
+      : brgemm_(BrgemmLinearApplies(h, w)), w_(brgemm_ ? w.contiguous() : w) {
+    if (brgemm_) w_t_ = w.t().contiguous();  // (C, V)
+  }
+
+  at::Tensor Logits(const at::Tensor& h) const {
+    if (!brgemm_) return at::linear(h, w_);
+    const int64_t rows = h.size(0), dim = h.size(1), vocab = w_.size(0);
+    at::Tensor logits = at::empty({rows, vocab}, h.options());
+    BrgemmMatmul(rows, vocab, dim, h.data_ptr<float>(), dim, w_t_.data_ptr<float>(), vocab,
+                 logits.data_ptr<float>(), vocab);
+    return logits;
+  }
+
+  // dh's rows (n, C) = d (n, V) · W.
+  void InputGrad(const at::Tensor& d, at::Tensor dh) const {
+    if (!brgemm_) {
+      dh.copy_(at::mm(d, w_));
+      return;
+    }
+    const int64_t dim = w_.size(1), vocab = w_.size(0);
+    BrgemmMatmul(d.size(0), dim, vocab, d.data_ptr<float>(), vocab, w_.data_ptr<float>(), dim,
+                 dh.data_ptr<float>(), dim);
+  }
+
+  // dw (V, C) += dᵀ · h (the chunk's float32 rows).
+  void AddWeightGrad(const at::Tensor& d, const at::Tensor& h, at::Tensor& dw) const {
+    if (!brgemm_) {
+      dw.addmm_(d.t(), h);
+      return;
+    }
+    const at::Tensor d_t = d.t().contiguous();  // (V, n)
+    const int64_t rows = h.size(0), dim = h.size(1), vocab = d.size(1);
+    BrgemmMatmul(vocab, dim, rows, d_t.data_ptr<float>(), rows, h.data_ptr<float>(), dim,
+                 dw.data_ptr<float>(), dim, /*accumulate=*/true);
+  }
+
+ private:
+  bool brgemm_;
+  at::Tensor w_, w_t_;
+};
+
+Chunk ChunkLogits(const HeadGemms& gemms, const at::Tensor& h, const at::Tensor& labels,
+                  int64_t begin, int64_t end) {
   const at::Tensor lab = labels.slice(0, begin, end);
   const at::Tensor valid = lab != kIgnoreLabel;
-  return {at::linear(h.slice(0, begin, end), w).to(at::kFloat), at::where(valid, lab, 0), valid};
+  return {gemms.Logits(h.slice(0, begin, end)).to(at::kFloat), at::where(valid, lab, 0), valid};
 }
 
 // softmax − one-hot of a chunk's logits, in place (ignored rows 0): the gradient of the chunk's
@@ -42,6 +92,7 @@ class ChunkedCrossEntropyFunction : public Function<ChunkedCrossEntropyFunction>
                             const at::Tensor& labels, int64_t chunk_rows, bool with_grads) {
     const int64_t rows = h.size(0);
     const at::Tensor w = weight.to(h.scalar_type());
+    const HeadGemms gemms(h, w);
     at::Tensor total = at::zeros({}, h.options().dtype(at::kDouble));
     at::Tensor dh, dw;
     if (with_grads) {
@@ -50,7 +101,7 @@ class ChunkedCrossEntropyFunction : public Function<ChunkedCrossEntropyFunction>
     }
     for (int64_t begin = 0; begin < rows; begin += chunk_rows) {
       const int64_t end = std::min(rows, begin + chunk_rows);
-      Chunk c = ChunkLogits(h, w, labels, begin, end);
+      Chunk c = ChunkLogits(gemms, h, labels, begin, end);
       const at::Tensor chunk_lse = at::logsumexp(c.logits, 1);
       const at::Tensor picked = c.logits.gather(1, c.labels.unsqueeze(1)).squeeze(1);
       // Each row's float32 loss, added in float64: the sum does not depend on how the rows are
@@ -63,14 +114,14 @@ class ChunkedCrossEntropyFunction : public Function<ChunkedCrossEntropyFunction>
       // (V, C) temporary is made.
       const at::Tensor& d = c.logits;
       const at::Tensor d_h = d.to(h.scalar_type());
-      dh.slice(0, begin, end).copy_(at::mm(d_h, w));
+      gemms.InputGrad(d_h, dh.slice(0, begin, end));
       if (h.is_cuda() && h.scalar_type() != at::kFloat) {
         // 16-bit on CUDA: the tensor cores' matmul of the 16-bit gradient (what the projection's
         // own backward would multiply) accumulated in float32 straight into dW; a float32 matmul
         // there runs without them, several times slower.
         at::addmm_out(dw, dw, d_h.t(), h.slice(0, begin, end), at::kFloat);
       } else {
-        dw.addmm_(d.t(), h.slice(0, begin, end).to(at::kFloat));
+        gemms.AddWeightGrad(d, h.slice(0, begin, end).to(at::kFloat), dw);
       }
     }
     // Kept as plain values, not saved variables: the backward scales them in place.

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "worker/engine/model/activation_checkpoint.h"
+#include "worker/engine/model/brgemm_linear.h"
 #include "worker/engine/model/chunked_loss.h"
 #include "worker/engine/model/fused_blocks.h"
 #include "worker/engine/model/initial_values.h"
@@ -24,8 +25,11 @@ Weight Projection(int64_t in, int64_t out, c10::Device device) {
 
 // x · Wᵀ in the activations' dtype: under mixed precision the float32 weight is cast for the call
 // (the cast is part of the graph, so its gradient arrives in float32); otherwise the weight as is.
-at::Tensor Project(const at::Tensor& weight, const at::Tensor& x) {
-  return at::linear(x, weight.to(x.scalar_type()));
+// `fused`: on the BRGeMM GEMM where it is the float32 engine (brgemm_linear.h), else at::linear.
+at::Tensor Project(const at::Tensor& weight, const at::Tensor& x, bool fused) {
+  const at::Tensor w = weight.to(x.scalar_type());
+  if (fused && BrgemmLinearApplies(x, w)) return BrgemmLinear(x, w);
+  return at::linear(x, w);
 }
 
 // A block unit's weights, in Units() order (the order of the block's named_parameters()).
@@ -69,9 +73,10 @@ AttentionImpl::AttentionImpl(const ModelArgs& args, c10::Device device)
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const AttentionWeights& w,
                                   const ForwardContext& ctx) {
   const int64_t batch = x.size(0), length = x.size(1);
-  at::Tensor xq = Project(w.wq, x).view({batch, length, n_heads_, head_dim_});
-  at::Tensor xk = Project(w.wk, x).view({batch, length, n_kv_heads_, head_dim_});
-  at::Tensor xv = Project(w.wv, x).view({batch, length, n_kv_heads_, head_dim_});
+  const bool fused = ctx.fused_blocks;
+  at::Tensor xq = Project(w.wq, x, fused).view({batch, length, n_heads_, head_dim_});
+  at::Tensor xk = Project(w.wk, x, fused).view({batch, length, n_kv_heads_, head_dim_});
+  at::Tensor xv = Project(w.wv, x, fused).view({batch, length, n_kv_heads_, head_dim_});
   // RoPE, and (B, L, heads, D) → (B, heads, L, D) for the kernel.
   at::Tensor q, k;
   if (ctx.fused_blocks && FusedBlocksApply(x)) {
@@ -83,7 +88,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const AttentionWeights& w
   const at::Tensor out =
       ctx.attention->Attend(q, k, xv.transpose(1, 2).contiguous(), ctx.host_positions,
                             1.0 / std::sqrt(double(head_dim_)), ctx.attention_memo);
-  return Project(w.wo, out.transpose(1, 2).reshape({batch, length, n_heads_ * head_dim_}));
+  return Project(w.wo, out.transpose(1, 2).reshape({batch, length, n_heads_ * head_dim_}), fused);
 }
 
 // ---- FeedForward ----
@@ -98,8 +103,9 @@ FeedForwardImpl::FeedForwardImpl(int64_t dim, int64_t hidden_dim, c10::Device de
 }
 
 at::Tensor FeedForwardImpl::forward(const at::Tensor& x, const FeedForwardWeights& w, bool fused) {
-  const at::Tensor a = Project(w.w1, x), b = Project(w.w3, x);
-  return Project(w.w2, fused && FusedBlocksApply(x) ? FusedSwiGlu(a, b) : torch::silu(a) * b);
+  const at::Tensor a = Project(w.w1, x, fused), b = Project(w.w3, x, fused);
+  return Project(w.w2, fused && FusedBlocksApply(x) ? FusedSwiGlu(a, b) : torch::silu(a) * b,
+                 fused);
 }
 
 // ---- TransformerBlock ----
@@ -175,7 +181,7 @@ std::pair<at::Tensor, at::Tensor> TransformerImpl::Head(const at::Tensor& h) {
 
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens, const BlockPositions& positions) {
   const auto [normed, projection] = Head(Trunk(tokens, positions));
-  const at::Tensor logits = Project(projection, normed).to(torch::kFloat32);
+  const at::Tensor logits = Project(projection, normed, fused_blocks_).to(torch::kFloat32);
   return AfterForward(args_.n_layers + 1, logits, /*recompute=*/false);  // (B, L, V)
 }
 
@@ -186,7 +192,7 @@ at::Tensor TransformerImpl::Loss(const at::Tensor& tokens, const BlockPositions&
   if (chunked_loss_) {
     loss = ChunkedCrossEntropySum(normed.flatten(0, 1), projection, labels.flatten());
   } else {
-    const at::Tensor logits = Project(projection, normed).to(torch::kFloat32);
+    const at::Tensor logits = Project(projection, normed, fused_blocks_).to(torch::kFloat32);
     loss = torch::nn::functional::cross_entropy(
         logits.flatten(0, 1), labels.flatten(),
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
