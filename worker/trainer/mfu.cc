@@ -7,6 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/plan/model_flops.h"
+#include "worker/engine/kernels/brgemm_matmul.h"
+#include "worker/engine/kernels/cpu_isa.h"
 #ifdef RINGTRAIN_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #endif
@@ -48,7 +50,11 @@ std::optional<double> DevicePeak(const JobConfig& config, const c10::Device& dev
   if (!device.is_cpu()) return std::nullopt;
   const double peak = MeasureCpuGemmFlops(
       compute == MixedPrecision::kBFloat16 ? at::kBFloat16 : at::kFloat, kGemmBudgetSeconds);
-  *source = absl::StrCat(dtype, " GEMM measured at start on ", at::get_num_threads(), " thread(s)");
+  const char* engine = compute != MixedPrecision::kBFloat16 && ActiveF32Gemm() == F32Gemm::kBrgemm
+                           ? "BRGeMM"
+                           : "at::mm";
+  *source = absl::StrCat(dtype, " GEMM (", engine, ") measured at start on ", at::get_num_threads(),
+                         " thread(s)");
   return peak;
 }
 
@@ -78,17 +84,27 @@ std::optional<MfuBasis> ChooseMfuBasis(const JobConfig& config, const c10::Devic
 double MeasureCpuGemmFlops(at::ScalarType dtype, double budget_seconds) {
   const auto start = Clock::now();
   const at::NoGradGuard no_grad;
+  // float32 on the engine the model's GEMMs run (cpu_isa.h's F32Gemm): BRGeMM or MKL's at::mm.
+  const bool brgemm = dtype == at::kFloat && ActiveF32Gemm() == F32Gemm::kBrgemm;
   int64_t n = 256;
-  at::Tensor a, b;
+  at::Tensor a, b, c;
+  const auto gemm = [&] {
+    if (!brgemm) {
+      at::mm(a, b);
+      return;
+    }
+    BrgemmMatmul(n, n, n, a.data_ptr<float>(), n, b.data_ptr<float>(), n, c.data_ptr<float>(), n);
+  };
   double seconds = 0;
   for (;;) {
     // Constant operands: a GEMM's speed does not depend on normal values, and the default
     // generator must not move (runs are bitwise, snapshots keep its state).
     a = at::full({n, n}, 0.5, at::TensorOptions().dtype(dtype));
     b = at::full({n, n}, 0.25, at::TensorOptions().dtype(dtype));
-    at::mm(a, b);  // the first call of a size pays for packing buffers and thread start-up
+    c = at::empty({n, n}, at::TensorOptions().dtype(dtype));
+    gemm();  // the first call of a size pays for packing buffers, JIT and thread start-up
     const auto call = Clock::now();
-    at::mm(a, b);
+    gemm();
     seconds = SecondsSince(call);
     if (seconds >= 0.02 || n >= 2048 || SecondsSince(start) > budget_seconds / 2) break;
     n *= 2;
@@ -97,7 +113,7 @@ double MeasureCpuGemmFlops(at::ScalarType dtype, double budget_seconds) {
   double best = flops / seconds;
   while (SecondsSince(start) < budget_seconds) {
     const auto call = Clock::now();
-    at::mm(a, b);
+    gemm();
     best = std::max(best, flops / SecondsSince(call));
   }
   return best;

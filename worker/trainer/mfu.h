@@ -30,13 +30,16 @@ struct MfuBasis {
 // (metrics.peak_flops < 0, an eval job, a GPU the peak table does not know). The peak is
 // metrics.peak_flops when > 0; else on CUDA the table's (KnownPeakFlops) for the device's name;
 // else on the CPU the measured rate of square GEMMs in the compute dtype on this process's intra-op
-// threads (MeasureCpuGemmFlops). Every rank calls it at the same point after the rendezvous, so
-// ranks that share a machine measure while the others do too, as they will compute.
+// threads, on the engine the model's GEMMs use (MeasureCpuGemmFlops). Every rank calls it at the
+// same point after the rendezvous, so ranks that share a machine measure while the others do too,
+// as they will compute.
 std::optional<MfuBasis> ChooseMfuBasis(const JobConfig& config, const c10::Device& device,
                                        int64_t world);
 
-// The best FLOP/s (2 n³ per call) of at::mm on two n × n CPU matrices of `dtype`, n doubled from
-// 256 while a call takes under 20 ms (up to 2048), repeated until `budget_seconds` have passed.
+// The best FLOP/s (2 n³ per call) of a GEMM of two n × n CPU matrices of `dtype` — at::mm, or for
+// float32 where BRGeMM is the float32 engine (cpu_isa.h's ActiveF32Gemm) kernels/brgemm_matmul.h —
+// n doubled from 256 while a call takes under 20 ms (up to 2048), repeated until `budget_seconds`
+// have passed.
 double MeasureCpuGemmFlops(at::ScalarType dtype, double budget_seconds);
 
 }  // namespace ringtrain
