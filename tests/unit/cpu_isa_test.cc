@@ -79,5 +79,18 @@ TEST(F32Gemm, BrgemmByDefaultExactlyOnAvx512CpusThatAreNotIntels) {
   EXPECT_STREQ(F32GemmName(F32Gemm::kBrgemm), "brgemm");
 }
 
+// The attention's bfloat16 GEMMs: native exactly on Intel CPUs with bf16 units (MKL leaves other
+// CPUs' units unused), unless RINGTRAIN_BF16_GEMM says otherwise.
+TEST(Bf16Gemm, NativeByDefaultExactlyOnIntelCpusWithBf16Units) {
+  const char* forced = std::getenv("RINGTRAIN_BF16_GEMM");
+  if (forced != nullptr && *forced != '\0') GTEST_SKIP() << "RINGTRAIN_BF16_GEMM=" << forced;
+  bool want_native = false;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  want_native = DetectedBf16Units() != Bf16Units::kNone && __builtin_cpu_is("intel");
+#endif
+  EXPECT_EQ(ActiveBf16Gemm(), want_native ? Bf16Gemm::kNative : Bf16Gemm::kWiden);
+}
+
 }  // namespace
 }  // namespace ringtrain

@@ -131,7 +131,13 @@ Bf16Gemm ActiveBf16Gemm() {
     constexpr const char* kGemmVariable = "RINGTRAIN_BF16_GEMM";
     const char* value = std::getenv(kGemmVariable);
     if (value == nullptr || *value == '\0') {
-      return DetectedBf16Units() == Bf16Units::kNone ? Bf16Gemm::kWiden : Bf16Gemm::kNative;
+      bool intel = false;
+#if defined(__x86_64__)
+      __builtin_cpu_init();
+      intel = __builtin_cpu_is("intel");
+#endif
+      return DetectedBf16Units() != Bf16Units::kNone && intel ? Bf16Gemm::kNative
+                                                              : Bf16Gemm::kWiden;
     }
     const std::string name = value;
     if (name == "native") return Bf16Gemm::kNative;

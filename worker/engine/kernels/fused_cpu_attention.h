@@ -24,7 +24,7 @@
 // Every thread computes with flush-to-zero and denormals-are-zero set (restored afterwards), so a
 // softmax that grows peaky never runs into slow denormal arithmetic.
 //
-// bfloat16 inputs are multiplied as bfloat16 with float32 accumulation where the CPU has bf16
+// bfloat16 inputs are multiplied as bfloat16 with float32 accumulation on Intel CPUs with bf16
 // matrix units (AMX, AVX512-BF16; cpu_isa.h's Bf16Gemm, RINGTRAIN_BF16_GEMM): scores, dP and the
 // softmax statistics stay float32, the probabilities P and score gradients dS are rounded to
 // bfloat16 for the GEMMs that take them (as FlashAttention does); out, lse and the gradients are
