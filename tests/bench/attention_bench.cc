@@ -145,8 +145,8 @@ double MedianSeconds(int64_t reps, Fn fn) {
 // 256 × 256 blocks, then 256-row panels of A (each packed likewise) spread over the intra-op
 // threads, accumulating over K. Rows 8 KiB apart (N = 2048) would alias in the caches unpacked. N
 // must be a multiple of 256. `packed_b`: N² floats of scratch, reused across calls.
-void BrgemmMatmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& c,
-                  std::vector<float>& packed_b) {
+void PackedBrgemmMatmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& c,
+                        std::vector<float>& packed_b) {
   constexpr int64_t kRows = 256, kBlock = 256;
   const int64_t n = a.size(0), blocks = n / kBlock;
   const float* ap = a.data_ptr<float>();
@@ -200,7 +200,7 @@ double GemmFlopsPerSecond(int64_t n, int64_t reps) {
   }
   at::Tensor c = at::empty({n, n});
   std::vector<float> packed_b(size_t(n * n));
-  const double brgemm = flops / MedianSeconds(reps, [&] { BrgemmMatmul(a, b, c, packed_b); });
+  const double brgemm = flops / MedianSeconds(reps, [&] { PackedBrgemmMatmul(a, b, c, packed_b); });
   std::fprintf(stderr, "  GEMM %d×%d float32, BRGeMM: %.1f GFLOP/s\n", int(n), int(n),
                brgemm / 1e9);
   if (!at::allclose(c, at::mm(a, b), 1e-4, 1e-3)) Fail("the BRGeMM GEMM disagrees with at::mm");

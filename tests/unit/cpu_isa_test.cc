@@ -63,17 +63,29 @@ TEST(CpuIsa, ParsesEachNameAndRefusesUnknownOrMissingLevels) {
   }
 }
 
+// The value of `variable` when it is set and not empty (the engine's default is then not
+// checked), else "".
+std::string Forced(const char* variable) {
+  const char* value = std::getenv(variable);
+  return value == nullptr ? "" : value;
+}
+
+bool IntelCpu() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel");
+#else
+  return false;
+#endif
+}
+
 // The float32 GEMM engine: BRGeMM exactly on AVX-512 CPUs that are not Intel's (MKL runs AVX2
 // there), unless RINGTRAIN_F32_GEMM says otherwise.
 TEST(F32Gemm, BrgemmByDefaultExactlyOnAvx512CpusThatAreNotIntels) {
-  const char* forced = std::getenv("RINGTRAIN_F32_GEMM");
-  if (forced != nullptr && *forced != '\0') GTEST_SKIP() << "RINGTRAIN_F32_GEMM=" << forced;
-  bool want_brgemm = false;
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  want_brgemm = static_cast<int>(DetectedCpuIsa()) >= static_cast<int>(CpuIsa::kAvx512) &&
-                !__builtin_cpu_is("intel");
-#endif
+  const std::string forced = Forced("RINGTRAIN_F32_GEMM");
+  if (!forced.empty()) GTEST_SKIP() << "RINGTRAIN_F32_GEMM=" << forced;
+  const bool want_brgemm =
+      static_cast<int>(DetectedCpuIsa()) >= static_cast<int>(CpuIsa::kAvx512) && !IntelCpu();
   EXPECT_EQ(ActiveF32Gemm(), want_brgemm ? F32Gemm::kBrgemm : F32Gemm::kMkl);
   EXPECT_STREQ(F32GemmName(F32Gemm::kMkl), "mkl");
   EXPECT_STREQ(F32GemmName(F32Gemm::kBrgemm), "brgemm");
@@ -82,13 +94,9 @@ TEST(F32Gemm, BrgemmByDefaultExactlyOnAvx512CpusThatAreNotIntels) {
 // The attention's bfloat16 GEMMs: native exactly on Intel CPUs with bf16 units (MKL leaves other
 // CPUs' units unused), unless RINGTRAIN_BF16_GEMM says otherwise.
 TEST(Bf16Gemm, NativeByDefaultExactlyOnIntelCpusWithBf16Units) {
-  const char* forced = std::getenv("RINGTRAIN_BF16_GEMM");
-  if (forced != nullptr && *forced != '\0') GTEST_SKIP() << "RINGTRAIN_BF16_GEMM=" << forced;
-  bool want_native = false;
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  want_native = DetectedBf16Units() != Bf16Units::kNone && __builtin_cpu_is("intel");
-#endif
+  const std::string forced = Forced("RINGTRAIN_BF16_GEMM");
+  if (!forced.empty()) GTEST_SKIP() << "RINGTRAIN_BF16_GEMM=" << forced;
+  const bool want_native = DetectedBf16Units() != Bf16Units::kNone && IntelCpu();
   EXPECT_EQ(ActiveBf16Gemm(), want_native ? Bf16Gemm::kNative : Bf16Gemm::kWiden);
 }
 

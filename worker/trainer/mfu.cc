@@ -25,6 +25,12 @@ double SecondsSince(Clock::time_point start) {
 // Keeps start-up short: the measurement ends within this, a call of the largest size excepted.
 constexpr double kGemmBudgetSeconds = 0.25;
 
+// Whether the model's GEMMs in `dtype` run on BRGeMM (float32 where it is the engine, cpu_isa.h's
+// F32Gemm) rather than at::mm, so the peak is timed there.
+bool BrgemmGemms(at::ScalarType dtype) {
+  return dtype == at::kFloat && ActiveF32Gemm() == F32Gemm::kBrgemm;
+}
+
 std::optional<double> DevicePeak(const JobConfig& config, const c10::Device& device,
                                  std::string* source) {
   const MixedPrecision compute = config.training.mixed_precision_param;
@@ -48,13 +54,11 @@ std::optional<double> DevicePeak(const JobConfig& config, const c10::Device& dev
   }
 #endif
   if (!device.is_cpu()) return std::nullopt;
-  const double peak = MeasureCpuGemmFlops(
-      compute == MixedPrecision::kBFloat16 ? at::kBFloat16 : at::kFloat, kGemmBudgetSeconds);
-  const char* engine = compute != MixedPrecision::kBFloat16 && ActiveF32Gemm() == F32Gemm::kBrgemm
-                           ? "BRGeMM"
-                           : "at::mm";
-  *source = absl::StrCat(dtype, " GEMM (", engine, ") measured at start on ", at::get_num_threads(),
-                         " thread(s)");
+  const at::ScalarType gemm_dtype =
+      compute == MixedPrecision::kBFloat16 ? at::kBFloat16 : at::kFloat;
+  const double peak = MeasureCpuGemmFlops(gemm_dtype, kGemmBudgetSeconds);
+  *source = absl::StrCat(dtype, " GEMM (", BrgemmGemms(gemm_dtype) ? "BRGeMM" : "at::mm",
+                         ") measured at start on ", at::get_num_threads(), " thread(s)");
   return peak;
 }
 
@@ -84,8 +88,7 @@ std::optional<MfuBasis> ChooseMfuBasis(const JobConfig& config, const c10::Devic
 double MeasureCpuGemmFlops(at::ScalarType dtype, double budget_seconds) {
   const auto start = Clock::now();
   const at::NoGradGuard no_grad;
-  // float32 on the engine the model's GEMMs run (cpu_isa.h's F32Gemm): BRGeMM or MKL's at::mm.
-  const bool brgemm = dtype == at::kFloat && ActiveF32Gemm() == F32Gemm::kBrgemm;
+  const bool brgemm = BrgemmGemms(dtype);
   int64_t n = 256;
   at::Tensor a, b, c;
   const auto gemm = [&] {
