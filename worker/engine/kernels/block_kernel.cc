@@ -86,6 +86,13 @@ const at::Tensor& FinalStats::delta() const {
   return delta_;
 }
 
+FinalStats FinalStats::Rows(int64_t begin, int64_t end) const {
+  auto rows = [&](const at::Tensor& t) { return t.narrow(2, begin, end - begin).contiguous(); };
+  FinalStats part = MakeFinalStats(rows(out), rows(lse), rows(dout));
+  if (delta_.defined()) part.delta_ = rows(delta_);
+  return part;
+}
+
 FinalStats MakeFinalStats(const at::Tensor& out, const at::Tensor& lse, const at::Tensor& dout) {
   FinalStats final;
   final.out = out;

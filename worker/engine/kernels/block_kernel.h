@@ -56,6 +56,8 @@ at::Tensor Widen(const at::Tensor& x);  // x in AccumulateType(x.scalar_type())
 struct FinalStats {
   at::Tensor out, lse, dout;
   const at::Tensor& delta() const;
+  // Query rows [begin, end) of each, contiguous (with delta's, when computed already).
+  FinalStats Rows(int64_t begin, int64_t end) const;
 
  private:
   mutable at::Tensor delta_;

@@ -154,12 +154,13 @@ class AllToAllExchange : public KvExchange, RingGroup {
     });
   }
 
-  at::Tensor FinishGrads() override {
+  at::Tensor FinishGrads(const at::Tensor& own_rest) override {
     CommCall(Exchange("dK/dV"), [&] {
       WaitRing(*comm_, acc_transfer_);
       return 0;
     });
-    return GoesOn(ring_rank_, 0) ? acc_in_ : own_;
+    at::Tensor dkv = GoesOn(ring_rank_, 0) ? acc_in_ : own_;
+    return own_rest.defined() ? dkv.add(own_rest) : dkv;
   }
 
  private:
@@ -218,7 +219,7 @@ class AllGatherExchange : public KvExchange, RingGroup {
     contributions_[size_t(RingSource(ring_rank_, ring_size_, step))] = dkv;
   }
 
-  at::Tensor FinishGrads() override {
+  at::Tensor FinishGrads(const at::Tensor& own_rest) override {
     // Each contribution to its block's owner; from each rank that needed this rank's block, its.
     const at::Tensor& own = contributions_[size_t(ring_rank_)];
     std::vector<at::Tensor> received(static_cast<size_t>(ring_size_));
@@ -243,12 +244,14 @@ class AllGatherExchange : public KvExchange, RingGroup {
           WaitRing(*comm_, work);
           return 0;
         });
-    // Sum in ring order (owner first, then r+1, r+2, …), the order the alltoall method uses.
+    // Sum in ring order (owner first, then r+1, r+2, …, then the owner's rest), the order the
+    // alltoall method uses.
     at::Tensor dkv = own.clone();
     for (int64_t i = 1; i < ring_size_; ++i) {
       const at::Tensor& part = received[size_t((ring_rank_ + i) % ring_size_)];
       if (part.defined()) dkv.add_(part);
     }
+    if (own_rest.defined()) dkv.add_(own_rest);
     contributions_.clear();
     return dkv;
   }

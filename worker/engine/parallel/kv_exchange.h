@@ -6,15 +6,15 @@
 // A pass (forward or backward) visits cp steps; at step s this rank holds the block of cp rank
 // RingSource(s) = (cp_rank − s) mod cp. The loop is, for each step:
 //   Prefetch(s) → compute with Block(s) → [backward: AddBlockGrad(s, dkv)] → Advance(s)
-// and, after a backward pass, FinishGrads() gives this rank's own block's summed gradient.
+// and, after a backward pass, FinishGrads(own_rest) gives this rank's own block's summed gradient.
 //
 //   alltoall   the block moves to the next rank each step (async send/recv, issued before the
 //              step's compute so the two overlap); in backward, each block's dK/dV accumulator
 //              travels with it and arrives home after the last step.
 //   allgather  one all-gather of every block up front; in backward the per-block gradients are
 //              reduce-scattered with one all-to-all and summed in ring order.
-// Both sum a block's gradient in the same order (the owner's contribution first, then ring order),
-// so the two methods agree bitwise.
+// Both sum a block's gradient in the same order (the owner's step-0 contribution first, then ring
+// order, then the owner's rest), so the two methods agree bitwise.
 //
 // Blocks no query of a rank can see (BlockNeeds: the mask — causal, or packed documents — decides
 // from the batch's layout) are not computed there (ring_attention.cc), and not sent where the
@@ -61,8 +61,10 @@ class KvExchange {
   // Backward, at every step: this rank's contribution dkv to the gradient of the block held at
   // `step`; undefined when it computed none (the block was hidden from it).
   virtual void AddBlockGrad(int64_t step, const at::Tensor& dkv) = 0;
-  // Backward, after the last step: the gradient of this rank's own block, summed over the group.
-  virtual at::Tensor FinishGrads() = 0;
+  // Backward, after the last step: the gradient of this rank's own block, summed over the group,
+  // with `own_rest` (this rank's contribution to its own block computed after the last step, to
+  // hide the last dK/dV hop; undefined: none) added last.
+  virtual at::Tensor FinishGrads(const at::Tensor& own_rest) = 0;
 };
 
 // The ranks the blocks go round: a group of the communicator and this rank's place in it.

@@ -36,6 +36,7 @@ RingAttentionPlan::RingAttentionPlan(Communicator* comm, int64_t seq_len,
     shard_positions_.push_back({UlyssesGroupPositions(shards, ulysses_, r)});
   }
   const int64_t tile = TileFor(ShardChunkLength(seq_len, cp, load_balancer));
+  tile_ = tile;
   // The document balancer's chunks are the shard's runs; head-tail's chunks split into them too.
   block_ = MakeBlockKernel(kind, comm->device(), {tile, tile});
 }
@@ -110,6 +111,20 @@ std::pair<at::Tensor, at::Tensor> RingAttentionPlan::Backward(
   const Layout& layout = LayoutOf(positions);
   const FinalStats final = MakeFinalStats(out, lse, dout);
   at::Tensor dq = torch::zeros(q.sizes(), q.options().dtype(AccumulateType(q.scalar_type())));
+  // With other ranks in the ring, this rank's own block is computed in two parts of its query
+  // rows: [0, split) at step 0, hiding the first K/V hop, and [split, Lc) after the last step,
+  // hiding the last dK/dV hop home (which otherwise nothing overlaps).
+  const int64_t split = cp_ > 1 ? OwnBlockSplit(q.size(2)) : 0;
+  auto own_rows = [&](int64_t begin, int64_t end) {
+    AttentionComputeTimer timer(stats_);
+    BlockPositions rows = positions;
+    rows.positions.assign(positions.positions.begin() + begin, positions.positions.begin() + end);
+    const auto part = [&](const at::Tensor& t) { return t.narrow(2, begin, end - begin); };
+    BlockGrads g = block_->Backward(part(q).contiguous(), kv[0], kv[1], part(dout).contiguous(),
+                                    final.Rows(begin, end), rows, positions, scale);
+    part(dq).add_(g.dq);
+    return torch::stack({g.dk, g.dv});
+  };
   exchange_->Begin(kv, layout.needs);
   for (int64_t step = 0; step < cp_; ++step) {
     const int64_t src = RingSource(cp_rank_, cp_, step);
@@ -117,6 +132,11 @@ std::pair<at::Tensor, at::Tensor> RingAttentionPlan::Backward(
     if (!layout.needs[size_t(cp_rank_)][size_t(src)]) {
       stats_.blocks_skipped += 1;
       exchange_->AddBlockGrad(step, at::Tensor());
+      exchange_->Advance(step);
+      continue;
+    }
+    if (step == 0 && split > 0) {
+      exchange_->AddBlockGrad(step, own_rows(0, split));
       exchange_->Advance(step);
       continue;
     }
@@ -131,7 +151,13 @@ std::pair<at::Tensor, at::Tensor> RingAttentionPlan::Backward(
     exchange_->AddBlockGrad(step, torch::stack({g.dk, g.dv}));
     exchange_->Advance(step);
   }
-  return {dq, exchange_->FinishGrads()};
+  const at::Tensor own_rest = split > 0 ? own_rows(split, q.size(2)) : at::Tensor();
+  return {dq, exchange_->FinishGrads(own_rest)};
+}
+
+int64_t RingAttentionPlan::OwnBlockSplit(int64_t local_len) const {
+  // Half the rows, on a tile boundary so the parts' tiles are the whole block's.
+  return (local_len / 2) / tile_ * tile_;
 }
 
 std::string RingAttentionPlan::Describe() const {

@@ -61,6 +61,8 @@ class RingAttentionPlan : public AttentionPlan {
     BlockNeeds needs;
   };
   const Layout& LayoutOf(const BlockPositions& positions);
+  // Where the backward splits this rank's own block (query rows [0, split) first, the rest last).
+  int64_t OwnBlockSplit(int64_t local_len) const;
 
   RingMembers ring_;
   int64_t cp_, cp_rank_;  // the ring's size and this rank's place in it
@@ -68,6 +70,7 @@ class RingAttentionPlan : public AttentionPlan {
   std::unique_ptr<KvExchange> exchange_;
   std::vector<BlockPositions> shard_positions_;  // per ring rank: the load balancer's fixed layout
   std::shared_ptr<BlockKernel> block_;
+  int64_t tile_ = 1;  // the block kernel's tile (it divides the shard's chunks)
   Layout layout_;
 };
 
