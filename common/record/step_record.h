@@ -42,6 +42,10 @@ struct RankFigures {
   // checkpoint.memory_interval: the newest step of the in-memory snapshot it holds for its source
   // rank (worker/trainer/memory_snapshots.h); 0 when none.
   double snapshot_held_step = 0;
+  // Its ring's K/V and dK/dV transfer time that compute did not hide, without the waits for a
+  // slower peer (kv_exchange.h's ExposedRingTransfer); the same on every rank of a ring, 0 without
+  // one.
+  double ring_transfer_exposed_seconds = 0;
 };
 
 // The step's global figures (every rank holds the same), and every rank's own.
@@ -134,7 +138,7 @@ inline constexpr std::array<std::pair<const char*, std::optional<double> StepRec
                             {"mfu_percent", &StepRecord::mfu_percent}}};
 
 // A rank's figures after "rank", in wire order (also the order of the all-gathered vector).
-inline constexpr std::array<FigureField<RankFigures>, 11> kRankFields = {{
+inline constexpr std::array<FigureField<RankFigures>, 12> kRankFields = {{
     {"attention_seconds", &RankFigures::attention_seconds, FigureKind::kReal},
     {"attention_cpu_seconds", &RankFigures::attention_cpu_seconds, FigureKind::kReal},
     {"comm_wait_seconds", &RankFigures::comm_wait_seconds, FigureKind::kReal},
@@ -146,6 +150,8 @@ inline constexpr std::array<FigureField<RankFigures>, 11> kRankFields = {{
     {"ring_bytes_sent", &RankFigures::ring_bytes_sent, FigureKind::kCount},
     {"compute_seconds", &RankFigures::compute_seconds, FigureKind::kReal},
     {"snapshot_held_step", &RankFigures::snapshot_held_step, FigureKind::kCount},
+    {"ring_transfer_exposed_seconds", &RankFigures::ring_transfer_exposed_seconds,
+     FigureKind::kReal},
 }};
 
 // The figures in kRankFields order, for an all-gather of equal-length vectors, and back.

@@ -2,7 +2,7 @@
 // process groups over one shared HashStore. Forward output and dQ/dK/dV must equal the unsharded
 // tiled attention, and the plain (non-tiled) softmax attention, within 1e-5, for cp ∈ {2, 4},
 // headtail and none, alltoall and allgather, MHA and GQA. Also: the causal skip (half a block per
-// step with headtail), and the two rotate methods agreeing bitwise.
+// step with headtail), the two rotate methods agreeing bitwise, and the ring's wait points.
 #include "worker/engine/parallel/ring_attention.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include "tests/unit/reference_attention.h"
 #include "tests/unit/thread_world.h"
 #include "worker/engine/parallel/cp_shard.h"
+#include "worker/engine/parallel/kv_exchange.h"
 #include "worker/engine/parallel/mesh.h"
 
 namespace ringtrain {
@@ -34,6 +35,9 @@ std::string Name(const Case& c) {
 struct RankResult {
   at::Tensor out, dq, dk, dv;
   std::vector<int64_t> scores_per_step;
+  std::vector<double> ring_waits;  // the communicator's, after forward and backward
+  double ring_wait_seconds = 0;
+  double exposed_transfer = -1;  // ExposedRingTransfer
 };
 
 // Runs ring attention on `cp` threads; returns each rank's shard results.
@@ -55,6 +59,9 @@ std::vector<RankResult> RunRing(const Case& c, const at::Tensor& q, const at::Te
     results[r].dq = grads[0];
     results[r].dk = grads[1];
     results[r].dv = grads[2];
+    results[r].ring_waits = comm.stats().ring_waits;
+    results[r].ring_wait_seconds = comm.stats().ring_wait_seconds;
+    results[r].exposed_transfer = ExposedRingTransfer(comm);
   });
   return results;
 }
@@ -138,6 +145,42 @@ TEST(RingAttentionMethods, AlltoallAndAllgatherAgreeBitwise) {
     EXPECT_TRUE(torch::equal(a[r].dq, b[r].dq));
     EXPECT_TRUE(torch::equal(a[r].dk, b[r].dk));
     EXPECT_TRUE(torch::equal(a[r].dv, b[r].dv));
+  }
+}
+
+// Every rank of the ring records the same sequence of wait points (alltoall: each forward and
+// backward step's Advance, each backward step's AddBlockGrad, FinishGrads; allgather: the two
+// passes' gathers and the reduce-scatter), and the ring's exposed transfer is the same on every
+// rank and no more than any rank's ring wait.
+TEST(RingAttentionMethods, RanksRecordTheSameWaitPointsAndOneExposedTransfer) {
+  const int64_t seq_len = 48;
+  torch::manual_seed(5);
+  const auto q = torch::randn({1, 4, seq_len, 8});
+  const auto k = torch::randn({1, 2, seq_len, 8});
+  const auto v = torch::randn({1, 2, seq_len, 8});
+  const auto dout = torch::randn({1, 4, seq_len, 8});
+  for (const RotateMethod rotate : {RotateMethod::kAllToAll, RotateMethod::kAllGather}) {
+    SCOPED_TRACE(ChoiceName(rotate));
+    const int64_t cp = 3;
+    const auto results = RunRing({cp, LoadBalancer::kHeadTail, rotate, 4, 2}, q, k, v, dout, 0.3);
+    const size_t points = rotate == RotateMethod::kAllToAll ? size_t(3 * cp + 1) : 3u;
+    double sum_of_least = 0;
+    for (size_t i = 0; i < points; ++i) {
+      double least = INFINITY;
+      for (const RankResult& r : results) {
+        ASSERT_EQ(r.ring_waits.size(), points);
+        least = std::min(least, r.ring_waits[i]);
+      }
+      sum_of_least += least;
+    }
+    for (const RankResult& r : results) {
+      EXPECT_DOUBLE_EQ(r.exposed_transfer, sum_of_least);
+      EXPECT_GE(r.exposed_transfer, 0);
+      EXPECT_LE(r.exposed_transfer, r.ring_wait_seconds + 1e-12);
+      double sum = 0;
+      for (double w : r.ring_waits) sum += w;
+      EXPECT_NEAR(sum, r.ring_wait_seconds, 1e-9);
+    }
   }
 }
 

@@ -96,7 +96,7 @@ TEST(StepReportTest, JsonHasTheContractFieldsInOrder) {
 
 TEST(StepReportTest, RankFiguresRoundTripThroughDoublesAndJson) {
   const RankFigures a{0,      0.5,     0.25,  0.125, 1 << 20, 7 << 20, 0.0625, int64_t(5) << 30,
-                      123456, 1 << 19, 0.375, 9};
+                      123456, 1 << 19, 0.375, 9,     0.03125};
   const RankFigures b = RankFiguresFromDoubles(RankFiguresToDoubles(a), 1).value();
   EXPECT_EQ(b.attention_seconds, a.attention_seconds);
   EXPECT_EQ(b.attention_cpu_seconds, a.attention_cpu_seconds);
@@ -109,6 +109,7 @@ TEST(StepReportTest, RankFiguresRoundTripThroughDoublesAndJson) {
   EXPECT_EQ(b.ring_bytes_sent, a.ring_bytes_sent);
   EXPECT_EQ(b.compute_seconds, a.compute_seconds);
   EXPECT_EQ(b.snapshot_held_step, a.snapshot_held_step);
+  EXPECT_EQ(b.ring_transfer_exposed_seconds, a.ring_transfer_exposed_seconds);
 
   const nlohmann::json j = nlohmann::json::parse(StepReportJson(SampleReport(), {a, b}));
   ASSERT_EQ(j["ranks"].size(), 2u);
@@ -122,7 +123,8 @@ TEST(StepReportTest, RankFiguresRoundTripThroughDoublesAndJson) {
   EXPECT_EQ(j["ranks"][0]["ring_bytes_sent"], 1 << 19);
   EXPECT_EQ(j["ranks"][0]["compute_seconds"], 0.375);
   EXPECT_EQ(j["ranks"][0]["snapshot_held_step"], 9);
-  EXPECT_EQ(j["ranks"][0].size(), 12u);  // "rank" and the 11 figures
+  EXPECT_EQ(j["ranks"][0]["ring_transfer_exposed_seconds"], 0.03125);
+  EXPECT_EQ(j["ranks"][0].size(), 13u);  // "rank" and the 12 figures
   EXPECT_EQ(j["straggler_rank"], -1);    // none named
   EXPECT_EQ(j["straggler_ratio"], 0.0);
 }

@@ -21,6 +21,7 @@
 #include "common/tensorboard/step_scalars.h"
 #include "worker/engine/parallel/document_balancer.h"
 #include "worker/engine/parallel/grad_sync.h"
+#include "worker/engine/parallel/kv_exchange.h"
 #include "worker/trainer/heal.h"
 #include "worker/trainer/tensor_memory.h"
 #include "worker/trainer/trainer_state.h"
@@ -162,6 +163,7 @@ absl::StatusOr<std::vector<RankFigures>> GatherRankFigures(Trainer::State& s,
   mine.ring_bytes_sent = static_cast<double>(c.ring_bytes_sent);
   mine.peak_memory_bytes = static_cast<double>(PeakMemoryBytes());
   mine.ring_wait_seconds = c.ring_wait_seconds;
+  if (s.comm) mine.ring_transfer_exposed_seconds = ExposedRingTransfer(*s.comm);
   mine.device_memory_peak_bytes = static_cast<double>(DevicePeakBytes(s.device));
   const int64_t cp_rank = s.mesh.cp_rank();
   if (cp_rank < int64_t(s.step_cp_work.size())) {

@@ -324,6 +324,21 @@ PendingWork Communicator::AllReduce(c10d::ProcessGroup& group, at::Tensor& tenso
   return work;
 }
 
+std::vector<double> Communicator::MinOver(c10d::ProcessGroup& group,
+                                          const std::vector<double>& values) {
+  const at::Tensor mine = torch::tensor(values, torch::kFloat64).to(device_);
+  PendingWork work;
+  auto buffer = Buffer({Stage(mine)});
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MIN;
+  work.works_.push_back(CommCall("all-reduce (min) of the ring's waits",
+                                 [&] { return group.allreduce(*buffer, options); }));
+  work.buffers_.push_back(buffer);
+  Wait(work);
+  const at::Tensor least = (*buffer)[0].cpu();
+  return {least.data_ptr<double>(), least.data_ptr<double>() + least.numel()};
+}
+
 PendingWork Communicator::AllGather(c10d::ProcessGroup& group, std::vector<at::Tensor>& outputs,
                                     const at::Tensor& input) {
   PendingWork work;

@@ -93,6 +93,10 @@ struct CommStats {
   // the last dK/dV hop home, Ulysses' all-to-alls), all of it. (Gloo's Work::isCompleted only
   // turns true in wait(), so whether a transfer finished early cannot be observed directly.)
   double ring_wait_seconds = 0;
+  // Ring attention's waits one by one, in call order: one entry at every point of the ring loop
+  // that may wait (kv_exchange.h; 0 where nothing was pending), so every rank of a ring records
+  // the same sequence of points. ExposedRingTransfer turns the ring's into its exposed transfer.
+  std::vector<double> ring_waits;
   int64_t kv_blocks_sent = 0;   // ring attention's K/V blocks sent (forward and backward)
   int64_t ring_bytes_sent = 0;  // ring attention's K/V and dK/dV bytes (also in bytes_sent)
   void Reset() { *this = CommStats{}; }
@@ -155,6 +159,9 @@ class Communicator {
 
   // Sum of `tensor` over `group`, in place once waited for.
   PendingWork AllReduce(c10d::ProcessGroup& group, at::Tensor& tensor);
+  // The element-wise least of `values` (same length on every rank) over `group`, waited for.
+  // Throws CommError.
+  std::vector<double> MinOver(c10d::ProcessGroup& group, const std::vector<double>& values);
   // Every rank's `input` into `outputs` (one tensor per rank, like `input`), once waited for.
   PendingWork AllGather(c10d::ProcessGroup& group, std::vector<at::Tensor>& outputs,
                         const at::Tensor& input);

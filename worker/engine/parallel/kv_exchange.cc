@@ -13,14 +13,17 @@ namespace {
 constexpr int kKvTag = 1;   // K/V blocks moving forward around the ring
 constexpr int kDkvTag = 2;  // dK/dV accumulators travelling home
 
-// Waits for a ring transfer, recording the wait as exposed ring time
-// (CommStats::ring_wait_seconds): what compute did not hide of an overlapped transfer, or all of
-// one that nothing overlaps.
+// A point of the ring loop that may wait: waits for `transfer` (when one is pending), recording
+// the wait as exposed ring time (CommStats::ring_wait_seconds: what compute did not hide of an
+// overlapped transfer, or all of one that nothing overlaps) and as the point's entry in
+// CommStats::ring_waits (0 when nothing was pending).
 void WaitRing(Communicator& comm, PendingWork& transfer) {
   CommStats& stats = comm.stats();
   const double before = stats.wait_seconds;
-  comm.Wait(transfer);
-  stats.ring_wait_seconds += stats.wait_seconds - before;
+  if (transfer.pending()) comm.Wait(transfer);
+  const double waited = stats.wait_seconds - before;
+  stats.ring_wait_seconds += waited;
+  stats.ring_waits.push_back(waited);
 }
 
 class RingGroup {
@@ -104,12 +107,10 @@ class AllToAllExchange : public KvExchange, RingGroup {
   const at::Tensor& Block(int64_t) override { return current_; }
 
   void Advance(int64_t step) override {
-    if (transfer_.pending()) {
-      CommCall(Exchange("K/V"), [&] {
-        WaitRing(*comm_, transfer_);
-        return 0;
-      });
-    }
+    CommCall(Exchange("K/V"), [&] {
+      WaitRing(*comm_, transfer_);
+      return 0;
+    });
     current_ = next_block_;
     if (step + 1 == ring_size_) {
       // The pass is over: hold no block until the next one (a forward pass ends here).
@@ -121,12 +122,10 @@ class AllToAllExchange : public KvExchange, RingGroup {
 
   void AddBlockGrad(int64_t step, const at::Tensor& dkv) override {
     const int64_t src = ring_rank_ - step;  // the block held at this step
-    if (acc_transfer_.pending()) {
-      CommCall(Exchange("dK/dV"), [&] {
-        WaitRing(*comm_, acc_transfer_);
-        return 0;
-      });
-    }
+    CommCall(Exchange("dK/dV"), [&] {
+      WaitRing(*comm_, acc_transfer_);
+      return 0;
+    });
     // A block's accumulator goes round the ring (to arrive home after the last step) only when
     // some other rank needed the block.
     const bool travels = GoesOn(src, 0);
@@ -269,6 +268,14 @@ RingMembers RingMembers::Of(Communicator& comm) {
     return RingMembers{&Communicator::cp_group, mesh.cp, mesh.cp_rank(), "cp rank"};
   }
   return RingMembers{&Communicator::ring_group, mesh.ring(), mesh.ring_rank(), "ring rank"};
+}
+
+double ExposedRingTransfer(Communicator& comm) {
+  const RingMembers ring = RingMembers::Of(comm);
+  if (ring.size <= 1) return 0;
+  double sum = 0;
+  for (double least : comm.MinOver((comm.*ring.group)(), comm.stats().ring_waits)) sum += least;
+  return sum;
 }
 
 std::unique_ptr<KvExchange> MakeKvExchange(RotateMethod method, Communicator* comm,

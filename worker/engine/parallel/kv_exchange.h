@@ -23,6 +23,10 @@
 // block's dK/dV accumulator goes round only when some other rank needed the block.
 //
 // Blocks are (2, B, Hk, Lc, D): K and V stacked. Failures throw CommError naming the peer.
+//
+// Every Advance, AddBlockGrad and FinishGrads of alltoall, and every Begin and FinishGrads of
+// allgather, is a point that may wait, with one entry in CommStats::ring_waits whether it waited
+// or not, so the ranks of a ring record the same sequence.
 #ifndef RINGTRAIN_WORKER_ENGINE_PARALLEL_KV_EXCHANGE_H_
 #define RINGTRAIN_WORKER_ENGINE_PARALLEL_KV_EXCHANGE_H_
 
@@ -80,6 +84,16 @@ struct RingMembers {
   // (mesh().ulysses > 1) the ring across them that this rank's Ulysses rank belongs to.
   static RingMembers Of(Communicator& comm);
 };
+
+// The exposed transfer time of the ring of `comm` (RingMembers::Of) so far (since
+// CommStats::Reset): for each point of comm.stats().ring_waits, the least wait over the ring's
+// ranks, summed. A rank waits at a point for a peer still computing (the peer's lateness) or for
+// bytes on their way. The last rank to reach a point finds every transfer to it already started,
+// so all of its wait is transfer that compute did not hide; the least wait over the ranks is at
+// most that, and leaves lateness out: lateness makes some ranks wait, never the late one.
+// Collective over the ring: every member calls it after the same points. 0 without a ring (one
+// member). Throws CommError.
+double ExposedRingTransfer(Communicator& comm);
 
 // `comm` must outlive the exchange; `ring` names the group that carries the blocks.
 std::unique_ptr<KvExchange> MakeKvExchange(RotateMethod method, Communicator* comm,
