@@ -129,17 +129,30 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, LoadBalancer::kHeadTail, RotateMethod::kAllGather, 4, 1}),
     [](const auto& info) { return Name(info.param); });
 
-TEST(RingAttentionMethods, AlltoallAndAllgatherAgreeBitwise) {
+// Random GQA inputs of the methods' tests: q and dout (1, 4, 48, 8), k and v (1, 2, 48, 8).
+struct SmallInputs {
+  at::Tensor q, k, v, dout;
+};
+SmallInputs RandomSmallInputs(uint64_t seed) {
   const int64_t seq_len = 48;
-  torch::manual_seed(9);
-  const auto q = torch::randn({1, 4, seq_len, 8});
-  const auto k = torch::randn({1, 2, seq_len, 8});
-  const auto v = torch::randn({1, 2, seq_len, 8});
-  const auto dout = torch::randn({1, 4, seq_len, 8});
-  const auto a =
-      RunRing({3, LoadBalancer::kHeadTail, RotateMethod::kAllToAll, 4, 2}, q, k, v, dout, 0.3);
-  const auto b =
-      RunRing({3, LoadBalancer::kHeadTail, RotateMethod::kAllGather, 4, 2}, q, k, v, dout, 0.3);
+  torch::manual_seed(seed);
+  SmallInputs in;
+  in.q = torch::randn({1, 4, seq_len, 8});
+  in.k = torch::randn({1, 2, seq_len, 8});
+  in.v = torch::randn({1, 2, seq_len, 8});
+  in.dout = torch::randn({1, 4, seq_len, 8});
+  return in;
+}
+
+// Three ranks, headtail, 4 query heads over 2 K/V heads, scale 0.3.
+std::vector<RankResult> RunSmallRing(RotateMethod rotate, const SmallInputs& in) {
+  return RunRing({3, LoadBalancer::kHeadTail, rotate, 4, 2}, in.q, in.k, in.v, in.dout, 0.3);
+}
+
+TEST(RingAttentionMethods, AlltoallAndAllgatherAgreeBitwise) {
+  const SmallInputs in = RandomSmallInputs(9);
+  const auto a = RunSmallRing(RotateMethod::kAllToAll, in);
+  const auto b = RunSmallRing(RotateMethod::kAllGather, in);
   for (int r = 0; r < 3; ++r) {
     EXPECT_TRUE(torch::equal(a[r].out, b[r].out));
     EXPECT_TRUE(torch::equal(a[r].dq, b[r].dq));
@@ -153,16 +166,11 @@ TEST(RingAttentionMethods, AlltoallAndAllgatherAgreeBitwise) {
 // passes' gathers and the reduce-scatter), and the ring's exposed transfer is the same on every
 // rank and no more than any rank's ring wait.
 TEST(RingAttentionMethods, RanksRecordTheSameWaitPointsAndOneExposedTransfer) {
-  const int64_t seq_len = 48;
-  torch::manual_seed(5);
-  const auto q = torch::randn({1, 4, seq_len, 8});
-  const auto k = torch::randn({1, 2, seq_len, 8});
-  const auto v = torch::randn({1, 2, seq_len, 8});
-  const auto dout = torch::randn({1, 4, seq_len, 8});
+  const SmallInputs in = RandomSmallInputs(5);
   for (const RotateMethod rotate : {RotateMethod::kAllToAll, RotateMethod::kAllGather}) {
     SCOPED_TRACE(ChoiceName(rotate));
     const int64_t cp = 3;
-    const auto results = RunRing({cp, LoadBalancer::kHeadTail, rotate, 4, 2}, q, k, v, dout, 0.3);
+    const auto results = RunSmallRing(rotate, in);
     const size_t points = rotate == RotateMethod::kAllToAll ? size_t(3 * cp + 1) : 3u;
     double sum_of_least = 0;
     for (size_t i = 0; i < points; ++i) {
