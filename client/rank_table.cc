@@ -29,6 +29,7 @@ constexpr Column kColumns[] = {
     {"ATTN CPU s", &RankFigures::attention_cpu_seconds, false},
     {"COMM WAIT", &RankFigures::comm_wait_seconds, false},
     {"RING WAIT", &RankFigures::ring_wait_seconds, false},
+    {"RING XFER", &RankFigures::ring_transfer_exposed_seconds, false},
     {"SENT", &RankFigures::bytes_sent, true},
     {"PEAK MEM", &RankFigures::peak_memory_bytes, true},
 };

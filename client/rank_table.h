@@ -58,9 +58,11 @@ absl::StatusOr<RankTable> RankTableFromRecord(const std::string& record_json, in
 
 // The table as `ringctl top` prints it (no header, no escapes), one line per rank and one per CP
 // group, e.g.
-//   RANK  GROUP CP    ATTN s   ATTN CPU s  COMM WAIT s  RING WAIT s  SENT      PEAK MEM
+//   RANK  GROUP CP    ATTN s   ATTN CPU s  COMM WAIT  RING WAIT  RING XFER  SENT      PEAK MEM
 //   1     0     1/2   0.0123   ...                                                   <- slowest
-// (GROUP: the rank's CP group; CP: its place in the group, CpPlace).
+// (GROUP: the rank's CP group; CP: its place in the group, CpPlace; RING WAIT: the rank's ring
+// waits, a slower peer's lateness included; RING XFER: its ring's transfer time compute did not
+// hide, ring_transfer_exposed_seconds).
 // and, when the trainer named one, "straggler: rank 1, compute 1.83x the median of the others'".
 std::string FormatRankTable(const RankTable& table);
 

@@ -11,7 +11,7 @@ namespace {
 // A record as the trainer writes it (step_report.cc), ranks out of order on purpose.
 constexpr char kRecord[] =
     R"({"step": 7, "loss": 4.5, "step_seconds": 0.25, "ranks": [)"
-    R"({"rank": 1, "attention_seconds": 0.04, "attention_cpu_seconds": 0.05, "comm_wait_seconds": 0.01, "bytes_sent": 2048, "peak_memory_bytes": 1048576, "ring_wait_seconds": 0.002, "device_memory_peak_bytes": 0},)"
+    R"({"rank": 1, "attention_seconds": 0.04, "attention_cpu_seconds": 0.05, "comm_wait_seconds": 0.01, "bytes_sent": 2048, "peak_memory_bytes": 1048576, "ring_wait_seconds": 0.002, "device_memory_peak_bytes": 0, "ring_transfer_exposed_seconds": 0.0005},)"
     R"({"rank": 0, "attention_seconds": 0.02, "attention_cpu_seconds": 0.02, "comm_wait_seconds": 0.03, "bytes_sent": 1024, "peak_memory_bytes": 2097152, "ring_wait_seconds": 0.001, "device_memory_peak_bytes": 0},)"
     R"({"rank": 2, "attention_seconds": 0.05, "attention_cpu_seconds": 0.05, "comm_wait_seconds": 0.0, "bytes_sent": 512, "peak_memory_bytes": 1048576, "ring_wait_seconds": 0.0, "device_memory_peak_bytes": 0},)"
     R"({"rank": 3, "attention_seconds": 0.01, "attention_cpu_seconds": 0.01, "comm_wait_seconds": 0.04, "bytes_sent": 512, "peak_memory_bytes": 1048576, "ring_wait_seconds": 0.003, "device_memory_peak_bytes": 0}]})";
@@ -28,6 +28,8 @@ TEST(RankTableTest, RowsGroupsImbalanceAndSlowest) {
   EXPECT_DOUBLE_EQ(table->rows[1].attention_seconds, 0.04);
   EXPECT_DOUBLE_EQ(table->rows[1].comm_wait_seconds, 0.01);
   EXPECT_DOUBLE_EQ(table->rows[1].ring_wait_seconds, 0.002);
+  EXPECT_DOUBLE_EQ(table->rows[1].ring_transfer_exposed_seconds, 0.0005);
+  EXPECT_DOUBLE_EQ(table->rows[0].ring_transfer_exposed_seconds, 0);  // an older record: 0
   EXPECT_DOUBLE_EQ(table->rows[1].bytes_sent, 2048);
   EXPECT_DOUBLE_EQ(table->rows[0].peak_memory_bytes, 2097152);
   ASSERT_EQ(table->groups.size(), 2u);
@@ -44,6 +46,8 @@ TEST(RankTableTest, RowsGroupsImbalanceAndSlowest) {
   // Each rank's CP group, and its place in the group ("1/2": rank 1 of the group's 2).
   EXPECT_EQ(text.rfind("RANK  GROUP CP ", 0), 0u) << text;
   EXPECT_NE(text.find("\n3     1     1/2  "), std::string::npos) << text;
+  EXPECT_NE(text.find(" RING WAIT  RING XFER "), std::string::npos) << text;
+  EXPECT_NE(text.find("    0.0020     0.0005 "), std::string::npos) << text;  // rank 1
   EXPECT_NE(text.find("\n2     1     0/2  "), std::string::npos) << text;
   EXPECT_NE(text.find("cp group 1: attention max/min 5.000"), std::string::npos) << text;
 
@@ -53,6 +57,7 @@ TEST(RankTableTest, RowsGroupsImbalanceAndSlowest) {
   EXPECT_EQ(json["slowest_rank"], 2);
   ASSERT_EQ(json["ranks"].size(), 4u);
   EXPECT_DOUBLE_EQ(json["ranks"][3]["comm_wait_seconds"].get<double>(), 0.04);
+  EXPECT_DOUBLE_EQ(json["ranks"][1]["ring_transfer_exposed_seconds"].get<double>(), 0.0005);
   EXPECT_EQ(json["ranks"][3]["cp_rank"], 1);
   EXPECT_DOUBLE_EQ(json["cp_groups"][0]["imbalance"].get<double>(), 2.0);
 }
