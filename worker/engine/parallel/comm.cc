@@ -315,27 +315,25 @@ std::shared_ptr<std::vector<at::Tensor>> Buffer(std::vector<at::Tensor> tensors)
 }
 }  // namespace
 
-PendingWork Communicator::AllReduce(c10d::ProcessGroup& group, at::Tensor& tensor) {
+PendingWork Communicator::AllReduce(c10d::ProcessGroup& group, at::Tensor& tensor,
+                                    c10d::ReduceOp op) {
   PendingWork work;
   auto buffer = Buffer({staged_ ? StageOutput(tensor, work) : tensor});
   if (staged_) (*buffer)[0].copy_(tensor);
-  work.works_.push_back(group.allreduce(*buffer));
+  c10d::AllreduceOptions options;
+  options.reduceOp = op;
+  work.works_.push_back(group.allreduce(*buffer, options));
   work.buffers_.push_back(std::move(buffer));
   return work;
 }
 
 std::vector<double> Communicator::MinOver(c10d::ProcessGroup& group,
                                           const std::vector<double>& values) {
-  const at::Tensor mine = torch::tensor(values, torch::kFloat64).to(device_);
-  PendingWork work;
-  auto buffer = Buffer({Stage(mine)});
-  c10d::AllreduceOptions options;
-  options.reduceOp = c10d::ReduceOp::MIN;
-  work.works_.push_back(CommCall("all-reduce (min) of the ring's waits",
-                                 [&] { return group.allreduce(*buffer, options); }));
-  work.buffers_.push_back(buffer);
+  at::Tensor t = torch::tensor(values, torch::kFloat64).to(device_);
+  PendingWork work = CommCall("all-reduce (min) of per-rank figures",
+                              [&] { return AllReduce(group, t, c10d::ReduceOp::MIN); });
   Wait(work);
-  const at::Tensor least = (*buffer)[0].cpu();
+  const at::Tensor least = t.cpu();
   return {least.data_ptr<double>(), least.data_ptr<double>() + least.numel()};
 }
 

@@ -157,8 +157,9 @@ class Communicator {
   // "nccl", "gloo" or "gloo (through host memory)": what the groups run on, for the log.
   std::string DescribeBackend() const;
 
-  // Sum of `tensor` over `group`, in place once waited for.
-  PendingWork AllReduce(c10d::ProcessGroup& group, at::Tensor& tensor);
+  // Sum (or `op`) of `tensor` over `group`, in place once waited for.
+  PendingWork AllReduce(c10d::ProcessGroup& group, at::Tensor& tensor,
+                        c10d::ReduceOp op = c10d::ReduceOp::SUM);
   // The element-wise least of `values` (same length on every rank) over `group`, waited for.
   // Throws CommError.
   std::vector<double> MinOver(c10d::ProcessGroup& group, const std::vector<double>& values);

@@ -272,7 +272,8 @@ RingMembers RingMembers::Of(Communicator& comm) {
 
 double ExposedRingTransfer(Communicator& comm) {
   const RingMembers ring = RingMembers::Of(comm);
-  if (ring.size <= 1) return 0;
+  // Every member holds the same points, so all skip the collective together when there are none.
+  if (ring.size <= 1 || comm.stats().ring_waits.empty()) return 0;
   double sum = 0;
   for (double least : comm.MinOver((comm.*ring.group)(), comm.stats().ring_waits)) sum += least;
   return sum;

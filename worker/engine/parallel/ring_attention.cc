@@ -35,10 +35,9 @@ RingAttentionPlan::RingAttentionPlan(Communicator* comm, int64_t seq_len,
   for (int64_t r = 0; r < cp_; ++r) {
     shard_positions_.push_back({UlyssesGroupPositions(shards, ulysses_, r)});
   }
-  const int64_t tile = TileFor(ShardChunkLength(seq_len, cp, load_balancer));
-  tile_ = tile;
+  tile_ = TileFor(ShardChunkLength(seq_len, cp, load_balancer));
   // The document balancer's chunks are the shard's runs; head-tail's chunks split into them too.
-  block_ = MakeBlockKernel(kind, comm->device(), {tile, tile});
+  block_ = MakeBlockKernel(kind, comm->device(), {tile_, tile_});
 }
 
 const RingAttentionPlan::Layout& RingAttentionPlan::LayoutOf(const BlockPositions& positions) {
@@ -135,20 +134,21 @@ std::pair<at::Tensor, at::Tensor> RingAttentionPlan::Backward(
       exchange_->Advance(step);
       continue;
     }
+    at::Tensor dkv;
     if (step == 0 && split > 0) {
-      exchange_->AddBlockGrad(step, own_rows(0, split));
-      exchange_->Advance(step);
-      continue;
+      dkv = own_rows(0, split);
+    } else {
+      BlockGrads g;
+      {
+        AttentionComputeTimer timer(stats_);
+        const at::Tensor& block = exchange_->Block(step);
+        g = block_->Backward(q, block[0], block[1], dout, final, positions,
+                             layout.shards[size_t(src)], scale);
+      }
+      dq.add_(g.dq);
+      dkv = torch::stack({g.dk, g.dv});
     }
-    BlockGrads g;
-    {
-      AttentionComputeTimer timer(stats_);
-      const at::Tensor& block = exchange_->Block(step);
-      g = block_->Backward(q, block[0], block[1], dout, final, positions,
-                           layout.shards[size_t(src)], scale);
-    }
-    dq.add_(g.dq);
-    exchange_->AddBlockGrad(step, torch::stack({g.dk, g.dv}));
+    exchange_->AddBlockGrad(step, dkv);
     exchange_->Advance(step);
   }
   const at::Tensor own_rest = split > 0 ? own_rows(split, q.size(2)) : at::Tensor();
