@@ -284,6 +284,10 @@ absl::StatusOr<TokenizerParts> ParseTokenizerJson(const std::string& name,
     // The byte offset only: the library's message quotes the text around it.
     return absl::InvalidArgumentError(
         absl::StrCat("tokenizer ", name, ": not valid JSON (error at byte ", e.byte, ")"));
+  } catch (const Json::out_of_range&) {
+    // The library's only out_of_range while parsing: a number too large for a double.
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer ", name, ": a number in the JSON is too large to represent"));
   }
   JsonReader r(name);
   if (!root.is_object()) return r.Error("the JSON is not an object");

@@ -215,6 +215,13 @@ TEST_F(TokenizerFileTest, JsonErrorsNameFieldAndFile) {
   EXPECT_THAT(std::string(broken.status().message()), HasSubstr("not valid JSON (error at byte"));
   EXPECT_THAT(std::string(broken.status().message()), ::testing::Not(HasSubstr("secret")));
 
+  // A number past a double's range is the parser's one non-syntax error; it is refused, not thrown.
+  const absl::StatusOr<std::unique_ptr<Tokenizer>> huge =
+      Tokenizer::Load(Write("huge.json", "{\"model\": {\"vocab\": {\"a\": 22e2222222}}}"));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_THAT(std::string(huge.status().message()),
+              HasSubstr("a number in the JSON is too large to represent"));
+
   const absl::StatusOr<std::unique_ptr<Tokenizer>> missing = Tokenizer::Load(dir_ / "absent.json");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr(dir_ / "absent.json"));
