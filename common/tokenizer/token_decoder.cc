@@ -8,29 +8,30 @@
 namespace ringtrain {
 
 TokenDecoder::TokenDecoder(const std::vector<std::pair<int32_t, std::string>>& tokens) {
-  size_t size = 0;
-  for (const auto& [id, bytes] : tokens) size = std::max(size, static_cast<size_t>(id) + 1);
-  bytes_.resize(size);
-  for (const auto& [id, bytes] : tokens) bytes_[id] = bytes;
+  bytes_.reserve(tokens.size());
+  for (const auto& [id, bytes] : tokens) {
+    end_ = std::max(end_, int64_t{id} + 1);
+    bytes_[id] = bytes;
+  }
 }
 
 absl::StatusOr<std::string> TokenDecoder::Decode(const std::vector<int32_t>& ids) const {
   std::string out;
   for (size_t i = 0; i < ids.size(); ++i) {
     const int32_t id = ids[i];
-    if (id < 0 || static_cast<size_t>(id) >= bytes_.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ids[", i, "] = ", id, " is not a token id: this tokenizer's ids are 0..",
-                       static_cast<int64_t>(bytes_.size()) - 1));
+    if (id < 0 || id >= end_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ids[", i, "] = ", id, " is not a token id: this tokenizer's ids are 0..", end_ - 1));
     }
-    if (!bytes_[id].has_value()) {
+    const auto it = bytes_.find(id);
+    if (it == bytes_.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "ids[", i, "] = ", id,
           " is not a token id: neither the vocabulary nor the added tokens have it (the "
           "tokenizer's ids are 0..",
-          static_cast<int64_t>(bytes_.size()) - 1, " with gaps)"));
+          end_ - 1, " with gaps)"));
     }
-    out += *bytes_[id];
+    out += it->second;
   }
   return out;
 }

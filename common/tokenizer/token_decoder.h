@@ -4,11 +4,11 @@
 #define RINGTRAIN_COMMON_TOKENIZER_TOKEN_DECODER_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 
 namespace ringtrain {
@@ -26,7 +26,10 @@ class TokenDecoder {
   absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const;
 
  private:
-  std::vector<std::optional<std::string>> bytes_;  // by id
+  // By id. A map, not a table indexed by id: a file may name ids far apart (or one huge id), and
+  // memory follows the tokens there are, not the largest id.
+  absl::flat_hash_map<int32_t, std::string> bytes_;
+  int64_t end_ = 0;  // the largest id + 1
 };
 
 }  // namespace ringtrain

@@ -355,6 +355,20 @@ TEST_F(TokenizerFileTest, TiktokenDecodeRoundTripsEncode) {
               HasSubstr("ids[1] = 262 is not a token id: neither the vocabulary"));
 }
 
+// Ids far apart cost memory for the tokens there are, not for the largest id (the fuzzer's
+// out-of-memory input named one near INT32_MAX).
+TEST_F(TokenizerFileTest, TiktokenHugeIdIsSparse) {
+  std::string file = HandMadeTiktoken();
+  absl::StrAppend(&file, absl::Base64Escape("far"), " 2147483646\n");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::Load(Write("tokenizer.model", file));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->vocab_size(), 2147483647);
+  EXPECT_EQ(Decoded(**t, {261, 2147483646}), "hellfar");
+  EXPECT_THAT(std::string((*t)->Decode({2147483645}).status().message()),
+              HasSubstr("ids[0] = 2147483645 is not a token id: neither the vocabulary nor the "
+                        "added tokens have it (the tokenizer's ids are 0..2147483646 with gaps)"));
+}
+
 TEST_F(TokenizerFileTest, TiktokenErrorsNameLine) {
   const auto error = [&](const std::string& text) {
     const absl::StatusOr<std::unique_ptr<Tokenizer>> t =
