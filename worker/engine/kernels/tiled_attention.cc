@@ -1,11 +1,13 @@
 #include "worker/engine/kernels/tiled_attention.h"
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 namespace ringtrain {
@@ -259,7 +261,51 @@ BlockGrads AttentionBlockBackward(const at::Tensor& q, const at::Tensor& k, cons
   return {at::cat(dq), at::cat(dk), at::cat(dv)};
 }
 
+namespace {
+
+// MergeBlockInto on the CPU in one pass over the rows, in place (float32, contiguous, the block the
+// same shape): the ATen chain reads and writes the whole output about ten times, a real share of
+// a ring step. Rows are independent, so the result does not depend on the thread count.
+bool MergeRowsOnCpu(at::Tensor& out, at::Tensor& lse, const BlockOutput& block) {
+  const auto f32_cpu = [](const at::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == at::kFloat;
+  };
+  if (!f32_cpu(out) || !f32_cpu(lse) || !f32_cpu(block.out) || !f32_cpu(block.lse) ||
+      !out.is_contiguous() || !lse.is_contiguous() || block.out.sizes() != out.sizes() ||
+      block.lse.sizes() != lse.sizes() || out.dim() != lse.dim() + 1 ||
+      lse.numel() * out.size(-1) != out.numel()) {
+    return false;
+  }
+  const at::Tensor block_out = block.out.contiguous(), block_lse = block.lse.contiguous();
+  const int64_t dim = out.size(-1);
+  float* o = out.data_ptr<float>();
+  float* l = lse.data_ptr<float>();
+  const float* bo = block_out.data_ptr<float>();
+  const float* bl = block_lse.data_ptr<float>();
+  at::parallel_for(0, lse.numel(), 256, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float a = l[r], b = bl[r];
+      const float m = std::max(a, b);
+      // logaddexp; both −inf (no key visible in either) keeps the row empty.
+      const float merged = m == kNegInf ? kNegInf : m + std::log1p(std::exp(-std::fabs(a - b)));
+      float* row = o + r * dim;
+      const float* block_row = bo + r * dim;
+      if (std::isinf(merged)) {
+        std::fill_n(row, dim, 0.0f);
+      } else {
+        const float w_old = std::exp(a - merged), w_new = std::exp(b - merged);
+        for (int64_t d = 0; d < dim; ++d) row[d] = row[d] * w_old + block_row[d] * w_new;
+      }
+      l[r] = merged;
+    }
+  });
+  return true;
+}
+
+}  // namespace
+
 void MergeBlockInto(at::Tensor& out, at::Tensor& lse, const BlockOutput& block) {
+  if (MergeRowsOnCpu(out, lse, block)) return;
   const at::Tensor new_lse = at::logaddexp(lse, block.lse);
   // Both −inf: logaddexp gives −inf and the weights below would be NaN; keep such rows at zero.
   const at::Tensor empty = at::isinf(new_lse).unsqueeze(-1);

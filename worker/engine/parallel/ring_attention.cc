@@ -76,8 +76,9 @@ BlockOutput RingAttentionPlan::Forward(const at::Tensor& q, const at::Tensor& kv
                                        const BlockPositions& positions, double scale) {
   const Layout& layout = LayoutOf(positions);
   const auto acc = q.options().dtype(AccumulateType(q.scalar_type()));
-  BlockOutput merged{torch::zeros(q.sizes(), acc),
-                     torch::full({q.size(0), q.size(1), q.size(2)}, -INFINITY, acc)};
+  // The first block computed is the running result as it is (merging it into zeros and −inf would
+  // give it back); the later ones merge into it.
+  BlockOutput merged;
   stats_.scores_per_step.clear();
   exchange_->Begin(kv, layout.needs);
   for (int64_t step = 0; step < cp_; ++step) {
@@ -98,8 +99,17 @@ BlockOutput RingAttentionPlan::Forward(const at::Tensor& q, const at::Tensor& kv
     }
     stats_.scores_computed += block_out.scores_computed;
     stats_.scores_per_step.push_back(block_out.scores_computed);
-    MergeBlockInto(merged.out, merged.lse, block_out);
+    if (merged.out.defined()) {
+      MergeBlockInto(merged.out, merged.lse, block_out);
+    } else {
+      merged.out = block_out.out.to(acc);
+      merged.lse = block_out.lse.to(acc);
+    }
     exchange_->Advance(step);
+  }
+  if (!merged.out.defined()) {  // no block visible (never so with causal masks: the own block is)
+    merged.out = torch::zeros(q.sizes(), acc);
+    merged.lse = torch::full({q.size(0), q.size(1), q.size(2)}, -INFINITY, acc);
   }
   return merged;
 }
