@@ -84,7 +84,37 @@ TEST(BrgemmMatmul, SameBitsTwiceAndOnOneOrTwoThreads) {
   EXPECT_TRUE(torch::equal(narrow_one, narrow_two));
 }
 
-// Both ways of the weight gradient: more out features than in (x transposed) and fewer (dy).
+// A given as its transpose (k × m, wider leading dim): the bits of BrgemmMatmul on ATen's
+// transpose, over tiles of 16 and ragged edges, on one thread or two, accumulating or not.
+TEST(BrgemmMatmul, TransposedAIsTheSameBitsAsTransposingFirst) {
+  SKIP_WITHOUT_BRGEMM();
+  struct Shape {
+    int64_t m, n, k;
+  };
+  const int saved = at::get_num_threads();
+  for (const Shape s :
+       {Shape{1, 1, 1}, Shape{16, 16, 16}, Shape{300, 333, 517}, Shape{128, 256, 256},
+        Shape{129, 257, 255}, Shape{704, 256, 2048}, Shape{17, 5, 31}}) {
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(testing::Message() << s.m << "x" << s.n << "x" << s.k << ", " << threads);
+      at::set_num_threads(threads);
+      torch::manual_seed(6);
+      const at::Tensor a_t = torch::randn({s.k, s.m + 3}), b = torch::randn({s.k, s.n});
+      const at::Tensor a = a_t.narrow(1, 0, s.m).t().contiguous();
+      for (bool accumulate : {false, true}) {
+        at::Tensor want = torch::randn({s.m, s.n}), got = want.clone();
+        BrgemmMatmul(s.m, s.n, s.k, a.data_ptr<float>(), s.k, b.data_ptr<float>(), s.n,
+                     want.data_ptr<float>(), s.n, accumulate);
+        BrgemmMatmulTransposedA(s.m, s.n, s.k, a_t.data_ptr<float>(), s.m + 3, b.data_ptr<float>(),
+                                s.n, got.data_ptr<float>(), s.n, accumulate);
+        EXPECT_TRUE(torch::equal(got, want));
+      }
+    }
+  }
+  at::set_num_threads(saved);
+}
+
+// Both ways of the weight gradient: more out features than in and fewer.
 class BrgemmLinearTest : public ::testing::TestWithParam<std::pair<int64_t, int64_t>> {};
 
 TEST_P(BrgemmLinearTest, ForwardAndGradientsMatchAtLinearAndFloat64) {

@@ -45,23 +45,13 @@ class BrgemmLinearFunction : public Function<BrgemmLinearFunction> {
   }
 
  private:
-  // dW = dyᵀ · x, summed over the R rows. BRGeMM takes no transposed operand, so the narrower of
-  // dy (R, O) and x (R, C) is transposed (ATen's blocked transpose): dy for dW = dyᵀ · x, or x for
-  // dWᵀ = xᵀ · dy, then transposed back (weight-sized).
+  // dW = dyᵀ · x, summed over the R rows; dy is transposed piece by piece inside the GEMM.
   static at::Tensor WeightGrad(const at::Tensor& dy, const at::Tensor& x) {
     const int64_t rows = x.size(0), in = x.size(1), out = dy.size(1);
-    if (out <= in) {
-      const at::Tensor dy_t = dy.t().contiguous();  // (O, R)
-      at::Tensor dweight = at::empty({out, in}, x.options());
-      BrgemmMatmul(out, in, rows, dy_t.data_ptr<float>(), rows, x.data_ptr<float>(), in,
-                   dweight.data_ptr<float>(), in);
-      return dweight;
-    }
-    const at::Tensor x_t = x.t().contiguous();  // (C, R)
-    at::Tensor dweight_t = at::empty({in, out}, x.options());
-    BrgemmMatmul(in, out, rows, x_t.data_ptr<float>(), rows, dy.data_ptr<float>(), out,
-                 dweight_t.data_ptr<float>(), out);
-    return dweight_t.t().contiguous();
+    at::Tensor dweight = at::empty({out, in}, x.options());
+    BrgemmMatmulTransposedA(out, in, rows, dy.data_ptr<float>(), out, x.data_ptr<float>(), in,
+                            dweight.data_ptr<float>(), in);
+    return dweight;
   }
 };
 

@@ -22,7 +22,8 @@ struct Chunk {
 
 // The chunk's three GEMMs: logits = h·Wᵀ, dh = d·W and dW += dᵀ·h for the chunk's rows h and
 // logit gradients d — on the BRGeMM GEMM where it is the float32 engine (brgemm_linear.h), which
-// takes no transposed operand (Wᵀ is made once a call, dᵀ once a chunk), else ATen's.
+// takes no transposed operand (Wᵀ is made once a call; dᵀ piece by piece inside the weight
+// gradient's GEMM), else ATen's.
 class HeadGemms {
  public:
   HeadGemms(const at::Tensor& h, const at::Tensor& w)
@@ -56,10 +57,10 @@ class HeadGemms {
       dw.addmm_(d.t(), h);
       return;
     }
-    const at::Tensor d_t = d.t().contiguous();  // (V, n)
+    const at::Tensor dc = d.contiguous();
     const int64_t rows = h.size(0), dim = h.size(1), vocab = d.size(1);
-    BrgemmMatmul(vocab, dim, rows, d_t.data_ptr<float>(), rows, h.data_ptr<float>(), dim,
-                 dw.data_ptr<float>(), dim, /*accumulate=*/true);
+    BrgemmMatmulTransposedA(vocab, dim, rows, dc.data_ptr<float>(), vocab, h.data_ptr<float>(), dim,
+                            dw.data_ptr<float>(), dim, /*accumulate=*/true);
   }
 
  private:
