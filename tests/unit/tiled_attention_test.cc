@@ -112,40 +112,45 @@ TEST(TiledAttentionBlocks, FullyHiddenBlockContributesNothing) {
   EXPECT_FALSE(torch::any(torch::isnan(out)).item<bool>());
 }
 
-// The CPU's one-pass merge (float32) against the ATen chain in float64, rows empty on either side,
-// both or neither; bitwise the same for any thread count.
+// The CPU's one-pass merge (float32) against the ATen chain in float64: rows empty on either side,
+// both or neither, a NaN and a +inf kept as the chain keeps them; the same bits on one thread or
+// two (601 rows: three pieces of the merge's grain).
 TEST(TiledAttentionBlocks, CpuMergeMatchesTheAtenChain) {
   torch::manual_seed(5);
-  const int64_t rows = 37, dim = 19;
+  const int64_t rows = 601, dim = 19;
   auto lse = torch::randn({1, 1, rows}) * 4;
   auto block_lse = torch::randn({1, 1, rows}) * 4;
   const auto out = torch::randn({1, 1, rows, dim});
   auto block_out = torch::randn({1, 1, rows, dim});
-  for (int64_t r : {0, 1, 7}) lse[0][0][r] = -INFINITY;        // the running side empty
-  for (int64_t r : {1, 2, 9}) block_lse[0][0][r] = -INFINITY;  // the block empty (row 1: both)
-  for (int64_t r : {1, 2, 9}) block_out[0][0][r].zero_();
-  out[0][0][1].zero_();
-  out[0][0][0].zero_();
-  out[0][0][7].zero_();
+  for (int64_t r : {0, 1, 7, 500}) lse[0][0][r] = -INFINITY;        // the running side empty
+  for (int64_t r : {1, 2, 9, 501}) block_lse[0][0][r] = -INFINITY;  // the block empty (1: both)
+  for (int64_t r : {1, 2, 9, 501}) block_out[0][0][r].zero_();
+  for (int64_t r : {0, 1, 7, 500}) out[0][0][r].zero_();
+  block_lse[0][0][3] = NAN;
+  lse[0][0][4] = INFINITY;
+  block_lse[0][0][4] = INFINITY;
 
   auto expected_out = out.to(torch::kDouble);
   auto expected_lse = lse.to(torch::kDouble);
   MergeBlockInto(expected_out, expected_lse,
                  BlockOutput{block_out.to(torch::kDouble), block_lse.to(torch::kDouble)});
+  ASSERT_TRUE(torch::isnan(expected_lse[0][0][3]).item<bool>());
   std::vector<at::Tensor> results;
   const int threads_before = at::get_num_threads();
   for (int threads : {1, 2}) {
     at::set_num_threads(threads);
     at::Tensor merged_out = out.clone(), merged_lse = lse.clone();
     MergeBlockInto(merged_out, merged_lse, BlockOutput{block_out, block_lse});
-    EXPECT_TRUE(torch::allclose(merged_out.to(torch::kDouble), expected_out, 1e-6, 1e-6));
-    EXPECT_TRUE(torch::allclose(merged_lse.to(torch::kDouble), expected_lse, 1e-6, 1e-6));
+    EXPECT_TRUE(torch::allclose(merged_out.to(torch::kDouble), expected_out, 1e-6, 1e-6,
+                                /*equal_nan=*/true));
+    EXPECT_TRUE(torch::allclose(merged_lse.to(torch::kDouble), expected_lse, 1e-6, 1e-6,
+                                /*equal_nan=*/true));
     EXPECT_TRUE(torch::all(merged_out[0][0][1] == 0).item<bool>());
     EXPECT_TRUE(std::isinf(merged_lse[0][0][1].item<float>()));
     results.push_back(merged_out);
   }
   at::set_num_threads(threads_before);
-  EXPECT_TRUE(torch::equal(results[0], results[1]));
+  EXPECT_TRUE(torch::equal(results[0].nan_to_num(), results[1].nan_to_num()));
 }
 
 TEST(TiledAttentionBlocks, UnmaskedBlockMatchesPlainAttentionInFloat32) {

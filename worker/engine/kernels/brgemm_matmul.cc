@@ -1,7 +1,14 @@
 #include "worker/engine/kernels/brgemm_matmul.h"
 
 #include <ATen/Parallel.h>
+
+#if defined(__x86_64__)
+// GCC 12's unmasked AVX-512 intrinsics start from _mm512_undefined_ps(), which
+// -Wmaybe-uninitialized reports inside the header wherever they are inlined: a false positive,
+// silenced for this file.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <vector>
@@ -13,9 +20,10 @@ namespace {
 
 constexpr int64_t kBlockCols = 256, kChunk = 256;
 
+#if defined(__x86_64__)
 // dst (cols × rows, leading dim ldd) = src (rows × cols, lds)ᵀ: 16 × 16 tiles in AVX-512 registers
 // (two unpack stages within 128-bit lanes, two shuffle stages across them), the ragged edges one
-// element at a time.
+// element at a time. (BRGeMM, and so its callers, need AVX-512.)
 __attribute__((target("avx512f"))) void TransposeBlock(const float* src, int64_t lds, int64_t rows,
                                                        int64_t cols, float* dst, int64_t ldd) {
   const int64_t full_rows = rows / 16 * 16, full_cols = cols / 16 * 16;
@@ -56,6 +64,14 @@ __attribute__((target("avx512f"))) void TransposeBlock(const float* src, int64_t
     for (int64_t c = c_begin; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
   }
 }
+#else
+void TransposeBlock(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst,
+                    int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+  }
+}
+#endif
 
 // C's blocks of 128 rows (64 where 128 would leave a thread idle) × 256 columns over the intra-op
 // threads, each summed over K in chunks of 256, in order, by one thread. `a_chunk(i, rows, p, kc,

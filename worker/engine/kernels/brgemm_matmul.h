@@ -21,9 +21,9 @@ void BrgemmMatmul(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, 
                   int64_t ldb, float* c, int64_t ldc, bool accumulate = false);
 
 // The same with A given as its transpose: a_t is k × m (row-major, leading dim lda_t), as for a
-// weight gradient dW = dyᵀ · x whose dy is (rows, out). Each thread transposes the 128 × 256
-// pieces of A its blocks take, just before their GEMM, rather than the whole of A beforehand on
-// one thread; the sums are those of BrgemmMatmul on the transposed A, bit for bit.
+// weight gradient dW = dyᵀ · x whose dy is (rows, out). Each thread transposes the pieces of A
+// its blocks take (up to 128 × 256), just before their GEMM, rather than the whole of A beforehand
+// on one thread; the sums are those of BrgemmMatmul on the transposed A, bit for bit.
 void BrgemmMatmulTransposedA(int64_t m, int64_t n, int64_t k, const float* a_t, int64_t lda_t,
                              const float* b, int64_t ldb, float* c, int64_t ldc,
                              bool accumulate = false);

@@ -284,10 +284,11 @@ bool MergeRowsOnCpu(at::Tensor& out, at::Tensor& lse, const BlockOutput& block) 
   const float* bl = block_lse.data_ptr<float>();
   at::parallel_for(0, lse.numel(), 256, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
+      // logaddexp as ATen computes it (a NaN stays NaN); both −inf (no key visible in either)
+      // keeps the row empty.
       const float a = l[r], b = bl[r];
-      const float m = std::max(a, b);
-      // logaddexp; both −inf (no key visible in either) keeps the row empty.
-      const float merged = m == kNegInf ? kNegInf : m + std::log1p(std::exp(-std::fabs(a - b)));
+      const float merged =
+          std::isinf(a) && a == b ? a : std::max(a, b) + std::log1p(std::exp(-std::fabs(a - b)));
       float* row = o + r * dim;
       const float* block_row = bo + r * dim;
       if (std::isinf(merged)) {

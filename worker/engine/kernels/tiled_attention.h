@@ -68,8 +68,10 @@ BlockGrads AttentionBlockBackward(const at::Tensor& q, const at::Tensor& k, cons
                                   const BlockPositions& k_pos, MaskKind mask, double scale,
                                   const AttentionTiling& tiling);
 
-// Folds `block` into the running (out, lse) pair in place: out = Σ exp(lse_i − lse)·out_i.
-// Rows where both are empty (lse = −inf) stay zero. `out`/`lse` start as zeros / −inf.
+// Folds `block` into the running (out, lse) pair: out = Σ exp(lse_i − lse)·out_i. Rows where both
+// are empty (lse = −inf) stay zero. `out`/`lse` start as zeros / −inf or as a block's own output,
+// and must be the caller's alone: on the CPU in float32 they are written in place, elsewhere
+// replaced by new tensors.
 void MergeBlockInto(at::Tensor& out, at::Tensor& lse, const BlockOutput& block);
 
 // delta = rowsum(dout · out): (B, H, Lq, D) → (B, H, Lq), float32.

@@ -5,8 +5,8 @@
 //
 //   forward   y  = x · Wᵀ   Wᵀ transposed once per call (a weight: small)
 //   backward  dx = dy · W
-//             dW = dyᵀ · x  the narrower of dy and x transposed (BRGeMM takes no transposed
-//                           operand), for dW = dyᵀ · x or dWᵀ = xᵀ · dy
+//             dW = dyᵀ · x  BrgemmMatmulTransposedA: dy's pieces transposed inside the GEMM
+//                           (BRGeMM takes no transposed operand)
 //
 // Bitwise repeatable and independent of the thread count; agrees with at::linear to float32
 // rounding (the sums run in another order).
